@@ -1,0 +1,201 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+	"github.com/horizon-runmap/horizon/runtime/tokenizer"
+)
+
+// defaultArch and defaultSeed name the embedded default model: a tiny
+// synthetic OLMoE that generate builds on the fly when no --artifact is given.
+const (
+	defaultArch = "olmoe-tiny"
+	defaultSeed = 1
+)
+
+func generateCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "generate",
+		Usage:     "greedy generation from a prepared artifact (or the embedded tiny default)",
+		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--json]",
+		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
+--tokens tokens come out) and prints the text, the token ids and the timings:
+TTFT (admission to first token), decode seconds (first to last token) and
+decode tok/s = (N-1) / decode seconds.
+
+Without --artifact it synthesises --arch/--seed (default olmoe-tiny, seed 1),
+prepares it with INT4 experts into a temporary directory and runs that.
+
+--json prints one object with at least token_ids, ttft_seconds,
+decode_seconds and decode_tok_s.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact directory (from `horizon-bench prepare`)"},
+			&cli.StringFlag{Name: "arch", Value: defaultArch, Usage: "synthetic architecture to build when --artifact is not given"},
+			&cli.Uint64Flag{Name: "seed", Value: defaultSeed, Usage: "synthetic seed when --artifact is not given"},
+			&cli.StringFlag{Name: "experts", Value: "int4", Usage: "expert format of the on-the-fly artifact: int4 or fp16"},
+			&cli.StringFlag{Name: "prompt", Value: "The quick brown fox", Usage: "prompt text"},
+			&cli.StringFlag{Name: "prompt-ids", Usage: "comma-separated prompt token ids (instead of --prompt)"},
+			&cli.IntFlag{Name: "tokens", Value: 32, Usage: "output tokens N"},
+			&cli.BoolFlag{Name: "stop-at-eos", Usage: "stop at EOS instead of suppressing it"},
+			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu or cuda"},
+			&cli.IntFlag{Name: "threads", Usage: "CPU worker goroutines per op (0: all cores)"},
+			&cli.StringFlag{Name: "executor", Value: "scalar-v1", Usage: "routed-expert executor"},
+			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
+			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
+			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
+		},
+		Action: runGenerate,
+	}
+}
+
+// generateOutput is the --json document; scripts rely on these names.
+type generateOutput struct {
+	Schema         string  `json:"schema"`
+	Version        int     `json:"version"`
+	Model          string  `json:"model"`
+	Artifact       string  `json:"artifact_sha256"`
+	ExpertScheme   string  `json:"expert_scheme"`
+	Backend        string  `json:"backend"`
+	Executor       string  `json:"executor"`
+	PromptIDs      []int   `json:"prompt_ids"`
+	TokenIDs       []int   `json:"token_ids"`
+	Text           string  `json:"text"`
+	TokenNs        []int64 `json:"token_ns"`
+	TTFTSeconds    float64 `json:"ttft_seconds"`
+	DecodeSeconds  float64 `json:"decode_seconds"`
+	DecodeTokS     float64 `json:"decode_tok_s"`
+	RuntimeSeconds float64 `json:"runtime_seconds"`
+}
+
+func runGenerate(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return usageError("generate takes no arguments, got %q", c.Args().Slice())
+	}
+	if c.Int("tokens") <= 0 {
+		return usageError("--tokens must be positive")
+	}
+	dir := c.String("artifact")
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "horizon-default-")
+		if err != nil {
+			return fmt.Errorf("temporary directory for the default model: %w", err)
+		}
+		defer os.RemoveAll(tmp)
+		scheme, err := expertScheme(c.String("experts"))
+		if err != nil {
+			return err
+		}
+		ckpt := filepath.Join(tmp, "checkpoint")
+		if _, err := model.Synthesize(model.SynthOptions{Arch: c.String("arch"), Seed: c.Uint64("seed"), OutDir: ckpt}); err != nil {
+			return fmt.Errorf("synthesise %s: %w", c.String("arch"), err)
+		}
+		dir = filepath.Join(tmp, "artifact")
+		if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme}); err != nil {
+			return fmt.Errorf("prepare %s: %w", c.String("arch"), err)
+		}
+	}
+	art, err := qpack.Open(dir)
+	if err != nil {
+		return fmt.Errorf("open artifact: %w", err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		return fmt.Errorf("load tokenizer: %w", err)
+	}
+	var prompt []int
+	if s := c.String("prompt-ids"); s != "" {
+		if prompt, err = parseIDs(s); err != nil {
+			return usageError("--prompt-ids: %v", err)
+		}
+	} else if prompt, err = tok.Encode(c.String("prompt")); err != nil {
+		return fmt.Errorf("encode prompt: %w", err)
+	}
+	be, err := openBackend(c.String("device"), c.Int("threads"))
+	if err != nil {
+		return err
+	}
+	eng, err := engine.Load(be, art, engine.LoadOptions{Executor: c.String("executor")})
+	if err != nil {
+		return fmt.Errorf("load model: %w", err)
+	}
+	req := engine.Request{Prompt: prompt, Tokens: c.Int("tokens"), SuppressEOS: !c.Bool("stop-at-eos")}
+	if c.String("logits-out") != "" {
+		req.LogitSteps = c.Int("logit-steps")
+	}
+	res, err := eng.Generate(req)
+	if err != nil {
+		return err
+	}
+	if p := c.String("logits-out"); p != "" {
+		if err := writeLogits(p, res.Logits); err != nil {
+			return err
+		}
+	}
+	out := generateOutput{
+		Schema: "horizon.generate", Version: 1,
+		Model: eng.Config().ModelType, Artifact: art.Meta.ArtifactSHA256, ExpertScheme: string(art.Layout().Scheme),
+		Backend: be.Name(), Executor: eng.ExecutorName(),
+		PromptIDs: prompt, TokenIDs: res.Tokens, Text: tok.Decode(res.Tokens), TokenNs: res.TokenNs,
+		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
+		RuntimeSeconds: res.RuntimeSeconds,
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := c.App.Writer
+	fmt.Fprintf(w, "%s\n\n", out.Text)
+	fmt.Fprintf(w, "model      %s (%s experts, %s executor, %s backend)\n", out.Model, out.ExpertScheme, out.Executor, out.Backend)
+	fmt.Fprintf(w, "prompt ids %v\n", out.PromptIDs)
+	fmt.Fprintf(w, "token ids  %v\n", out.TokenIDs)
+	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
+	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
+	return nil
+}
+
+func expertScheme(s string) (qpack.Scheme, error) {
+	switch s {
+	case "int4":
+		return qpack.SchemeInt4, nil
+	case "fp16":
+		return qpack.SchemeFP16, nil
+	}
+	return "", usageError("--experts %q: want int4 or fp16", s)
+}
+
+func parseIDs(s string) ([]int, error) {
+	var ids []int
+	for _, f := range strings.Split(s, ",") {
+		var id int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &id); err != nil {
+			return nil, fmt.Errorf("%q is not a token id", f)
+		}
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func writeLogits(path string, rows [][]float32) error {
+	var buf []byte
+	for _, r := range rows {
+		for _, v := range r {
+			buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
+		}
+	}
+	if err := os.WriteFile(path, buf, 0o644); err != nil {
+		return fmt.Errorf("write logits: %w", err)
+	}
+	return nil
+}

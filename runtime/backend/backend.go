@@ -1,0 +1,113 @@
+// Package backend defines the op-level interface every compute backend
+// implements (the pure-Go CPU reference in runtime/cpu, the CUDA backend in
+// runtime/cuda) and the conformance suite that checks each op of a backend
+// against the CPU reference.
+//
+// The model is llama2.c's: a forward pass is a fixed sequence of small ops
+// over buffers allocated once and named by role. A backend owns its buffers
+// (Tensor values); the engine never looks inside them except through ReadF32.
+// Ops may run asynchronously on a backend's compute stream; ReadF32, TopK and
+// Argmax return host values and therefore synchronise.
+//
+// Shapes use the legend D hidden, F expert FFN, S shared FFN, E experts,
+// A active experts (top-k), V vocab, T positions, hd head dim.
+package backend
+
+import (
+	"errors"
+
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// DType is the element type of a Tensor.
+type DType int
+
+const (
+	// F32 activations and scratch on the CPU backend.
+	F32 DType = iota
+	// F16 weights (IEEE binary16 bit patterns).
+	F16
+	// Bytes holds raw records (qpacked or FP16 expert records).
+	Bytes
+)
+
+func (d DType) String() string {
+	switch d {
+	case F32:
+		return "F32"
+	case F16:
+		return "F16"
+	case Bytes:
+		return "bytes"
+	}
+	return "invalid"
+}
+
+// Tensor is a flat buffer owned by a backend. Len counts elements.
+type Tensor interface {
+	Len() int
+	DType() DType
+}
+
+// ErrShape reports an op called with mismatched buffer sizes.
+var ErrShape = errors.New("tensor shape mismatch")
+
+// Backend is the set of ops the engine and the executors issue. Every method
+// validates its arguments and returns an error rather than panicking.
+type Backend interface {
+	// Name is "cpu" or "cuda".
+	Name() string
+
+	// UploadF16 copies FP16 weights (bit patterns) into a new backend tensor.
+	UploadF16(data []uint16) (Tensor, error)
+	// AllocBytes allocates a byte buffer (an expert row) of n bytes.
+	AllocBytes(n int) (Tensor, error)
+	// WriteBytes copies src into dst at byte offset off.
+	WriteBytes(dst Tensor, off int, src []byte) error
+	// Alloc allocates a zeroed activation buffer of n elements.
+	Alloc(n int) (Tensor, error)
+	// ReadF32 copies an activation buffer to the host (synchronising).
+	ReadF32(src Tensor, dst []float32) error
+	// WriteF32 copies host values into an activation buffer.
+	WriteF32(dst Tensor, src []float32) error
+	// Free releases a tensor. Freeing twice is an error.
+	Free(t Tensor) error
+
+	// Embed: dst[D] = table[tok, :] for table [V, D].
+	Embed(dst, table Tensor, tok int) error
+	// RMSNorm: dst = x * rsqrt(mean(x²)+eps) * w, per group of len(w) values
+	// (groups let one call normalise each head; OLMoE uses one group).
+	RMSNorm(dst, x, w Tensor, eps float32) error
+	// MatVec: dst[R] = W[R, C] · x[C] (+ bias[R] when bias is non-nil),
+	// W FP16 row-major, FP32 accumulation.
+	MatVec(dst, w, x, bias Tensor) error
+	// ExpertMatVec: dst[m.Rows] = M · x[m.Cols] where M is the matrix m of an
+	// expert record stored in rec with the given scheme (qpack INT4 rows are
+	// read directly, never expanded).
+	ExpertMatVec(dst, rec Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor) error
+	// RoPE rotates x[nHeads*hd] in place at position pos (HF rotate_half
+	// convention: pairs (i, i+hd/2)).
+	RoPE(x Tensor, nHeads, headDim, pos int, theta float64) error
+	// KVAppend stores k and v [Hkv*hd] at position pos of the caches
+	// [T, Hkv*hd].
+	KVAppend(kCache, vCache, k, v Tensor, pos int) error
+	// Attention: dst[Hq*hd] = softmax(q·Kᵀ/√hd) · V over positions 0..n-1,
+	// grouped-query (head h reads kv head h/(Hq/Hkv)).
+	Attention(dst, q, kCache, vCache Tensor, n, nHeads, nKVHeads, headDim int) error
+	// SiLUMul: dst = silu(gate) * up, elementwise.
+	SiLUMul(dst, gate, up Tensor) error
+	// Add: dst = a + b.
+	Add(dst, a, b Tensor) error
+	// AddScaled: dst += alpha * x.
+	AddScaled(dst, x Tensor, alpha float32) error
+	// AddGated: dst += sigmoid(g[0]) * x (Qwen's gated shared expert; g has
+	// one element).
+	AddGated(dst, x, g Tensor) error
+	// TopK: softmax over logits[E] in FP32, the k largest probabilities in
+	// descending order (ties: lower index first), renormalised to sum 1 when
+	// norm is set. Returns host values.
+	TopK(logits Tensor, k int, norm bool) (ids []int, weights []float32, err error)
+	// Argmax of logits[V] with the masked ids excluded (EOS suppression);
+	// ties pick the lowest id. Returns a host value.
+	Argmax(logits Tensor, masked []int) (int, error)
+}

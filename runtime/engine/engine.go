@@ -1,0 +1,107 @@
+// Package engine runs a model: prefill, the decode loop, greedy selection
+// with EOS suppression, and the timing points PERF-REAL-v1 defines.
+//
+// The forward pass follows transformers' OlmoeForCausalLM and
+// Qwen2MoeForCausalLM op for op (see forward.go); it is written once against
+// runtime/backend, and the routed experts go through an ExpertRows source
+// (the residency cache) and an executor strategy.
+package engine
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/model"
+)
+
+// DefaultMaxSeq bounds prompt + generated tokens when Options.MaxSeq is 0.
+const DefaultMaxSeq = 2048
+
+// Options configure an Engine.
+type Options struct {
+	Backend  backend.Backend
+	Config   model.Config
+	Weights  *Weights
+	Experts  ExpertRows
+	Executor executor.Executor
+	// MaxSeq is the KV-cache length in positions (0: DefaultMaxSeq, capped
+	// at the model's max_position_embeddings).
+	MaxSeq int
+}
+
+// Engine holds the model on a backend and the buffers one request uses.
+type Engine struct {
+	be      backend.Backend
+	cfg     model.Config
+	w       *Weights
+	experts ExpertRows
+	exec    executor.Executor
+	maxSeq  int
+	eps     float32
+
+	// KV caches, [T, Hkv*hd] per layer.
+	kCache, vCache []backend.Tensor
+	// Scratch named by role.
+	x, xn          backend.Tensor // residual stream and its norm [D]
+	q, att, ao     backend.Tensor // [Hq*hd], [Hq*hd], [D]
+	k, v           backend.Tensor // [Hkv*hd]
+	routerLogits   backend.Tensor // [E]
+	moe            backend.Tensor // [D]
+	sg, su, sa, sd backend.Tensor // shared expert [S],[S],[S],[D]
+	mix            backend.Tensor // [1]
+	logits         backend.Tensor // [V]
+}
+
+// New allocates an engine's buffers.
+func New(o Options) (*Engine, error) {
+	cfg := o.Config
+	if o.Backend == nil || o.Weights == nil || o.Experts == nil || o.Executor == nil {
+		return nil, fmt.Errorf("engine: backend, weights, experts and executor are all required")
+	}
+	maxSeq := o.MaxSeq
+	if maxSeq <= 0 {
+		maxSeq = DefaultMaxSeq
+	}
+	if cfg.MaxPositions > 0 && maxSeq > cfg.MaxPositions {
+		maxSeq = cfg.MaxPositions
+	}
+	e := &Engine{be: o.Backend, cfg: cfg, w: o.Weights, experts: o.Experts, exec: o.Executor,
+		maxSeq: maxSeq, eps: float32(cfg.RMSNormEps)}
+	var err error
+	alloc := func(n int) backend.Tensor {
+		if err != nil || n == 0 {
+			return nil
+		}
+		var t backend.Tensor
+		t, err = e.be.Alloc(n)
+		return t
+	}
+	D, KV := cfg.HiddenSize, cfg.KVDim()
+	for l := 0; l < cfg.NumLayers; l++ {
+		e.kCache = append(e.kCache, alloc(maxSeq*KV))
+		e.vCache = append(e.vCache, alloc(maxSeq*KV))
+	}
+	e.x, e.xn = alloc(D), alloc(D)
+	e.q, e.att, e.ao = alloc(D), alloc(D), alloc(D)
+	e.k, e.v = alloc(KV), alloc(KV)
+	e.routerLogits, e.moe = alloc(cfg.NumExperts), alloc(D)
+	if cfg.HasSharedExpert() {
+		e.sg, e.su, e.sa, e.sd = alloc(cfg.SharedFFN), alloc(cfg.SharedFFN), alloc(cfg.SharedFFN), alloc(D)
+		e.mix = alloc(1)
+	}
+	e.logits = alloc(cfg.VocabSize)
+	if err != nil {
+		return nil, fmt.Errorf("engine: allocate buffers for %d positions: %w", maxSeq, err)
+	}
+	return e, nil
+}
+
+// Config returns the model configuration.
+func (e *Engine) Config() model.Config { return e.cfg }
+
+// MaxSeq is the number of positions one request may use.
+func (e *Engine) MaxSeq() int { return e.maxSeq }
+
+// ExecutorName is the routed-expert strategy in use.
+func (e *Engine) ExecutorName() string { return e.exec.Name() }

@@ -1,0 +1,106 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Request is one greedy generation.
+type Request struct {
+	Prompt []int // token ids, at least one
+	Tokens int   // N: output tokens to produce
+	// SuppressEOS masks every EOS id out of the argmax, so exactly Tokens
+	// tokens are produced (PERF-REAL-v1). Without it generation stops after
+	// an EOS token, which is included in the output.
+	SuppressEOS bool
+	// LogitSteps > 0 keeps the logits of the first LogitSteps selections
+	// (step 0 is the prefill's output) for oracle comparisons.
+	LogitSteps int
+}
+
+// Result is what a request produced, with the timing points of
+// PERF-REAL-v1 measured on the monotonic clock from admission (the moment
+// Generate is entered).
+type Result struct {
+	Tokens []int
+	// TokenNs[i] is when token i was available on the host, in ns from
+	// admission.
+	TokenNs []int64
+	// TTFTSeconds: admission to the first token.
+	TTFTSeconds float64
+	// DecodeSeconds: first token to last token (excludes the first-token
+	// wait); 0 when one token was produced.
+	DecodeSeconds float64
+	// RuntimeSeconds: admission to the last token.
+	RuntimeSeconds float64
+	// Logits holds LogitSteps rows of [V] values.
+	Logits [][]float32
+}
+
+// DecodeTokS is (N-1)/DecodeSeconds, the per-request decode rate.
+func (r Result) DecodeTokS() float64 {
+	if r.DecodeSeconds <= 0 || len(r.Tokens) < 2 {
+		return 0
+	}
+	return float64(len(r.Tokens)-1) / r.DecodeSeconds
+}
+
+// Generate runs prefill over the prompt, then decodes greedily. The KV cache
+// is reused from position 0, so requests are independent.
+func (e *Engine) Generate(req Request) (Result, error) {
+	t0 := time.Now()
+	if len(req.Prompt) == 0 {
+		return Result{}, fmt.Errorf("generate: empty prompt")
+	}
+	if req.Tokens <= 0 {
+		return Result{}, fmt.Errorf("generate: tokens must be positive, got %d", req.Tokens)
+	}
+	if n := len(req.Prompt) + req.Tokens - 1; n > e.maxSeq {
+		return Result{}, fmt.Errorf("generate: prompt (%d) + tokens (%d) needs %d positions, the KV cache holds %d",
+			len(req.Prompt), req.Tokens, n, e.maxSeq)
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || t >= e.cfg.VocabSize {
+			return Result{}, fmt.Errorf("generate: prompt token %d (%d) outside the vocabulary of %d", i, t, e.cfg.VocabSize)
+		}
+	}
+	var masked []int
+	if req.SuppressEOS {
+		masked = e.cfg.EOSTokenIDs
+	}
+	res := Result{Tokens: make([]int, 0, req.Tokens), TokenNs: make([]int64, 0, req.Tokens)}
+	pos := 0
+	for _, t := range req.Prompt {
+		if err := e.step(t, pos); err != nil {
+			return Result{}, fmt.Errorf("prefill position %d: %w", pos, err)
+		}
+		pos++
+	}
+	for {
+		if len(res.Logits) < req.LogitSteps {
+			row := make([]float32, e.cfg.VocabSize)
+			if err := e.be.ReadF32(e.logits, row); err != nil {
+				return Result{}, fmt.Errorf("read logits: %w", err)
+			}
+			res.Logits = append(res.Logits, row)
+		}
+		next, err := e.be.Argmax(e.logits, masked)
+		if err != nil {
+			return Result{}, fmt.Errorf("select token %d: %w", len(res.Tokens), err)
+		}
+		res.Tokens = append(res.Tokens, next)
+		res.TokenNs = append(res.TokenNs, time.Since(t0).Nanoseconds())
+		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
+			break
+		}
+		if err := e.step(next, pos); err != nil {
+			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
+		}
+		pos++
+	}
+	first, last := res.TokenNs[0], res.TokenNs[len(res.TokenNs)-1]
+	res.TTFTSeconds = float64(first) / 1e9
+	res.DecodeSeconds = float64(last-first) / 1e9
+	res.RuntimeSeconds = float64(last) / 1e9
+	return res, nil
+}

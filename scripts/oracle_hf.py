@@ -1,0 +1,157 @@
+#!/usr/bin/env python3
+"""Oracle: Hugging Face transformers against Horizon on the same synthetic checkpoint.
+
+For each architecture this script
+  1. writes a synthetic HF checkpoint with `horizon-bench synth`,
+  2. prepares it with `--experts fp16` (the unquantised reference path) and
+     with the default INT4 experts,
+  3. runs `horizon-bench generate` (CPU backend) with a fixed prompt, saving
+     the first-step logits and the greedy tokens (EOS suppressed),
+  4. loads the checkpoint with transformers' OlmoeForCausalLM /
+     Qwen2MoeForCausalLM in FP32 (TF32 disabled) and computes the same
+     first-step logits and the same greedy tokens (EOS logits masked),
+  5. reports max |logit difference| and token agreement as JSON.
+
+Acceptance (issue 2): first-step logits within 1e-3 max abs, and the greedy
+tokens identical, for the tiny models; first-step logits only for the full
+olmoe-1b-7b shape.
+
+Usage (on the GPU machine, from the repository root):
+  python3 scripts/oracle_hf.py --bin carry/horizon-bench --work /tmp/oracle \
+      --arch olmoe-tiny --arch qwen2moe-tiny --full olmoe-1b-7b --out oracle.json
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+
+PROMPT = "The quick brown fox jumps over the lazy dog. Residency must never change tokens."
+TOLERANCE = 1e-3
+
+
+def sh(cmd, **kw):
+    print("+", " ".join(cmd), file=sys.stderr, flush=True)
+    return subprocess.run(cmd, check=True, **kw)
+
+
+def ours(bin_path, artifact, prompt_ids, tokens, logits_path):
+    out = sh([bin_path, "generate", "--artifact", artifact,
+              "--prompt-ids", ",".join(map(str, prompt_ids)), "--tokens", str(tokens),
+              "--json", "--logits-out", logits_path, "--logit-steps", "1"],
+             capture_output=True, text=True)
+    doc = json.loads(out.stdout)
+    logits = np.fromfile(logits_path, dtype="<f4")
+    return doc, logits
+
+
+def hf_model(ckpt):
+    import transformers
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    cfg = json.load(open(os.path.join(ckpt, "config.json")))
+    cls = {"olmoe": transformers.OlmoeForCausalLM,
+           "qwen2_moe": transformers.Qwen2MoeForCausalLM}[cfg["model_type"]]
+    model = cls.from_pretrained(ckpt, dtype=torch.float32).to("cuda").eval()
+    return model, cfg, transformers.__version__
+
+
+@torch.no_grad()
+def hf_greedy(model, prompt_ids, tokens, eos_ids):
+    ids = torch.tensor([prompt_ids], device="cuda")
+    out = model(input_ids=ids, use_cache=True)
+    past = out.past_key_values
+    logits = out.logits[0, -1].float()
+    first = logits.cpu().numpy().copy()
+    toks = []
+    for step in range(tokens):
+        masked = logits.clone()
+        masked[eos_ids] = float("-inf")
+        nxt = int(torch.argmax(masked))
+        toks.append(nxt)
+        if step + 1 == tokens:
+            break
+        out = model(input_ids=torch.tensor([[nxt]], device="cuda"), past_key_values=past, use_cache=True)
+        past = out.past_key_values
+        logits = out.logits[0, -1].float()
+    return first, toks
+
+
+def compare(a, b):
+    d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+    return float(d.max()), int(np.argmax(a)) == int(np.argmax(b))
+
+
+def run_arch(args, arch, full):
+    work = os.path.join(args.work, arch)
+    ckpt = os.path.join(work, "checkpoint")
+    art16 = os.path.join(work, "artifact-fp16")
+    art4 = os.path.join(work, "artifact-int4")
+    t0 = time.time()
+    if not os.path.exists(ckpt):
+        sh([args.bin, "synth", "--arch", arch, "--seed", str(args.seed), "--out", ckpt])
+    if not os.path.exists(art16):
+        sh([args.bin, "prepare", "--checkpoint", ckpt, "--out", art16, "--experts", "fp16"])
+    if not full and not os.path.exists(art4):
+        sh([args.bin, "prepare", "--checkpoint", ckpt, "--out", art4, "--experts", "int4"])
+    prompt_ids = list(PROMPT.encode("utf-8"))
+    tokens = 1 if full else args.tokens
+    ours16, logits16 = ours(args.bin, art16, prompt_ids, tokens, os.path.join(work, "fp16.f32"))
+    res = {"arch": arch, "seed": args.seed, "prompt_ids": prompt_ids, "tokens": tokens,
+           "ours_fp16_tokens": ours16["token_ids"], "ours_backend": ours16["backend"]}
+    model, cfg, version = hf_model(ckpt)
+    res["transformers"] = version
+    res["torch"] = torch.__version__
+    eos = cfg["eos_token_id"] if isinstance(cfg["eos_token_id"], list) else [cfg["eos_token_id"]]
+    hf_first, hf_tokens = hf_greedy(model, prompt_ids, tokens, eos)
+    del model
+    torch.cuda.empty_cache()
+    res["hf_tokens"] = hf_tokens
+    res["first_logits_max_abs_diff"], res["first_top1_agree"] = compare(logits16, hf_first)
+    res["logit_scale_max_abs"] = float(np.abs(hf_first).max())
+    res["tokens_identical"] = hf_tokens == ours16["token_ids"]
+    if not full:
+        ours4, logits4 = ours(args.bin, art4, prompt_ids, tokens, os.path.join(work, "int4.f32"))
+        res["int4_vs_fp16_first_logits_max_abs_diff"], res["int4_vs_fp16_first_top1_agree"] = compare(logits4, logits16)
+        agree = sum(1 for a, b in zip(ours4["token_ids"], ours16["token_ids"]) if a == b)
+        res["int4_vs_fp16_token_agreement"] = f"{agree}/{tokens}"
+        res["pass"] = res["first_logits_max_abs_diff"] <= TOLERANCE and res["tokens_identical"]
+    else:
+        res["pass"] = res["first_logits_max_abs_diff"] <= TOLERANCE
+    res["seconds"] = round(time.time() - t0, 1)
+    print(json.dumps(res), file=sys.stderr, flush=True)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True, help="horizon-bench binary")
+    ap.add_argument("--work", required=True, help="scratch directory for checkpoints and artifacts")
+    ap.add_argument("--arch", action="append", default=[], help="tiny architecture: logits + greedy tokens")
+    ap.add_argument("--full", action="append", default=[], help="full-size architecture: first-step logits only")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--tokens", type=int, default=32)
+    ap.add_argument("--out", required=True, help="JSON report path")
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    results = []
+    for a in args.arch:
+        results.append(run_arch(args, a, full=False))
+    for a in args.full:
+        results.append(run_arch(args, a, full=True))
+    doc = {"schema": "horizon.oracle-hf", "version": 1, "tolerance_max_abs": TOLERANCE,
+           "gpu": torch.cuda.get_device_name(0), "results": results,
+           "pass": all(r["pass"] for r in results)}
+    with open(args.out, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(json.dumps({r["arch"]: {k: r[k] for k in ("first_logits_max_abs_diff", "tokens_identical", "pass")} for r in results}, indent=1))
+    sys.exit(0 if doc["pass"] else 1)
+
+
+if __name__ == "__main__":
+    main()
