@@ -85,6 +85,16 @@ type Backend interface {
 	// expert record stored in rec with the given scheme (qpack INT4 rows are
 	// read directly, never expanded).
 	ExpertMatVec(dst, rec Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor) error
+	// ExpertGateUp computes, for every expert k of a routed group in one
+	// step, act[k*F:(k+1)*F] = silu(G_k·x) ⊙ (U_k·x), reading the gate and
+	// up matrices from rows[k]. act holds len(rows)*F values.
+	ExpertGateUp(act Tensor, rows []Tensor, l qpack.RecordLayout, x Tensor) error
+	// ExpertDownCombine sets out[D] = Σ_k weights[k] · (D_k · act[k*F:]),
+	// accumulating the experts in k order.
+	ExpertDownCombine(out Tensor, rows []Tensor, l qpack.RecordLayout, act Tensor, weights []float32) error
+	// FusedExperts is ExpertGateUp followed by ExpertDownCombine, issued as
+	// one step per routed group (gate, up, activation and down fused).
+	FusedExperts(out Tensor, rows []Tensor, l qpack.RecordLayout, x Tensor, weights []float32) error
 	// RoPE rotates x[nHeads*hd] in place at position pos (HF rotate_half
 	// convention: pairs (i, i+hd/2)).
 	RoPE(x Tensor, nHeads, headDim, pos int, theta float64) error

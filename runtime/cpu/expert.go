@@ -58,14 +58,18 @@ func int4MatVec(d []float32, mat []byte, m qpack.MatrixLayout, xs []float32, wor
 				bb := row[c0/2 : c0/2+qpack.BlockSize/2]
 				xb := xs[c0 : c0+n]
 				var bs float32
-				j := 0
-				for ; j+1 < n; j += 2 {
-					v := bb[j/2]
-					bs += float32(int(v&15)-8) * xb[j]
-					bs += float32(int(v>>4)-8) * xb[j+1]
-				}
-				if j < n { // odd tail: low nibble only
-					bs += float32(int(bb[j/2]&15)-8) * xb[j]
+				if n == qpack.BlockSize {
+					bs = int4BlockDot(bb, xb)
+				} else {
+					j := 0
+					for ; j+1 < n; j += 2 {
+						v := &nibbleLUT[bb[j/2]]
+						bs += v[0] * xb[j]
+						bs += v[1] * xb[j+1]
+					}
+					if j < n { // odd tail: low nibble only
+						bs += nibbleLUT[bb[j/2]][0] * xb[j]
+					}
 				}
 				acc += s * bs
 			}
@@ -87,4 +91,25 @@ func fp16MatVec(d []float32, mat []byte, m qpack.MatrixLayout, xs []float32, wor
 			d[r] = acc
 		}
 	})
+}
+
+// nibbleLUT[b] holds the signed values (low, high) of packed byte b.
+var nibbleLUT = func() (t [256][2]float32) {
+	for b := range t {
+		t[b] = [2]float32{float32(b&15) - 8, float32(b>>4) - 8}
+	}
+	return t
+}()
+
+// int4BlockDot is Σ_{j<256} q_j·x_j over one full block, in index order.
+func int4BlockDot(bb []byte, xb []float32) float32 {
+	bb = bb[:qpack.BlockSize/2]
+	xb = xb[:qpack.BlockSize]
+	var s float32
+	for i, v := range bb {
+		p := &nibbleLUT[v]
+		s += p[0] * xb[2*i]
+		s += p[1] * xb[2*i+1]
+	}
+	return s
 }

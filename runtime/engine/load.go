@@ -29,13 +29,11 @@ func Load(be backend.Backend, art *qpack.Artifact, o LoadOptions) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	var ex executor.Executor
-	switch o.Executor {
-	case "", "scalar-v1":
-		ex, err = executor.NewScalar(be, art.Layout())
-	default:
-		return nil, fmt.Errorf("unknown executor %q (known: scalar-v1)", o.Executor)
+	name := o.Executor
+	if name == "" {
+		name = "scalar-v1"
 	}
+	ex, err := executor.New(name, be, art.Layout(), cfg.TopK)
 	if err != nil {
 		return nil, err
 	}

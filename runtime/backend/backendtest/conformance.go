@@ -61,6 +61,7 @@ func Run(t *testing.T, be backend.Backend, shapes []Shape, tol map[string]Tolera
 			}
 		}
 	})
+	t.Run("GroupedExperts", func(t *testing.T) { runGrouped(t, be, rng) })
 	t.Run("RMSNorm", func(t *testing.T) { checkRMSNorm(t, be, rng, tol["rmsnorm"]) })
 	t.Run("RoPE", func(t *testing.T) { checkRoPE(t, be, rng, tol["rope"]) })
 	t.Run("Attention", func(t *testing.T) { checkAttention(t, be, rng, tol["attention"]) })

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/cpu"
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden token streams in testdata/golden")
+
+// goldenPrompt is byte-level tokenised (synthetic tokenizer: id = byte).
+const goldenPrompt = "Horizon keeps every expert in host memory."
+
+func promptIDs(s string) []int {
+	ids := make([]int, len(s))
+	for i := range s {
+		ids[i] = int(s[i])
+	}
+	return ids
+}
+
+var (
+	artMu   sync.Mutex
+	artDirs = map[string]string{}
+	artRoot string
+)
+
+// testArtifact synthesises arch (seed 1) once per test binary and prepares
+// it with the given scheme.
+func testArtifact(t testing.TB, arch string, scheme qpack.Scheme) *qpack.Artifact {
+	t.Helper()
+	artMu.Lock()
+	defer artMu.Unlock()
+	key := arch + "/" + string(scheme)
+	dir, ok := artDirs[key]
+	if !ok {
+		if artRoot == "" {
+			var err error
+			if artRoot, err = os.MkdirTemp("", "engine-test-"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ckpt := filepath.Join(artRoot, arch)
+		if _, err := os.Stat(ckpt); err != nil {
+			if _, err := model.Synthesize(model.SynthOptions{Arch: arch, Seed: 1, OutDir: ckpt}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		dir = filepath.Join(artRoot, arch+"-"+string(scheme))
+		if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme}); err != nil {
+			t.Fatal(err)
+		}
+		artDirs[key] = dir
+	}
+	art, err := qpack.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return art
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if artRoot != "" {
+		os.RemoveAll(artRoot)
+	}
+	os.Exit(code)
+}
+
+func newEngine(t testing.TB, arch string, scheme qpack.Scheme) *Engine {
+	t.Helper()
+	e, err := Load(cpu.New(0), testArtifact(t, arch, scheme), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type golden struct {
+	Arch   string `json:"arch"`
+	Seed   int    `json:"seed"`
+	Scheme string `json:"scheme"`
+	Prompt string `json:"prompt"`
+	Tokens []int  `json:"tokens"`
+}
+
+// TestGoldenStreams pins the greedy token streams of the tiny models. A
+// change here is a numerics change: refresh with -update only on purpose.
+func TestGoldenStreams(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+			t.Run(fmt.Sprintf("%s/%s", arch, scheme), func(t *testing.T) {
+				e := newEngine(t, arch, scheme)
+				res, err := e.Generate(Request{Prompt: promptIDs(goldenPrompt), Tokens: 32, SuppressEOS: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := golden{Arch: arch, Seed: 1, Scheme: string(scheme), Prompt: goldenPrompt, Tokens: res.Tokens}
+				path := filepath.Join("testdata", "golden", fmt.Sprintf("%s-%s.json", arch, scheme))
+				if *update {
+					b, _ := json.MarshalIndent(got, "", "  ")
+					if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run with -update to create it)", err)
+				}
+				var want golden
+				if err := json.Unmarshal(b, &want); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("greedy stream changed:\n got %v\nwant %v", got.Tokens, want.Tokens)
+				}
+			})
+		}
+	}
+}
+
+// TestRequestsAreIndependent: the KV cache is reused from position 0, so the
+// same request twice (with another in between) gives the same stream.
+func TestRequestsAreIndependent(t *testing.T) {
+	e := newEngine(t, "qwen2moe-tiny", qpack.SchemeInt4)
+	req := Request{Prompt: promptIDs("abc"), Tokens: 16, SuppressEOS: true}
+	a, err := e.Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Generate(Request{Prompt: promptIDs("something else entirely"), Tokens: 8, SuppressEOS: true}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(a.Tokens, b.Tokens) {
+		t.Fatalf("same request, different streams: %v vs %v", a.Tokens, b.Tokens)
+	}
+}
+
+// TestEOSSuppression makes the model's natural first token an EOS id, then
+// checks suppression masks it and stop-at-EOS stops on it.
+func TestEOSSuppression(t *testing.T) {
+	e := newEngine(t, "olmoe-tiny", qpack.SchemeInt4)
+	prompt := promptIDs("The quick brown fox")
+	free, err := e.Generate(Request{Prompt: prompt, Tokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natural := free.Tokens[0]
+	e.cfg.EOSTokenIDs = []int{natural}
+
+	sup, err := e.Generate(Request{Prompt: prompt, Tokens: 8, SuppressEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sup.Tokens) != 8 {
+		t.Fatalf("suppressed run produced %d tokens, want 8", len(sup.Tokens))
+	}
+	for i, tok := range sup.Tokens {
+		if tok == natural {
+			t.Fatalf("token %d is the suppressed EOS id %d", i, natural)
+		}
+	}
+	stop, err := e.Generate(Request{Prompt: prompt, Tokens: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(stop.Tokens, []int{natural}) {
+		t.Fatalf("stop-at-EOS run produced %v, want just [%d]", stop.Tokens, natural)
+	}
+}
+
+func TestTimingPoints(t *testing.T) {
+	e := newEngine(t, "olmoe-tiny", qpack.SchemeInt4)
+	res, err := e.Generate(Request{Prompt: promptIDs("timing"), Tokens: 12, SuppressEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.TokenNs) != 12 {
+		t.Fatalf("%d timestamps for 12 tokens", len(res.TokenNs))
+	}
+	for i := 1; i < len(res.TokenNs); i++ {
+		if res.TokenNs[i] < res.TokenNs[i-1] {
+			t.Fatalf("timestamps not monotonic at %d: %v", i, res.TokenNs)
+		}
+	}
+	first, last := res.TokenNs[0], res.TokenNs[11]
+	if res.TTFTSeconds != float64(first)/1e9 || res.RuntimeSeconds != float64(last)/1e9 || res.DecodeSeconds != float64(last-first)/1e9 {
+		t.Fatalf("timings %+v disagree with the timestamps %v", res, res.TokenNs)
+	}
+	if res.TTFTSeconds <= 0 || res.DecodeSeconds <= 0 {
+		t.Fatalf("non-positive timings: %+v", res)
+	}
+}
+
+func TestGenerateErrors(t *testing.T) {
+	e := newEngine(t, "olmoe-tiny", qpack.SchemeInt4)
+	cases := []struct {
+		name string
+		req  Request
+	}{
+		{"empty prompt", Request{Tokens: 4}},
+		{"zero tokens", Request{Prompt: []int{1}}},
+		{"token outside vocab", Request{Prompt: []int{512}, Tokens: 1}},
+		{"negative token", Request{Prompt: []int{-1}, Tokens: 1}},
+		{"too long", Request{Prompt: make([]int, e.MaxSeq()), Tokens: 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := e.Generate(c.req); err == nil {
+				t.Fatal("no error")
+			}
+		})
+	}
+}
+
+// TestFP16AndInt4AreClose: the INT4 path's first-step logits stay near the
+// unquantised path's.
+func TestFP16AndInt4AreClose(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		t.Run(arch, func(t *testing.T) {
+			req := Request{Prompt: promptIDs(goldenPrompt), Tokens: 1, SuppressEOS: true, LogitSteps: 1}
+			a, err := newEngine(t, arch, qpack.SchemeFP16).Generate(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := newEngine(t, arch, qpack.SchemeInt4).Generate(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var worst, scale float64
+			for i := range a.Logits[0] {
+				worst = max(worst, abs(float64(a.Logits[0][i]-b.Logits[0][i])))
+				scale = max(scale, abs(float64(a.Logits[0][i])))
+			}
+			t.Logf("%s: max |fp16 - int4| first-step logit %.4g (logit scale %.3g)", arch, worst, scale)
+			if worst > 0.1*scale {
+				t.Fatalf("INT4 logits differ from FP16 by %.4g, more than 10%% of the logit scale %.3g", worst, scale)
+			}
+		})
+	}
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
+
+// BenchmarkDecodeTiny measures tiny-model decode on the CPU backend.
+func BenchmarkDecodeTiny(b *testing.B) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		b.Run(arch, func(b *testing.B) {
+			e := newEngine(b, arch, qpack.SchemeInt4)
+			req := Request{Prompt: promptIDs(goldenPrompt), Tokens: 64, SuppressEOS: true}
+			var decoded, secs float64
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				res, err := e.Generate(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				decoded += float64(len(res.Tokens) - 1)
+				secs += res.DecodeSeconds
+			}
+			b.ReportMetric(decoded/secs, "decode_tok/s")
+		})
+	}
+}
