@@ -153,7 +153,8 @@ type TensorSpec struct {
 	Name  string
 	Shape []int
 	Kind  TensorKind
-	// Init is the synthetic initialisation: "normal" (std 0.02) or "ones".
+	// Init is the synthetic initialisation: "normal" (std 0.02), "embed"
+	// (normal, std 1.0) or "ones".
 	Init string
 	// Layer and Expert locate routed tensors; -1 otherwise.
 	Layer, Expert int
@@ -185,7 +186,7 @@ func (c Config) TensorSpecs() []TensorSpec {
 	add := func(name, init string, shape ...int) {
 		out = append(out, TensorSpec{Name: name, Shape: shape, Kind: NonRouted, Init: init, Layer: -1, Expert: -1})
 	}
-	add("model.embed_tokens.weight", "normal", V, D) // [V, D]
+	add("model.embed_tokens.weight", "embed", V, D) // [V, D]
 	for l := 0; l < c.NumLayers; l++ {
 		ln := func(s string) string { return LayerTensorName(l, s) }
 		add(ln("input_layernorm.weight"), "ones", D)        // [D]

@@ -1,0 +1,499 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// Sentinel errors; test with errors.Is.
+var (
+	// ErrFaulted wraps the cause of an ambiguous failure after publication.
+	// Once returned, every later Acquire returns the same error.
+	ErrFaulted = errors.New("expert cache faulted")
+	// ErrClosed is returned by Acquire after Close.
+	ErrClosed = errors.New("expert cache closed")
+	// ErrNoVictim: a miss needs to evict more experts than are published,
+	// outside the routed group and not leased. The previous generation
+	// stays published; release leases (or raise the capacity) and retry.
+	ErrNoVictim = errors.New("no evictable expert")
+	// ErrNoSpare: a miss needs more unpublished rows than are free or
+	// reclaimable (rows still leased through older generations, or
+	// quarantined after device errors, do not count). The previous
+	// generation stays published.
+	ErrNoSpare = errors.New("no spare row")
+	// ErrNoStaging: every staging buffer is quarantined after device
+	// errors.
+	ErrNoStaging = errors.New("no usable staging buffer")
+	// ErrLeased is returned by Close while leases are still held.
+	ErrLeased = errors.New("leases still held")
+
+	errNoRequest = errors.New("EndRequest without BeginRequest")
+)
+
+// Options fixes a cache's shape before admission.
+type Options struct {
+	// Capacity is the number of published rows per routed layer, in
+	// 1..experts. The caller checks Capacity >= top-k.
+	Capacity int
+	// Spares is the number of unpublished rows per layer; at least
+	// GroupSize so that a whole routed group can miss at once.
+	Spares int
+	// Staging is the number of pinned staging buffers (one record each) in
+	// the transfer ring shared by all layers; at least 1.
+	Staging int
+	// GroupSize is the largest routed group Acquire serves (top-k), in
+	// 1..Capacity.
+	GroupSize int
+	// Policy names the eviction policy (see Policies); "" is "lru".
+	Policy string
+	// Placement names the initial placement (see Placements); "" is
+	// "canonical".
+	Placement string
+}
+
+// validate checks o against a model of experts experts per layer and
+// returns it with defaults filled in.
+func (o Options) validate(experts int) (Options, error) {
+	if o.Policy == "" {
+		o.Policy = DefaultPolicy
+	}
+	if o.Placement == "" {
+		o.Placement = DefaultPlacement
+	}
+	switch {
+	case o.Capacity < 1 || o.Capacity > experts:
+		return o, fmt.Errorf("capacity %d outside 1..%d (experts per layer)", o.Capacity, experts)
+	case o.GroupSize < 1 || o.GroupSize > o.Capacity:
+		return o, fmt.Errorf("group size %d outside 1..%d (capacity): a routed group must fit in the published rows", o.GroupSize, o.Capacity)
+	case o.Spares < o.GroupSize:
+		return o, fmt.Errorf("%d spare rows per layer, need at least the group size %d so that a whole routed group can miss", o.Spares, o.GroupSize)
+	case o.Staging < 1:
+		return o, fmt.Errorf("%d staging buffers: staging too small, need at least 1", o.Staging)
+	}
+	if _, ok := policies[o.Policy]; !ok {
+		return o, fmt.Errorf("unknown eviction policy %q (declared: %v)", o.Policy, Policies())
+	}
+	if _, ok := placements[o.Placement]; !ok {
+		return o, fmt.Errorf("unknown placement %q (declared: %v)", o.Placement, Placements())
+	}
+	return o, nil
+}
+
+// Cache is resident-qpacked-cache-v1 over a Device. See the package
+// documentation for the contract.
+type Cache struct {
+	dev    Device
+	auth   *Authority
+	opts   Options
+	size   int // record bytes
+	nexp   int
+	layers []*layer
+
+	// missMu serialises miss transactions (and Close). It guards ring.
+	missMu sync.Mutex
+	ring   stagingRing
+
+	fault atomic.Pointer[faultBox]
+
+	// Counted where a writeback would happen; see Counters.
+	d2hExpertBytes, writebacks atomic.Int64
+
+	reqMu     sync.Mutex
+	admitted  bool
+	inRequest bool
+	prep      Counters
+	reqStart  Counters
+}
+
+type faultBox struct{ err error }
+
+// rowState is where a physical row is in its life:
+//
+//	spare --reserve--> loading --publish--> published --evict--> retired
+//	  ^                   |                                        |
+//	  +------abort--------+            leases == 0 && read event --+
+//	                      +--copy not confirmed--> quarantined (never reused)
+type rowState uint8
+
+const (
+	rowSpare rowState = iota
+	rowLoading
+	rowPublished
+	rowRetired
+	rowQuarantined
+)
+
+func (s rowState) String() string {
+	return [...]string{"spare", "loading", "published", "retired", "quarantined"}[s]
+}
+
+// row is one physical device row of a layer.
+type row struct {
+	dev    Row
+	tensor backend.Tensor
+	state  rowState
+	expert int // the expert it holds while published or retired, else -1
+	leases int // outstanding leases (any generation)
+	// read is the compute event recorded by the latest release: it
+	// completes after every read of the row issued before that release.
+	// nil when no consumer has read the row since it was loaded.
+	read Event
+}
+
+// generation is one immutable published expert -> row map of a layer.
+type generation struct {
+	seq   uint64
+	rowOf []int32 // [E] row index, -1 when not published
+	size  int     // published experts
+}
+
+func (g *generation) with(victims []int, loaded []int, rows []int) *generation {
+	n := &generation{seq: g.seq + 1, rowOf: slices.Clone(g.rowOf), size: g.size - len(victims) + len(loaded)}
+	for _, v := range victims {
+		n.rowOf[v] = -1
+	}
+	for i, e := range loaded {
+		n.rowOf[e] = int32(rows[i])
+	}
+	return n
+}
+
+// layer is the residency state of one routed layer.
+type layer struct {
+	index int
+	gen   atomic.Pointer[generation] // written under mu, read anywhere
+
+	mu      sync.Mutex // guards everything below and row fields
+	rows    []*row
+	retired []int // row indices in retirement order
+	policy  Policy
+	closed  bool
+
+	counters layerCounters
+}
+
+// New allocates every row and staging buffer, loads the initial placement
+// of every layer through the normal copy path, and publishes generation 1
+// of each layer. layers and experts must match the authority. It fails with
+// a clear error, freeing what it allocated, when the options are invalid or
+// the device cannot provide the memory.
+func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, error) {
+	if dev == nil || auth == nil {
+		return nil, errors.New("cache: nil device or authority")
+	}
+	if layers != auth.Layers() || experts != auth.Experts() {
+		return nil, fmt.Errorf("cache: %d layers x %d experts, the authority holds %d x %d", layers, experts, auth.Layers(), auth.Experts())
+	}
+	o, err := o.validate(experts)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	placed, err := InitialPlacement(o.Placement, experts, o.Capacity)
+	if err != nil {
+		return nil, fmt.Errorf("cache: %w", err)
+	}
+	c := &Cache{dev: dev, auth: auth, opts: o, size: auth.RecordSize(), nexp: experts}
+	ok := false
+	defer func() {
+		if !ok {
+			c.free()
+		}
+	}()
+	if err := c.allocStaging(); err != nil {
+		return nil, err
+	}
+	perLayer := o.Capacity + o.Spares
+	for l := 0; l < layers; l++ {
+		pol, err := NewPolicy(o.Policy, experts)
+		if err != nil {
+			return nil, fmt.Errorf("cache: %w", err)
+		}
+		ly := &layer{index: l, policy: pol}
+		c.layers = append(c.layers, ly)
+		for r := 0; r < perLayer; r++ {
+			dr, err := dev.AllocRow(c.size)
+			if err != nil {
+				return nil, fmt.Errorf("cache: %s: allocate row %d of layer %d (%d rows of %d bytes per layer: capacity %d + %d spares): %w; lower the capacity or spares, or free device memory",
+					dev.Name(), r, l, perLayer, c.size, o.Capacity, o.Spares, err)
+			}
+			t := dr.Tensor()
+			ly.rows = append(ly.rows, &row{dev: dr, tensor: t, expert: -1})
+			if t == nil || t.Len() < c.size {
+				return nil, fmt.Errorf("cache: %s: row %d of layer %d is %d bytes, a record needs %d", dev.Name(), r, l, lenOf(t), c.size)
+			}
+		}
+	}
+	if err := c.loadInitial(placed); err != nil {
+		return nil, err
+	}
+	ok = true
+	return c, nil
+}
+
+func lenOf(t backend.Tensor) int {
+	if t == nil {
+		return 0
+	}
+	return t.Len()
+}
+
+// allocStaging allocates the staging ring, each buffer one record.
+func (c *Cache) allocStaging() error {
+	for i := 0; i < c.opts.Staging; i++ {
+		s, err := c.dev.AllocStaging(c.size)
+		if err != nil {
+			return fmt.Errorf("cache: %s: allocate pinned staging buffer %d of %d (%d bytes each): %w; lower Staging or free host memory", c.dev.Name(), i, c.opts.Staging, c.size, err)
+		}
+		c.ring.slots = append(c.ring.slots, &stagingSlot{buf: s, index: i})
+		if n := len(s.Host()); n < c.size {
+			return fmt.Errorf("cache: staging too small: buffer %d has %d bytes, one expert record needs %d", i, n, c.size)
+		}
+	}
+	return nil
+}
+
+// loadInitial copies the placement into rows 0..c-1 of every layer and
+// publishes generation 1.
+func (c *Cache) loadInitial(placed []int) error {
+	for _, l := range c.layers {
+		jobs := make([]copyJob, len(placed))
+		for i, e := range placed {
+			jobs[i] = copyJob{layer: l, row: i, expert: e}
+			l.rows[i].state = rowLoading
+		}
+		if err := c.load(jobs); err != nil {
+			return fmt.Errorf("cache: initial placement of layer %d: %w", l.index, err)
+		}
+		g := &generation{rowOf: make([]int32, c.nexp)}
+		for i := range g.rowOf {
+			g.rowOf[i] = -1
+		}
+		rows := make([]int, len(placed))
+		for i := range rows {
+			rows[i] = i
+		}
+		g = g.with(nil, placed, rows)
+		l.mu.Lock()
+		for i, e := range placed {
+			l.rows[i].state, l.rows[i].expert = rowPublished, e
+			l.policy.Insert(e)
+		}
+		l.gen.Store(g)
+		l.mu.Unlock()
+	}
+	return nil
+}
+
+// free releases every row and staging buffer (New's failure path, Close).
+func (c *Cache) free() error {
+	var errs []error
+	for _, l := range c.layers {
+		l.mu.Lock()
+		for _, r := range l.rows {
+			if err := c.dev.FreeRow(r.dev); err != nil {
+				errs = append(errs, fmt.Errorf("free row of layer %d: %w", l.index, err))
+			}
+		}
+		l.rows = nil
+		l.mu.Unlock()
+	}
+	for _, s := range c.ring.slots {
+		if err := c.dev.FreeStaging(s.buf); err != nil {
+			errs = append(errs, fmt.Errorf("free staging buffer %d: %w", s.index, err))
+		}
+	}
+	c.ring.slots = nil
+	return errors.Join(errs...)
+}
+
+// Options returns the options in force (defaults filled in).
+func (c *Cache) Options() Options { return c.opts }
+
+// Resident returns the experts of a layer's published generation, sorted,
+// and the generation's sequence number (1 after New); nil and 0 for a
+// layer out of range. It reads the atomically published generation without
+// locking.
+func (c *Cache) Resident(layer int) (experts []int, seq uint64) {
+	if layer < 0 || layer >= len(c.layers) {
+		return nil, 0
+	}
+	g := c.layers[layer].gen.Load()
+	for e, r := range g.rowOf {
+		if r >= 0 {
+			experts = append(experts, e)
+		}
+	}
+	return experts, g.seq
+}
+
+// faultErr is the sticky fault, or nil.
+func (c *Cache) faultErr() error {
+	if f := c.fault.Load(); f != nil {
+		return f.err
+	}
+	return nil
+}
+
+// setFault faults the cache (the first cause wins) and returns the sticky
+// error.
+func (c *Cache) setFault(cause error) error {
+	c.fault.CompareAndSwap(nil, &faultBox{err: fmt.Errorf("%w: %w", ErrFaulted, cause)})
+	return c.fault.Load().err
+}
+
+// Acquire implements engine.ExpertRows: it returns, in the order of ids,
+// the rows holding the routed group of a layer, and a release function to
+// call once the compute that reads them has been issued (the release
+// records a compute-stream event; the rows are reused only after it
+// completes). Release is idempotent.
+//
+// An all-hit group is served from the published generation under the
+// layer's lock, which is never held across a device wait. A group with a
+// miss runs a serialised miss transaction (see the package documentation).
+func (c *Cache) Acquire(layer int, ids []int) ([]backend.Tensor, func(), error) {
+	if err := c.faultErr(); err != nil {
+		return nil, nil, err
+	}
+	l, err := c.checkGroup(layer, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	rows, release, hit, err := c.tryHit(l, ids)
+	if err != nil || hit {
+		return rows, release, err
+	}
+	c.missMu.Lock()
+	defer c.missMu.Unlock()
+	if err := c.faultErr(); err != nil {
+		return nil, nil, err
+	}
+	return c.miss(l, ids)
+}
+
+// checkGroup validates a request.
+func (c *Cache) checkGroup(layer int, ids []int) (*layer, error) {
+	if layer < 0 || layer >= len(c.layers) {
+		return nil, fmt.Errorf("cache: layer %d outside 0..%d", layer, len(c.layers)-1)
+	}
+	if len(ids) == 0 || len(ids) > c.opts.GroupSize {
+		return nil, fmt.Errorf("cache: layer %d: group of %d experts, want 1..%d (Options.GroupSize)", layer, len(ids), c.opts.GroupSize)
+	}
+	for i, e := range ids {
+		if e < 0 || e >= c.nexp {
+			return nil, fmt.Errorf("cache: layer %d: expert %d outside 0..%d", layer, e, c.nexp-1)
+		}
+		if slices.Contains(ids[:i], e) {
+			return nil, fmt.Errorf("cache: layer %d: expert %d twice in group %v", layer, e, ids)
+		}
+	}
+	return c.layers[layer], nil
+}
+
+// tryHit serves an all-hit group. hit is false when some expert is not
+// published (nothing was changed then).
+func (c *Cache) tryHit(l *layer, ids []int) (rows []backend.Tensor, release func(), hit bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, nil, false, ErrClosed
+	}
+	g := l.gen.Load()
+	for _, e := range ids {
+		if g.rowOf[e] < 0 {
+			return nil, nil, false, nil
+		}
+	}
+	for _, e := range ids {
+		l.policy.Hit(e)
+	}
+	l.counters.hits.Add(int64(len(ids)))
+	rows, release = c.leaseLocked(l, g, ids)
+	return rows, release, true, nil
+}
+
+// leaseLocked takes one lease on the row of every id in g and returns the
+// rows and the release function. l.mu is held.
+func (c *Cache) leaseLocked(l *layer, g *generation, ids []int) ([]backend.Tensor, func()) {
+	idx := make([]int, len(ids))
+	rows := make([]backend.Tensor, len(ids))
+	for i, e := range ids {
+		r := int(g.rowOf[e])
+		idx[i] = r
+		l.rows[r].leases++
+		rows[i] = l.rows[r].tensor
+	}
+	var once sync.Once
+	return rows, func() { once.Do(func() { c.release(l, idx) }) }
+}
+
+// errEvent is an event that could not be recorded: it never reports
+// success, so its row is never reclaimed.
+type errEvent struct{ err error }
+
+func (e errEvent) Wait() error          { return e.err }
+func (e errEvent) Query() (bool, error) { return false, e.err }
+
+// release ends a lease: it records a compute event, under the layer lock
+// so that the event stored on a row is always the latest recorded, and
+// drops the lease count. A failure to record faults the cache: the reads
+// may still be running and there is no event to wait for.
+func (c *Cache) release(l *layer, idx []int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ev, err := c.dev.RecordCompute()
+	if err != nil {
+		err = fmt.Errorf("layer %d: record compute event at release: %w", l.index, err)
+		c.setFault(err)
+		ev = errEvent{err}
+	}
+	for _, r := range idx {
+		rw := l.rows[r]
+		rw.leases--
+		rw.read = ev
+	}
+}
+
+// Close frees every row and staging buffer after waiting for the last
+// compute event of each row. It fails with ErrLeased, freeing nothing,
+// while any lease is held; Acquire returns ErrClosed afterwards either
+// way. The device and the authority belong to the caller.
+func (c *Cache) Close() error {
+	c.missMu.Lock()
+	defer c.missMu.Unlock()
+	leased := 0
+	var events []Event
+	for _, l := range c.layers {
+		l.mu.Lock()
+		if l.closed && l.rows == nil {
+			l.mu.Unlock()
+			return nil
+		}
+		l.closed = true
+		for _, r := range l.rows {
+			leased += r.leases
+			if r.read != nil {
+				events = append(events, r.read)
+			}
+		}
+		l.mu.Unlock()
+	}
+	if leased > 0 {
+		return fmt.Errorf("cache: close: %d leases outstanding: %w", leased, ErrLeased)
+	}
+	var errs []error
+	for _, ev := range events {
+		if err := ev.Wait(); err != nil {
+			errs = append(errs, fmt.Errorf("cache: close: compute event: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		// Reads may still be running: leave the memory allocated.
+		return errors.Join(errs...)
+	}
+	return c.free()
+}

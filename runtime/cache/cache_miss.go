@@ -1,0 +1,340 @@
+package cache
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// miss runs one miss transaction for a routed group of layer l. c.missMu
+// is held; l.mu is taken only for bookkeeping, never across a device wait.
+//
+//  1. Under the layer lock: capture the published generation g; compute the
+//     missing experts; choose victims with the policy among published
+//     experts that are neither in the group nor leased.
+//  2. Find spare rows: free spares first, then retired rows whose leases
+//     are all released, after waiting (outside the lock) for the compute
+//     event of their last release.
+//  3. Copy authority -> staging -> spare rows on the copy stream (load),
+//     waiting for every copy's completion event.
+//  4. Under the layer lock: publish g' = g - victims + missing, retire the
+//     victims, commit the policy, count, and lease the group.
+//  5. Still under the lock: query the compute events of retired rows
+//     with no leases and turn finished ones into spares.
+//
+// Steps 1-3 never touch a published row, so a failure there aborts with
+// g still published (rows whose copy the device could not confirm are
+// quarantined). A failure in step 5 happens after g' is visible: it is
+// ambiguous and faults the cache.
+func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil, nil, ErrClosed
+	}
+	g := l.gen.Load()
+	var missing []int
+	for _, e := range ids {
+		if g.rowOf[e] < 0 {
+			missing = append(missing, e)
+		}
+	}
+	if len(missing) == 0 {
+		// Another transaction loaded them while we waited for missMu.
+		for _, e := range ids {
+			l.policy.Hit(e)
+		}
+		l.counters.hits.Add(int64(len(ids)))
+		rows, release := c.leaseLocked(l, g, ids)
+		l.mu.Unlock()
+		return rows, release, nil
+	}
+	nEvict := max(0, len(missing)-(c.opts.Capacity-g.size))
+	victims := l.policy.Victims(nEvict, func(e int) bool {
+		return !slices.Contains(ids, e) && l.rows[g.rowOf[e]].leases == 0
+	})
+	if len(victims) < nEvict {
+		l.mu.Unlock()
+		return nil, nil, fmt.Errorf("cache: layer %d: group %v misses %d experts, capacity %d leaves room for %d, and only %d of the other published experts are unleased: %w (release leases or raise the capacity)",
+			l.index, ids, len(missing), c.opts.Capacity, c.opts.Capacity-g.size, len(victims), ErrNoVictim)
+	}
+	l.mu.Unlock()
+
+	targets, err := c.reserve(l, len(missing))
+	if err != nil {
+		return nil, nil, fmt.Errorf("cache: layer %d: group %v: %w", l.index, ids, err)
+	}
+	jobs := make([]copyJob, len(missing))
+	for i, e := range missing {
+		jobs[i] = copyJob{layer: l, row: targets[i], expert: e}
+	}
+	if err := c.load(jobs); err != nil {
+		return nil, nil, fmt.Errorf("cache: layer %d: load experts %v of group %v: %w (generation %d stays published)", l.index, missing, ids, err, g.seq)
+	}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := c.faultErr(); err != nil {
+		// A release failed while we copied: do not publish into a
+		// faulted cache.
+		for _, r := range targets {
+			l.rows[r].state = rowSpare
+		}
+		return nil, nil, err
+	}
+	ng := g.with(victims, missing, targets)
+	for _, v := range victims {
+		c.discard(l, int(g.rowOf[v]))
+	}
+	for i, e := range missing {
+		r := l.rows[targets[i]]
+		r.state, r.expert, r.read = rowPublished, e, nil
+	}
+	l.gen.Store(ng) // publication
+	for _, v := range victims {
+		l.policy.Remove(v)
+	}
+	for _, e := range ids {
+		if slices.Contains(missing, e) {
+			l.policy.Insert(e)
+		} else {
+			l.policy.Hit(e)
+		}
+	}
+	l.counters.hits.Add(int64(len(ids) - len(missing)))
+	l.counters.misses.Add(int64(len(missing)))
+	l.counters.evictions.Add(int64(len(victims)))
+
+	if err := c.reclaimFinishedLocked(l); err != nil {
+		return nil, nil, c.setFault(fmt.Errorf("layer %d: after publishing generation %d: %w", l.index, ng.seq, err))
+	}
+	rows, release := c.leaseLocked(l, ng, ids)
+	return rows, release, nil
+}
+
+// discard evicts the published row r: it becomes retired, to be reused
+// once its leases are released and its last compute event completed. This
+// is the whole of eviction: the device copy is dropped, nothing is copied
+// back (Device has no device-to-host method, so c.d2hExpertBytes and
+// c.writebacks have no path to count) and the authority is not written.
+// l.mu is held.
+func (c *Cache) discard(l *layer, r int) {
+	l.rows[r].state = rowRetired
+	l.retired = append(l.retired, r)
+}
+
+// reclaimFinishedLocked turns retired rows without leases whose last
+// compute event completed into spares, without blocking. l.mu is held.
+func (c *Cache) reclaimFinishedLocked(l *layer) error {
+	kept := l.retired[:0]
+	var firstErr error
+	for _, ri := range l.retired {
+		r := l.rows[ri]
+		done := false
+		if r.leases == 0 && firstErr == nil {
+			if r.read == nil {
+				done = true
+			} else {
+				var err error
+				done, err = r.read.Query()
+				if err != nil {
+					firstErr = fmt.Errorf("compute event of retired row %d (expert %d): %w", ri, r.expert, err)
+					done = false
+				}
+			}
+		}
+		if done {
+			r.state, r.expert, r.read = rowSpare, -1, nil
+		} else {
+			kept = append(kept, ri)
+		}
+	}
+	l.retired = kept
+	return firstErr
+}
+
+// reserve returns n spare rows of l marked loading. When too few are free
+// it reclaims retired rows without leases, oldest first, waiting for their
+// compute events outside the layer lock. A failed wait leaves the row
+// retired. Only the miss transaction (c.missMu) moves rows out of spare
+// or retired, so what reserve sees stays true while it waits.
+func (c *Cache) reserve(l *layer, n int) ([]int, error) {
+	l.mu.Lock()
+	free := 0
+	for _, r := range l.rows {
+		if r.state == rowSpare {
+			free++
+		}
+	}
+	type pending struct {
+		row int
+		ev  Event
+	}
+	var waits []pending
+	leased, quarantined := 0, 0
+	for _, ri := range l.retired {
+		r := l.rows[ri]
+		switch {
+		case free+len(waits) >= n:
+		case r.leases > 0:
+			leased++
+		default:
+			waits = append(waits, pending{ri, r.read})
+		}
+	}
+	for _, r := range l.rows {
+		if r.state == rowQuarantined {
+			quarantined++
+		}
+	}
+	l.mu.Unlock()
+	if free+len(waits) < n {
+		return nil, fmt.Errorf("%d spare rows needed, %d free, %d retired rows reclaimable, %d retired rows still leased, %d quarantined: %w",
+			n, free, len(waits), leased, quarantined, ErrNoSpare)
+	}
+	for _, w := range waits {
+		if w.ev == nil {
+			continue
+		}
+		if err := w.ev.Wait(); err != nil {
+			return nil, fmt.Errorf("reclaim retired row %d: compute event: %w", w.row, err)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range waits {
+		r := l.rows[w.row]
+		r.state, r.expert, r.read = rowSpare, -1, nil
+		l.retired = slices.DeleteFunc(l.retired, func(x int) bool { return x == w.row })
+	}
+	out := make([]int, 0, n)
+	for ri, r := range l.rows {
+		if len(out) == n {
+			break
+		}
+		if r.state == rowSpare {
+			r.state = rowLoading
+			out = append(out, ri)
+		}
+	}
+	return out, nil
+}
+
+// copyJob is one record transfer of a transaction.
+type copyJob struct {
+	layer  *layer
+	row    int
+	expert int
+	slot   *stagingSlot
+	ev     Event // nil until enqueued
+	waited bool
+	err    error // the completion event's outcome
+}
+
+// wait waits for the job's copy once and counts it when it succeeded; a
+// failed copy quarantines its staging buffer (the row is handled by load).
+func (c *Cache) wait(j *copyJob) {
+	if j.ev == nil || j.waited {
+		return
+	}
+	j.waited = true
+	j.err = j.ev.Wait()
+	if j.err != nil {
+		j.slot.bad = true
+		return
+	}
+	j.layer.counters.h2dBytes.Add(int64(c.size))
+	j.layer.counters.h2dCopies.Add(1)
+}
+
+// stagingSlot is one buffer of the staging ring. c.missMu guards it.
+type stagingSlot struct {
+	buf   Staging
+	index int
+	// pending is the copy of the current transaction that last read buf;
+	// buf is rewritten only after that copy's completion event.
+	pending *copyJob
+	bad     bool // a copy from buf could not be confirmed: never reused
+}
+
+// stagingRing hands out staging buffers round robin.
+type stagingRing struct {
+	slots []*stagingSlot
+	next  int
+}
+
+// take returns the next usable staging buffer, first waiting for the copy
+// that last read it. An error reports that copy's failure, or that every
+// buffer is quarantined.
+func (c *Cache) take() (*stagingSlot, error) {
+	r := &c.ring
+	for range r.slots {
+		s := r.slots[r.next]
+		r.next = (r.next + 1) % len(r.slots)
+		if s.bad {
+			continue
+		}
+		if p := s.pending; p != nil {
+			s.pending = nil
+			c.wait(p)
+			if p.err != nil {
+				return nil, fmt.Errorf("copy of expert %d to row %d through staging buffer %d: %w", p.expert, p.row, s.index, p.err)
+			}
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("all %d staging buffers quarantined after device errors: %w", len(r.slots), ErrNoStaging)
+}
+
+// load copies each job's authority record into its row (marked loading)
+// through the staging ring and waits for every copy. On success the rows
+// hold their records; publishing them is the caller's business. On
+// failure it stops issuing, still waits for every copy it issued, puts
+// rows whose copy was confirmed or never issued back to spare, quarantines
+// rows whose copy the device could not confirm, and returns the first
+// error.
+func (c *Cache) load(jobs []copyJob) error {
+	var firstErr error
+	issued := 0
+	for i := range jobs {
+		j := &jobs[i]
+		s, err := c.take()
+		if err != nil {
+			firstErr = err
+			break
+		}
+		copy(s.buf.Host(), c.auth.Record(j.layer.index, j.expert))
+		ev, err := c.dev.CopyToRow(j.layer.rows[j.row].dev, s.buf, c.size)
+		if err != nil {
+			firstErr = fmt.Errorf("enqueue copy of expert %d to row %d: %w", j.expert, j.row, err)
+			break
+		}
+		j.slot, j.ev = s, ev
+		s.pending = j
+		issued++
+	}
+	for i := range jobs[:issued] {
+		j := &jobs[i]
+		c.wait(j)
+		j.slot.pending = nil
+		if j.err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("copy of expert %d to row %d through staging buffer %d: %w", j.expert, j.row, j.slot.index, j.err)
+		}
+	}
+	if firstErr == nil {
+		return nil
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		l := j.layer
+		l.mu.Lock()
+		if j.err != nil {
+			l.rows[j.row].state = rowQuarantined
+		} else {
+			l.rows[j.row].state = rowSpare
+		}
+		l.mu.Unlock()
+	}
+	return firstErr
+}

@@ -1,0 +1,82 @@
+// Package cache implements resident-qpacked-cache-v1, the budgeted device
+// cache of routed-expert records (DESIGN.md section 5).
+//
+// # Model
+//
+// Host authority. Before the first request a worker reads every routed
+// expert record of the artifact into process-owned anonymous memory (not a
+// mapping of the file), touches every page, has the SHA-256 of experts.bin
+// verified once while reading, makes the memory read-only with mprotect, and
+// closes the artifact. That Authority is complete even when every expert
+// also fits on the device, and it is the only source the cache copies from.
+// Writing to it after that kills the process (SIGSEGV).
+//
+// Rows. Each routed layer owns Capacity published rows plus Spares
+// unpublished rows on the device, one record each; one ring of Staging
+// pinned host buffers serves the transfers of all layers. All of it is
+// allocated in New, before admission, and New fails with an error naming
+// what could not be allocated. Spares and staging are physical allocations,
+// not residency: Capacity counts published rows only, and partial residency
+// (Capacity < experts) and full residency (Capacity = experts) run the same
+// code. New loads the initial placement ("canonical": experts 0..c-1;
+// "strided": experts i*E/c) through the same copy path.
+//
+// Generations and leases. A generation is an immutable map expert -> row of
+// one layer, published with an atomic pointer store. Acquire captures the
+// current generation and takes a lease on the rows of its routed group (the
+// top-k experts of a token); the release function records an event on the
+// compute stream. A row is reused only when no lease on it is held and the
+// compute event of its last release has completed, so a consumer of an
+// older generation keeps reading the expert it was given, whatever was
+// published since.
+//
+// Miss transactions. A group with a missing expert runs a miss transaction;
+// transactions are serialised by one mutex. The transaction chooses victims
+// (published experts outside the group and not leased) with the layer's
+// eviction Policy ("lru" by default, "fifo" declared as the alternative),
+// reserves spare rows (waiting, if it must, for the compute events of
+// retired rows), copies authority -> staging -> spare row on the copy
+// stream (a staging buffer is rewritten only after its previous copy's
+// completion event), waits for every copy of the group, and only then
+// publishes the new generation, which includes the whole group. Eviction
+// discards the device copy: nothing is copied back and the authority is
+// never written.
+//
+// Failures. Before publication nothing published has been touched, so a
+// failure there returns an error and leaves the previous generation
+// authoritative; rows and staging buffers whose copy the device could not
+// confirm (a completion event reported an error) are quarantined rather
+// than reused, because the device may still be writing them. A failure
+// after publication (a compute event that cannot be queried while retiring
+// victims, a compute event that cannot be recorded at release) is
+// ambiguous: the new generation is visible and the cache can no longer
+// prove which rows are free, so the cache faults and every later Acquire
+// returns the same error, which wraps ErrFaulted.
+//
+// Counters. Hits, misses, evictions, H2D bytes and copies per layer, and
+// expert D2H bytes, writebacks, authority writes, request-time hash bytes
+// and request-time artifact reads, each incremented where that work happens
+// (see Counters for how each is observed). Admit marks the end of
+// preparation; BeginRequest and EndRequest give per-request totals.
+//
+// # Concurrency and known weak spots
+//
+// Acquire and the release functions may be called from any goroutine. An
+// all-hit Acquire takes its layer's mutex for O(k) work (lease counts and
+// the LRU order need it); that mutex is never held across a device wait.
+// A miss transaction holds the transaction mutex across its copies, so
+// misses of different layers do not overlap; the first version accepts
+// that.
+//
+// Victims are chosen before the copies; a consumer may lease a victim
+// through the still-published generation while the copies run. That is
+// safe (the victim is retired with its lease and reused only after release)
+// but it means the victim was not the least recently used expert at
+// publication time. With leases held for long, a miss can fail with
+// ErrNoVictim or ErrNoSpare; the previous generation stays published and
+// the caller may release and retry. Quarantined rows and staging buffers
+// are never recovered.
+//
+// The compute-event rule assumes the device has one in-order compute
+// stream: Device.RecordCompute covers every read issued before it.
+package cache
