@@ -57,8 +57,22 @@ def hf_model(ckpt):
     cfg = json.load(open(os.path.join(ckpt, "config.json")))
     cls = {"olmoe": transformers.OlmoeForCausalLM,
            "qwen2_moe": transformers.Qwen2MoeForCausalLM}[cfg["model_type"]]
-    model = cls.from_pretrained(ckpt, dtype=torch.float32).to("cuda").eval()
+    model, info = cls.from_pretrained(ckpt, dtype=torch.float32, output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v and k in ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")}
+    if bad:
+        # A silently re-initialised weight would make the comparison meaningless.
+        raise SystemExit(f"transformers did not load {ckpt} cleanly: {str(bad)[:2000]}")
+    model = model.to("cuda").eval()
     return model, cfg, transformers.__version__
+
+
+def check_tokenizer(ckpt, prompt):
+    """The synthetic tokenizer.json must load in HF tokenizers and give one id per byte."""
+    import tokenizers
+    tok = tokenizers.Tokenizer.from_file(os.path.join(ckpt, "tokenizer.json"))
+    ids = tok.encode(prompt, add_special_tokens=False).ids
+    return {"hf_tokenizers": tokenizers.__version__, "ids_equal_bytes": ids == list(prompt.encode("utf-8")),
+            "decode_round_trip": tok.decode(ids) == prompt}
 
 
 @torch.no_grad()
@@ -104,6 +118,7 @@ def run_arch(args, arch, full):
     ours16, logits16 = ours(args.bin, art16, prompt_ids, tokens, os.path.join(work, "fp16.f32"))
     res = {"arch": arch, "seed": args.seed, "prompt_ids": prompt_ids, "tokens": tokens,
            "ours_fp16_tokens": ours16["token_ids"], "ours_backend": ours16["backend"]}
+    res["tokenizer"] = check_tokenizer(ckpt, PROMPT)
     model, cfg, version = hf_model(ckpt)
     res["transformers"] = version
     res["torch"] = torch.__version__
