@@ -11,7 +11,9 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 	"github.com/horizon-runmap/horizon/runtime/tokenizer"
@@ -37,8 +39,14 @@ decode tok/s = (N-1) / decode seconds.
 Without --artifact it synthesises --arch/--seed (default olmoe-tiny, seed 1),
 prepares it with INT4 experts into a temporary directory and runs that.
 
+Routed experts live in a budgeted per-layer cache (resident-qpacked-cache-v1):
+--capacity experts per layer are published rows, the rest are copied in from
+the read-only host authority on a miss and evicted by --policy. Capacity never
+changes tokens, only transfers.
+
 --json prints one object with at least token_ids, ttft_seconds,
-decode_seconds and decode_tok_s.`,
+decode_seconds, decode_tok_s, and under "cache" the request's counters
+(hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact directory (from `horizon-bench prepare`)"},
 			&cli.StringFlag{Name: "arch", Value: defaultArch, Usage: "synthetic architecture to build when --artifact is not given"},
@@ -50,7 +58,10 @@ decode_seconds and decode_tok_s.`,
 			&cli.BoolFlag{Name: "stop-at-eos", Usage: "stop at EOS instead of suppressing it"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu or cuda"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU worker goroutines per op (0: all cores)"},
-			&cli.StringFlag{Name: "executor", Value: "scalar-v1", Usage: "routed-expert executor"},
+			&cli.StringFlag{Name: "executor", Value: "scalar-v1", Usage: "routed-expert executor: " + strings.Join(executor.Names(), ", ")},
+			&cli.IntFlag{Name: "capacity", Usage: "published expert rows per layer, top-k..experts (0: every expert, full residency)"},
+			&cli.StringFlag{Name: "placement", Value: cache.DefaultPlacement, Usage: "initial placement: " + strings.Join(cache.Placements(), ", ")},
+			&cli.StringFlag{Name: "policy", Value: cache.DefaultPolicy, Usage: "eviction policy: " + strings.Join(cache.Policies(), ", ")},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -61,21 +72,26 @@ decode_seconds and decode_tok_s.`,
 
 // generateOutput is the --json document; scripts rely on these names.
 type generateOutput struct {
-	Schema         string  `json:"schema"`
-	Version        int     `json:"version"`
-	Model          string  `json:"model"`
-	Artifact       string  `json:"artifact_sha256"`
-	ExpertScheme   string  `json:"expert_scheme"`
-	Backend        string  `json:"backend"`
-	Executor       string  `json:"executor"`
-	PromptIDs      []int   `json:"prompt_ids"`
-	TokenIDs       []int   `json:"token_ids"`
-	Text           string  `json:"text"`
-	TokenNs        []int64 `json:"token_ns"`
-	TTFTSeconds    float64 `json:"ttft_seconds"`
-	DecodeSeconds  float64 `json:"decode_seconds"`
-	DecodeTokS     float64 `json:"decode_tok_s"`
-	RuntimeSeconds float64 `json:"runtime_seconds"`
+	Schema         string         `json:"schema"`
+	Version        int            `json:"version"`
+	Model          string         `json:"model"`
+	Artifact       string         `json:"artifact_sha256"`
+	ExpertScheme   string         `json:"expert_scheme"`
+	Backend        string         `json:"backend"`
+	Executor       string         `json:"executor"`
+	PromptIDs      []int          `json:"prompt_ids"`
+	TokenIDs       []int          `json:"token_ids"`
+	Text           string         `json:"text"`
+	TokenNs        []int64        `json:"token_ns"`
+	TTFTSeconds    float64        `json:"ttft_seconds"`
+	DecodeSeconds  float64        `json:"decode_seconds"`
+	DecodeTokS     float64        `json:"decode_tok_s"`
+	RuntimeSeconds float64        `json:"runtime_seconds"`
+	Capacity       int            `json:"capacity"`
+	Experts        int            `json:"experts_per_layer"`
+	Placement      string         `json:"placement"`
+	Policy         string         `json:"policy"`
+	Cache          cache.Counters `json:"cache"`
 }
 
 func runGenerate(c *cli.Context) error {
@@ -121,22 +137,34 @@ func runGenerate(c *cli.Context) error {
 	} else if prompt, err = tok.Encode(c.String("prompt")); err != nil {
 		return fmt.Errorf("encode prompt: %w", err)
 	}
-	be, err := openBackend(c.String("device"), c.Int("threads"))
+	dev, err := openDevice(c.String("device"), c.Int("threads"))
 	if err != nil {
 		return err
 	}
-	eng, err := engine.Load(be, art, engine.LoadOptions{Executor: c.String("executor")})
+	defer dev.Close()
+	be := dev.Backend
+	eng, err := engine.Load(be, dev.Rows, art, engine.LoadOptions{
+		Executor: c.String("executor"), Capacity: c.Int("capacity"),
+		Placement: c.String("placement"), Policy: c.String("policy"),
+	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
 	}
+	defer eng.Close()
 	req := engine.Request{Prompt: prompt, Tokens: c.Int("tokens"), SuppressEOS: !c.Bool("stop-at-eos")}
 	if c.String("logits-out") != "" {
 		req.LogitSteps = c.Int("logit-steps")
 	}
+	eng.Cache.BeginRequest()
 	res, err := eng.Generate(req)
 	if err != nil {
 		return err
 	}
+	counters, err := eng.Cache.EndRequest()
+	if err != nil {
+		return err
+	}
+	opts := eng.Cache.Options()
 	if p := c.String("logits-out"); p != "" {
 		if err := writeLogits(p, res.Logits); err != nil {
 			return err
@@ -149,6 +177,8 @@ func runGenerate(c *cli.Context) error {
 		PromptIDs: prompt, TokenIDs: res.Tokens, Text: tok.Decode(res.Tokens), TokenNs: res.TokenNs,
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
 		RuntimeSeconds: res.RuntimeSeconds,
+		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
+		Cache: counters,
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
@@ -161,6 +191,9 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "prompt ids %v\n", out.PromptIDs)
 	fmt.Fprintf(w, "token ids  %v\n", out.TokenIDs)
 	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
+	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction)\n", out.Capacity, out.Experts, out.Placement, out.Policy)
+	fmt.Fprintf(w, "cache      %d hits, %d misses, %d evictions, %d H2D bytes, %d expert D2H bytes\n",
+		counters.Hits, counters.Misses, counters.Evictions, counters.H2DBytes, counters.D2HExpertBytes)
 	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
 	return nil
 }

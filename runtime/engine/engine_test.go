@@ -10,7 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
+	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
@@ -78,11 +80,26 @@ func TestMain(m *testing.M) {
 
 func newEngine(t testing.TB, arch string, scheme qpack.Scheme) *Engine {
 	t.Helper()
-	e, err := Load(cpu.New(0), testArtifact(t, arch, scheme), LoadOptions{})
+	return loadEngine(t, arch, scheme, LoadOptions{}).Engine
+}
+
+func loadEngine(t testing.TB, arch string, scheme qpack.Scheme, o LoadOptions) *Loaded {
+	t.Helper()
+	be := cpu.New(0)
+	dev := cache.NewCPUDevice(be)
+	l, err := Load(be, dev, testArtifact(t, arch, scheme), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return e
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := dev.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
 }
 
 type golden struct {
@@ -279,5 +296,82 @@ func BenchmarkDecodeTiny(b *testing.B) {
 			}
 			b.ReportMetric(decoded/secs, "decode_tok/s")
 		})
+	}
+}
+
+// TestResidencyNeverChangesTokens: for every capacity from top-k to all
+// experts and every executor, the greedy streams equal the full-residency
+// stream; H2D bytes equal misses times the record size and no expert bytes
+// ever go device-to-host.
+func TestResidencyNeverChangesTokens(t *testing.T) {
+	prompts := [][]int{promptIDs("Every expert stays in host memory."), promptIDs("Eviction discards.")}
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		art := testArtifact(t, arch, qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(t *testing.T, o LoadOptions) [][]int {
+			l := loadEngine(t, arch, qpack.SchemeInt4, o)
+			var streams [][]int
+			for _, p := range prompts {
+				l.Cache.BeginRequest()
+				res, err := l.Generate(Request{Prompt: p, Tokens: 24, SuppressEOS: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				c, err := l.Cache.EndRequest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.H2DBytes != c.Misses*int64(art.Layout().Size) || c.H2DCopies != c.Misses {
+					t.Fatalf("h2d %d bytes / %d copies for %d misses of %d-byte records", c.H2DBytes, c.H2DCopies, c.Misses, art.Layout().Size)
+				}
+				if c.D2HExpertBytes != 0 || c.Writebacks != 0 || c.AuthorityWrites != 0 || c.RequestHashBytes != 0 || c.RequestArtifactReads != 0 {
+					t.Fatalf("contract counters not zero: %+v", c)
+				}
+				wantLookups := int64((len(p) + 23) * cfg.NumLayers * cfg.TopK)
+				if c.Hits+c.Misses != wantLookups {
+					t.Fatalf("hits %d + misses %d != %d routed lookups", c.Hits, c.Misses, wantLookups)
+				}
+				if o.Capacity == cfg.NumExperts && c.Misses != 0 {
+					t.Fatalf("full residency missed %d times", c.Misses)
+				}
+				streams = append(streams, res.Tokens)
+			}
+			return streams
+		}
+		var full [][]int
+		t.Run(arch+"/full", func(t *testing.T) { full = run(t, LoadOptions{Capacity: cfg.NumExperts}) })
+		for _, ex := range executor.Names() {
+			for c := cfg.TopK; c <= cfg.NumExperts; c++ {
+				t.Run(fmt.Sprintf("%s/%s/c%d", arch, ex, c), func(t *testing.T) {
+					t.Parallel()
+					got := run(t, LoadOptions{Capacity: c, Executor: ex})
+					if !reflect.DeepEqual(got, full) {
+						t.Fatalf("capacity %d, %s: streams differ from full residency:\n got %v\nwant %v", c, ex, got, full)
+					}
+				})
+			}
+		}
+		for _, o := range []LoadOptions{{Capacity: cfg.TopK + 1, Policy: "fifo"}, {Capacity: cfg.TopK + 3, Placement: "strided"}} {
+			t.Run(fmt.Sprintf("%s/%s-%s/c%d", arch, o.Policy, o.Placement, o.Capacity), func(t *testing.T) {
+				if got := run(t, o); !reflect.DeepEqual(got, full) {
+					t.Fatalf("%+v: streams differ from full residency", o)
+				}
+			})
+		}
+	}
+}
+
+func TestLoadRejectsCapacity(t *testing.T) {
+	be := cpu.New(1)
+	dev := cache.NewCPUDevice(be)
+	defer dev.Close()
+	for _, c := range []int{3, 17, -1} {
+		if l, err := Load(be, dev, testArtifact(t, "olmoe-tiny", qpack.SchemeInt4), LoadOptions{Capacity: c}); err == nil {
+			l.Close()
+			t.Errorf("capacity %d accepted", c)
+		}
 	}
 }

@@ -1,33 +1,52 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// LoadOptions select how an artifact is run.
+// LoadOptions select how an artifact is run. Zero values take the defaults
+// noted on each field.
 type LoadOptions struct {
-	Executor string // "" means scalar-v1
-	MaxSeq   int
+	Executor  string // routed-expert strategy; "" means scalar-v1
+	Capacity  int    // published expert rows per layer; 0 means every expert (full residency)
+	Placement string // initial placement; "" means canonical (experts 0..c-1)
+	Policy    string // eviction policy; "" means lru
+	Spares    int    // unpublished spare rows per layer; 0 means top-k
+	Staging   int    // staging buffers in the ring; 0 means top-k
+	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
 }
 
-// Load builds an engine for a prepared artifact on be with every expert
-// resident.
-func Load(be backend.Backend, art *qpack.Artifact, o LoadOptions) (*Engine, error) {
+// Loaded is an engine with the residency machinery it runs on.
+type Loaded struct {
+	*Engine
+	Cache     *cache.Cache
+	Authority *cache.Authority
+}
+
+// Load builds the host authority (every expert record in read-only process
+// memory, hash verified once), the budgeted expert cache on dev, the
+// non-routed weights on be, and an engine over them. Full residency
+// (capacity = experts) and partial residency are the same code. The cache is
+// admitted before Load returns: every later artifact read or hash is counted
+// as request-time work.
+func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptions) (l *Loaded, err error) {
 	cfg, err := art.Config()
 	if err != nil {
 		return nil, fmt.Errorf("artifact config: %w", err)
 	}
-	w, err := LoadWeights(be, cfg, art)
-	if err != nil {
-		return nil, err
+	capacity := o.Capacity
+	if capacity == 0 {
+		capacity = cfg.NumExperts
 	}
-	rows, err := NewResidentRows(be, art, cfg.NumLayers, cfg.NumExperts)
-	if err != nil {
-		return nil, err
+	if capacity < cfg.TopK || capacity > cfg.NumExperts {
+		return nil, fmt.Errorf("capacity %d outside %d..%d: a layer must hold at least a routed group (top-%d) and at most its %d experts",
+			capacity, cfg.TopK, cfg.NumExperts, cfg.TopK, cfg.NumExperts)
 	}
 	name := o.Executor
 	if name == "" {
@@ -37,5 +56,42 @@ func Load(be backend.Backend, art *qpack.Artifact, o LoadOptions) (*Engine, erro
 	if err != nil {
 		return nil, err
 	}
-	return New(Options{Backend: be, Config: cfg, Weights: w, Experts: rows, Executor: ex, MaxSeq: o.MaxSeq})
+	w, err := LoadWeights(be, cfg, art)
+	if err != nil {
+		return nil, err
+	}
+	auth, err := cache.NewAuthority(art)
+	if err != nil {
+		return nil, fmt.Errorf("host authority: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, auth.Close())
+		}
+	}()
+	spares, staging := o.Spares, o.Staging
+	if spares == 0 {
+		spares = cfg.TopK
+	}
+	if staging == 0 {
+		staging = cfg.TopK
+	}
+	c, err := cache.New(dev, auth, cfg.NumLayers, cfg.NumExperts, cache.Options{
+		Capacity: capacity, Spares: spares, Staging: staging, GroupSize: cfg.TopK,
+		Policy: o.Policy, Placement: o.Placement,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expert cache: %w", err)
+	}
+	eng, err := New(Options{Backend: be, Config: cfg, Weights: w, Experts: c, Executor: ex, MaxSeq: o.MaxSeq})
+	if err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	c.Admit()
+	return &Loaded{Engine: eng, Cache: c, Authority: auth}, nil
+}
+
+// Close releases the cache and the authority.
+func (l *Loaded) Close() error {
+	return errors.Join(l.Cache.Close(), l.Authority.Close())
 }

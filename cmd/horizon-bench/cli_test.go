@@ -1,0 +1,227 @@
+package main
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// The CLI tests run the real binary: bad input must produce one clear error
+// and leave nothing behind.
+
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "horizon-cli-")
+	if err != nil {
+		panic(err)
+	}
+	bin = filepath.Join(dir, "horizon-bench")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		panic(string(out))
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	var so, se strings.Builder
+	cmd.Stdout, cmd.Stderr = &so, &se
+	err := cmd.Run()
+	r := result{stdout: so.String(), stderr: se.String()}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// synth writes a tiny checkpoint and returns its directory.
+func synth(t *testing.T, arch string, extra ...string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), arch)
+	if r := run(t, append([]string{"synth", "--arch", arch, "--seed", "1", "--out", dir}, extra...)...); r.code != 0 {
+		t.Fatalf("synth: %d %s", r.code, r.stderr)
+	}
+	return dir
+}
+
+// onlyEntries fails unless dir holds exactly the named entries.
+func onlyEntries(t *testing.T, dir string, names ...string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ents {
+		got = append(got, e.Name())
+	}
+	if strings.Join(got, ",") != strings.Join(names, ",") {
+		t.Fatalf("%s holds %v, want exactly %v (nothing half-written)", dir, got, names)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	cases := []struct {
+		name  string
+		setup func(t *testing.T, ckpt string)
+		arch  string
+		shard string
+		want  string
+	}{
+		{"missing shard", func(t *testing.T, ckpt string) {
+			must(t, os.Remove(filepath.Join(ckpt, "model-00002-of-00004.safetensors")))
+		}, "qwen2moe-tiny", "12000000", "model-00002-of-00004.safetensors"},
+		{"truncated safetensors", func(t *testing.T, ckpt string) {
+			p := filepath.Join(ckpt, "model.safetensors")
+			st, err := os.Stat(p)
+			must(t, err)
+			must(t, os.Truncate(p, st.Size()-1000))
+		}, "olmoe-tiny", "", "model.safetensors"},
+		{"wrong tensor shape", func(t *testing.T, ckpt string) {
+			p := filepath.Join(ckpt, "config.json")
+			b, err := os.ReadFile(p)
+			must(t, err)
+			var m map[string]any
+			must(t, json.Unmarshal(b, &m))
+			m["vocab_size"] = 600
+			b, _ = json.Marshal(m)
+			must(t, os.WriteFile(p, b, 0o644))
+		}, "olmoe-tiny", "", "shape"},
+		{"unknown architecture", func(t *testing.T, ckpt string) {
+			p := filepath.Join(ckpt, "config.json")
+			b, err := os.ReadFile(p)
+			must(t, err)
+			must(t, os.WriteFile(p, []byte(strings.Replace(string(b), `"olmoe"`, `"mixtral"`, 1)), 0o644))
+		}, "olmoe-tiny", "", `model_type "mixtral"`},
+		{"NaN weight", func(t *testing.T, ckpt string) {
+			// The first tensor in the data section is the embedding table.
+			p := filepath.Join(ckpt, "model.safetensors")
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			must(t, err)
+			defer f.Close()
+			var n [8]byte
+			_, err = f.ReadAt(n[:], 0)
+			must(t, err)
+			_, err = f.WriteAt([]byte{0xc0, 0x7f}, 8+int64(binary.LittleEndian.Uint64(n[:]))+2*300)
+			must(t, err)
+		}, "olmoe-tiny", "", "model.embed_tokens.weight"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var extra []string
+			if c.shard != "" {
+				extra = []string{"--shard-bytes", c.shard}
+			}
+			ckpt := synth(t, c.arch, extra...)
+			c.setup(t, ckpt)
+			parent := t.TempDir()
+			out := filepath.Join(parent, "artifact")
+			r := run(t, "prepare", "--checkpoint", ckpt, "--out", out)
+			if r.code == 0 {
+				t.Fatalf("prepare succeeded:\n%s", r.stdout)
+			}
+			if !strings.Contains(r.stderr, c.want) {
+				t.Fatalf("error does not mention %q:\n%s", c.want, r.stderr)
+			}
+			onlyEntries(t, parent)
+		})
+	}
+}
+
+func TestSynthUsage(t *testing.T) {
+	parent := t.TempDir()
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown arch", []string{"synth", "--arch", "gpt-9", "--seed", "1", "--out", filepath.Join(parent, "x")}, "gpt-9"},
+		{"no out", []string{"synth", "--arch", "olmoe-tiny", "--seed", "1"}, "--out"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, c.args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", r.code, r.stderr, exitUsage, c.want)
+			}
+		})
+	}
+	onlyEntries(t, parent)
+}
+
+// TestGenerateMainJob runs the README's main job and checks the JSON fields
+// scripts rely on.
+func TestGenerateMainJob(t *testing.T) {
+	r := run(t, "generate", "--tokens", "8", "--capacity", "6", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		TokenIDs      []int   `json:"token_ids"`
+		TTFT          float64 `json:"ttft_seconds"`
+		DecodeSeconds float64 `json:"decode_seconds"`
+		DecodeTokS    float64 `json:"decode_tok_s"`
+		Cache         struct {
+			Hits, Misses int64
+			H2DBytes     int64 `json:"h2d_bytes"`
+			D2H          int64 `json:"d2h_expert_bytes"`
+		} `json:"cache"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if len(out.TokenIDs) != 8 || out.TTFT <= 0 || out.DecodeSeconds <= 0 || out.DecodeTokS <= 0 {
+		t.Fatalf("unexpected output %+v", out)
+	}
+	if out.Cache.Misses == 0 || out.Cache.H2DBytes == 0 || out.Cache.D2H != 0 {
+		t.Fatalf("capacity 6 of 16 should miss and never copy back: %+v", out.Cache)
+	}
+}
+
+func TestGenerateErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"capacity below top-k", []string{"--capacity", "3"}, 1, "capacity 3 outside 4..16"},
+		{"capacity above experts", []string{"--capacity", "17"}, 1, "capacity 17 outside 4..16"},
+		{"unknown executor", []string{"--executor", "magic-v9"}, 1, "unknown executor"},
+		{"cuda without cuda build", []string{"--device", "cuda"}, 1, "make cuda"},
+		{"bad device", []string{"--device", "tpu"}, exitUsage, "--device"},
+		{"missing artifact", []string{"--artifact", "/nonexistent/artifact"}, 1, "open artifact"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, append([]string{"generate", "--tokens", "2"}, c.args...)...)
+			if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", r.code, r.stderr, c.code, c.want)
+			}
+		})
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
