@@ -258,12 +258,24 @@ func (b *Backend) MatVec(dst, w, x, bias backend.Tensor) error {
 	return nil
 }
 
-// dot accumulates in index order in FP32.
+// dot is the CPU reference's FP32 dot product. Its reduction order is
+// fixed: four interleaved partial sums (element i goes to sum i mod 4),
+// combined as (s0+s1)+(s2+s3), then the tail in index order. Four
+// independent chains keep the FPU busy; the order never depends on the
+// number of workers.
 func dot(a, b []float32) float32 {
-	var s float32
 	b = b[:len(a)]
-	for i, v := range a {
-		s += v * b[i]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; i < len(a); i++ {
+		s += a[i] * b[i]
 	}
 	return s
 }

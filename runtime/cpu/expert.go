@@ -10,9 +10,11 @@ import (
 )
 
 // ExpertMatVec implements backend.Backend. For qpack-int4-b256-v1 each output
-// is Σ_blocks s_b · (Σ_{j<256} q_j · x_j): the inner sum runs in index order
-// in FP32, then the FP16 scale multiplies the block sum, and blocks add in
-// order. Padding columns hold q = 0 and are skipped.
+// is Σ_blocks s_b · (Σ_{j<256} q_j · x_j): the inner sum uses four
+// interleaved FP32 partial sums (value j to sum j mod 4, combined
+// (s0+s1)+(s2+s3)), then the FP16 scale multiplies the block sum, and blocks
+// add in order. Padding columns hold q = 0 and are skipped. FP16 records use
+// dot's order over the decoded row.
 func (b *Backend) ExpertMatVec(dst, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor) error {
 	d, err := f32s("ExpertMatVec dst", dst)
 	if err != nil {
@@ -61,15 +63,7 @@ func int4MatVec(d []float32, mat []byte, m qpack.MatrixLayout, xs []float32, wor
 				if n == qpack.BlockSize {
 					bs = int4BlockDot(bb, xb)
 				} else {
-					j := 0
-					for ; j+1 < n; j += 2 {
-						v := &nibbleLUT[bb[j/2]]
-						bs += v[0] * xb[j]
-						bs += v[1] * xb[j+1]
-					}
-					if j < n { // odd tail: low nibble only
-						bs += nibbleLUT[bb[j/2]][0] * xb[j]
-					}
+					bs = int4PartialDot(bb, xb, n)
 				}
 				acc += s * bs
 			}
@@ -84,8 +78,17 @@ func fp16MatVec(d []float32, mat []byte, m qpack.MatrixLayout, xs []float32, wor
 	parallelRows(m.Rows, m.Rows*cols, workers, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			row := mat[r*cols*2 : (r+1)*cols*2]
-			var acc float32
-			for c := 0; c < cols; c++ {
+			var s0, s1, s2, s3 float32
+			c := 0
+			for ; c+4 <= cols; c += 4 {
+				w := row[2*c : 2*c+8]
+				s0 += tbl[uint16(w[0])|uint16(w[1])<<8] * xs[c]
+				s1 += tbl[uint16(w[2])|uint16(w[3])<<8] * xs[c+1]
+				s2 += tbl[uint16(w[4])|uint16(w[5])<<8] * xs[c+2]
+				s3 += tbl[uint16(w[6])|uint16(w[7])<<8] * xs[c+3]
+			}
+			acc := (s0 + s1) + (s2 + s3)
+			for ; c < cols; c++ {
 				acc += tbl[uint16(row[2*c])|uint16(row[2*c+1])<<8] * xs[c]
 			}
 			d[r] = acc
@@ -101,15 +104,38 @@ var nibbleLUT = func() (t [256][2]float32) {
 	return t
 }()
 
-// int4BlockDot is Σ_{j<256} q_j·x_j over one full block, in index order.
+// int4BlockDot is Σ_{j<256} q_j·x_j over one full block with four
+// interleaved partial sums (value j to sum j mod 4).
 func int4BlockDot(bb []byte, xb []float32) float32 {
-	bb = bb[:qpack.BlockSize/2]
-	xb = xb[:qpack.BlockSize]
-	var s float32
-	for i, v := range bb {
-		p := &nibbleLUT[v]
-		s += p[0] * xb[2*i]
-		s += p[1] * xb[2*i+1]
+	b := (*[qpack.BlockSize / 2]byte)(bb)
+	x := (*[qpack.BlockSize]float32)(xb)
+	var s0, s1, s2, s3 float32
+	for i := 0; i < qpack.BlockSize/2; i += 2 {
+		p, q := &nibbleLUT[b[i]], &nibbleLUT[b[i+1]]
+		j := 2 * i
+		s0 += p[0] * x[j]
+		s1 += p[1] * x[j+1]
+		s2 += q[0] * x[j+2]
+		s3 += q[1] * x[j+3]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// int4PartialDot is int4BlockDot's order over the first n values of a block
+// (the last, padded block of a row): groups of four, then the tail in order.
+func int4PartialDot(bb []byte, xb []float32, n int) float32 {
+	var s0, s1, s2, s3 float32
+	j := 0
+	for ; j+4 <= n; j += 4 {
+		p, q := &nibbleLUT[bb[j/2]], &nibbleLUT[bb[j/2+1]]
+		s0 += p[0] * xb[j]
+		s1 += p[1] * xb[j+1]
+		s2 += q[0] * xb[j+2]
+		s3 += q[1] * xb[j+3]
+	}
+	s := (s0 + s1) + (s2 + s3)
+	for ; j < n; j++ {
+		s += nibbleLUT[bb[j/2]][j&1] * xb[j]
 	}
 	return s
 }
