@@ -1,0 +1,340 @@
+package editions
+
+import "strconv"
+
+// Schema names (the "schema" field) and the version every document carries.
+const (
+	SchemaManifest = "horizon.manifest"
+	SchemaRaw      = "horizon.raw"
+	SchemaConfig   = "horizon.config"
+	SchemaClaims   = "horizon.claims"
+	SchemaCampaign = "horizon.campaign"
+	SchemaContract = "horizon.contract"
+	Version        = 1
+)
+
+// File names inside an edition.
+const (
+	ManifestFile = "manifest.json"
+	CampaignFile = "campaign.json"
+	ContractFile = "contract.json"
+	ClaimsFile   = "claims.json"
+	ReportMD     = "report.md"
+	ReportHTML   = "report.html"
+)
+
+// RawPath is the raw record of one worker: raw/<config>/block-<k>.json
+// (k counts from 1).
+func RawPath(configID string, block int) string {
+	return "raw/" + configID + "/block-" + strconv.Itoa(block) + ".json"
+}
+
+// ConfigPath is configs/<config>.json.
+func ConfigPath(configID string) string { return "configs/" + configID + ".json" }
+
+// ---------------------------------------------------------------------------
+// manifest.json
+
+// Manifest lists every other file of the edition. It is written last.
+type Manifest struct {
+	Schema    string      `json:"schema"`  // SchemaManifest
+	Version   int         `json:"version"` // Version
+	Edition   string      `json:"edition"`
+	CreatedAt string      `json:"created_at"` // RFC 3339, UTC
+	Tool      BuildInfo   `json:"tool"`
+	Files     []FileEntry `json:"files"` // sorted by path; never lists manifest.json itself
+}
+
+// FileEntry is one file's identity.
+type FileEntry struct {
+	Path   string `json:"path"` // slash-separated, relative to the edition root
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"` // lowercase hex
+}
+
+// BuildInfo identifies the tool that wrote a document (from
+// runtime/debug.ReadBuildInfo).
+type BuildInfo struct {
+	Module      string   `json:"module"`
+	Version     string   `json:"version"`
+	GoVersion   string   `json:"go_version"`
+	VCSRevision string   `json:"vcs_revision"` // "UNKNOWN" when not stamped
+	VCSModified string   `json:"vcs_modified"` // "true", "false" or "UNKNOWN"
+	VCSTime     string   `json:"vcs_time"`     // "UNKNOWN" when not stamped
+	Deps        []string `json:"deps"`         // "path@version", sorted
+}
+
+// ---------------------------------------------------------------------------
+// raw/<config>/block-<k>.json
+
+// RawRecord is everything one worker process observed: one configuration,
+// one block of the contract's prompts. The verifier recomputes every
+// aggregate from these.
+type RawRecord struct {
+	Schema     string      `json:"schema"`  // SchemaRaw
+	Version    int         `json:"version"` // Version
+	Edition    string      `json:"edition"`
+	ConfigID   string      `json:"config_id"`
+	Block      int         `json:"block"` // 1..contract blocks
+	Contract   ContractRef `json:"contract"`
+	StartedAt  string      `json:"started_at"`  // RFC 3339, UTC
+	FinishedAt string      `json:"finished_at"` // RFC 3339, UTC
+
+	Environment Environment `json:"environment"`
+	Checkpoint  Checkpoint  `json:"checkpoint"`
+	Artifact    ArtifactRef `json:"artifact"`
+	Setup       Setup       `json:"setup"`
+
+	// Preparation covers process start to admission: artifact load, host
+	// authority, cache rows and initial placement.
+	Preparation Preparation `json:"preparation"`
+	// Warmup ran after admission and before the first measured request; it
+	// is excluded from every metric.
+	Warmup Warmup `json:"warmup"`
+	// Requests are the block's measured requests in contract order.
+	Requests []Request `json:"requests"`
+
+	Observations WorkerObservations `json:"observations"`
+}
+
+// ContractRef names the contract a record was measured under.
+type ContractRef struct {
+	ID     string `json:"id"`     // e.g. "PERF-REAL-v1"
+	SHA256 string `json:"sha256"` // canonical hash of the contract
+}
+
+// Environment describes where the worker ran.
+type Environment struct {
+	Device   string    `json:"device"` // "cpu" or "cuda"
+	Hostname string    `json:"hostname"`
+	OS       string    `json:"os"`     // GOOS/GOARCH and kernel release
+	CPU      string    `json:"cpu"`    // model name from /proc/cpuinfo or "UNKNOWN"
+	CPUs     int       `json:"cpus"`   // runtime.NumCPU
+	GPU      string    `json:"gpu"`    // name, or "UNSUPPORTED" on the CPU device
+	Driver   string    `json:"driver"` // GPU driver, or "UNSUPPORTED"
+	Build    BuildInfo `json:"build"`
+}
+
+// Checkpoint identifies the model weights.
+type Checkpoint struct {
+	Kind     string `json:"kind"`     // "synthetic" or "hf"
+	Arch     string `json:"arch"`     // synthetic preset (e.g. "olmoe-1b-7b") or HF model_type
+	Seed     *int64 `json:"seed"`     // synthetic only, else null
+	Dir      string `json:"dir"`      // HF only (as given in the campaign), else ""
+	Revision string `json:"revision"` // HF only, else ""
+	SHA256   string `json:"sha256"`   // checkpoint_sha256 of the files
+}
+
+// ArtifactRef identifies the prepared artifact and its dtype fields.
+type ArtifactRef struct {
+	SHA256       string `json:"sha256"`
+	ExpertFormat string `json:"expert_format"` // "qpack-int4-b256-v1" or "fp16"
+	RecordBytes  int64  `json:"record_bytes"`
+	// The dtype fields of DESIGN section 4, kept separate.
+	OriginalDType     string `json:"original_dtype"`     // checkpoint dtype, e.g. "BF16"
+	ScaleDType        string `json:"scale_dtype"`        // "FP16", or "none" for fp16 experts
+	NonRoutedDType    string `json:"nonrouted_dtype"`    // "FP16"
+	ActivationDType   string `json:"activation_dtype"`   // what the backend computes activations in
+	AccumulationDType string `json:"accumulation_dtype"` // "FP32"
+}
+
+// Model describes the architecture.
+type Model struct {
+	ModelType       string `json:"model_type"` // "olmoe" or "qwen2_moe"
+	Layers          int    `json:"layers"`
+	Hidden          int    `json:"hidden"`
+	ExpertsPerLayer int    `json:"experts_per_layer"`
+	TopK            int    `json:"top_k"`
+	ExpertFFN       int    `json:"expert_ffn"`
+	SharedFFN       int    `json:"shared_ffn"` // 0 when the model has no shared expert
+	Vocab           int    `json:"vocab"`
+}
+
+// Setup is the residency configuration the worker ran.
+type Setup struct {
+	Model     Model  `json:"model"`
+	Capacity  int    `json:"capacity"` // published expert rows per routed layer
+	Spares    int    `json:"spares"`
+	Staging   int    `json:"staging"`
+	Executor  string `json:"executor"`  // ours: scalar-v1, grouped-v1, fused-topk-v1
+	Placement string `json:"placement"` // canonical, strided
+	Policy    string `json:"policy"`    // lru, fifo
+	Regime    string `json:"regime"`    // "full" when capacity == experts, else "partial"
+}
+
+// Preparation is the worker's work before admission.
+type Preparation struct {
+	Seconds        float64 `json:"seconds"`
+	AuthorityBytes int64   `json:"authority_bytes"`
+	H2DBytes       int64   `json:"h2d_bytes"` // initial placement
+	H2DCopies      int64   `json:"h2d_copies"`
+}
+
+// Warmup is the excluded warm-up request.
+type Warmup struct {
+	Excluded bool    `json:"excluded"` // always true; a record claiming otherwise is invalid
+	PromptID string  `json:"prompt_id"`
+	N        int     `json:"n"`
+	TokenIDs []int   `json:"token_ids"`
+	Seconds  float64 `json:"seconds"`
+}
+
+// Request is one measured request. Timestamps are ns from admission of the
+// request (the monotonic clock read when the request is handed to the
+// engine).
+type Request struct {
+	Index          int          `json:"index"`     // position within the block, from 0
+	PromptID       string       `json:"prompt_id"` // contract prompt id, in contract order
+	PromptTokens   int          `json:"prompt_tokens"`
+	N              int          `json:"n"` // tokens produced; the contract requires output_tokens
+	TokenIDs       []int        `json:"token_ids"`
+	TokenNs        []int64      `json:"token_ns"`        // len N, non-decreasing
+	TTFTSeconds    float64      `json:"ttft_seconds"`    // token_ns[0] / 1e9
+	DecodeSeconds  float64      `json:"decode_seconds"`  // (token_ns[N-1] - token_ns[0]) / 1e9
+	RuntimeSeconds float64      `json:"runtime_seconds"` // token_ns[N-1] / 1e9
+	Cache          RequestCache `json:"cache"`
+}
+
+// RequestCache holds the cache counters of one request. The first five are
+// always observed by the cache; the contract invariants are Obs because a
+// build without the counter must say UNKNOWN, never 0.
+type RequestCache struct {
+	Hits      int64 `json:"hits"`
+	Misses    int64 `json:"misses"`
+	Evictions int64 `json:"evictions"`
+	H2DBytes  int64 `json:"h2d_bytes"`
+	H2DCopies int64 `json:"h2d_copies"`
+
+	D2HExpertBytes       Obs[int64] `json:"d2h_expert_bytes"`
+	Writebacks           Obs[int64] `json:"writebacks"`
+	AuthorityWrites      Obs[int64] `json:"authority_writes"`
+	RequestHashBytes     Obs[int64] `json:"request_hash_bytes"`
+	RequestArtifactReads Obs[int64] `json:"request_artifact_reads"`
+
+	LayerMisses []int64 `json:"layer_misses"` // per routed layer
+}
+
+// WorkerObservations are whole-worker observations.
+type WorkerObservations struct {
+	// VRAMPeakBytes is the device-wide driver-observed used memory peak over
+	// the whole worker (NVML); UNSUPPORTED on the CPU device.
+	VRAMPeakBytes Obs[int64] `json:"vram_peak_bytes"`
+	// VRAMProcessPeakBytes is this process's device memory peak (NVML).
+	VRAMProcessPeakBytes Obs[int64] `json:"vram_process_peak_bytes"`
+	// RSSPeakBytes is the worker's VmHWM from /proc/self/status.
+	RSSPeakBytes Obs[int64] `json:"rss_peak_bytes"`
+	// H2DBandwidthBytesPerS is the pinned host-to-device bandwidth measured
+	// by this worker; UNSUPPORTED on the CPU device.
+	H2DBandwidthBytesPerS Obs[float64] `json:"h2d_bandwidth_bytes_per_s"`
+}
+
+// ---------------------------------------------------------------------------
+// configs/<config>.json
+
+// ConfigDoc is the aggregate of one configuration over all its workers.
+// Every metric follows DESIGN section 8 and can be recomputed from the raw
+// records listed in Workers.
+type ConfigDoc struct {
+	Schema          string      `json:"schema"`  // SchemaConfig
+	Version         int         `json:"version"` // Version
+	ID              string      `json:"id"`
+	Device          string      `json:"device"`
+	Model           Model       `json:"model"`
+	Checkpoint      Checkpoint  `json:"checkpoint"`
+	Artifact        ArtifactRef `json:"artifact"`
+	ExpertFormat    string      `json:"expert_format"`
+	Capacity        int         `json:"capacity"`
+	ExpertsPerLayer int         `json:"experts_per_layer"`
+	Executor        string      `json:"executor"`
+	// SeedExecutor is the executor name the seed's campaign used for this
+	// configuration, when the configuration reproduces one ("" otherwise).
+	SeedExecutor string     `json:"seed_executor"`
+	Placement    string     `json:"placement"`
+	Policy       string     `json:"policy"`
+	Regime       string     `json:"regime"`
+	Metrics      Metrics    `json:"metrics"`
+	Invariants   Invariants `json:"invariants"`
+	Requests     int        `json:"requests"` // measured requests in total
+	Blocks       int        `json:"blocks"`
+	Workers      []string   `json:"workers"` // raw record paths in block order
+}
+
+// Metrics are DESIGN section 8's definitions, with the sums they come from.
+// Sums run in request order (block, then prompt order) in float64.
+type Metrics struct {
+	PooledDecodeTokS     float64    `json:"pooled_decode_tok_s"`  // DecodeTokens / DecodeSeconds
+	OverallOutputTokS    float64    `json:"overall_output_tok_s"` // OutputTokens / RuntimeSeconds
+	TTFTMeanS            float64    `json:"ttft_mean_s"`
+	ResponseMeanS        float64    `json:"response_mean_s"` // mean runtime_seconds
+	DecodeTokens         int64      `json:"decode_tokens"`   // Σ (N_i - 1)
+	DecodeSeconds        float64    `json:"decode_seconds"`  // Σ decode_seconds_i
+	OutputTokens         int64      `json:"output_tokens"`   // Σ N_i
+	RuntimeSeconds       float64    `json:"runtime_seconds"` // Σ runtime_seconds_i
+	VRAMPeakBytes        Obs[int64] `json:"vram_peak_bytes"` // max over workers; UNKNOWN if any worker's is UNKNOWN
+	VRAMProcessPeakBytes Obs[int64] `json:"vram_process_peak_bytes"`
+	RSSPeakBytes         Obs[int64] `json:"rss_peak_bytes"` // max over workers
+	H2DBytes             int64      `json:"h2d_bytes"`      // Σ over measured requests
+	Misses               int64      `json:"misses"`         // Σ over measured requests
+	Hits                 int64      `json:"hits"`
+	BlockSpread          Spread     `json:"block_spread_decode_tok_s"` // min/max of per-block pooled decode
+}
+
+// Spread is a descriptive range, not a confidence interval.
+type Spread struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
+// Invariants are the contract's required zeros, summed over measured
+// requests; UNKNOWN when any request lacked the counter.
+type Invariants struct {
+	D2HExpertBytes       Obs[int64] `json:"d2h_expert_bytes"`
+	Writebacks           Obs[int64] `json:"writebacks"`
+	AuthorityWrites      Obs[int64] `json:"authority_writes"`
+	RequestHashBytes     Obs[int64] `json:"request_hash_bytes"`
+	RequestArtifactReads Obs[int64] `json:"request_artifact_reads"`
+}
+
+// ---------------------------------------------------------------------------
+// claims.json
+
+// ClaimsDoc lists the edition's claims.
+type ClaimsDoc struct {
+	Schema  string  `json:"schema"`  // SchemaClaims
+	Version int     `json:"version"` // Version
+	Edition string  `json:"edition"`
+	Claims  []Claim `json:"claims"`
+}
+
+// Claim is one published number with where it comes from. Value must equal
+// the source value rounded to Decimals places (round half away from zero).
+type Claim struct {
+	ID           string     `json:"id"`
+	Statement    string     `json:"statement"`
+	Value        float64    `json:"value"`
+	Unit         string     `json:"unit"`
+	Decimals     int        `json:"decimals"`
+	Source       SourceRef  `json:"source"`
+	Numerator    *SourceRef `json:"numerator"`    // null when the value is not a ratio
+	Denominator  *SourceRef `json:"denominator"`  // null when the value is not a ratio
+	Evidence     string     `json:"evidence"`     // E1..E4 (see Evidence levels)
+	Validation   string     `json:"validation"`   // valid | invalid | pending
+	Publication  string     `json:"publication"`  // internal | public
+	Reproduction string     `json:"reproduction"` // not_attempted | reproduced | failed
+}
+
+// SourceRef points into a JSON document of the edition; Value is the value
+// found there when the claim was written.
+type SourceRef struct {
+	File    string  `json:"file"`
+	Pointer string  `json:"pointer"` // RFC 6901
+	Value   float64 `json:"value"`
+}
+
+// Valid claim status values.
+var (
+	EvidenceLevels     = []string{"E1", "E2", "E3", "E4"}
+	ValidationStates   = []string{"valid", "invalid", "pending"}
+	PublicationStates  = []string{"internal", "public"}
+	ReproductionStates = []string{"not_attempted", "reproduced", "failed"}
+)
