@@ -17,9 +17,10 @@ build: ## build the CLIs into bin/
 run: ## the main job on the embedded default (tiny synthetic OLMoE on the CPU)
 	$(GO) run ./cmd/horizon-bench generate --prompt "The quick brown fox" --tokens 32
 
-test: ## vet and run every test (what CI runs)
+test: ## vet and run every test, plus the cache's concurrency tests under -race (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -race ./runtime/cache/
 
 bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/
