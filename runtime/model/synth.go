@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/horizon-runmap/horizon/runtime/outdir"
 	"hash"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -290,7 +290,7 @@ func Synthesize(o SynthOptions) (res SynthResult, err error) {
 	if limit == 0 {
 		limit = DefaultShardBytes
 	}
-	if err := checkEmptyOrAbsent(o.OutDir); err != nil {
+	if err := outdir.CheckEmptyOrAbsent(o.OutDir); err != nil {
 		return SynthResult{}, fmt.Errorf("synthesize: %w", err)
 	}
 	out := filepath.Clean(o.OutDir)
@@ -403,33 +403,6 @@ func newSynthResult(files []FileDigest) SynthResult {
 		fmt.Fprintf(h, "%s  %s\n", f.SHA256, f.Path)
 	}
 	return SynthResult{Files: files, SHA256: hex.EncodeToString(h.Sum(nil))}
-}
-
-// checkEmptyOrAbsent accepts a path that does not exist or is an empty
-// directory.
-func checkEmptyOrAbsent(dir string) error {
-	f, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("output %s exists and is not a directory", dir)
-	}
-	names, err := f.Readdirnames(1)
-	if len(names) > 0 {
-		return fmt.Errorf("output directory %s is not empty (it holds %s); choose a new directory", dir, names[0])
-	}
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	return nil
 }
 
 // writeSmallFile writes data to dir/name and returns its digest.

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/horizon-runmap/horizon/runtime/outdir"
 	"io"
 	"os"
 	"path/filepath"
@@ -80,7 +81,7 @@ func Prepare(o PrepareOptions) (rep Report, err error) {
 		return Report{}, errors.New("prepare: checkpoint and output directories are required")
 	}
 	out := filepath.Clean(o.Out)
-	if err := checkEmptyOrAbsent(out); err != nil {
+	if err := outdir.CheckEmptyOrAbsent(out); err != nil {
 		return Report{}, fmt.Errorf("prepare: %w", err)
 	}
 	ckpt, err := model.OpenCheckpoint(o.Checkpoint)
@@ -763,35 +764,8 @@ func checkpointSHA256(dir string, stop *atomic.Bool) (string, []FileEntry, error
 	return filesSHA256(files), files, nil
 }
 
-// checkEmptyOrAbsent accepts a path that does not exist or is an empty
-// directory.
-func checkEmptyOrAbsent(dir string) error {
-	f, err := os.Open(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	} else if err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	if !st.IsDir() {
-		return fmt.Errorf("output %s exists and is not a directory", dir)
-	}
-	names, err := f.Readdirnames(1)
-	if len(names) > 0 {
-		return fmt.Errorf("output directory %s is not empty (it holds %s); choose a new directory: %w", dir, names[0], ErrOutputExists)
-	}
-	if err != nil && err != io.EOF {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	return nil
-}
-
 // ErrOutputExists marks an output directory that already has content.
-var ErrOutputExists = errors.New("output already exists")
+var ErrOutputExists = outdir.ErrNotEmpty
 
 func syncDir(dir string) error {
 	f, err := os.Open(dir)
