@@ -1,0 +1,103 @@
+// Package kernels holds Horizon's CUDA kernels: the .cu sources, the PTX
+// nvcc generated from them for compute_80 (`make kernels`), and this Go
+// package, which embeds the PTX so that runtime/cuda can load it with
+// cuModuleLoadData. It has no cgo and is always built.
+//
+// One .cu per op family, each compiled to one PTX module of the same name:
+//
+//	matvec_f16       FP16 weights × FP32 x (non-routed projections, lm_head)
+//	matvec_w4a16     qpack-int4-b256-v1 expert matrix × FP32 x
+//	experts_grouped  gate/up+SiLU and down+combine of a routed group, one
+//	                 launch each, through a device-side row table
+//	norm             RMSNorm
+//	elementwise      SiLU·up, add, scaled add, gated add
+//	rope_attention   RoPE, KV append, single-query attention
+//	router           softmax + top-k
+//	embed_argmax     embedding gather, argmax with EOS masking
+//	bench            a timer-spin kernel for honest kernel benchmarks
+//
+// common.cuh holds the device functions several modules share, above all the
+// one per-row reduction of each weight format, which is what makes the
+// scalar, grouped and fused expert executors bit-identical.
+//
+// Each PTX file starts with a line recording the SHA-256 of its .cu and of
+// the headers it includes; TestPTXIsFresh fails when a source changed and
+// its PTX was not regenerated.
+package kernels
+
+import (
+	"embed"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+//go:embed *.ptx
+var ptxFS embed.FS
+
+// Arch is the virtual architecture the PTX targets; the driver JIT-compiles
+// it for the GPU it runs on (sm_80 and later).
+const Arch = "compute_80"
+
+// sourcesPrefix starts the first line of every PTX file.
+const sourcesPrefix = "// horizon-kernel-sources: "
+
+// Modules lists the embedded PTX modules by name (file name without .ptx),
+// sorted.
+func Modules() []string {
+	ents, err := ptxFS.ReadDir(".")
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		if n, ok := strings.CutSuffix(e.Name(), ".ptx"); ok {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// PTX returns the PTX text of module name, NUL-terminated as
+// cuModuleLoadData wants it.
+func PTX(name string) (string, error) {
+	b, err := ptxFS.ReadFile(name + ".ptx")
+	if err != nil {
+		return "", fmt.Errorf("kernels: no module %q: %w", name, err)
+	}
+	return string(b) + "\x00", nil
+}
+
+// Source is one file a PTX module was generated from.
+type Source struct {
+	File   string // e.g. "matvec_f16.cu", "common.cuh"
+	SHA256 string // lower-case hex
+}
+
+// Sources returns the files (and their SHA-256) recorded in the first line
+// of module name's PTX.
+func Sources(name string) ([]Source, error) {
+	b, err := ptxFS.ReadFile(name + ".ptx")
+	if err != nil {
+		return nil, fmt.Errorf("kernels: no module %q: %w", name, err)
+	}
+	first, _, _ := strings.Cut(string(b), "\n")
+	rest, ok := strings.CutPrefix(first, sourcesPrefix)
+	if !ok {
+		return nil, fmt.Errorf("kernels: %s.ptx does not start with %q: regenerate it with `make kernels`", name, strings.TrimSpace(sourcesPrefix))
+	}
+	f := strings.Fields(rest)
+	if len(f)%2 != 0 || len(f) == 0 {
+		return nil, fmt.Errorf("kernels: %s.ptx: malformed sources line %q", name, first)
+	}
+	var out []Source
+	for i := 0; i < len(f); i += 2 {
+		sum, ok := strings.CutPrefix(f[i+1], "sha256=")
+		if !ok || len(sum) != 64 {
+			return nil, fmt.Errorf("kernels: %s.ptx: malformed sources line %q", name, first)
+		}
+		out = append(out, Source{File: f[i], SHA256: sum})
+	}
+	return out, nil
+}

@@ -1,0 +1,482 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// Backend implements backend.Backend on one GPU.
+type Backend struct {
+	o       *owner
+	ordinal int
+	name    string // device name, for messages
+
+	// Set during setup on the owner thread, read-only afterwards.
+	dev     cu.Device
+	ctx     cu.CUContext
+	compute cu.Stream
+	copy    cu.Stream
+	mods    []cu.Module
+	k       kernelSet
+	sms     int // streaming multiprocessors
+	smemMax int // dynamic shared memory a launch may request (opt-in limit)
+
+	// Owner-thread state.
+	ring     *uploadRing
+	readback pinned       // pinned buffer for device-to-host reads
+	small    cu.DevicePtr // top-k ids/weights and argmax result
+	table    cu.DevicePtr // routed-group row table (see experts.go)
+	masked   cu.DevicePtr // EOS ids for Argmax
+	maskedN  int          // capacity of masked in ids
+	lastMask []int        // ids currently in masked
+	fusedAct *Tensor      // FusedExperts scratch
+	events   []cu.Event   // completed events ready for reuse
+
+	rows *Rows
+}
+
+var _ backend.Backend = (*Backend)(nil)
+
+// Open creates a backend on GPU ordinal: retains the primary context, creates
+// the compute and copy streams, and loads every kernel module (the PTX is
+// JIT-compiled for the GPU here, so a GPU the PTX cannot target fails now,
+// not mid-run).
+func Open(ordinal int) (*Backend, error) {
+	b := &Backend{ordinal: ordinal}
+	o, err := startOwner(b.setup, b.teardown)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: open device %d: %w", ordinal, err)
+	}
+	b.o = o
+	b.rows = &Rows{b: b}
+	return b, nil
+}
+
+// Close waits for queued work, releases every buffer the backend owns
+// internally and the context. Tensors not freed are released with the
+// context.
+func (b *Backend) Close() error { return b.o.stop() }
+
+// Name implements backend.Backend.
+func (b *Backend) Name() string { return "cuda" }
+
+// DeviceName is the GPU's marketing name, e.g. "NVIDIA H200".
+func (b *Backend) DeviceName() string { return b.name }
+
+// SMs is the number of streaming multiprocessors.
+func (b *Backend) SMs() int { return b.sms }
+
+const (
+	smallBytes  = 4096
+	smallIDs    = 0    // int32[64]
+	smallW      = 256  // float32[64]
+	smallArgmax = 512  // int32
+	tableBytes  = 1024 // see experts.go
+	maxGroup    = 64
+)
+
+func (b *Backend) setup() error {
+	if err := checkHandleLayout(); err != nil {
+		return err
+	}
+	dev, err := cu.GetDevice(b.ordinal)
+	if err != nil {
+		return fmt.Errorf("get device: %w", err)
+	}
+	b.dev = dev
+	if b.name, err = dev.Name(); err != nil {
+		return fmt.Errorf("device name: %w", err)
+	}
+	if b.ctx, err = dev.RetainPrimaryCtx(); err != nil {
+		return fmt.Errorf("retain primary context: %w", err)
+	}
+	if err := cu.SetCurrentContext(b.ctx); err != nil {
+		return fmt.Errorf("make context current: %w", err)
+	}
+	if b.sms, err = dev.Attribute(cu.MultiprocessorCount); err != nil {
+		return fmt.Errorf("multiprocessor count: %w", err)
+	}
+	if b.smemMax, err = dev.Attribute(cu.DeviceAttribute(attrSmemOptin)); err != nil {
+		return fmt.Errorf("shared memory opt-in limit: %w", err)
+	}
+	b.smemMax -= 1024 // room for the kernels' static shared memory
+	if b.compute, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("compute stream: %w", err)
+	}
+	if b.copy, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("copy stream: %w", err)
+	}
+	if err := b.loadKernels(); err != nil {
+		return err
+	}
+	if b.ring, err = newUploadRing(64, 64<<10); err != nil {
+		return fmt.Errorf("upload ring: %w", err)
+	}
+	if b.readback, err = newPinned(1 << 20); err != nil {
+		return fmt.Errorf("readback buffer: %w", err)
+	}
+	if b.small, err = cu.MemAlloc(smallBytes); err != nil {
+		return fmt.Errorf("result buffer: %w", err)
+	}
+	if b.table, err = cu.MemAlloc(tableBytes); err != nil {
+		return fmt.Errorf("row table: %w", err)
+	}
+	return nil
+}
+
+func (b *Backend) teardown() error {
+	errs := []error{b.compute.Synchronize(), b.copy.Synchronize()}
+	if b.ring != nil {
+		errs = append(errs, b.ring.free())
+	}
+	errs = append(errs, b.readback.free())
+	for _, p := range []cu.DevicePtr{b.small, b.table, b.masked} {
+		if p != 0 {
+			errs = append(errs, cu.MemFree(p))
+		}
+	}
+	if b.fusedAct != nil {
+		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
+	}
+	for i := range b.events {
+		errs = append(errs, cu.DestroyEvent(&b.events[i]))
+	}
+	for _, m := range b.mods {
+		errs = append(errs, m.Unload())
+	}
+	errs = append(errs, b.compute.Destroy(), b.copy.Destroy(), b.dev.ReleasePrimaryCtx())
+	return errors.Join(errs...)
+}
+
+// ---------------------------------------------------------------------------
+// Tensors.
+
+// Tensor is a device buffer owned by a Backend.
+type Tensor struct {
+	ptr   cu.DevicePtr
+	n     int
+	dt    backend.DType
+	bytes int // allocated size (n * element size rounded up to 128)
+	b     *Backend
+	freed atomic.Bool
+}
+
+// Len implements backend.Tensor.
+func (t *Tensor) Len() int { return t.n }
+
+// DType implements backend.Tensor.
+func (t *Tensor) DType() backend.DType { return t.dt }
+
+// Ptr is the device address (for tests and benchmarks).
+func (t *Tensor) Ptr() uintptr { return uintptr(t.ptr) }
+
+func elemSize(dt backend.DType) int {
+	switch dt {
+	case backend.F32:
+		return 4
+	case backend.F16:
+		return 2
+	}
+	return 1
+}
+
+// allocGranule: every allocation is rounded up to 32 FP32 values and zeroed,
+// so a kernel reading a vector in whole 32-value chunks never leaves the
+// allocation and reads zeros past its end.
+const allocGranule = 128
+
+func shapeErr(op string, format string, args ...any) error {
+	return fmt.Errorf("cuda: %s: %s: %w", op, fmt.Sprintf(format, args...), backend.ErrShape)
+}
+
+// tensorOf checks that t is a live tensor of this backend with one of the
+// given dtypes.
+func (b *Backend) tensorOf(op, what string, t backend.Tensor, dts ...backend.DType) (*Tensor, error) {
+	ct, ok := t.(*Tensor)
+	if !ok || ct == nil {
+		return nil, fmt.Errorf("cuda: %s %s: not a CUDA tensor (%T)", op, what, t)
+	}
+	if ct.b != b {
+		return nil, fmt.Errorf("cuda: %s %s: tensor of another backend", op, what)
+	}
+	if ct.freed.Load() {
+		return nil, fmt.Errorf("cuda: %s %s: use after free", op, what)
+	}
+	for _, dt := range dts {
+		if ct.dt == dt {
+			return ct, nil
+		}
+	}
+	return nil, fmt.Errorf("cuda: %s %s: dtype %v, want %v", op, what, ct.dt, dts)
+}
+
+// alloc allocates and zeroes a tensor; owner thread only.
+func (b *Backend) alloc(n int, dt backend.DType) (*Tensor, error) {
+	size := (n*elemSize(dt) + allocGranule - 1) / allocGranule * allocGranule
+	if size == 0 {
+		size = allocGranule
+	}
+	p, err := cu.MemAlloc(int64(size))
+	if err != nil {
+		return nil, fmt.Errorf("cuda: allocate %d bytes: %w", size, err)
+	}
+	// Zero on the compute stream and wait: an expert row is next written
+	// by the copy stream, which must not race the memset.
+	if err := cu.MemsetD8Async(p, 0, int64(size), b.compute); err != nil {
+		_ = cu.MemFree(p)
+		return nil, fmt.Errorf("cuda: zero %d bytes: %w", size, err)
+	}
+	if err := b.compute.Synchronize(); err != nil {
+		return nil, fmt.Errorf("cuda: zero %d bytes: %w", size, err)
+	}
+	return &Tensor{ptr: p, n: n, dt: dt, bytes: size, b: b}, nil
+}
+
+func (b *Backend) allocSync(n int, dt backend.DType) (*Tensor, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cuda: allocate %d %v values: negative size", n, dt)
+	}
+	var t *Tensor
+	err := b.o.do(func() (err error) {
+		t, err = b.alloc(n, dt)
+		return err
+	})
+	return t, err
+}
+
+// UploadF16 implements backend.Backend; the values stay FP16 on the device.
+func (b *Backend) UploadF16(data []uint16) (backend.Tensor, error) {
+	t, err := b.allocSync(len(data), backend.F16)
+	if err != nil {
+		return nil, err
+	}
+	if len(data) == 0 {
+		return t, nil
+	}
+	err = b.o.do(func() error { return b.copyIn(t.ptr, unsafe.Pointer(&data[0]), 2*len(data)) })
+	if err != nil {
+		return nil, fmt.Errorf("cuda: upload %d FP16 values: %w", len(data), err)
+	}
+	return t, nil
+}
+
+// AllocBytes implements backend.Backend.
+func (b *Backend) AllocBytes(n int) (backend.Tensor, error) { return b.allocSync(n, backend.Bytes) }
+
+// Alloc implements backend.Backend.
+func (b *Backend) Alloc(n int) (backend.Tensor, error) { return b.allocSync(n, backend.F32) }
+
+// WriteBytes implements backend.Backend. The copy is ordered on the compute
+// stream after every op issued before it; src may be reused on return.
+func (b *Backend) WriteBytes(dst backend.Tensor, off int, src []byte) error {
+	d, err := b.tensorOf("WriteBytes", "dst", dst, backend.Bytes)
+	if err != nil {
+		return err
+	}
+	if off < 0 || off+len(src) > d.n {
+		return shapeErr("WriteBytes", "write [%d,%d) outside buffer of %d bytes", off, off+len(src), d.n)
+	}
+	return b.upload(d.ptr+cu.DevicePtr(off), src)
+}
+
+// WriteF32 implements backend.Backend.
+func (b *Backend) WriteF32(dst backend.Tensor, src []float32) error {
+	d, err := b.tensorOf("WriteF32", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	if d.n != len(src) {
+		return shapeErr("WriteF32", "dst has %d elements, src %d", d.n, len(src))
+	}
+	if len(src) == 0 {
+		return nil
+	}
+	return b.upload(d.ptr, unsafe.Slice((*byte)(unsafe.Pointer(&src[0])), 4*len(src)))
+}
+
+// upload copies host bytes to the device on the compute stream. Small
+// copies go through the pinned upload ring and return without waiting;
+// large ones are copied from src by the driver before upload returns.
+func (b *Backend) upload(dst cu.DevicePtr, src []byte) error {
+	if len(src) == 0 {
+		return nil
+	}
+	if len(src) <= b.ring.slotBytes {
+		buf := append([]byte(nil), src...)
+		return b.o.async(func() error { return b.ring.upload(b.compute, dst, buf) })
+	}
+	return b.o.do(func() error { return b.copyIn(dst, unsafe.Pointer(&src[0]), len(src)) })
+}
+
+// copyIn copies n bytes of (pageable) host memory to the device in compute
+// stream order and waits for the copy, so the caller may reuse src at once
+// whatever the driver does with pageable memory; owner thread only. Used for
+// weights and records at load time, where the wait costs nothing.
+func (b *Backend) copyIn(dst cu.DevicePtr, src unsafe.Pointer, n int) error {
+	if err := cu.MemcpyHtoDAsync(dst, src, int64(n), b.compute); err != nil {
+		return err
+	}
+	return b.compute.Synchronize()
+}
+
+// ReadF32 implements backend.Backend; it waits for the compute stream.
+func (b *Backend) ReadF32(src backend.Tensor, dst []float32) error {
+	s, err := b.tensorOf("ReadF32", "src", src, backend.F32)
+	if err != nil {
+		return err
+	}
+	if len(dst) != s.n {
+		return shapeErr("ReadF32", "dst has %d elements, src %d", len(dst), s.n)
+	}
+	if len(dst) == 0 {
+		return nil
+	}
+	return b.o.do(func() error {
+		host, err := b.read(s.ptr, 4*len(dst))
+		if err != nil {
+			return fmt.Errorf("cuda: ReadF32: %w", err)
+		}
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), host)
+		return nil
+	})
+}
+
+// read copies n bytes from the device into the pinned readback buffer after
+// all queued compute work and returns that buffer; owner thread only.
+func (b *Backend) read(src cu.DevicePtr, n int) ([]byte, error) {
+	if n > b.readback.n {
+		if err := b.readback.free(); err != nil {
+			return nil, err
+		}
+		var err error
+		if b.readback, err = newPinned(n); err != nil {
+			return nil, err
+		}
+	}
+	if err := cu.MemcpyDtoHAsync(b.readback.p, src, int64(n), b.compute); err != nil {
+		return nil, err
+	}
+	if err := b.compute.Synchronize(); err != nil {
+		return nil, err
+	}
+	return b.readback.bytes()[:n], nil
+}
+
+// Free implements backend.Backend. It waits for queued work that may still
+// use the tensor.
+func (b *Backend) Free(t backend.Tensor) error {
+	ct, ok := t.(*Tensor)
+	if !ok || ct == nil || ct.b != b {
+		return fmt.Errorf("cuda: Free: not a tensor of this backend (%T)", t)
+	}
+	if !ct.freed.CompareAndSwap(false, true) {
+		return fmt.Errorf("cuda: double free")
+	}
+	return b.o.do(func() error {
+		if err := b.compute.Synchronize(); err != nil {
+			return err
+		}
+		if err := b.copy.Synchronize(); err != nil {
+			return err
+		}
+		return cu.MemFree(ct.ptr)
+	})
+}
+
+// Synchronize waits until every op issued so far has completed and returns
+// the first error an asynchronous op met.
+func (b *Backend) Synchronize() error {
+	return b.o.do(func() error { return b.compute.Synchronize() })
+}
+
+// ---------------------------------------------------------------------------
+// Pinned host memory.
+
+type pinned struct {
+	p unsafe.Pointer
+	n int
+}
+
+func newPinned(n int) (pinned, error) {
+	p, err := hostAlloc(n)
+	if err != nil {
+		return pinned{}, err
+	}
+	return pinned{p: p, n: n}, nil
+}
+
+func (p pinned) bytes() []byte { return unsafe.Slice((*byte)(p.p), p.n) }
+
+func (p *pinned) free() error {
+	if p.p == nil {
+		return nil
+	}
+	err := hostFree(p.p)
+	p.p, p.n = nil, 0
+	return err
+}
+
+// uploadRing stages small host-to-device copies in pinned memory so that
+// they are truly asynchronous: a copy from pageable memory may make the
+// driver wait for the stream. Slot i is reused only after the event
+// recorded behind its previous copy completed.
+type uploadRing struct {
+	mem       pinned
+	slotBytes int
+	events    []cu.Event
+	used      []bool
+	next      int
+}
+
+func newUploadRing(slots, slotBytes int) (*uploadRing, error) {
+	mem, err := newPinned(slots * slotBytes)
+	if err != nil {
+		return nil, err
+	}
+	r := &uploadRing{mem: mem, slotBytes: slotBytes, events: make([]cu.Event, slots), used: make([]bool, slots)}
+	for i := range r.events {
+		if r.events[i], err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			return nil, errors.Join(err, r.free())
+		}
+	}
+	return r, nil
+}
+
+func (r *uploadRing) upload(s cu.Stream, dst cu.DevicePtr, src []byte) error {
+	if len(src) > r.slotBytes {
+		return fmt.Errorf("upload ring: %d bytes exceed a %d-byte slot", len(src), r.slotBytes)
+	}
+	i := r.next
+	r.next = (i + 1) % len(r.events)
+	if r.used[i] {
+		if err := r.events[i].Synchronize(); err != nil {
+			return fmt.Errorf("upload ring slot %d: %w", i, err)
+		}
+	}
+	slot := r.mem.bytes()[i*r.slotBytes : (i+1)*r.slotBytes]
+	copy(slot, src)
+	if err := cu.MemcpyHtoDAsync(dst, unsafe.Pointer(&slot[0]), int64(len(src)), s); err != nil {
+		return err
+	}
+	r.used[i] = true
+	return r.events[i].Record(s)
+}
+
+func (r *uploadRing) free() error {
+	var errs []error
+	for i := range r.events {
+		if r.events[i] != (cu.Event{}) {
+			errs = append(errs, cu.DestroyEvent(&r.events[i]))
+		}
+	}
+	errs = append(errs, r.mem.free())
+	return errors.Join(errs...)
+}

@@ -1,0 +1,321 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"testing"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// hbmCeiling is the H200's measured device-to-device copy rate (bytes read
+// + written per second, GPU-NOTES.md): the ceiling the kernels are compared
+// against.
+const hbmCeiling = 4.26e12
+
+// rotationBytes is how much distinct weight memory a benchmark rotates
+// through: far more than the 60 MB L2, so every launch streams from HBM.
+const rotationBytes = 1536 << 20
+
+// gpuTimer times launches with CUDA events. Each batch first enqueues a
+// spin kernel, then the start event, the batch's launches and the stop
+// event: the launches queue up behind the spin and run back to back, so the
+// events time the kernels, not Go's ~4 µs per launch. If the spin ended
+// before the last launch was enqueued the batch is discarded and the spin
+// doubled.
+type gpuTimer struct {
+	be          *Backend
+	start, stop cu.Event
+	spin        time.Duration
+}
+
+func newGPUTimer(b *testing.B, be *Backend) *gpuTimer {
+	g := &gpuTimer{be: be, spin: 2 * time.Millisecond}
+	err := be.o.do(func() (err error) {
+		if g.start, err = cu.MakeEvent(cu.DefaultEvent); err != nil {
+			return err
+		}
+		g.stop, err = cu.MakeEvent(cu.DefaultEvent)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = be.o.do(func() error { return errorsJoin(cu.DestroyEvent(&g.start), cu.DestroyEvent(&g.stop)) })
+	})
+	return g
+}
+
+func errorsJoin(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// batch returns the GPU time of n issues divided by n.
+func (g *gpuTimer) batch(b *testing.B, n int, issue func(i int) error) time.Duration {
+	for tries := 0; ; tries++ {
+		be := g.be
+		err := be.o.do(func() error {
+			if err := be.launch(be.k.spin, 1, 1, 0, uint64(g.spin.Nanoseconds())); err != nil {
+				return err
+			}
+			return g.start.Record(be.compute)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range n {
+			if err := issue(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var ms float64
+		covered := true
+		err = be.o.do(func() error {
+			if err := g.start.Query(); err == nil {
+				covered = false // the GPU reached the start before the last launch was issued
+			}
+			if err := g.stop.Record(be.compute); err != nil {
+				return err
+			}
+			if err := g.stop.Synchronize(); err != nil {
+				return err
+			}
+			var err error
+			ms, err = g.start.Elapsed(g.stop)
+			return err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if covered || tries >= 6 {
+			if !covered {
+				b.Logf("spin of %v did not cover the issue of %d launches; timing includes issue gaps", g.spin, n)
+			}
+			return time.Duration(ms * 1e6 / float64(n))
+		}
+		g.spin *= 2
+	}
+}
+
+// measure warms the GPU up (clocks ramp under load), then times b.N
+// batches and reports the median per-op time, GB/s for bytesPerOp, and
+// the percentage of the HBM ceiling.
+func (g *gpuTimer) measure(b *testing.B, n int, bytesPerOp int64, issue func(i int) error) {
+	warm := time.Now()
+	for time.Since(warm) < 200*time.Millisecond {
+		g.batch(b, n, issue)
+	}
+	times := make([]time.Duration, 0, b.N)
+	off := 0
+	b.ResetTimer()
+	for range b.N {
+		o := off
+		times = append(times, g.batch(b, n, func(i int) error { return issue(o + i) }))
+		off += n
+	}
+	b.StopTimer()
+	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
+	med := times[len(times)/2]
+	gbs := float64(bytesPerOp) / med.Seconds() / 1e9
+	b.ReportMetric(float64(med.Nanoseconds()), "ns/op")
+	b.ReportMetric(float64(med.Nanoseconds())/1e3, "us/kernel")
+	b.ReportMetric(gbs, "GB/s")
+	b.ReportMetric(100*gbs*1e9/hbmCeiling, "%HBM")
+	b.ReportMetric(float64(bytesPerOp)/1e6, "MB/op")
+}
+
+// replicas allocates count device buffers of size bytes holding the same
+// random contents (FP16-safe: no Inf/NaN bit patterns) and frees them when
+// the benchmark ends.
+func replicas(b *testing.B, be *Backend, size, count int) []*Tensor {
+	rng := rand.New(rand.NewPCG(uint64(size), uint64(count)))
+	host := make([]byte, size)
+	for i := 0; i+8 <= size; i += 8 {
+		*(*uint64)(unsafe.Pointer(&host[i])) = rng.Uint64() & 0x3bff3bff3bff3bff
+	}
+	out := make([]*Tensor, count)
+	for i := range out {
+		t, err := be.AllocBytes(size)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out[i] = t.(*Tensor)
+		if i == 0 {
+			if err := be.WriteBytes(t, 0, host); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		err = be.o.do(func() error { return cu.MemcpyDtoDAsync(out[i].ptr, out[0].ptr, int64(size), be.compute) })
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, t := range out {
+			_ = be.Free(t)
+		}
+	})
+	return out
+}
+
+func rotation(size int) int { return max(2, rotationBytes/size) }
+
+// BenchmarkMatVecF16: FP16 weights, FP32 x: attention-sized, OLMoE's
+// lm_head and Qwen's lm_head. Target: >= 75% of the HBM ceiling.
+func BenchmarkMatVecF16(b *testing.B) {
+	be := testBE
+	for _, s := range []struct{ rows, cols int }{{2048, 2048}, {50304, 2048}, {151936, 2048}} {
+		b.Run(fmt.Sprintf("%dx%d", s.rows, s.cols), func(b *testing.B) {
+			ws := replicas(b, be, s.rows*s.cols*2, rotation(s.rows*s.cols*2))
+			x := mustF32(b, be, randF32(rand.New(rand.NewPCG(1, 1)), s.cols, 1)).(*Tensor)
+			y, _ := be.Alloc(s.rows)
+			yt := y.(*Tensor)
+			bytes := int64(s.rows*s.cols*2 + s.cols*4 + s.rows*4)
+			n := min(64, max(8, len(ws)))
+			g := newGPUTimer(b, be)
+			g.measure(b, n, bytes, func(i int) error {
+				return be.matvecF16("bench", yt.ptr, ws[i%len(ws)].ptr, x.ptr, 0, 0, s.rows, s.cols)
+			})
+		})
+	}
+}
+
+// BenchmarkMatVecW4A16: one qpack-int4-b256-v1 matrix (the expert shapes of
+// OLMoE and Qwen, and a tall 16384-row matrix that shows the streaming rate
+// without launch ramp/tail). Target: >= 60%.
+func BenchmarkMatVecW4A16(b *testing.B) {
+	be := testBE
+	for _, s := range []struct {
+		name       string
+		rows, cols int
+	}{
+		{"olmoe-gate-1024x2048", 1024, 2048}, {"olmoe-down-2048x1024", 2048, 1024},
+		{"qwen-gate-1408x2048", 1408, 2048}, {"qwen-down-2048x1408", 2048, 1408},
+		{"tall-16384x2048", 16384, 2048},
+	} {
+		b.Run(s.name, func(b *testing.B) {
+			l, _ := qpack.NewRecordLayout(qpack.SchemeInt4, s.cols, s.rows)
+			m := l.Gate
+			ms := replicas(b, be, m.Bytes, rotation(m.Bytes))
+			x := mustF32(b, be, randF32(rand.New(rand.NewPCG(1, 1)), s.cols, 1)).(*Tensor)
+			y, _ := be.Alloc(s.rows)
+			yt := y.(*Tensor)
+			bytes := int64(m.Bytes + s.cols*4 + s.rows*4)
+			g := newGPUTimer(b, be)
+			g.measure(b, 64, bytes, func(i int) error {
+				return be.matvecW4("bench", yt.ptr, ms[i%len(ms)].ptr, x.ptr, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset)
+			})
+		})
+	}
+}
+
+// BenchmarkExperts: a routed group of the real models through the grouped
+// kernels (gate/up+SiLU, down+combine, both = fused-topk-v1's step) and,
+// for comparison, scalar-v1 (5 launches per expert). Expert rows rotate
+// through ~1.5 GB of records, so every group reads cold rows like decode
+// does. Target for the grouped kernels: >= 60%.
+func BenchmarkExperts(b *testing.B) {
+	be := testBE
+	for _, c := range []struct {
+		name        string
+		hidden, ffn int
+		topK        int
+	}{{"olmoe-A8", 2048, 1024, 8}, {"qwen-A4", 2048, 1408, 4}} {
+		l, _ := qpack.NewRecordLayout(qpack.SchemeInt4, c.hidden, c.ffn)
+		groupRows := func(pool []*Tensor, g int) []backend.Tensor {
+			rows := make([]backend.Tensor, c.topK)
+			for k := range rows {
+				rows[k] = pool[(g*c.topK+k)%len(pool)]
+			}
+			return rows
+		}
+		weights := make([]float32, c.topK)
+		for i := range weights {
+			weights[i] = 1 / float32(c.topK)
+		}
+		setup := func(b *testing.B) ([]*Tensor, backend.Tensor, backend.Tensor, backend.Tensor) {
+			pool := replicas(b, be, l.Size, rotation(l.Size))
+			x := mustF32(b, be, randF32(rand.New(rand.NewPCG(2, 2)), c.hidden, 1))
+			act, _ := be.Alloc(c.topK * c.ffn)
+			_ = be.WriteF32(act, randF32(rand.New(rand.NewPCG(3, 3)), c.topK*c.ffn, 0.1))
+			out, _ := be.Alloc(c.hidden)
+			return pool, x, act, out
+		}
+		gu := int64(c.topK * (l.Gate.Bytes + l.Up.Bytes))
+		dn := int64(c.topK * l.Down.Bytes)
+		b.Run(c.name+"/gateup", func(b *testing.B) {
+			pool, x, act, _ := setup(b)
+			newGPUTimer(b, be).measure(b, 32, gu, func(i int) error { return be.ExpertGateUp(act, groupRows(pool, i), l, x) })
+		})
+		b.Run(c.name+"/down", func(b *testing.B) {
+			pool, _, act, out := setup(b)
+			newGPUTimer(b, be).measure(b, 32, dn, func(i int) error {
+				return be.ExpertDownCombine(out, groupRows(pool, i), l, act, weights)
+			})
+		})
+		b.Run(c.name+"/fused", func(b *testing.B) {
+			pool, x, _, out := setup(b)
+			newGPUTimer(b, be).measure(b, 32, gu+dn, func(i int) error {
+				return be.FusedExperts(out, groupRows(pool, i), l, x, weights)
+			})
+		})
+		b.Run(c.name+"/scalar-v1", func(b *testing.B) {
+			pool, x, _, out := setup(b)
+			ex, err := executor.New("scalar-v1", be, l, c.topK)
+			if err != nil {
+				b.Fatal(err)
+			}
+			newGPUTimer(b, be).measure(b, 8, gu+dn, func(i int) error {
+				return ex.Forward(out, x, groupRows(pool, i), weights)
+			})
+		})
+	}
+}
+
+// BenchmarkIssue measures the host side: wall time per asynchronous op
+// issued through the context-owner goroutine (a 2048-value Add), the floor
+// under every small kernel of a decode step until steps run as CUDA graphs.
+func BenchmarkIssue(b *testing.B) {
+	be := testBE
+	x := mustF32(b, be, make([]float32, 2048))
+	y, _ := be.Alloc(2048)
+	b.ResetTimer()
+	for range b.N {
+		if err := be.Add(y, x, x); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := be.Synchronize(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkRoundTrip: one launch then a host read (TopK over 64 router
+// logits), the synchronising pattern of every routed layer.
+func BenchmarkRoundTrip(b *testing.B) {
+	be := testBE
+	l := mustF32(b, be, randF32(rand.New(rand.NewPCG(4, 4)), 64, 1))
+	b.ResetTimer()
+	for range b.N {
+		if _, _, err := be.TopK(l, 8, false); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

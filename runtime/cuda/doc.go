@@ -1,0 +1,46 @@
+//go:build cuda
+
+// Package cuda is Horizon's GPU backend: backend.Backend and cache.Device on
+// one NVIDIA GPU through the CUDA driver API (gorgonia.org/cu, plus a small
+// cgo file of our own for what gorgonia lacks). It is built only with
+// `-tags cuda` and is the only package with `import "C"`.
+//
+// # Model
+//
+// One goroutine, locked to its OS thread, owns the CUDA context and makes
+// every driver call (owner.go). Backend methods validate their arguments on
+// the caller's goroutine, then either enqueue the work (kernel launches,
+// small uploads: they return at once, like CUDA launches) or run it and wait
+// (allocation, reads back to the host). All compute work goes to one compute
+// stream, in program order; expert-row copies for the cache go to a separate
+// copy stream, with events.
+//
+// # Numerics
+//
+// Activations and scratch are FP32 on the device, exactly as in the CPU
+// reference: the only differences from the CPU backend are the reduction
+// orders of dot products (fixed, see kernels/common.cuh) and libm rounding,
+// so the conformance suite passes with the CPU tolerances. Weights keep
+// their stored format: UploadF16 tensors stay FP16 on the device, expert
+// rows hold qpack-int4-b256-v1 (or fp16) records byte for byte, and kernels
+// read them directly with FP32 accumulation. FP32 activations cost bandwidth
+// only on vectors (KBs per op), never on weights, so decode stays
+// weight-bound.
+//
+// Every output of an expert projection is computed by the same per-row
+// reduction in the scalar (ExpertMatVec), grouped (ExpertGateUp,
+// ExpertDownCombine) and fused (FusedExperts) paths, so the three executors
+// give bit-identical results, and repeated runs give bit-identical outputs
+// (no atomics, no scheduling-dependent order).
+//
+// # Tensors
+//
+// A Tensor is a device allocation (rounded up to 128 bytes and zeroed) with
+// an element count and a dtype. TopK and Argmax return host values and
+// therefore wait for the compute stream; ReadF32 does too.
+//
+// Known weak spots: every op is one kernel launch issued from Go (~3-4 µs of
+// CPU each), so small models are launch-bound; CUDA graph capture (driver.go
+// has the calls) is the next step. FusedExperts is two launches sharing one
+// row table, not one kernel.
+package cuda

@@ -1,0 +1,303 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// The routed-group row table: the grouped kernels find expert k's record at
+// the device address recs[k] and its routing weight at wts[k]. The table
+// lives in one small device buffer that every grouped op rewrites (through
+// the pinned upload ring, on the compute stream) before its launch; stream
+// order makes a later rewrite wait for the kernels that read the previous
+// contents.
+//
+//	b.table + 0            uint64 recs[maxGroup]
+//	b.table + tableWeights float32 wts[maxGroup]
+const tableWeights = 8 * maxGroup
+
+// ExpertMatVec implements backend.Backend.
+func (b *Backend) ExpertMatVec(dst, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor) error {
+	d, err := b.tensorOf("ExpertMatVec", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	r, err := b.tensorOf("ExpertMatVec", "rec", rec, backend.Bytes)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("ExpertMatVec", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	if d.n != m.Rows || xt.n != m.Cols || m.Offset < 0 || m.Offset+m.Bytes > r.n {
+		return shapeErr("ExpertMatVec", "dst %d, x %d for a [%d, %d] matrix at [%d, %d) of a %d-byte record",
+			d.n, xt.n, m.Rows, m.Cols, m.Offset, m.Offset+m.Bytes, r.n)
+	}
+	mat := r.ptr + cu.DevicePtr(m.Offset)
+	switch scheme {
+	case qpack.SchemeInt4:
+		if err := checkInt4Layout(m); err != nil {
+			return fmt.Errorf("cuda: ExpertMatVec: %w", err)
+		}
+		return b.matvecW4("ExpertMatVec", d.ptr, mat, xt.ptr, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset)
+	case qpack.SchemeFP16:
+		if m.Offset%16 != 0 {
+			return fmt.Errorf("cuda: ExpertMatVec: fp16 matrix at offset %d is not 16-byte aligned", m.Offset)
+		}
+		return b.matvecF16("ExpertMatVec", d.ptr, mat, xt.ptr, 0, 0, m.Rows, m.Cols)
+	}
+	return fmt.Errorf("cuda: ExpertMatVec: unknown scheme %q", scheme)
+}
+
+// checkInt4Layout checks what the int4 kernels assume of a matrix: 16-byte
+// aligned rows of whole blocks and the scales right after the rows.
+func checkInt4Layout(m qpack.MatrixLayout) error {
+	if m.Offset%16 != 0 || m.ColsPadded%qpack.BlockSize != 0 || m.ColsPadded < m.Cols ||
+		m.ScalesOffset != m.Rows*m.ColsPadded/2 {
+		return fmt.Errorf("int4 matrix layout %+v is not qpack-int4-b256-v1 with 16-byte aligned rows", m)
+	}
+	return nil
+}
+
+// group validates a routed group's rows and returns their device addresses.
+func (b *Backend) group(op string, rows []backend.Tensor, l qpack.RecordLayout) ([]uint64, error) {
+	if len(rows) == 0 || len(rows) > maxGroup {
+		return nil, fmt.Errorf("cuda: %s: %d experts in a group, want 1..%d", op, len(rows), maxGroup)
+	}
+	switch l.Scheme {
+	case qpack.SchemeInt4:
+		for _, m := range l.Matrices() {
+			if err := checkInt4Layout(m); err != nil {
+				return nil, fmt.Errorf("cuda: %s: %w", op, err)
+			}
+		}
+	case qpack.SchemeFP16:
+		for _, m := range l.Matrices() {
+			if m.Offset%16 != 0 {
+				return nil, fmt.Errorf("cuda: %s: fp16 matrix at offset %d is not 16-byte aligned", op, m.Offset)
+			}
+		}
+	default:
+		return nil, fmt.Errorf("cuda: %s: unknown scheme %q", op, l.Scheme)
+	}
+	ptrs := make([]uint64, len(rows))
+	for k, r := range rows {
+		t, err := b.tensorOf(op, fmt.Sprintf("row %d", k), r, backend.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		if t.n < l.Size {
+			return nil, shapeErr(op, "row %d has %d bytes, the record needs %d", k, t.n, l.Size)
+		}
+		ptrs[k] = uint64(t.ptr)
+	}
+	return ptrs, nil
+}
+
+// tableBytes encodes a row table (and weights, when given) for upload.
+func encodeTable(ptrs []uint64, weights []float32) []byte {
+	n := 8 * len(ptrs)
+	if weights != nil {
+		n = tableWeights + 4*len(weights)
+	}
+	buf := make([]byte, n)
+	for k, p := range ptrs {
+		*(*uint64)(unsafe.Pointer(&buf[8*k])) = p
+	}
+	for k, w := range weights {
+		*(*float32)(unsafe.Pointer(&buf[tableWeights+4*k])) = w
+	}
+	return buf
+}
+
+// stagedBytes is the shared memory one staged activation vector of n values
+// takes in the grouped kernels of scheme s.
+func stagedBytes(s qpack.Scheme, n int) int {
+	if s == qpack.SchemeInt4 {
+		return xs4Bytes(n)
+	}
+	return xsBytes(n)
+}
+
+func schemeIndex(s qpack.Scheme) int {
+	if s == qpack.SchemeFP16 {
+		return 1
+	}
+	return 0
+}
+
+// gateUpLaunch enqueues experts_gateup; owner thread only.
+func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout) error {
+	F, D := l.Gate.Rows, l.Gate.Cols
+	smem, v := stagedBytes(l.Scheme, D), 0
+	if smem > b.smemMax {
+		smem, v = 0, 1
+	}
+	tasks := a * ((F + 1) / 2)
+	grid := max(1, min((tasks+7)/8, 2*b.sms))
+	return b.launch(b.k.gateup[schemeIndex(l.Scheme)][v], grid, block, smem,
+		argPtr(act), argPtr(b.table), argPtr(x), argInt(a), argInt(F), argInt(D),
+		argInt(l.Gate.Offset), argInt(l.Up.Offset), argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset))
+}
+
+// downLaunch enqueues experts_down; owner thread only. One block per SM at
+// most: each block stages all A activation vectors, and 8 warps x 16 rows
+// (2 outputs x 8 experts) in flight per SM already cover the memory latency.
+func (b *Backend) downLaunch(out, act cu.DevicePtr, a int, l qpack.RecordLayout) error {
+	D, F := l.Down.Rows, l.Down.Cols
+	smem, v := a*stagedBytes(l.Scheme, F), 0
+	if smem > b.smemMax {
+		smem, v = 0, 1
+	}
+	tasks := (D + 1) / 2 // a warp computes two output rows
+	grid := max(1, min((tasks+7)/8, b.sms))
+	return b.launch(b.k.down[schemeIndex(l.Scheme)][v], grid, block, smem,
+		argPtr(out), argPtr(b.table), argPtr(b.table+tableWeights), argPtr(act), argInt(a), argInt(D), argInt(F),
+		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset))
+}
+
+// checkGlobalFallback rejects shapes whose activations fit neither shared
+// memory nor the int4 global-memory variant (which reads whole 32-value
+// chunks of each act_k).
+func (b *Backend) checkGlobalFallback(op string, l qpack.RecordLayout, a int) error {
+	if l.Scheme != qpack.SchemeInt4 {
+		return nil
+	}
+	if xs4Bytes(l.Gate.Cols) > b.smemMax && l.Gate.Cols%32 != 0 {
+		return fmt.Errorf("cuda: %s: hidden size %d too wide for shared memory and not a multiple of 32", op, l.Gate.Cols)
+	}
+	if a*xs4Bytes(l.Down.Cols) > b.smemMax && l.Down.Cols%32 != 0 {
+		return fmt.Errorf("cuda: %s: %d experts of FFN width %d too wide for shared memory and not a multiple of 32", op, a, l.Down.Cols)
+	}
+	return nil
+}
+
+// ExpertGateUp implements backend.Backend: one launch for the whole group.
+func (b *Backend) ExpertGateUp(act backend.Tensor, rows []backend.Tensor, l qpack.RecordLayout, x backend.Tensor) error {
+	at, err := b.tensorOf("ExpertGateUp", "act", act, backend.F32)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("ExpertGateUp", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	ptrs, err := b.group("ExpertGateUp", rows, l)
+	if err != nil {
+		return err
+	}
+	F := l.Gate.Rows
+	if at.n != len(rows)*F || xt.n != l.Gate.Cols {
+		return shapeErr("ExpertGateUp", "act %d for %d experts of F=%d, x %d want %d", at.n, len(rows), F, xt.n, l.Gate.Cols)
+	}
+	if err := b.checkGlobalFallback("ExpertGateUp", l, len(rows)); err != nil {
+		return err
+	}
+	tbl := encodeTable(ptrs, nil)
+	return b.o.async(func() error {
+		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
+			return fmt.Errorf("cuda: ExpertGateUp: row table: %w", err)
+		}
+		if err := b.gateUpLaunch(at.ptr, xt.ptr, len(ptrs), l); err != nil {
+			return fmt.Errorf("cuda: ExpertGateUp: launch: %w", err)
+		}
+		return nil
+	})
+}
+
+// ExpertDownCombine implements backend.Backend: one launch for the whole
+// group, experts combined in k order.
+func (b *Backend) ExpertDownCombine(out backend.Tensor, rows []backend.Tensor, l qpack.RecordLayout, act backend.Tensor, weights []float32) error {
+	ot, err := b.tensorOf("ExpertDownCombine", "out", out, backend.F32)
+	if err != nil {
+		return err
+	}
+	at, err := b.tensorOf("ExpertDownCombine", "act", act, backend.F32)
+	if err != nil {
+		return err
+	}
+	ptrs, err := b.group("ExpertDownCombine", rows, l)
+	if err != nil {
+		return err
+	}
+	F, D := l.Down.Cols, l.Down.Rows
+	if len(weights) != len(rows) || at.n != len(rows)*F || ot.n != D {
+		return shapeErr("ExpertDownCombine", "%d rows, %d weights, act %d, out %d (F=%d, D=%d)", len(rows), len(weights), at.n, ot.n, F, D)
+	}
+	if err := b.checkGlobalFallback("ExpertDownCombine", l, len(rows)); err != nil {
+		return err
+	}
+	tbl := encodeTable(ptrs, weights)
+	return b.o.async(func() error {
+		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
+			return fmt.Errorf("cuda: ExpertDownCombine: row table: %w", err)
+		}
+		if err := b.downLaunch(ot.ptr, at.ptr, len(ptrs), l); err != nil {
+			return fmt.Errorf("cuda: ExpertDownCombine: launch: %w", err)
+		}
+		return nil
+	})
+}
+
+// FusedExperts implements backend.Backend: one table upload, then the
+// gate/up and down kernels back to back through a backend-owned activation
+// scratch (the same kernels as grouped-v1, hence the same bits).
+func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpack.RecordLayout, x backend.Tensor, weights []float32) error {
+	ot, err := b.tensorOf("FusedExperts", "out", out, backend.F32)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("FusedExperts", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	ptrs, err := b.group("FusedExperts", rows, l)
+	if err != nil {
+		return err
+	}
+	F, D := l.Gate.Rows, l.Down.Rows
+	if len(weights) != len(rows) || xt.n != l.Gate.Cols || ot.n != D || l.Down.Cols != F {
+		return shapeErr("FusedExperts", "%d rows, %d weights, x %d, out %d (F=%d, D=%d)", len(rows), len(weights), xt.n, ot.n, F, D)
+	}
+	if err := b.checkGlobalFallback("FusedExperts", l, len(rows)); err != nil {
+		return err
+	}
+	tbl := encodeTable(ptrs, weights)
+	need := len(rows) * F
+	return b.o.async(func() error {
+		if b.fusedAct == nil || b.fusedAct.n < need {
+			if b.fusedAct != nil {
+				if err := b.compute.Synchronize(); err != nil {
+					return err
+				}
+				if err := cu.MemFree(b.fusedAct.ptr); err != nil {
+					return err
+				}
+				b.fusedAct = nil
+			}
+			t, err := b.alloc(need, backend.F32)
+			if err != nil {
+				return fmt.Errorf("cuda: FusedExperts: scratch: %w", err)
+			}
+			b.fusedAct = t
+		}
+		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
+			return fmt.Errorf("cuda: FusedExperts: row table: %w", err)
+		}
+		if err := b.gateUpLaunch(b.fusedAct.ptr, xt.ptr, len(ptrs), l); err != nil {
+			return fmt.Errorf("cuda: FusedExperts: gate/up launch: %w", err)
+		}
+		if err := b.downLaunch(ot.ptr, b.fusedAct.ptr, len(ptrs), l); err != nil {
+			return fmt.Errorf("cuda: FusedExperts: down launch: %w", err)
+		}
+		return nil
+	})
+}

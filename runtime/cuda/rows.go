@@ -1,0 +1,245 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/cache"
+)
+
+// Rows implements cache.Device on the backend's GPU: rows are device
+// allocations (backend Bytes tensors, so executors read them directly),
+// staging buffers are cuMemHostAlloc'd pinned memory, copies run on the
+// backend's copy stream, and RecordCompute records an event on its compute
+// stream. Every call goes through the backend's context-owner goroutine.
+type Rows struct {
+	b *Backend
+}
+
+var _ cache.Device = (*Rows)(nil)
+
+// Rows returns the backend's cache device.
+func (b *Backend) Rows() *Rows { return b.rows }
+
+// Name implements cache.Device.
+func (r *Rows) Name() string { return fmt.Sprintf("cuda:%d", r.b.ordinal) }
+
+type row struct{ t *Tensor }
+
+func (r row) Tensor() backend.Tensor { return r.t }
+
+// AllocRow implements cache.Device.
+func (r *Rows) AllocRow(n int) (cache.Row, error) {
+	t, err := r.b.allocSync(n, backend.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	return row{t}, nil
+}
+
+// FreeRow implements cache.Device.
+func (r *Rows) FreeRow(rw cache.Row) error {
+	cr, ok := rw.(row)
+	if !ok {
+		return fmt.Errorf("cuda device: FreeRow: foreign row %T", rw)
+	}
+	return r.b.Free(cr.t)
+}
+
+type staging struct {
+	mem   pinned
+	freed bool
+}
+
+func (s *staging) Host() []byte { return s.mem.bytes() }
+
+// AllocStaging implements cache.Device with page-locked host memory.
+func (r *Rows) AllocStaging(n int) (cache.Staging, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("cuda device: AllocStaging(%d): size must be positive", n)
+	}
+	s := &staging{}
+	err := r.b.o.do(func() (err error) {
+		s.mem, err = newPinned(n)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda device: pinned staging of %d bytes: %w", n, err)
+	}
+	return s, nil
+}
+
+// FreeStaging implements cache.Device.
+func (r *Rows) FreeStaging(st cache.Staging) error {
+	s, ok := st.(*staging)
+	if !ok {
+		return fmt.Errorf("cuda device: FreeStaging: foreign buffer %T", st)
+	}
+	if s.freed {
+		return fmt.Errorf("cuda device: FreeStaging: double free")
+	}
+	s.freed = true
+	return r.b.o.do(func() error { return s.mem.free() })
+}
+
+// CopyToRow implements cache.Device: cuMemcpyHtoDAsync on the copy stream,
+// then an event recorded behind it.
+func (r *Rows) CopyToRow(dst cache.Row, src cache.Staging, n int) (cache.Event, error) {
+	cr, ok := dst.(row)
+	if !ok {
+		return nil, fmt.Errorf("cuda device: CopyToRow: foreign row %T", dst)
+	}
+	s, ok := src.(*staging)
+	if !ok {
+		return nil, fmt.Errorf("cuda device: CopyToRow: foreign staging buffer %T", src)
+	}
+	if n < 0 || n > s.mem.n || n > cr.t.n {
+		return nil, fmt.Errorf("cuda device: CopyToRow: %d bytes from a %d-byte buffer to a %d-byte row", n, s.mem.n, cr.t.n)
+	}
+	if cr.t.freed.Load() {
+		return nil, fmt.Errorf("cuda device: CopyToRow: row was freed")
+	}
+	b := r.b
+	var ev *event
+	err := b.o.do(func() error {
+		if n > 0 {
+			if err := cu.MemcpyHtoDAsync(cr.t.ptr, s.mem.p, int64(n), b.copy); err != nil {
+				return err
+			}
+		}
+		var err error
+		ev, err = b.recordEvent(b.copy)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda device: CopyToRow: %w", err)
+	}
+	return ev, nil
+}
+
+// RecordCompute implements cache.Device.
+func (r *Rows) RecordCompute() (cache.Event, error) {
+	b := r.b
+	var ev *event
+	err := b.o.do(func() (err error) {
+		ev, err = b.recordEvent(b.compute)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda device: RecordCompute: %w", err)
+	}
+	return ev, nil
+}
+
+// recordEvent records a (pooled) event on s; owner thread only.
+func (b *Backend) recordEvent(s cu.Stream) (*event, error) {
+	var ce cu.Event
+	if n := len(b.events); n > 0 {
+		ce, b.events = b.events[n-1], b.events[:n-1]
+	} else {
+		var err error
+		if ce, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+			return nil, err
+		}
+	}
+	if err := ce.Record(s); err != nil {
+		b.events = append(b.events, ce)
+		return nil, err
+	}
+	ev := &event{b: b, ev: ce}
+	runtime.SetFinalizer(ev, (*event).finalize)
+	return ev, nil
+}
+
+// event implements cache.Event. The first Query or Wait that sees it
+// complete remembers the outcome and returns the CUDA event to the pool.
+type event struct {
+	b  *Backend
+	mu sync.Mutex
+	ev cu.Event
+	// done and err are final once done is set.
+	done bool
+	err  error
+}
+
+// Query implements cache.Event.
+func (e *event) Query() (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.done {
+		return true, e.err
+	}
+	var ready bool
+	err := e.b.o.do(func() error {
+		switch err := e.ev.Query(); {
+		case err == nil:
+			ready = true
+			e.b.events = append(e.b.events, e.ev)
+			return nil
+		case errors.Is(err, cu.NotReady):
+			return nil
+		default:
+			return err
+		}
+	})
+	if err != nil {
+		e.done, e.err = true, fmt.Errorf("cuda event: %w", err)
+		return true, e.err
+	}
+	if ready {
+		e.done = true
+		return true, nil
+	}
+	return false, nil
+}
+
+// Wait implements cache.Event by polling: a blocking cuEventSynchronize
+// would stall the owner thread, and with it every other caller.
+func (e *event) Wait() error {
+	delay := 2 * time.Microsecond
+	for spins := 0; ; spins++ {
+		done, err := e.Query()
+		if done {
+			return err
+		}
+		if spins < 8 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(delay)
+		delay = min(2*delay, 500*time.Microsecond)
+	}
+}
+
+// finalize destroys an event nobody saw complete.
+func (e *event) finalize() {
+	if e.done {
+		return
+	}
+	ev := e.ev
+	_ = e.b.o.async(func() error { return cu.DestroyEvent(&ev) })
+}
+
+// RegisterHost page-locks host memory the caller owns (for example the
+// host authority's expert records) so that copies from it run at pinned
+// speed without staging. The returned function unregisters it; the memory
+// must stay allocated until then.
+func (b *Backend) RegisterHost(mem []byte) (unregister func() error, err error) {
+	if len(mem) == 0 {
+		return func() error { return nil }, nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(mem))
+	if err := b.o.do(func() error { return hostRegister(p, len(mem)) }); err != nil {
+		return nil, fmt.Errorf("cuda: register %d bytes of host memory: %w", len(mem), err)
+	}
+	return func() error { return b.o.do(func() error { return hostUnregister(p) }) }, nil
+}
