@@ -19,6 +19,8 @@ olmoe-1b-7b shape.
 Usage (on the GPU machine, from the repository root):
   python3 scripts/oracle_hf.py --bin carry/horizon-bench --work /tmp/oracle \
       --arch olmoe-tiny --arch qwen2moe-tiny --full olmoe-1b-7b --out oracle.json
+  # our CUDA backend instead of the CPU one:
+  python3 scripts/oracle_hf.py --bin carry/horizon-bench-cuda --device cuda ...
 """
 import argparse
 import json
@@ -39,8 +41,11 @@ def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, **kw)
 
 
+DEVICE = "cpu"
+
+
 def ours(bin_path, artifact, prompt_ids, tokens, logits_path):
-    out = sh([bin_path, "generate", "--artifact", artifact,
+    out = sh([bin_path, "generate", "--artifact", artifact, "--device", DEVICE,
               "--prompt-ids", ",".join(map(str, prompt_ids)), "--tokens", str(tokens),
               "--json", "--logits-out", logits_path, "--logit-steps", "1"],
              capture_output=True, text=True)
@@ -152,14 +157,17 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--out", required=True, help="JSON report path")
+    ap.add_argument("--device", default="cpu", help="our backend: cpu or cuda (needs the cuda-tagged binary)")
     args = ap.parse_args()
+    global DEVICE
+    DEVICE = args.device
     os.makedirs(args.work, exist_ok=True)
     results = []
     for a in args.arch:
         results.append(run_arch(args, a, full=False))
     for a in args.full:
         results.append(run_arch(args, a, full=True))
-    doc = {"schema": "horizon.oracle-hf", "version": 1, "tolerance_max_abs": TOLERANCE,
+    doc = {"schema": "horizon.oracle-hf", "version": 1, "tolerance_max_abs": TOLERANCE, "device": DEVICE,
            "gpu": torch.cuda.get_device_name(0), "results": results,
            "pass": all(r["pass"] for r in results)}
     with open(args.out, "w") as f:
