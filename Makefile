@@ -27,3 +27,46 @@ bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 
 clean: ## remove build outputs
 	rm -rf $(BIN) carry
+
+# ---- CUDA: kernels, the cuda-tagged build, GPU tests -----------------------
+# Debian 12 build machines have no GPU: `make cuda-deps` installs nvcc 11.8 and
+# the CUDA headers (root), `make kernels` regenerates the committed PTX,
+# `make cuda` / `make gpu-test` build into carry/, which travels to the GPU
+# machine, where `bash scripts/gpu-test.sh` runs the tests and benchmarks.
+CUDA_DEPS ?= $(BIN)/cuda-deps
+CARRY     ?= carry
+
+.PHONY: cuda-deps kernels cuda cuda-vet gpu-test
+
+cuda-deps: ## install nvcc 11.8 + cuda.h + libcuda stub from Debian contrib/non-free (root; ~3 min)
+	bash scripts/install-cuda-headers.sh toolkit
+
+kernels: ## regenerate kernels/*.ptx (compute_80) from kernels/*.cu; needs nvcc (make cuda-deps)
+	bash kernels/gen.sh
+
+cuda: ## build the cuda-tagged CLI into carry/horizon-bench-cuda (needs cuda.h + libcuda)
+	mkdir -p $(CARRY)
+	$(GO) build -tags cuda -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-bench-cuda ./cmd/horizon-bench
+
+cuda-vet: ## CI compile check of the cuda-tagged code with only cuda.h and the stub libcuda
+	CUDA_DEPS=$(CUDA_DEPS) bash scripts/install-cuda-headers.sh headers
+	CGO_CFLAGS="-I$(abspath $(CUDA_DEPS))/include" CGO_LDFLAGS="-L$(abspath $(CUDA_DEPS))/lib" \
+		$(GO) vet -tags cuda ./runtime/cuda/ ./cmd/...
+
+gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gpu-test.sh
+	mkdir -p $(CARRY)
+	$(GO) test -c -tags cuda -trimpath -ldflags="-s -w" -o $(CARRY)/cuda.test ./runtime/cuda/
+	$(GO) test -c -trimpath -ldflags="-s -w" -o $(CARRY)/kernels.test ./kernels/
+	$(MAKE) cuda || echo "gpu-test: the CLI did not build; scripts/gpu-test.sh skips its smoke run"
+	@ls -la $(CARRY)
+
+.PHONY: edition-smoke edition-smoke-check
+
+edition-smoke: ## run the smoke campaign (PERF-REAL-v1, tiny synthetic models, CPU, ~1.5 min) into editions/smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/smoke.yaml --force
+
+edition-smoke-check: ## run the smoke campaign again into out/ and check its token ids equal editions/smoke-cpu's
+	rm -rf out/smoke-check
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/smoke.yaml --out out/smoke-check --run-dir out/smoke-check-run
+	HORIZON_EDITION_A=$(CURDIR)/editions/smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/smoke-check \
+		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/

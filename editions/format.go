@@ -1,6 +1,9 @@
 package editions
 
-import "strconv"
+import (
+	"encoding/json"
+	"strconv"
+)
 
 // Schema names (the "schema" field) and the version every document carries.
 const (
@@ -105,14 +108,17 @@ type ContractRef struct {
 
 // Environment describes where the worker ran.
 type Environment struct {
-	Device   string    `json:"device"` // "cpu" or "cuda"
-	Hostname string    `json:"hostname"`
-	OS       string    `json:"os"`     // GOOS/GOARCH and kernel release
-	CPU      string    `json:"cpu"`    // model name from /proc/cpuinfo or "UNKNOWN"
-	CPUs     int       `json:"cpus"`   // runtime.NumCPU
-	GPU      string    `json:"gpu"`    // name, or "UNSUPPORTED" on the CPU device
-	Driver   string    `json:"driver"` // GPU driver, or "UNSUPPORTED"
-	Build    BuildInfo `json:"build"`
+	Device   string `json:"device"` // "cpu" or "cuda"
+	Hostname string `json:"hostname"`
+	OS       string `json:"os"`   // GOOS/GOARCH and kernel release
+	CPU      string `json:"cpu"`  // model name from /proc/cpuinfo or "UNKNOWN"
+	CPUs     int    `json:"cpus"` // runtime.NumCPU
+	// Threads is the CPU backend's goroutines per op (0 when the device is
+	// not the CPU).
+	Threads int       `json:"threads"`
+	GPU     string    `json:"gpu"`    // name, or "UNSUPPORTED" on the CPU device
+	Driver  string    `json:"driver"` // GPU driver, or "UNSUPPORTED"
+	Build   BuildInfo `json:"build"`
 }
 
 // Checkpoint identifies the model weights.
@@ -148,6 +154,9 @@ type Model struct {
 	ExpertFFN       int    `json:"expert_ffn"`
 	SharedFFN       int    `json:"shared_ffn"` // 0 when the model has no shared expert
 	Vocab           int    `json:"vocab"`
+	// EOSTokenIDs are the ids EOS suppression masks; a measured request
+	// contains none of them.
+	EOSTokenIDs []int `json:"eos_token_ids"`
 }
 
 // Setup is the residency configuration the worker ran.
@@ -186,7 +195,8 @@ type Request struct {
 	Index          int          `json:"index"`     // position within the block, from 0
 	PromptID       string       `json:"prompt_id"` // contract prompt id, in contract order
 	PromptTokens   int          `json:"prompt_tokens"`
-	N              int          `json:"n"` // tokens produced; the contract requires output_tokens
+	PromptTokenIDs []int        `json:"prompt_token_ids"` // the tokenised prompt text, len PromptTokens
+	N              int          `json:"n"`                // tokens produced; the contract requires output_tokens
 	TokenIDs       []int        `json:"token_ids"`
 	TokenNs        []int64      `json:"token_ns"`        // len N, non-decreasing
 	TTFTSeconds    float64      `json:"ttft_seconds"`    // token_ns[0] / 1e9
@@ -226,6 +236,31 @@ type WorkerObservations struct {
 	// H2DBandwidthBytesPerS is the pinned host-to-device bandwidth measured
 	// by this worker; UNSUPPORTED on the CPU device.
 	H2DBandwidthBytesPerS Obs[float64] `json:"h2d_bandwidth_bytes_per_s"`
+}
+
+// ---------------------------------------------------------------------------
+// contract.json and campaign.json
+
+// ContractDoc is the frozen contract. Contract is the parsed contract as a
+// JSON object; SHA256 is the SHA-256 of its canonical JSON (keys sorted by
+// byte order, no insignificant whitespace, no HTML escaping; see package
+// contracts), so it can be recomputed from this document alone.
+type ContractDoc struct {
+	Schema   string          `json:"schema"`  // SchemaContract
+	Version  int             `json:"version"` // Version
+	ID       string          `json:"id"`      // e.g. "PERF-REAL-v1"
+	SHA256   string          `json:"sha256"`
+	Contract json.RawMessage `json:"contract"`
+}
+
+// CampaignDoc is the frozen campaign, after defaults were applied. SHA256
+// is the canonical hash of Campaign, computed like the contract's.
+type CampaignDoc struct {
+	Schema   string          `json:"schema"`  // SchemaCampaign
+	Version  int             `json:"version"` // Version
+	Edition  string          `json:"edition"`
+	SHA256   string          `json:"sha256"`
+	Campaign json.RawMessage `json:"campaign"`
 }
 
 // ---------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def run_arch(args, arch, full):
         sh([args.bin, "synth", "--arch", arch, "--seed", str(args.seed), "--out", ckpt])
     if not os.path.exists(art16):
         sh([args.bin, "prepare", "--checkpoint", ckpt, "--out", art16, "--experts", "fp16"])
-    if not full and not os.path.exists(art4):
+    if not os.path.exists(art4):
         sh([args.bin, "prepare", "--checkpoint", ckpt, "--out", art4, "--experts", "int4"])
     prompt_ids = list(PROMPT.encode("utf-8"))
     tokens = 1 if full else args.tokens
@@ -135,11 +135,12 @@ def run_arch(args, arch, full):
     res["first_logits_max_abs_diff"], res["first_top1_agree"] = compare(logits16, hf_first)
     res["logit_scale_max_abs"] = float(np.abs(hf_first).max())
     res["tokens_identical"] = hf_tokens == ours16["token_ids"]
+    ours4, logits4 = ours(args.bin, art4, prompt_ids, tokens, os.path.join(work, "int4.f32"))
+    res["int4_vs_fp16_first_logits_max_abs_diff"], res["int4_vs_fp16_first_top1_agree"] = compare(logits4, logits16)
+    agree = sum(1 for a, b in zip(ours4["token_ids"], ours16["token_ids"]) if a == b)
+    res["int4_vs_fp16_token_agreement"] = f"{agree}/{tokens}"
+    res["int4_decode_tok_s"] = ours4["decode_tok_s"]
     if not full:
-        ours4, logits4 = ours(args.bin, art4, prompt_ids, tokens, os.path.join(work, "int4.f32"))
-        res["int4_vs_fp16_first_logits_max_abs_diff"], res["int4_vs_fp16_first_top1_agree"] = compare(logits4, logits16)
-        agree = sum(1 for a, b in zip(ours4["token_ids"], ours16["token_ids"]) if a == b)
-        res["int4_vs_fp16_token_agreement"] = f"{agree}/{tokens}"
         res["pass"] = res["first_logits_max_abs_diff"] <= TOLERANCE and res["tokens_identical"]
     else:
         res["pass"] = res["first_logits_max_abs_diff"] <= TOLERANCE

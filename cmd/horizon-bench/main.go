@@ -33,6 +33,8 @@ through the same prepare and generate commands.`,
 			synthCommand(),
 			prepareCommand(),
 			generateCommand(),
+			runCommand(),
+			workerCommand(),
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {},
 	}
