@@ -1,0 +1,133 @@
+package campaigns
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// artifactsDir holds the prepared artifacts inside a run directory.
+const artifactsDir = "artifacts"
+
+// scheme maps a configuration's expert_format to the artifact scheme.
+func scheme(format string) qpack.Scheme {
+	if format == "fp16" {
+		return qpack.SchemeFP16
+	}
+	return qpack.SchemeInt4
+}
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// artifactKey names the artifact of a configuration; configurations with
+// the same checkpoint and expert format share it.
+func (c *Campaign) artifactKey(cfg *Configuration) string {
+	k := cfg.Checkpoint
+	if k.Synthetic != nil {
+		return fmt.Sprintf("synthetic-%s-seed%d-%s", unsafeName.ReplaceAllString(k.Synthetic.Arch, "-"), k.Synthetic.Seed, cfg.ExpertFormat)
+	}
+	abs, err := filepath.Abs(c.HFDir(cfg))
+	if err != nil {
+		abs = c.HFDir(cfg)
+	}
+	sum := sha256.Sum256([]byte(abs + "\x00" + k.HF.Revision))
+	base := unsafeName.ReplaceAllString(filepath.Base(abs), "-")
+	return fmt.Sprintf("hf-%s-%s-%s", base, hex.EncodeToString(sum[:6]), cfg.ExpertFormat)
+}
+
+// prepareArtifacts makes sure every distinct (checkpoint, expert format) of
+// the campaign has a verified artifact under runDir/artifacts and returns
+// their directories by configuration id. An artifact already there is
+// reused after its files are hashed against artifact.json and its identity
+// is checked; a broken one is prepared again. Synthetic checkpoints are
+// synthesised next to it and removed once prepared.
+func prepareArtifacts(ctx context.Context, c *Campaign, runDir string, say func(string)) (map[string]string, error) {
+	dirs := map[string]string{}
+	done := map[string]bool{}
+	for i := range c.Configurations {
+		cfg := &c.Configurations[i]
+		key := c.artifactKey(cfg)
+		dir := filepath.Join(runDir, artifactsDir, key)
+		dirs[cfg.ID] = dir
+		if done[key] {
+			continue
+		}
+		done[key] = true
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		err := checkArtifact(c, cfg, dir)
+		if err == nil {
+			say(fmt.Sprintf("artifact %s: verified, reused", key))
+			continue
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			say(fmt.Sprintf("artifact %s: %v; preparing it again", key, err))
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, err
+			}
+		}
+		say(fmt.Sprintf("artifact %s: preparing (%s, %s experts)", key, cfg.Checkpoint, cfg.ExpertFormat))
+		if err := makeArtifact(ctx, c, cfg, dir); err != nil {
+			return nil, fmt.Errorf("prepare the artifact of %s (%s): %w", cfg.ID, cfg.Checkpoint, err)
+		}
+		if err := checkArtifact(c, cfg, dir); err != nil {
+			return nil, fmt.Errorf("artifact %s after preparation: %w", key, err)
+		}
+	}
+	return dirs, nil
+}
+
+// checkArtifact verifies an existing artifact; an absent one gives an error
+// wrapping os.ErrNotExist.
+func checkArtifact(c *Campaign, cfg *Configuration, dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, qpack.MetaFile)); err != nil {
+		return err
+	}
+	art, err := qpack.Open(dir)
+	if err != nil {
+		return err
+	}
+	if art.Scheme() != scheme(cfg.ExpertFormat) {
+		return fmt.Errorf("expert scheme %s, want %s", art.Scheme(), scheme(cfg.ExpertFormat))
+	}
+	if cfg.Checkpoint.Synthetic != nil {
+		info, err := synthInfo(art)
+		if err != nil {
+			return err
+		}
+		if info.Arch != cfg.Checkpoint.Synthetic.Arch || info.Seed != cfg.Checkpoint.Synthetic.Seed {
+			return fmt.Errorf("prepared from synthetic %s seed %d", info.Arch, info.Seed)
+		}
+	}
+	return art.Verify()
+}
+
+// makeArtifact synthesises (if needed) and prepares one artifact. Both
+// steps write into temporary siblings that are renamed at the end, so a
+// killed preparation leaves nothing that looks finished.
+func makeArtifact(ctx context.Context, c *Campaign, cfg *Configuration, dir string) error {
+	ckpt := ""
+	if s := cfg.Checkpoint.Synthetic; s != nil {
+		ckpt = dir + ".checkpoint"
+		if err := os.RemoveAll(ckpt); err != nil {
+			return err
+		}
+		defer os.RemoveAll(ckpt)
+		if _, err := model.Synthesize(model.SynthOptions{Arch: s.Arch, Seed: s.Seed, OutDir: ckpt, Ctx: ctx}); err != nil {
+			return err
+		}
+	} else {
+		ckpt = c.HFDir(cfg)
+	}
+	_, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme(cfg.ExpertFormat), Ctx: ctx})
+	return err
+}

@@ -1,0 +1,439 @@
+// Package campaigns runs benchmark campaigns and turns their raw records
+// into editions.
+//
+// A campaign (YAML, see smoke.yaml) names an edition, the contract it runs
+// (id and canonical SHA-256), a device and a list of configurations: a
+// checkpoint (synthetic arch + seed, or a Hugging Face directory), an expert
+// format, a per-layer capacity and an executor, with the placement and
+// policy the contract prescribes. Loading is prometheus-config style:
+// defaults, then a strict decode (unknown fields are errors), then Validate
+// with one precise message.
+//
+// Running a campaign (Run) is a pipeline:
+//
+//	campaign + contract -> validate -> prepare artifacts (once per checkpoint
+//	and expert format, in the run directory) -> one worker process per
+//	(configuration, block), sequentially -> raw records (journaled by
+//	SHA-256) -> aggregate (configs, claims, reports, plots) -> manifest ->
+//	atomic publication of the edition
+//
+// Workers are separate processes so that RSS and VRAM peaks are whole-worker
+// observations; the runner launches them through a WorkerLauncher (the CLI
+// re-executes itself). Everything a run produces stays in its run directory
+// until the edition is complete, so a killed run resumes where it stopped
+// and an editions directory never holds half an edition.
+package campaigns
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/model"
+)
+
+// Campaign is a parsed campaign file. Zero values are replaced by the
+// defaults noted on each field before validation.
+type Campaign struct {
+	// Edition names the edition directory (editions/<edition>): [a-z0-9-].
+	Edition     string `yaml:"edition" json:"edition"`
+	Description string `yaml:"description" json:"description"`
+	// Contract is the contract the campaign runs, by id and canonical hash.
+	Contract ContractRef `yaml:"contract" json:"contract"`
+	// Device is "cpu" or "cuda".
+	Device string `yaml:"device" json:"device"`
+	// Threads is the CPU backend's goroutines per op; 0 means all cores.
+	// CPU device only.
+	Threads int `yaml:"threads" json:"threads"`
+	// Evidence and Publication are the status of every claim of the
+	// edition; defaults E1 and internal.
+	Evidence    string `yaml:"evidence" json:"evidence"`
+	Publication string `yaml:"publication" json:"publication"`
+
+	Configurations []Configuration `yaml:"configurations" json:"configurations"`
+
+	// dir is the campaign file's directory: HF checkpoint directories are
+	// relative to it.
+	dir string
+}
+
+// ContractRef names a contract.
+type ContractRef struct {
+	ID     string `yaml:"id" json:"id"`
+	SHA256 string `yaml:"sha256" json:"sha256"`
+}
+
+// Configuration is one residency configuration.
+type Configuration struct {
+	// ID names the configuration's files (configs/<id>.json, raw/<id>/):
+	// [a-z0-9-].
+	ID         string     `yaml:"id" json:"id"`
+	Checkpoint Checkpoint `yaml:"checkpoint" json:"checkpoint"`
+	// ExpertFormat is how routed experts are stored: int4
+	// (qpack-int4-b256-v1, the default) or fp16.
+	ExpertFormat string `yaml:"expert_format" json:"expert_format"`
+	// Capacity is the published expert rows per routed layer, top-k up to
+	// the expert count.
+	Capacity int `yaml:"capacity" json:"capacity"`
+	// Executor is ours: scalar-v1, grouped-v1 or fused-topk-v1.
+	Executor string `yaml:"executor" json:"executor"`
+	// SeedExecutor is the executor name the seed's campaign used for this
+	// configuration; it must map to Executor (see SeedExecutors).
+	SeedExecutor string `yaml:"seed_executor" json:"seed_executor"`
+	// Placement and Policy default to the contract's.
+	Placement string `yaml:"placement" json:"placement"`
+	Policy    string `yaml:"policy" json:"policy"`
+	// Spares and Staging are the unpublished rows per layer and the staging
+	// ring; 0 means top-k.
+	Spares  int `yaml:"spares" json:"spares"`
+	Staging int `yaml:"staging" json:"staging"`
+}
+
+// Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
+// directory.
+type Checkpoint struct {
+	Synthetic *Synthetic `yaml:"synthetic" json:"synthetic,omitempty"`
+	HF        *HF        `yaml:"hf" json:"hf,omitempty"`
+}
+
+// Synthetic is a deterministic synthetic checkpoint with the exact tensor
+// shapes of a preset architecture (runtime/model presets).
+type Synthetic struct {
+	Arch string `yaml:"arch" json:"arch"`
+	Seed uint64 `yaml:"seed" json:"seed"`
+}
+
+// HF is a Hugging Face checkpoint directory (config.json, safetensors,
+// tokenizer.json). Dir is relative to the campaign file.
+type HF struct {
+	Dir      string `yaml:"dir" json:"dir"`
+	Revision string `yaml:"revision" json:"revision"`
+}
+
+// SeedExecutors maps the seed campaign's executor names to ours.
+var SeedExecutors = map[string]string{
+	"PRODUCT-core scalar": "scalar-v1",
+	"Grouped T3":          "grouped-v1",
+	"top4-fused-v1":       "fused-topk-v1",
+}
+
+// Expert formats of a configuration.
+var expertFormats = []string{"int4", "fp16"}
+
+// ErrInvalid marks a campaign that fails validation.
+var ErrInvalid = errors.New("invalid campaign")
+
+var idPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// LoadFile reads and strictly decodes a campaign file and applies the
+// defaults; it does not validate (see Validate).
+func LoadFile(path string) (*Campaign, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("campaign: %w", err)
+	}
+	c, err := Parse(b, path)
+	if err != nil {
+		return nil, err
+	}
+	c.dir = filepath.Dir(path)
+	return c, nil
+}
+
+// Parse strictly decodes a campaign (unknown fields are errors) and applies
+// the defaults that do not depend on the contract.
+func Parse(b []byte, name string) (*Campaign, error) {
+	var c Campaign
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("campaign %s: %w: %s", name, ErrInvalid, yamlError(err))
+	}
+	if c.Evidence == "" {
+		c.Evidence = "E1"
+	}
+	if c.Publication == "" {
+		c.Publication = "internal"
+	}
+	for i := range c.Configurations {
+		if c.Configurations[i].ExpertFormat == "" {
+			c.Configurations[i].ExpertFormat = "int4"
+		}
+	}
+	return &c, nil
+}
+
+var unknownField = regexp.MustCompile(`line (\d+): field (\S+) not found in type \S+`)
+
+// yamlError rewrites yaml.v3's decode errors into one line, naming unknown
+// fields as such.
+func yamlError(err error) string {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		msgs := make([]string, len(te.Errors))
+		for i, m := range te.Errors {
+			if s := unknownField.FindStringSubmatch(m); s != nil {
+				m = fmt.Sprintf("line %s: unknown field %q", s[1], s[2])
+			}
+			msgs[i] = m
+		}
+		return strings.Join(msgs, "; ")
+	}
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// Validate checks the campaign against its contract and the checkpoints it
+// names, after filling the contract's defaults (placement, policy). It
+// returns the first problem with one precise message, wrapping ErrInvalid.
+// contractSHA is the contract's canonical hash.
+func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case !idPattern.MatchString(c.Edition):
+		return bad("edition %q: an edition name is a directory name; use lowercase letters, digits and '-'", c.Edition)
+	case c.Contract.ID == "":
+		return bad("contract.id is missing")
+	case c.Contract.ID != k.ID:
+		return bad("contract.id %q, but the contract given is %q", c.Contract.ID, k.ID)
+	case c.Contract.SHA256 != contractSHA:
+		return bad("contract %s: the campaign declares sha256 %q but the contract's canonical hash is %s; the contract changed since the campaign was written (review the change, then update contract.sha256)",
+			k.ID, c.Contract.SHA256, contractSHA)
+	case c.Device != "cpu" && c.Device != "cuda":
+		return bad("device %q: want cpu or cuda", c.Device)
+	case c.Threads < 0:
+		return bad("threads %d: want 0 (all cores) or more", c.Threads)
+	case c.Threads != 0 && c.Device != "cpu":
+		return bad("threads applies to the cpu device only")
+	case !slices.Contains(editions.EvidenceLevels, c.Evidence):
+		return bad("evidence %q: want one of %v", c.Evidence, editions.EvidenceLevels)
+	case !slices.Contains(editions.PublicationStates, c.Publication):
+		return bad("publication %q: want one of %v", c.Publication, editions.PublicationStates)
+	case len(c.Configurations) == 0:
+		return bad("no configurations")
+	}
+	seen := map[string]bool{}
+	for i := range c.Configurations {
+		cfg := &c.Configurations[i]
+		if cfg.Placement == "" {
+			cfg.Placement = k.Cache.InitialPlacement
+		}
+		if cfg.Policy == "" {
+			cfg.Policy = k.Cache.Policy
+		}
+		if !idPattern.MatchString(cfg.ID) {
+			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
+		}
+		if seen[cfg.ID] {
+			return bad("configurations[%d]: duplicate id %q", i, cfg.ID)
+		}
+		seen[cfg.ID] = true
+		if err := c.validateConfig(cfg, k); err != nil {
+			return bad("configuration %q: %v", cfg.ID, err)
+		}
+	}
+	return nil
+}
+
+func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract) error {
+	m, err := c.ModelConfig(cfg)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !slices.Contains(expertFormats, cfg.ExpertFormat):
+		return fmt.Errorf("expert_format %q: want int4 or fp16", cfg.ExpertFormat)
+	case cfg.Capacity > m.NumExperts:
+		return fmt.Errorf("capacity %d is above the %d experts per layer of %s", cfg.Capacity, m.NumExperts, cfg.Checkpoint)
+	case cfg.Capacity < m.TopK:
+		return fmt.Errorf("capacity %d is below top-k %d of %s: a layer must hold at least one routed group", cfg.Capacity, m.TopK, cfg.Checkpoint)
+	case !slices.Contains(executor.Names(), cfg.Executor):
+		return fmt.Errorf("executor %q is unknown (known: %s)", cfg.Executor, strings.Join(executor.Names(), ", "))
+	case cfg.Placement != k.Cache.InitialPlacement:
+		return fmt.Errorf("placement %q: contract %s prescribes the %s initial placement", cfg.Placement, k.ID, k.Cache.InitialPlacement)
+	case !slices.Contains(cache.Placements(), cfg.Placement):
+		return fmt.Errorf("placement %q is unknown (known: %v)", cfg.Placement, cache.Placements())
+	case cfg.Policy != k.Cache.Policy:
+		return fmt.Errorf("policy %q: contract %s prescribes %s eviction", cfg.Policy, k.ID, k.Cache.Policy)
+	case !slices.Contains(cache.Policies(), cfg.Policy):
+		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, cache.Policies())
+	case cfg.Spares < 0 || cfg.Staging < 0:
+		return fmt.Errorf("spares %d, staging %d: want 0 (top-k) or more", cfg.Spares, cfg.Staging)
+	}
+	if cfg.SeedExecutor != "" {
+		ours, ok := SeedExecutors[cfg.SeedExecutor]
+		if !ok {
+			return fmt.Errorf("seed_executor %q is not one of the seed's executors (%s)", cfg.SeedExecutor, seedExecutorNames())
+		}
+		if ours != cfg.Executor {
+			return fmt.Errorf("seed_executor %q maps to %s, but executor is %s", cfg.SeedExecutor, ours, cfg.Executor)
+		}
+	}
+	return nil
+}
+
+func seedExecutorNames() string {
+	var names []string
+	for n := range SeedExecutors {
+		names = append(names, fmt.Sprintf("%q", n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+// String describes the checkpoint: "synthetic olmoe-tiny seed 1" or
+// "hf DIR@REVISION".
+func (k Checkpoint) String() string {
+	switch {
+	case k.Synthetic != nil:
+		return fmt.Sprintf("synthetic %s seed %d", k.Synthetic.Arch, k.Synthetic.Seed)
+	case k.HF != nil:
+		if k.HF.Revision != "" {
+			return fmt.Sprintf("hf %s@%s", k.HF.Dir, k.HF.Revision)
+		}
+		return "hf " + k.HF.Dir
+	}
+	return "no checkpoint"
+}
+
+// HFDir is the HF checkpoint directory resolved against the campaign file.
+func (c *Campaign) HFDir(cfg *Configuration) string {
+	d := cfg.Checkpoint.HF.Dir
+	if filepath.IsAbs(d) {
+		return d
+	}
+	return filepath.Join(c.dir, d)
+}
+
+// ModelConfig returns the architecture of a configuration's checkpoint:
+// the preset of a synthetic one, config.json of an HF directory.
+func (c *Campaign) ModelConfig(cfg *Configuration) (model.Config, error) {
+	k := cfg.Checkpoint
+	switch {
+	case k.Synthetic != nil && k.HF != nil:
+		return model.Config{}, errors.New("checkpoint: give either synthetic or hf, not both")
+	case k.Synthetic != nil:
+		p, err := model.LookupPreset(k.Synthetic.Arch)
+		if err != nil {
+			return model.Config{}, fmt.Errorf("checkpoint: synthetic arch %q is unknown (known: %s)",
+				k.Synthetic.Arch, strings.Join(model.PresetNames(), ", "))
+		}
+		return p.Config, nil
+	case k.HF != nil:
+		if k.HF.Dir == "" {
+			return model.Config{}, errors.New("checkpoint: hf.dir is empty")
+		}
+		dir := c.HFDir(cfg)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return model.Config{}, fmt.Errorf("checkpoint: hf.dir %s does not exist (download the checkpoint there, or fix the path; it is relative to the campaign file)", dir)
+		}
+		m, err := model.LoadConfig(dir)
+		if err != nil {
+			return model.Config{}, fmt.Errorf("checkpoint: %w", err)
+		}
+		return m, nil
+	}
+	return model.Config{}, errors.New("checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}")
+}
+
+// Config returns the configuration with the given id.
+func (c *Campaign) Config(id string) (*Configuration, bool) {
+	for i := range c.Configurations {
+		if c.Configurations[i].ID == id {
+			return &c.Configurations[i], true
+		}
+	}
+	return nil, false
+}
+
+// JSON returns the campaign (defaults applied) as canonical JSON.
+func (c *Campaign) JSON() ([]byte, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	return contracts.CanonicalJSON(b)
+}
+
+// SHA256 is the canonical hash of the campaign.
+func (c *Campaign) SHA256() (string, error) {
+	b, err := c.JSON()
+	if err != nil {
+		return "", err
+	}
+	return contracts.HashCanonical(b), nil
+}
+
+// Doc returns the frozen campaign document (campaign.json).
+func (c *Campaign) Doc() (editions.CampaignDoc, error) {
+	b, err := c.JSON()
+	if err != nil {
+		return editions.CampaignDoc{}, err
+	}
+	return editions.CampaignDoc{
+		Schema: editions.SchemaCampaign, Version: editions.Version, Edition: c.Edition,
+		SHA256: contracts.HashCanonical(b), Campaign: b,
+	}, nil
+}
+
+// FromDoc reads a frozen campaign document back; dir resolves HF
+// checkpoint directories (the original campaign file's directory).
+func FromDoc(doc editions.CampaignDoc, dir string) (*Campaign, error) {
+	var c Campaign
+	dec := json.NewDecoder(bytes.NewReader(doc.Campaign))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("frozen campaign: %w", err)
+	}
+	c.dir = dir
+	sum, err := c.SHA256()
+	if err != nil {
+		return nil, err
+	}
+	if sum != doc.SHA256 {
+		return nil, fmt.Errorf("frozen campaign: sha256 %s does not match its content (%s)", doc.SHA256, sum)
+	}
+	return &c, nil
+}
+
+// ContractDoc returns the frozen contract document (contract.json).
+func ContractDoc(k *contracts.Contract) (editions.ContractDoc, error) {
+	b, err := k.JSON()
+	if err != nil {
+		return editions.ContractDoc{}, err
+	}
+	return editions.ContractDoc{
+		Schema: editions.SchemaContract, Version: editions.Version, ID: k.ID,
+		SHA256: contracts.HashCanonical(b), Contract: b,
+	}, nil
+}
+
+// ContractFromDoc reads a frozen contract document back and checks its
+// hash.
+func ContractFromDoc(doc editions.ContractDoc) (*contracts.Contract, error) {
+	k, err := contracts.FromJSON(doc.Contract)
+	if err != nil {
+		return nil, err
+	}
+	canon, err := contracts.CanonicalJSON(doc.Contract)
+	if err != nil {
+		return nil, err
+	}
+	if sum := contracts.HashCanonical(canon); sum != doc.SHA256 {
+		return nil, fmt.Errorf("frozen contract %s: sha256 %s does not match its content (%s)", doc.ID, doc.SHA256, sum)
+	}
+	return k, nil
+}

@@ -1,0 +1,120 @@
+package campaigns
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// journalFile lists the finished workers of a run directory, one JSON
+// object per line, appended and fsynced after each worker's record was
+// checked. A line torn by a crash is dropped when the journal is opened.
+const journalFile = "journal.jsonl"
+
+// journalEntry is one finished worker.
+type journalEntry struct {
+	// Key identifies the work: contract hash, campaign edition and device,
+	// the configuration as frozen, the block and the artifact hash. A
+	// record made for other inputs is not reused.
+	Key    string `json:"key"`
+	Path   string `json:"path"` // record, relative to the run directory
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+}
+
+type journal struct {
+	path    string
+	entries map[string]journalEntry // by Path; the last entry wins
+}
+
+// openJournal reads the journal of runDir, cutting a torn last line.
+func openJournal(runDir string) (*journal, error) {
+	j := &journal{path: filepath.Join(runDir, journalFile), entries: map[string]journalEntry{}}
+	b, err := os.ReadFile(j.path)
+	if os.IsNotExist(err) {
+		return j, nil
+	} else if err != nil {
+		return nil, err
+	}
+	if i := bytes.LastIndexByte(b, '\n'); i+1 != len(b) {
+		// A crash tore the last append: drop it so the next append starts
+		// on a fresh line.
+		b = b[:i+1]
+		if err := os.Truncate(j.path, int64(len(b))); err != nil {
+			return nil, fmt.Errorf("repair %s: %w", j.path, err)
+		}
+	}
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var e journalEntry
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Path == "" {
+			continue
+		}
+		j.entries[e.Path] = e
+	}
+	return j, sc.Err()
+}
+
+// finished reports whether the record at path (relative to runDir) was
+// journaled for key and still has the journaled hash.
+func (j *journal) finished(runDir, key, path string) bool {
+	e, ok := j.entries[path]
+	if !ok || e.Key != key {
+		return false
+	}
+	sum, n, err := editions.HashFile(filepath.Join(runDir, path))
+	return err == nil && sum == e.SHA256 && n == e.Bytes
+}
+
+// add appends an entry and syncs the journal.
+func (j *journal) add(e journalEntry) error {
+	b, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("append to %s: %w", j.path, err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	j.entries[e.Path] = e
+	return nil
+}
+
+// workKey identifies one worker's inputs.
+func workKey(c *Campaign, cfg *Configuration, block int, artifactSHA string) (string, error) {
+	b, err := json.Marshal(struct {
+		Contract string         `json:"contract"`
+		Edition  string         `json:"edition"`
+		Device   string         `json:"device"`
+		Threads  int            `json:"threads"`
+		Config   *Configuration `json:"config"`
+		Block    int            `json:"block"`
+		Artifact string         `json:"artifact"`
+	}{c.Contract.SHA256, c.Edition, c.Device, c.Threads, cfg, block, artifactSHA})
+	if err != nil {
+		return "", err
+	}
+	canon, err := contracts.CanonicalJSON(b)
+	if err != nil {
+		return "", err
+	}
+	return contracts.HashCanonical(canon), nil
+}

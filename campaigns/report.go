@@ -1,0 +1,110 @@
+package campaigns
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// report is what report.md and report.html show; both render this one
+// value, so they say the same things.
+type report struct {
+	Edition     string
+	Description string
+	Contract    *contracts.Contract
+	ContractSHA string
+	Device      string
+	Env         editions.Environment
+	// Checkpoints says plainly which kind of checkpoint each model was.
+	Checkpoints []string
+	Caveats     []string
+	Results     table
+	Invariants  table
+	Plots       []figureRef
+	Workers     []string
+	Claims      int
+}
+
+// figureRef is one figure, or the reason it is absent.
+type figureRef struct {
+	Title string
+	File  string // plots/<name>.png, "" when absent
+	Note  string
+}
+
+func buildReport(in EditionInput, docs []editions.ConfigDoc, plots []figureRef, claims int) report {
+	r := report{
+		Edition: in.Campaign.Edition, Description: strings.TrimSpace(in.Campaign.Description),
+		Contract: in.Contract, ContractSHA: in.ContractDoc.SHA256, Device: in.Campaign.Device,
+		Results: makeTable(configFields, docs), Invariants: makeTable(invariantFields, docs),
+		Plots: plots, Claims: claims,
+	}
+	for _, cfg := range in.Campaign.Configurations {
+		if recs := in.Records[cfg.ID]; len(recs) > 0 {
+			r.Env = recs[0].Environment
+			break
+		}
+	}
+	seen := map[string]bool{}
+	synthetic := 0
+	for i := range docs {
+		d := &docs[i]
+		r.Workers = append(r.Workers, d.Workers...)
+		label := CheckpointLabel(d.Checkpoint)
+		if d.Checkpoint.Kind == "synthetic" {
+			synthetic++
+		}
+		if seen[label] {
+			continue
+		}
+		seen[label] = true
+		m := d.Model
+		r.Checkpoints = append(r.Checkpoints, fmt.Sprintf("%s: %s, %d layers, hidden %d, %d experts per layer, top-%d, expert FFN %d; checkpoint sha256 %s; artifact %s (%s routed experts, %s scales, %s non-routed, %s activations, %s accumulation, from %s weights)",
+			label, m.ModelType, m.Layers, m.Hidden, m.ExpertsPerLayer, m.TopK, m.ExpertFFN, d.Checkpoint.SHA256,
+			d.Artifact.SHA256[:12], d.Artifact.ExpertFormat, d.Artifact.ScaleDType, d.Artifact.NonRoutedDType,
+			d.Artifact.ActivationDType, d.Artifact.AccumulationDType, d.Artifact.OriginalDType))
+	}
+	switch {
+	case synthetic == len(docs):
+		r.Caveats = append(r.Caveats, "Every configuration ran a SYNTHETIC checkpoint: deterministic random weights with the exact tensor shapes of the named architecture, generated from the seed shown. The numbers measure the runtime on those shapes; the generated tokens are not meaningful text and say nothing about model quality.")
+	case synthetic > 0:
+		r.Caveats = append(r.Caveats, fmt.Sprintf("%d of %d configurations ran SYNTHETIC checkpoints (random weights with real shapes); the others ran Hugging Face checkpoints. The checkpoint column says which is which.", synthetic, len(docs)))
+	default:
+		r.Caveats = append(r.Caveats, "Every configuration ran a Hugging Face checkpoint; the checkpoint column gives its directory and revision.")
+	}
+	// Executor changes within one model make capacity steps not
+	// residency-only (the seed's c60 -> c64 step).
+	execs := map[string][]string{}
+	for i := range docs {
+		label := CheckpointLabel(docs[i].Checkpoint)
+		if !slices.Contains(execs[label], docs[i].Executor) {
+			execs[label] = append(execs[label], docs[i].Executor)
+		}
+	}
+	var mixed []string
+	for label, ex := range execs {
+		if len(ex) > 1 {
+			mixed = append(mixed, fmt.Sprintf("%s (%s)", label, strings.Join(ex, ", ")))
+		}
+	}
+	slices.Sort(mixed)
+	if len(mixed) > 0 {
+		r.Caveats = append(r.Caveats, "The executor changes between capacities of "+strings.Join(mixed, "; ")+": a difference between those configurations is not a residency-only effect.")
+	} else {
+		r.Caveats = append(r.Caveats, "Within each model the executor is the same at every capacity, so capacity steps compare residency with the executor held fixed.")
+	}
+	r.Caveats = append(r.Caveats,
+		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
+		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
+		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", in.Contract.Timing.Clock))
+	if in.Campaign.Device == "cpu" {
+		r.Caveats = append(r.Caveats, "On the cpu device the expert cache's rows live in host memory: H2D counts copies from the host authority into cache rows, VRAM is UNSUPPORTED, and speed says nothing about a GPU.")
+	}
+	return r
+}
+
+// promptBytes is the length of a prompt's text in bytes.
+func promptBytes(p contracts.Prompt) int { return len(p.Text) }

@@ -1,0 +1,100 @@
+package campaigns
+
+import (
+	"bytes"
+	"html/template"
+)
+
+var htmlReport = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Edition {{.Edition}}</title>
+<style>
+body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; }
+th { background: #f3f3f3; }
+td.r { text-align: right; font-variant-numeric: tabular-nums; }
+code { font-size: 0.85rem; }
+.caveat { background: #fff8e1; border-left: 4px solid #f0b400; padding: 0.5rem 1rem; }
+figure { display: inline-block; margin: 0.5rem; }
+</style>
+</head>
+<body>
+<h1>Edition {{.Edition}}</h1>
+{{with .Description}}<p>{{.}}</p>{{end}}
+{{with .Contract}}<p>Contract <strong>{{.ID}}</strong> (sha256 <code>{{$.ContractSHA}}</code>): {{len .Prompts}} prompts x {{.Blocks}} blocks,
+{{.OutputTokens}} output tokens per request, {{.Selection}} selection, EOS {{.EOS}}, {{.Warmup.OutputTokens}}-token warmup excluded,
+concurrency {{.Concurrency}}, {{.Cache.InitialPlacement}} initial placement, {{.Cache.Policy}} eviction evolving through each block.
+Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.json">claims.json</a>.</p>{{end}}
+
+<h2>Checkpoints</h2>
+<ul>{{range .Checkpoints}}<li>{{.}}</li>{{end}}</ul>
+
+<h2>Read this first</h2>
+<div class="caveat"><ul>{{range .Caveats}}<li>{{.}}</li>{{end}}</ul></div>
+
+<h2>Results</h2>
+{{template "table" .Results}}
+{{range .Plots}}{{if .File}}<figure><img src="{{.File}}" alt="{{.Title}}" width="600"><figcaption>{{.Title}}</figcaption></figure>{{else}}<p><em>{{.Title}}: {{.Note}}</em></p>{{end}}
+{{end}}
+
+<h2>Cache contract invariants</h2>
+<p>Summed over the measured requests; the contract requires observed zeros.</p>
+{{template "table" .Invariants}}
+
+{{with .Contract}}
+<h2>Metric definitions</h2>
+<dl>{{range .Metrics}}<dt><strong>{{.ID}}</strong> ({{.Unit}})</dt><dd>{{.Definition}}</dd>{{end}}</dl>
+
+<h2>Timing boundaries</h2>
+<dl>
+<dt>clock</dt><dd>{{.Timing.Clock}}</dd>
+<dt>admission</dt><dd>{{.Timing.Admission}}</dd>
+<dt>first token</dt><dd>{{.Timing.FirstToken}}</dd>
+<dt>TTFT</dt><dd>{{.Timing.TTFT}}</dd>
+<dt>decode</dt><dd>{{.Timing.Decode}}</dd>
+<dt>runtime</dt><dd>{{.Timing.Runtime}}</dd>
+</dl>
+
+<h2>Observations</h2>
+<table><tr><th>observation</th><th>cpu</th><th>cuda</th><th>definition</th></tr>
+{{range .Observations}}<tr><td>{{.Name}}</td><td>{{.CPU}}</td><td>{{.CUDA}}</td><td>{{.Definition}}</td></tr>
+{{end}}</table>
+
+<h2>Prompts (contract order)</h2>
+<table><tr><th>id</th><th>topic</th><th>text</th></tr>
+<tr><td>{{.Warmup.Prompt.ID}} (warmup, excluded)</td><td>{{.Warmup.Prompt.Topic}}</td><td>{{.Warmup.Prompt.Text}}</td></tr>
+{{range .Prompts}}<tr><td>{{.ID}}</td><td>{{.Topic}}</td><td>{{.Text}}</td></tr>
+{{end}}</table>
+{{end}}
+
+<h2>Environment</h2>
+{{with .Env}}<ul>
+<li>device {{.Device}}; CPU {{.CPU}} ({{.CPUs}} logical CPUs, {{.Threads}} threads per op); GPU {{.GPU}}; driver {{.Driver}}</li>
+<li>host {{.Hostname}}, {{.OS}}</li>
+<li>tool {{.Build.Module}} {{.Build.Version}}, {{.Build.GoVersion}}, VCS revision {{.Build.VCSRevision}} (modified {{.Build.VCSModified}})</li>
+</ul>{{end}}
+
+<h2>Files</h2>
+<p>Every number above is recomputed from the raw worker records:</p>
+<ul>{{range .Workers}}<li><a href="{{.}}">{{.}}</a></li>{{end}}</ul>
+<p><a href="manifest.json">manifest.json</a> lists every file with its SHA-256.</p>
+</body>
+</html>
+{{define "table"}}<table>
+<tr>{{range .Headers}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr>{{range $i, $c := .}}<td{{if index $.Right $i}} class="r"{{end}}>{{$c}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+`))
+
+// renderHTML renders report.html; its tables come from the same field
+// lists as report.md.
+func renderHTML(r report) ([]byte, error) {
+	var b bytes.Buffer
+	if err := htmlReport.Execute(&b, r); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,101 @@
+package campaigns
+
+import (
+	"fmt"
+	"strings"
+)
+
+// mdCell escapes a Markdown table cell.
+func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+
+func writeMDTable(b *strings.Builder, t table) {
+	b.WriteString("|")
+	for _, h := range t.Headers {
+		b.WriteString(" " + mdCell(h) + " |")
+	}
+	b.WriteString("\n|")
+	for _, r := range t.Right {
+		if r {
+			b.WriteString(" ---: |")
+		} else {
+			b.WriteString(" --- |")
+		}
+	}
+	b.WriteString("\n")
+	for _, row := range t.Rows {
+		b.WriteString("|")
+		for _, c := range row {
+			b.WriteString(" " + mdCell(c) + " |")
+		}
+		b.WriteString("\n")
+	}
+}
+
+// renderMD renders report.md.
+func renderMD(r report) []byte {
+	var b strings.Builder
+	k := r.Contract
+	fmt.Fprintf(&b, "# Edition %s\n\n", r.Edition)
+	if r.Description != "" {
+		fmt.Fprintf(&b, "%s\n\n", r.Description)
+	}
+	fmt.Fprintf(&b, "Contract **%s** (sha256 `%s`): %d prompts x %d blocks, %d output tokens per request, %s selection, EOS %s, %d-token warmup excluded, concurrency %d, %s initial placement, %s eviction evolving through each block. Device: **%s**. Claims: %d in claims.json.\n\n",
+		k.ID, r.ContractSHA, len(k.Prompts), k.Blocks, k.OutputTokens, k.Selection, k.EOS, k.Warmup.OutputTokens,
+		k.Concurrency, k.Cache.InitialPlacement, k.Cache.Policy, r.Device, r.Claims)
+
+	b.WriteString("## Checkpoints\n\n")
+	for _, c := range r.Checkpoints {
+		fmt.Fprintf(&b, "- %s\n", c)
+	}
+	b.WriteString("\n## Read this first\n\n")
+	for _, c := range r.Caveats {
+		fmt.Fprintf(&b, "- %s\n", c)
+	}
+
+	b.WriteString("\n## Results\n\n")
+	writeMDTable(&b, r.Results)
+	b.WriteString("\n")
+	for _, p := range r.Plots {
+		if p.File != "" {
+			fmt.Fprintf(&b, "![%s](%s)\n\n", p.Title, p.File)
+		} else {
+			fmt.Fprintf(&b, "*%s: %s*\n\n", p.Title, p.Note)
+		}
+	}
+
+	b.WriteString("## Cache contract invariants\n\nSummed over the measured requests; the contract requires observed zeros.\n\n")
+	writeMDTable(&b, r.Invariants)
+
+	b.WriteString("\n## Metric definitions\n\n")
+	for _, m := range k.Metrics {
+		fmt.Fprintf(&b, "- **%s** (%s): %s\n", m.ID, m.Unit, m.Definition)
+	}
+	b.WriteString("\n## Timing boundaries\n\n")
+	t := k.Timing
+	for _, kv := range [][2]string{{"clock", t.Clock}, {"admission", t.Admission}, {"first token", t.FirstToken},
+		{"TTFT", t.TTFT}, {"decode", t.Decode}, {"runtime", t.Runtime}} {
+		fmt.Fprintf(&b, "- **%s**: %s\n", kv[0], kv[1])
+	}
+	b.WriteString("\n## Observations\n\n| observation | cpu | cuda | definition |\n| --- | --- | --- | --- |\n")
+	for _, o := range k.Observations {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", o.Name, o.CPU, o.CUDA, mdCell(o.Definition))
+	}
+	b.WriteString("\n## Prompts (contract order)\n\n| id | topic | bytes |\n| --- | --- | ---: |\n")
+	fmt.Fprintf(&b, "| %s (warmup, excluded) | %s | %d |\n", k.Warmup.Prompt.ID, k.Warmup.Prompt.Topic, promptBytes(k.Warmup.Prompt))
+	for _, p := range k.Prompts {
+		fmt.Fprintf(&b, "| %s | %s | %d |\n", p.ID, p.Topic, promptBytes(p))
+	}
+
+	e := r.Env
+	b.WriteString("\n## Environment\n\n")
+	fmt.Fprintf(&b, "- device %s; CPU %s (%d logical CPUs, %d threads per op); GPU %s; driver %s\n", e.Device, e.CPU, e.CPUs, e.Threads, e.GPU, e.Driver)
+	fmt.Fprintf(&b, "- host %s, %s\n", e.Hostname, e.OS)
+	fmt.Fprintf(&b, "- tool %s %s, %s, VCS revision %s (modified %s)\n", e.Build.Module, e.Build.Version, e.Build.GoVersion, e.Build.VCSRevision, e.Build.VCSModified)
+
+	b.WriteString("\n## Files\n\nEvery number above is recomputed from the raw worker records:\n\n")
+	for _, w := range r.Workers {
+		fmt.Fprintf(&b, "- [%s](%s)\n", w, w)
+	}
+	b.WriteString("\nmanifest.json lists every file with its SHA-256; claims.json gives each claim's source, evidence level and status.\n")
+	return []byte(b.String())
+}

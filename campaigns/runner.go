@@ -1,0 +1,401 @@
+package campaigns
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// Files of a run directory (runs/<edition>/ by default):
+//
+//	.lock                 held (flock) by the running runner
+//	campaign.json         the frozen campaign the workers read
+//	contract.json         the frozen contract the workers read
+//	artifacts/<key>/      prepared artifacts, kept across runs
+//	raw/<id>/block-<k>.json   finished workers' records
+//	journal.jsonl         finished records with their SHA-256
+const (
+	lockFile = ".lock"
+	rawDir   = "raw"
+)
+
+// WorkerArgs is what one worker process is told.
+type WorkerArgs struct {
+	Campaign string // the frozen campaign.json
+	Contract string // the frozen contract.json
+	Config   string // configuration id
+	Block    int    // 1..blocks
+	Artifact string // prepared artifact directory
+	Out      string // where the raw record goes
+}
+
+// Flags renders the arguments as the worker subcommand's flags; the
+// progress pipe is always file descriptor 3.
+func (a WorkerArgs) Flags() []string {
+	return []string{
+		"--campaign", a.Campaign, "--contract", a.Contract, "--config", a.Config,
+		"--block", strconv.Itoa(a.Block), "--artifact", a.Artifact, "--out", a.Out, "--progress-fd", "3",
+	}
+}
+
+// WorkerLauncher returns the command that runs one worker process. The
+// runner sets its standard streams, its progress pipe (fd 3) and its
+// process attributes.
+type WorkerLauncher func(WorkerArgs) (*exec.Cmd, error)
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Campaign string // campaign file
+	Contract string // contract file; "" takes the built-in contract the campaign names
+	Out      string // edition directory; "" means editions/<edition>
+	RunDir   string // "" means runs/<edition>
+	Force    bool   // replace an existing edition (atomically)
+	Launch   WorkerLauncher
+	Progress Progress // nil is quiet
+}
+
+// RunResult summarises a finished run.
+type RunResult struct {
+	Edition string
+	Dir     string // where the edition was published
+	Workers int    // workers in the campaign
+	Ran     int    // workers run now (the rest were finished before)
+	Elapsed time.Duration
+}
+
+// ErrEditionExists is returned when the destination edition exists and
+// Force is not set.
+var ErrEditionExists = errors.New("edition exists")
+
+// worker is one planned (configuration, block).
+type worker struct {
+	cfg      *Configuration
+	cfgIndex int
+	block    int
+	rel      string // record path relative to the run directory
+	key      string
+}
+
+// Run runs a campaign end to end (see the package documentation). A
+// campaign that fails validation returns before anything is written.
+func Run(ctx context.Context, o RunOptions) (RunResult, error) {
+	start := time.Now()
+	prog := o.Progress
+	if prog == nil {
+		prog = quiet{}
+	}
+	c, k, _, err := Load(o.Campaign, o.Contract)
+	if err != nil {
+		return RunResult{}, err
+	}
+	res := RunResult{Edition: c.Edition, Dir: o.Out}
+	if res.Dir == "" {
+		res.Dir = filepath.Join("editions", c.Edition)
+	}
+	if _, err := os.Stat(res.Dir); err == nil && !o.Force {
+		return res, fmt.Errorf("%w: %s already holds an edition; pass --force to replace it", ErrEditionExists, res.Dir)
+	}
+	runDir := o.RunDir
+	if runDir == "" {
+		runDir = filepath.Join("runs", c.Edition)
+	}
+	if err := os.MkdirAll(runDir, 0o755); err != nil {
+		return res, err
+	}
+	unlock, err := lockRunDir(ctx, runDir)
+	if err != nil {
+		return res, err
+	}
+	defer unlock()
+	if err := cleanStale(runDir, res.Dir); err != nil {
+		return res, err
+	}
+
+	// Freeze the campaign and the contract: the workers read these.
+	campDoc, err := c.Doc()
+	if err != nil {
+		return res, err
+	}
+	contractDoc, err := ContractDoc(k)
+	if err != nil {
+		return res, err
+	}
+	campPath, contractPath := filepath.Join(runDir, editions.CampaignFile), filepath.Join(runDir, editions.ContractFile)
+	if err := editions.WriteDoc(campPath, campDoc); err != nil {
+		return res, err
+	}
+	if err := editions.WriteDoc(contractPath, contractDoc); err != nil {
+		return res, err
+	}
+
+	arts, err := prepareArtifacts(ctx, c, runDir, prog.Say)
+	if err != nil {
+		return res, err
+	}
+	artSHA := map[string]string{}
+	for id, dir := range arts {
+		a, err := qpack.Open(dir)
+		if err != nil {
+			return res, err
+		}
+		artSHA[id] = a.Meta.ArtifactSHA256
+	}
+
+	j, err := openJournal(runDir)
+	if err != nil {
+		return res, err
+	}
+	var plan, todo []worker
+	for i := range c.Configurations {
+		cfg := &c.Configurations[i]
+		for b := 1; b <= k.Blocks; b++ {
+			w := worker{cfg: cfg, cfgIndex: i, block: b, rel: filepath.FromSlash(editions.RawPath(cfg.ID, b))}
+			if w.key, err = workKey(c, cfg, b, artSHA[cfg.ID]); err != nil {
+				return res, err
+			}
+			plan = append(plan, w)
+			if !j.finished(runDir, w.key, w.rel) || checkFinished(k, c, runDir, w) != nil {
+				todo = append(todo, w)
+			}
+		}
+	}
+	res.Workers = len(plan)
+	perWorker := int64(k.Warmup.OutputTokens + len(k.Prompts)*k.OutputTokens)
+	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), int64(len(todo))*perWorker)
+	for n, w := range todo {
+		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, k.Blocks)
+		args := WorkerArgs{
+			Campaign: campPath, Contract: contractPath, Config: w.cfg.ID, Block: w.block,
+			Artifact: arts[w.cfg.ID], Out: filepath.Join(runDir, w.rel),
+		}
+		if err := runWorker(ctx, o.Launch, args, prog); err != nil {
+			prog.Done()
+			return res, fmt.Errorf("worker %s block %d: %w (finished workers are kept; run again to resume)", w.cfg.ID, w.block, err)
+		}
+		rec, err := readRecord(filepath.Join(runDir, w.rel))
+		if err != nil {
+			prog.Done()
+			return res, err
+		}
+		if err := CheckRecord(k, c, w.cfg, w.block, rec); err != nil {
+			prog.Done()
+			return res, err
+		}
+		sum, size, err := editions.HashFile(filepath.Join(runDir, w.rel))
+		if err != nil {
+			prog.Done()
+			return res, err
+		}
+		if err := j.add(journalEntry{Key: w.key, Path: w.rel, Bytes: size, SHA256: sum}); err != nil {
+			prog.Done()
+			return res, err
+		}
+		res.Ran++
+	}
+	prog.Done()
+
+	// Every record is in place and journaled: read them back (hash checked
+	// once more) and build the edition.
+	records := map[string][]*editions.RawRecord{}
+	for _, w := range plan {
+		if !j.finished(runDir, w.key, w.rel) {
+			return res, fmt.Errorf("record %s changed after it was journaled; run again to redo it", w.rel)
+		}
+		rec, err := readRecord(filepath.Join(runDir, w.rel))
+		if err != nil {
+			return res, err
+		}
+		records[w.cfg.ID] = append(records[w.cfg.ID], rec)
+	}
+	prog.Say("aggregating and writing the edition")
+	in := EditionInput{Campaign: c, CampaignDoc: campDoc, Contract: k, ContractDoc: contractDoc, Records: records, RunDir: runDir}
+	if err := publish(res.Dir, o.Force, func(dir string) error { return WriteEdition(dir, in) }); err != nil {
+		return res, err
+	}
+	// The edition holds the records now; the run directory keeps only the
+	// prepared artifacts, so the next run measures afresh.
+	for _, p := range []string{rawDir, journalFile, editions.CampaignFile, editions.ContractFile} {
+		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
+			return res, err
+		}
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// checkFinished re-checks a journaled record against the contract.
+func checkFinished(k *contracts.Contract, c *Campaign, runDir string, w worker) error {
+	rec, err := readRecord(filepath.Join(runDir, w.rel))
+	if err != nil {
+		return err
+	}
+	return CheckRecord(k, c, w.cfg, w.block, rec)
+}
+
+// readRecord reads a raw record strictly.
+func readRecord(path string) (*editions.RawRecord, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r editions.RawRecord
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return nil, fmt.Errorf("raw record %s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// runWorker runs one worker process to completion, forwarding its progress
+// lines. The worker dies with the runner (PR_SET_PDEATHSIG), so a killed
+// runner leaves no worker behind to race the next run.
+func runWorker(ctx context.Context, launch WorkerLauncher, args WorkerArgs, prog Progress) error {
+	if launch == nil {
+		return errors.New("no worker launcher")
+	}
+	cmd, err := launch(args)
+	if err != nil {
+		return err
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	stderr := &tailBuffer{max: 16 << 10}
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	cmd.ExtraFiles = []*os.File{pw}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
+	// Pdeathsig fires when the thread that forked the child exits, not the
+	// process: keep this goroutine on one thread until the child is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		pw.Close()
+		return fmt.Errorf("start worker: %w", err)
+	}
+	pw.Close()
+	lines := make(chan struct{})
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			name, val, _ := strings.Cut(sc.Text(), " ")
+			if name == progressTokens {
+				if n, err := strconv.ParseInt(val, 10, 64); err == nil {
+					prog.Tokens(n)
+				}
+			}
+		}
+	}()
+	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })
+	defer stop()
+	werr := cmd.Wait()
+	<-lines
+	if ctx.Err() != nil {
+		return fmt.Errorf("interrupted: %w", ctx.Err())
+	}
+	if werr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" {
+			return werr
+		}
+		return fmt.Errorf("%w: %s", werr, msg)
+	}
+	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = t.b[len(t.b)-t.max:]
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }
+
+var _ io.Writer = (*tailBuffer)(nil)
+
+// lockRunDir takes the run directory's lock, waiting a few seconds for a
+// runner that is just dying.
+func lockRunDir(ctx context.Context, runDir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(runDir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return func() { f.Close() }, nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) || ctx.Err() != nil {
+			f.Close()
+			return nil, fmt.Errorf("run directory %s is in use by another horizon-bench run (%v)", runDir, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// cleanStale removes what a killed run can leave behind: temporary files of
+// atomic writes in the run directory, half-prepared artifacts, and
+// half-assembled (or replaced) editions next to the destination.
+func cleanStale(runDir, dest string) error {
+	var stale []string
+	err := filepath.WalkDir(runDir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := d.Name()
+		if strings.Contains(name, ".tmp-") || strings.Contains(name, ".partial-") || strings.HasSuffix(name, ".checkpoint") {
+			stale = append(stale, p)
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	parent, base := filepath.Dir(dest), filepath.Base(dest)
+	if ents, err := os.ReadDir(parent); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "."+base+stagingInfix) {
+				stale = append(stale, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	for _, p := range stale {
+		if err := os.RemoveAll(p); err != nil {
+			return fmt.Errorf("remove stale %s: %w", p, err)
+		}
+	}
+	return nil
+}

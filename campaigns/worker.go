@@ -1,0 +1,317 @@
+package campaigns
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/observe"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+	"github.com/horizon-runmap/horizon/runtime/tokenizer"
+)
+
+// WorkerDevice is the compute device a worker runs on.
+type WorkerDevice struct {
+	Name    string          // "cpu" or "cuda"
+	Backend backend.Backend // the compute backend
+	Rows    cache.Device    // where expert rows live
+	Threads int             // CPU goroutines per op (0 when not the CPU)
+	GPU     string          // GPU name, "" on the CPU
+	Driver  string          // GPU driver version, "" on the CPU
+	// VRAM samples device memory through the whole worker (NVML): the
+	// worker process starts it first thing, so preparation and warmup are
+	// inside the peak, and RunWorker stops it after the last request. nil:
+	// the device cannot (UNSUPPORTED on the CPU, UNKNOWN elsewhere).
+	VRAM observe.VRAMSampler
+	// H2DBandwidth measures the pinned host-to-device bandwidth (nil: the
+	// device cannot: UNSUPPORTED on the CPU, UNKNOWN elsewhere).
+	H2DBandwidth func() (float64, error)
+}
+
+// WorkerOptions is one worker: one configuration, one block.
+type WorkerOptions struct {
+	Contract    *contracts.Contract
+	ContractSHA string
+	Campaign    *Campaign
+	Config      *Configuration
+	Block       int    // 1..contract blocks
+	ArtifactDir string // the prepared artifact
+	Out         string // where the raw record goes (written atomically)
+	Device      WorkerDevice
+	// Started is when the worker process started: preparation is measured
+	// from it.
+	Started time.Time
+	// Progress receives progress lines (see progressLine); nil discards.
+	Progress io.Writer
+}
+
+// RunWorker measures one block: it loads the artifact into a host
+// authority and a cache with the configuration's capacity (engine.Load),
+// runs the contract's warmup (excluded), then the block's prompts in
+// contract order on the same evolving cache, each between
+// cache.BeginRequest and cache.EndRequest, and writes the raw record
+// atomically to o.Out. The record is checked against the contract before
+// it is written.
+func RunWorker(o WorkerOptions) (err error) {
+	k, cfg := o.Contract, o.Config
+	if o.Block < 1 || o.Block > k.Blocks {
+		return fmt.Errorf("block %d: contract %s has blocks 1..%d", o.Block, k.ID, k.Blocks)
+	}
+	if o.Device.Name != o.Campaign.Device {
+		return fmt.Errorf("worker device %s, campaign device %s", o.Device.Name, o.Campaign.Device)
+	}
+	if err := checkCapabilities(k, o.Device); err != nil {
+		return err
+	}
+	progress := o.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	started := o.Started
+	if started.IsZero() {
+		started = time.Now()
+	}
+	rec := editions.RawRecord{
+		Schema: editions.SchemaRaw, Version: editions.Version,
+		Edition: o.Campaign.Edition, ConfigID: cfg.ID, Block: o.Block,
+		Contract:  editions.ContractRef{ID: k.ID, SHA256: o.ContractSHA},
+		StartedAt: started.UTC().Format(time.RFC3339Nano),
+	}
+	rec.Environment = environment(o.Device)
+
+	art, err := qpack.Open(o.ArtifactDir)
+	if err != nil {
+		return err
+	}
+	mcfg, err := art.Config()
+	if err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(o.ArtifactDir)
+	if err != nil {
+		return fmt.Errorf("artifact tokenizer: %w", err)
+	}
+	// Tokenisation happens before admission (contract timing).
+	encode := func(p contracts.Prompt) ([]int, error) {
+		ids, err := tok.Encode(p.Text)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %s: %w", p.ID, err)
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("prompt %s encodes to no tokens", p.ID)
+		}
+		return ids, nil
+	}
+	warm, err := encode(k.Warmup.Prompt)
+	if err != nil {
+		return err
+	}
+	maxSeq := len(warm) + k.Warmup.OutputTokens
+	prompts := make([][]int, len(k.Prompts))
+	for i, p := range k.Prompts {
+		if prompts[i], err = encode(p); err != nil {
+			return err
+		}
+		maxSeq = max(maxSeq, len(prompts[i])+k.OutputTokens)
+	}
+
+	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
+		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
+		Spares: cfg.Spares, Staging: cfg.Staging, MaxSeq: maxSeq,
+	})
+	if err != nil {
+		return fmt.Errorf("load %s: %w", cfg.ID, err)
+	}
+	defer func() { err = errors.Join(err, l.Close()) }()
+	opts := l.Cache.Options()
+	prep := l.Cache.Preparation()
+	rec.Preparation = editions.Preparation{
+		Seconds:        time.Since(started).Seconds(),
+		AuthorityBytes: int64(l.Authority.Layers()) * int64(l.Authority.Experts()) * int64(l.Authority.RecordSize()),
+		H2DBytes:       prep.H2DBytes,
+		H2DCopies:      prep.H2DCopies,
+	}
+	rec.Checkpoint, rec.Artifact, err = identity(o.Campaign, cfg, art)
+	if err != nil {
+		return err
+	}
+	rec.Setup = editions.Setup{
+		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
+		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
+		Regime: regime(opts.Capacity, mcfg.NumExperts),
+	}
+
+	// Warmup: excluded from every metric, but it runs on the same cache,
+	// which evolves from here on.
+	t := time.Now()
+	wres, err := l.Generate(engine.Request{Prompt: warm, Tokens: k.Warmup.OutputTokens, SuppressEOS: true})
+	if err != nil {
+		return fmt.Errorf("warmup: %w", err)
+	}
+	rec.Warmup = editions.Warmup{
+		Excluded: true, PromptID: k.Warmup.Prompt.ID, N: len(wres.Tokens), TokenIDs: wres.Tokens,
+		Seconds: time.Since(t).Seconds(),
+	}
+	fmt.Fprintf(progress, "%s %d\n", progressTokens, len(wres.Tokens))
+
+	for i, p := range k.Prompts {
+		l.Cache.BeginRequest()
+		res, err := l.Generate(engine.Request{Prompt: prompts[i], Tokens: k.OutputTokens, SuppressEOS: true})
+		if err != nil {
+			return fmt.Errorf("request %d (%s): %w", i, p.ID, err)
+		}
+		cc, err := l.Cache.EndRequest()
+		if err != nil {
+			return fmt.Errorf("request %d (%s): %w", i, p.ID, err)
+		}
+		rec.Requests = append(rec.Requests, editions.Request{
+			Index: i, PromptID: p.ID, PromptTokens: len(prompts[i]), PromptTokenIDs: prompts[i],
+			N: len(res.Tokens), TokenIDs: res.Tokens, TokenNs: res.TokenNs,
+			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
+			Cache: requestCache(cc),
+		})
+		fmt.Fprintf(progress, "%s %d\n", progressTokens, len(res.Tokens))
+	}
+
+	rec.Observations = observeWorker(o.Device)
+	rec.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := CheckRecord(k, o.Campaign, cfg, o.Block, &rec); err != nil {
+		return fmt.Errorf("the worker's own record breaks the contract: %w", err)
+	}
+	return editions.WriteDoc(o.Out, &rec)
+}
+
+// checkCapabilities fails before any work when the contract requires an
+// observation this worker's device cannot make, rather than after a whole
+// block whose record would break the contract.
+func checkCapabilities(k *contracts.Contract, d WorkerDevice) error {
+	for _, o := range k.Observations {
+		r := o.Requirement(d.Name)
+		if r != contracts.Required && r != contracts.RequiredZero {
+			continue
+		}
+		missing := ""
+		switch o.Name {
+		case "vram_peak_bytes", "vram_process_peak_bytes":
+			if d.VRAM == nil {
+				missing = "no VRAM sampler (NVML) was started"
+			}
+		case "h2d_bandwidth_bytes_per_s":
+			if d.H2DBandwidth == nil {
+				missing = "it has no H2D bandwidth probe"
+			}
+		}
+		if missing != "" {
+			return fmt.Errorf("contract %s requires %s on %s, but this worker cannot observe it: %s", k.ID, o.Name, d.Name, missing)
+		}
+	}
+	return nil
+}
+
+// requestCache turns cache counters into the record's: every counter exists
+// in this cache, so each is an observed number (zeros included).
+func requestCache(c cache.Counters) editions.RequestCache {
+	return editions.RequestCache{
+		Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions, H2DBytes: c.H2DBytes, H2DCopies: c.H2DCopies,
+		D2HExpertBytes:       editions.Observed(c.D2HExpertBytes),
+		Writebacks:           editions.Observed(c.Writebacks),
+		AuthorityWrites:      editions.Observed(c.AuthorityWrites),
+		RequestHashBytes:     editions.Observed(c.RequestHashBytes),
+		RequestArtifactReads: editions.Observed(c.RequestArtifactReads),
+		LayerMisses:          append([]int64{}, c.LayerMisses...),
+	}
+}
+
+// observeWorker makes the whole-worker observations after the last request.
+func observeWorker(d WorkerDevice) editions.WorkerObservations {
+	var obs editions.WorkerObservations
+	absent := editions.UnknownObs[int64]()
+	absentF := editions.UnknownObs[float64]()
+	if d.Name == "cpu" {
+		absent, absentF = editions.UnsupportedObs[int64](), editions.UnsupportedObs[float64]()
+	}
+	obs.VRAMPeakBytes, obs.VRAMProcessPeakBytes = absent, absent
+	if d.VRAM != nil {
+		obs.VRAMPeakBytes, obs.VRAMProcessPeakBytes = editions.UnknownObs[int64](), editions.UnknownObs[int64]()
+		if r, err := d.VRAM.Stop(); err == nil {
+			obs.VRAMPeakBytes = editions.Observed(r.DevicePeak)
+			if r.ProcessPeak >= 0 {
+				obs.VRAMProcessPeakBytes = editions.Observed(r.ProcessPeak)
+			}
+		}
+	}
+	obs.H2DBandwidthBytesPerS = absentF
+	if d.H2DBandwidth != nil {
+		if bw, err := d.H2DBandwidth(); err == nil {
+			obs.H2DBandwidthBytesPerS = editions.Observed(bw)
+		} else {
+			obs.H2DBandwidthBytesPerS = editions.UnknownObs[float64]()
+		}
+	}
+	obs.RSSPeakBytes = editions.UnknownObs[int64]()
+	if hwm, err := observe.RSSPeakBytes(); err == nil {
+		obs.RSSPeakBytes = editions.Observed(hwm)
+	}
+	return obs
+}
+
+// identity describes the checkpoint and artifact of a configuration.
+func identity(c *Campaign, cfg *Configuration, art *qpack.Artifact) (editions.Checkpoint, editions.ArtifactRef, error) {
+	m := art.Meta
+	ck := editions.Checkpoint{SHA256: m.Identity.Source.CheckpointSHA256}
+	switch {
+	case cfg.Checkpoint.Synthetic != nil:
+		info, err := synthInfo(art)
+		if err != nil {
+			return ck, editions.ArtifactRef{}, err
+		}
+		if info.Arch != cfg.Checkpoint.Synthetic.Arch || info.Seed != cfg.Checkpoint.Synthetic.Seed {
+			return ck, editions.ArtifactRef{}, fmt.Errorf("artifact %s was prepared from synthetic %s seed %d, configuration %s wants %s",
+				art.Dir, info.Arch, info.Seed, cfg.ID, cfg.Checkpoint)
+		}
+		seed := int64(info.Seed)
+		ck.Kind, ck.Arch, ck.Seed = "synthetic", info.Arch, &seed
+	default:
+		ck.Kind, ck.Arch, ck.Dir, ck.Revision = "hf", m.Identity.Arch, cfg.Checkpoint.HF.Dir, cfg.Checkpoint.HF.Revision
+	}
+	scale := "none"
+	if m.DTypes.ScaleDType != nil {
+		scale = *m.DTypes.ScaleDType
+	}
+	ar := editions.ArtifactRef{
+		SHA256: m.ArtifactSHA256, ExpertFormat: string(m.DTypes.RoutedScheme), RecordBytes: int64(m.Experts.RecordBytes),
+		OriginalDType: m.DTypes.OriginalDType, ScaleDType: scale, NonRoutedDType: m.DTypes.NonRoutedDType,
+		ActivationDType: m.DTypes.ActivationDType, AccumulationDType: m.DTypes.AccumulationDType,
+	}
+	return ck, ar, nil
+}
+
+func modelOf(c model.Config) editions.Model {
+	return editions.Model{
+		ModelType: c.ModelType, Layers: c.NumLayers, Hidden: c.HiddenSize, ExpertsPerLayer: c.NumExperts,
+		TopK: c.TopK, ExpertFFN: c.ExpertFFN, SharedFFN: c.SharedFFN, Vocab: c.VocabSize,
+		EOSTokenIDs: append([]int{}, c.EOSTokenIDs...),
+	}
+}
+
+func regime(capacity, experts int) string {
+	if capacity == experts {
+		return "full"
+	}
+	return "partial"
+}
+
+// processStarted is read while the Go runtime initialises packages, a few
+// milliseconds after the process started.
+var processStarted = time.Now()
+
+// WorkerStarted is when this process started (see processStarted): a
+// worker's preparation seconds are measured from it.
+func WorkerStarted() time.Time { return processStarted }

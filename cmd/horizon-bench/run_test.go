@@ -1,0 +1,156 @@
+package main
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/schemas"
+)
+
+// The runner tests use the small test contract so that a whole campaign
+// takes a second or two; the committed campaigns run PERF-REAL-v1.
+const (
+	miniCampaign = "../../campaigns/testdata/mini.good.yml"
+	miniContract = "../../campaigns/testdata/mini-contract.yaml"
+)
+
+// checkEditions fails unless every visible entry of dir is a complete
+// edition (its manifest lists exactly its files with their hashes, and the
+// manifest validates) and every hidden one is a staging directory of the
+// runner, which the next run removes.
+func checkEditions(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if os.IsNotExist(err) {
+		return
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		if strings.HasPrefix(e.Name(), ".") {
+			if !strings.Contains(e.Name(), ".partial-") {
+				t.Fatalf("unexpected hidden entry %s", p)
+			}
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(p, editions.ManifestFile))
+		if err != nil {
+			t.Fatalf("%s is not a complete edition: %v", p, err)
+		}
+		if err := schemas.Validate(b); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		var m editions.Manifest
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		if err := editions.CheckManifest(p, m); err != nil {
+			t.Fatalf("%s is not a complete edition: %v", p, err)
+		}
+	}
+}
+
+// TestRunSurvivesKill runs the mini campaign through the CLI, then kills
+// the runner with SIGKILL at random points (in artifact preparation, in
+// workers, while publishing) and checks after each kill that the editions
+// directory holds no partial edition, and that a later run completes.
+func TestRunSurvivesKill(t *testing.T) {
+	tmp := t.TempDir()
+	eds := filepath.Join(tmp, "editions")
+	out := filepath.Join(eds, "mini-test")
+	runDir := filepath.Join(tmp, "run")
+	// Flags may follow the campaign file.
+	args := []string{"run", miniCampaign, "--contract", miniContract, "--out", out, "--run-dir", runDir}
+	r := run(t, args...)
+	if r.code != 0 {
+		t.Fatalf("first run: %d\n%s", r.code, r.stderr)
+	}
+	if !strings.Contains(r.stdout, "edition mini-test written to "+out) {
+		t.Errorf("stdout %q", r.stdout)
+	}
+	checkEditions(t, eds)
+	// Not again without --force: usage error, edition untouched.
+	before, _ := os.ReadFile(filepath.Join(out, editions.ManifestFile))
+	r = run(t, args...)
+	if r.code != exitUsage || !strings.Contains(r.stderr, "pass --force to replace it") {
+		t.Fatalf("second run without --force: %d %s", r.code, r.stderr)
+	}
+	after, _ := os.ReadFile(filepath.Join(out, editions.ManifestFile))
+	if string(before) != string(after) {
+		t.Fatal("a refused run changed the edition")
+	}
+	// Time a run with the artifacts prepared: kills land inside it.
+	args = append(args, "--force")
+	start := time.Now()
+	if r := run(t, args...); r.code != 0 {
+		t.Fatalf("forced run: %d\n%s", r.code, r.stderr)
+	}
+	full := time.Since(start)
+	checkEditions(t, eds)
+
+	rng := rand.New(rand.NewPCG(4, 2))
+	kills := 0
+	for i := 0; kills < 6 && i < 12; i++ {
+		limit := full * 9 / 10
+		if i == 0 {
+			// Kill one run during artifact preparation.
+			os.RemoveAll(filepath.Join(runDir, "artifacts"))
+			limit = time.Second
+		}
+		delay := time.Duration(rng.Int64N(int64(limit)))
+		cmd := exec.Command(bin, args...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-time.After(delay):
+			cmd.Process.Signal(syscall.SIGKILL)
+			<-done
+			kills++
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d failed by itself: %v\n%s", i, err, out.String())
+			}
+		}
+		checkEditions(t, eds)
+	}
+	if kills < 5 {
+		t.Fatalf("only %d runs were killed", kills)
+	}
+	if r := run(t, args...); r.code != 0 {
+		t.Fatalf("run after the kills: %d\n%s", r.code, r.stderr)
+	}
+	checkEditions(t, eds)
+	onlyEntries(t, eds, "mini-test")
+	t.Logf("%d kills within %v runs", kills, full)
+}
+
+func TestRunBadInput(t *testing.T) {
+	tmp := t.TempDir()
+	// A bad campaign: one line, exit 2, nothing written.
+	r := run(t, "run", "../../campaigns/testdata/capacity-above-experts.bad.yml", "--contract", miniContract,
+		"--out", filepath.Join(tmp, "ed"), "--run-dir", filepath.Join(tmp, "run"))
+	if r.code != exitUsage || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "capacity 17 is above the 16 experts") {
+		t.Fatalf("bad campaign: %d %q", r.code, r.stderr)
+	}
+	onlyEntries(t, tmp)
+	if r := run(t, "run"); r.code != exitUsage {
+		t.Fatalf("run without a campaign: %d", r.code)
+	}
+	if r := run(t, "run", miniCampaign, "extra"); r.code != exitUsage {
+		t.Fatalf("run with two campaigns: %d", r.code)
+	}
+}

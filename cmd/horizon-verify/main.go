@@ -1,0 +1,108 @@
+// Command horizon-verify checks a Horizon edition independently of the
+// program that wrote it: hashes, schemas, contract conformance, every
+// aggregate recomputed from the raw records, claims, cache invariants and
+// token-stream consistency (package verifier). main stays thin: exit codes
+// live in exitcode.go, the two output formats in output_text.go and
+// output_json.go, schema loading in schemas.go.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/horizon-runmap/horizon/verifier"
+)
+
+func newApp(stdout, stderr io.Writer) *cli.App {
+	return &cli.App{
+		Name:      "horizon-verify",
+		Usage:     "verify a Horizon benchmark edition from its raw records",
+		UsageText: "horizon-verify <edition-dir> [--json] [--schemas <dir>]   (or: horizon-verify --list-ids)",
+		Description: `Reads editions/<name>/ and runs seven checks, in this order:
+
+   manifest     every listed file present with its size and SHA-256, nothing unlisted
+   schema       every JSON document validates against its JSON Schema
+   contract     the frozen contract's hash; declared blocks and prompts in order;
+                exactly N tokens, no EOS, consistent timestamps; warmup excluded
+   recompute    every aggregate of configs/*.json rederived from raw/ and compared exactly
+   claims       each claim equals its source value rounded as declared; valid statuses
+   invariants   required-zero cache counters are 0 where observed (UNKNOWN is a hint)
+   consistency  same checkpoint, expert format and numerics => identical greedy tokens
+
+Each finding is an error (the edition is wrong) or a hint (something could not be
+verified), with a stable ID, the file, a JSON pointer, the expected and found values.
+--list-ids prints every ID. With --json the output is a stream of JSON objects, one
+per line: {"message_type":"finding",...} for each finding, then one
+{"message_type":"summary",...}.
+
+Schemas are the ones embedded in this binary (package schemas) unless --schemas
+names a directory of *.json schema files.
+
+` + exitCodeHelp(),
+		HideHelpCommand: true,
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print findings and the summary as a JSON stream (one object per line)"},
+			&cli.StringFlag{Name: "schemas", Usage: "validate against the *.json schemas in `DIR` instead of the embedded ones"},
+			&cli.BoolFlag{Name: "list-ids", Usage: "list every finding ID with its check, severity and meaning, and exit"},
+		},
+		Action: func(c *cli.Context) error {
+			return run(c, stdout)
+		},
+		OnUsageError: func(c *cli.Context, err error, _ bool) error {
+			return usageError("%v", err)
+		},
+		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit code
+	}
+}
+
+func run(c *cli.Context, stdout io.Writer) error {
+	if c.Bool("list-ids") {
+		if c.NArg() != 0 {
+			return usageError("--list-ids takes no edition directory")
+		}
+		listIDs(stdout)
+		return nil
+	}
+	if c.NArg() != 1 {
+		return usageError("want exactly one edition directory, got %d arguments (see --help)", c.NArg())
+	}
+	schemas, err := loadSchemas(c.String("schemas"))
+	if err != nil {
+		return usageError("%v", err)
+	}
+	rep, verr := verifier.Verify(c.Args().First(), verifier.Options{Schemas: schemas})
+	if c.Bool("json") {
+		err = writeJSON(stdout, rep, exitCode(rep, verr))
+	} else {
+		err = writeText(stdout, rep, exitCode(rep, verr))
+	}
+	if err != nil {
+		return err
+	}
+	if code := exitCode(rep, verr); code != exitPass {
+		return cli.Exit("", code)
+	}
+	return nil
+}
+
+func main() {
+	os.Exit(runMain(os.Args, os.Stdout, os.Stderr))
+}
+
+// runMain runs the command and returns its exit code.
+func runMain(args []string, stdout, stderr io.Writer) int {
+	err := newApp(stdout, stderr).Run(interspersed(args))
+	if err == nil {
+		return exitPass
+	}
+	code := exitCodeOf(err)
+	if msg := err.Error(); msg != "" {
+		fmt.Fprintf(stderr, "horizon-verify: %s\n", msg)
+	}
+	return code
+}

@@ -1,0 +1,133 @@
+package verifier
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// invariantIDs maps each required-zero counter of the cache contract to its
+// finding; another required-zero observation reports invariants.required-zero.
+var invariantIDs = map[string]string{
+	"d2h_expert_bytes":       IDInvD2H,
+	"writebacks":             IDInvWritebacks,
+	"authority_writes":       IDInvAuthority,
+	"request_hash_bytes":     IDInvHash,
+	"request_artifact_reads": IDInvArtifactReads,
+}
+
+// Check 6: every observation the contract requires to be zero on the
+// worker's device ("required_zero") is 0 wherever the counter existed. A
+// counter that did not exist (UNKNOWN or UNSUPPORTED) leaves the invariant
+// unverified: a hint, never a pass. Writing 0 in a configuration for an
+// observation its raw records do not have is an error. (Claims that do so are
+// caught in check 5 with the same finding ID.)
+//
+// Without a readable contract, the five counters of DESIGN section 5.7 are
+// taken as required zero on every device.
+func checkInvariants(v *view, fs *findings) {
+	obs := requiredZero(v.terms)
+	for _, c := range v.configs {
+		for _, o := range obs {
+			unobserved, total, status := 0, 0, ""
+			var where *worker
+			for _, w := range c.workers {
+				if o.byDevice[w.rec.Environment.Device] != reqRequiredZero {
+					continue
+				}
+				forEachObserved(w, o, func(p string, x any, err error) {
+					total++
+					switch val := x.(type) {
+					case json.Number:
+						if f, perr := strconv.ParseFloat(string(val), 64); perr != nil || f != 0 {
+							id := invariantIDs[o.name]
+							if id == "" {
+								id = IDInvOther
+							}
+							fs.add(id, w.path, p, 0, val, "%s must be 0 (the contract requires an observed zero on %s)", o.name, w.rec.Environment.Device)
+						}
+						return
+					case string:
+						if val == editions.Unknown || val == editions.Unsupported {
+							unobserved++
+							status = val
+							if where == nil {
+								where = w
+							}
+							return
+						}
+					}
+					if err != nil {
+						x = "absent"
+					}
+					unobserved++
+					status = "absent"
+					if where == nil {
+						where = w
+					}
+					fs.add(IDContractObservation, w.path, p, "a number (required zero)", x, "observation %s is not recorded", o.name)
+				})
+			}
+			if unobserved > 0 {
+				fs.add(IDInvUnknown, where.path, "", 0, status,
+					"configuration %s: %s is %s in %d of %d places: the zero invariant is unverified there, not passed",
+					c.id, o.name, status, unobserved, total)
+			}
+		}
+		checkZeroForUnknown(c, fs)
+	}
+}
+
+// requiredZero returns the contract's required-zero observations (on any
+// device), or the cache contract's five counters when there is no contract.
+func requiredZero(t *contractTerms) []observation {
+	var out []observation
+	if t != nil && t.Observations != nil {
+		for _, o := range t.Observations {
+			if o.scope == "none" {
+				continue
+			}
+			for _, r := range o.byDevice {
+				if r == reqRequiredZero {
+					out = append(out, o)
+					break
+				}
+			}
+		}
+		return out
+	}
+	for _, name := range invariantCounters {
+		out = append(out, observation{name: name, scope: "request", field: "/cache/" + name,
+			byDevice: map[string]string{"cpu": reqRequiredZero, "cuda": reqRequiredZero}})
+	}
+	return out
+}
+
+// checkZeroForUnknown finds a configuration that writes 0 where its raw
+// records hold no observation.
+func checkZeroForUnknown(c *configView, fs *findings) {
+	if c.doc == nil || len(c.workers) == 0 {
+		return
+	}
+	m := computeMetrics(c.workers)
+	d := c.doc
+	type pair struct {
+		ptr      string
+		raw, got editions.Obs[int64]
+	}
+	pairs := []pair{
+		{"/metrics/vram_peak_bytes", m.vramPeak, d.Metrics.VRAMPeakBytes},
+		{"/metrics/vram_process_peak_bytes", m.vramProcessPeak, d.Metrics.VRAMProcessPeakBytes},
+		{"/metrics/rss_peak_bytes", m.rssPeak, d.Metrics.RSSPeakBytes},
+	}
+	for _, name := range invariantCounters {
+		pairs = append(pairs, pair{"/invariants/" + name, m.invariants[name], configInvariant(d.Invariants, name)})
+	}
+	for _, p := range pairs {
+		if !p.raw.Ok() && p.got.Ok() && p.got.Value == 0 {
+			fs.add(IDInvZeroForUnknown, c.path, p.ptr, p.raw.Status, 0,
+				"0 is written where the raw records say %s: an absent observation is never 0", p.raw.Status)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package verifier
+
+import (
+	"errors"
+	"sort"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// maxViolationsPerFile bounds schema.invalid findings for one document; a
+// document that is wrong everywhere says so in one line more.
+const maxViolationsPerFile = 20
+
+// Check 2: every JSON document is one well-formed object, carries the
+// schema its path calls for and version 1, decodes into its Go type, and
+// validates against its JSON Schema.
+func checkSchemas(v *view, fs *findings) {
+	e := v.e
+	var paths []string
+	for p := range e.docs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	unavailable := map[string]bool{}
+	if v.opts.Schemas == nil {
+		fs.add(IDSchemaUnavailable, "", "", "a schema set", "none",
+			"no JSON Schemas were given (--schemas) or embedded; documents were not validated against schemas")
+	}
+	for _, p := range paths {
+		d := e.docs[p]
+		if d.parseErr != nil {
+			fs.add(IDSchemaMalformed, p, "", "one JSON value", nil, "%s: %v", p, d.parseErr)
+			continue
+		}
+		obj, ok := d.tree.(map[string]any)
+		if !ok {
+			fs.add(IDSchemaMalformed, p, "", "a JSON object", jsonKind(d.tree), "%s is not a JSON object", p)
+			continue
+		}
+		name, _ := obj["schema"].(string)
+		want := kindOfPath(p)
+		if !knownSchema(name) {
+			fs.add(IDSchemaUnknownName, p, "/schema", orAny(want), obj["schema"],
+				"%s does not name a known schema (horizon.manifest, .raw, .config, .claims, .campaign, .contract)", p)
+			continue
+		}
+		if want != "" && name != want {
+			fs.add(IDSchemaWrongName, p, "/schema", want, name, "a document at %s must be a %s", p, want)
+		}
+		if ver, ok := asInt(obj["version"]); !ok || ver != editions.Version {
+			fs.add(IDSchemaVersion, p, "/version", editions.Version, obj["version"],
+				"this verifier knows version %d of %s", editions.Version, name)
+		}
+		if err := e.decodeErrs[p]; err != nil {
+			fs.add(IDSchemaDecode, p, "", name, nil, "%s: %v", p, err)
+		}
+		if v.opts.Schemas == nil {
+			continue
+		}
+		err := v.opts.Schemas.Validate(name, d.tree)
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNoSchema):
+			if !unavailable[name] {
+				unavailable[name] = true
+				fs.add(IDSchemaUnavailable, p, "", name, "no schema", "no JSON Schema named %s; %s documents were not validated", name, name)
+			}
+		default:
+			vs := violations(err)
+			for i, x := range vs {
+				if i == maxViolationsPerFile {
+					fs.add(IDSchemaInvalid, p, "", nil, nil, "... and %d more violations", len(vs)-i)
+					break
+				}
+				fs.add(IDSchemaInvalid, p, x.Pointer, name, nil, "%s", x.Message)
+			}
+		}
+	}
+}
+
+func knownSchema(name string) bool {
+	switch name {
+	case editions.SchemaManifest, editions.SchemaRaw, editions.SchemaConfig,
+		editions.SchemaClaims, editions.SchemaCampaign, editions.SchemaContract:
+		return true
+	}
+	return false
+}
+
+func orAny(s string) any {
+	if s == "" {
+		return "a horizon.* schema name"
+	}
+	return s
+}

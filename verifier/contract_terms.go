@@ -1,0 +1,190 @@
+package verifier
+
+import (
+	"encoding/json"
+	"strconv"
+)
+
+// What the verifier reads from contract.json and campaign.json
+// (editions.ContractDoc and editions.CampaignDoc, whose bodies follow
+// contracts.Contract and campaigns.Campaign). They are read generically,
+// through these JSON pointers, so that the verifier depends on the
+// documented format only, never on the runner's code:
+//
+//	contract.json
+//	  /id, /sha256                       the contract's id and canonical hash
+//	  /contract                          the contract; sha256 = CanonicalHash of it
+//	  /contract/id                       must equal /id
+//	  /contract/blocks                   blocks (worker processes) per configuration
+//	  /contract/output_tokens            N of every measured request
+//	  /contract/selection, /contract/eos "greedy", "suppressed" (what this verifier checks)
+//	  /contract/prompts/<i>/id           prompt ids in contract order
+//	  /contract/warmup/prompt/id         the warmup's prompt id
+//	  /contract/warmup/output_tokens     the warmup's token count
+//	  /contract/warmup/excluded          true
+//	  /contract/observations/<i>         {name, scope, field, cpu, cuda}: what each
+//	                                     device must observe, at a JSON pointer
+//	                                     into the raw record (scope "worker") or
+//	                                     into each measured request ("request")
+//
+//	campaign.json
+//	  /edition, /sha256, /campaign       sha256 = CanonicalHash of /campaign
+//	  /campaign/contract/{id,sha256}     the contract the campaign runs
+//	  /campaign/device                   the device every worker ran on
+//	  /campaign/configurations/<i>       {id, capacity, executor, seed_executor,
+//	                                     placement, policy}
+//
+// When the contract format moves, this file moves with it.
+
+// Observation requirements (contracts' vocabulary).
+const (
+	reqRequired     = "required"
+	reqRequiredZero = "required_zero"
+	reqMayBeUnknown = "may_be_unknown"
+	reqUnsupported  = "unsupported"
+	reqUnknown      = "unknown"
+)
+
+// observation is one contract observation: a field and what each device
+// must record there.
+type observation struct {
+	index       int // position in /contract/observations
+	name, scope string
+	field       string
+	byDevice    map[string]string // "cpu", "cuda" -> requirement
+}
+
+// contractTerms are the enforced terms of the frozen contract.
+type contractTerms struct {
+	ID             string
+	SHA256         string
+	Blocks         int
+	OutputTokens   int
+	Prompts        []string
+	WarmupPromptID string
+	WarmupTokens   int // -1 when the contract does not state it
+	Observations   []observation
+	// problems name terms that are missing or that this verifier cannot
+	// enforce, as (pointer, expected) pairs.
+	problems [][2]string
+}
+
+func readContractTerms(d *doc) *contractTerms {
+	t := &contractTerms{}
+	bad := func(p, want string) { t.problems = append(t.problems, [2]string{p, want}) }
+	t.ID = d.str("/id")
+	t.SHA256 = d.str("/sha256")
+	if _, err := resolve(d.tree, "/contract"); err != nil {
+		bad("/contract", "the contract object")
+		return t
+	}
+	if id := d.str("/contract/id"); id != t.ID || id == "" {
+		bad("/contract/id", "the contract id "+strconv.Quote(t.ID))
+	}
+	var ok bool
+	if t.Blocks, ok = intAt(d.tree, "/contract/blocks"); !ok || t.Blocks < 1 {
+		bad("/contract/blocks", "an integer >= 1")
+	}
+	if t.OutputTokens, ok = intAt(d.tree, "/contract/output_tokens"); !ok || t.OutputTokens < 1 {
+		bad("/contract/output_tokens", "an integer >= 1")
+	}
+	if d.str("/contract/selection") != "greedy" {
+		bad("/contract/selection", `"greedy" (this verifier checks greedy streams)`)
+	}
+	if d.str("/contract/eos") != "suppressed" {
+		bad("/contract/eos", `"suppressed" (this verifier checks that no EOS is produced)`)
+	}
+	if ps, err := resolve(d.tree, "/contract/prompts"); err == nil {
+		arr, _ := ps.([]any)
+		for i := range arr {
+			id, _ := resolve(arr[i], "/id")
+			s, _ := id.(string)
+			t.Prompts = append(t.Prompts, s)
+		}
+	}
+	if len(t.Prompts) == 0 {
+		bad("/contract/prompts", "a non-empty list of {id}")
+	}
+	t.WarmupPromptID = d.str("/contract/warmup/prompt/id")
+	if t.WarmupTokens, ok = intAt(d.tree, "/contract/warmup/output_tokens"); !ok || t.WarmupTokens < 0 {
+		bad("/contract/warmup/output_tokens", "an integer >= 0")
+		t.WarmupTokens = -1 // not a term: the warmup's length is not checked
+	}
+	if x, _ := resolve(d.tree, "/contract/warmup/excluded"); x != true {
+		bad("/contract/warmup/excluded", "true (a warmup is never measured)")
+	}
+	obs, err := resolve(d.tree, "/contract/observations")
+	if err != nil {
+		bad("/contract/observations", "the list of required observations")
+	}
+	arr, _ := obs.([]any)
+	for i, o := range arr {
+		m, _ := o.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		t.Observations = append(t.Observations, observation{
+			index: i, name: str("name"), scope: str("scope"), field: str("field"),
+			byDevice: map[string]string{"cpu": str("cpu"), "cuda": str("cuda")},
+		})
+	}
+	return t
+}
+
+// campaignConfig is one configuration the campaign declares.
+type campaignConfig struct {
+	index                  int
+	id                     string
+	capacity               int
+	hasCapacity            bool
+	executor, seedExecutor string
+	placement, policy      string
+}
+
+// campaignConfigs returns the configurations campaign.json declares, and
+// false when it declares none that can be read.
+func campaignConfigs(d *doc) ([]campaignConfig, bool) {
+	if d == nil || d.tree == nil {
+		return nil, false
+	}
+	v, err := resolve(d.tree, "/campaign/configurations")
+	if err != nil {
+		return nil, false
+	}
+	arr, ok := v.([]any)
+	if !ok || len(arr) == 0 {
+		return nil, false
+	}
+	var out []campaignConfig
+	for i, c := range arr {
+		m, _ := c.(map[string]any)
+		str := func(k string) string { s, _ := m[k].(string); return s }
+		cc := campaignConfig{index: i, id: str("id"), executor: str("executor"), seedExecutor: str("seed_executor"),
+			placement: str("placement"), policy: str("policy")}
+		cc.capacity, cc.hasCapacity = asInt(m["capacity"])
+		if cc.id == "" {
+			return nil, false
+		}
+		out = append(out, cc)
+	}
+	return out, true
+}
+
+// intAt reads an integer at pointer p.
+func intAt(tree any, p string) (int, bool) {
+	v, err := resolve(tree, p)
+	if err != nil {
+		return 0, false
+	}
+	return asInt(v)
+}
+
+func asInt(v any) (int, bool) {
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := strconv.ParseInt(string(n), 10, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int(i), true
+}

@@ -1,0 +1,196 @@
+package verifier
+
+import (
+	"math"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// The PERF-REAL-v1 metric definitions (DESIGN section 8), implemented here
+// on their own; the verifier never calls the aggregator. Every sum runs in
+// request order (block 1..B, then the block's requests in record order) in
+// float64, so the recomputation is exact and compared with ==.
+
+// metrics are one configuration's recomputed aggregates.
+type metrics struct {
+	requests       int
+	blocks         int
+	decodeTokens   int64   // Σ (N_i - 1)
+	decodeSeconds  float64 // Σ decode_seconds_i
+	outputTokens   int64   // Σ N_i
+	runtimeSeconds float64 // Σ runtime_seconds_i
+	ttftSum        float64 // Σ ttft_seconds_i
+
+	pooledDecode  float64 // decodeTokens / decodeSeconds
+	overallOutput float64 // outputTokens / runtimeSeconds
+	ttftMean      float64 // ttftSum / requests
+	responseMean  float64 // runtimeSeconds / requests
+
+	vramPeak        editions.Obs[int64]
+	vramProcessPeak editions.Obs[int64]
+	rssPeak         editions.Obs[int64]
+
+	h2dBytes, hits, misses int64
+	spreadMin, spreadMax   float64
+
+	invariants map[string]editions.Obs[int64] // Σ over requests, by counter name
+}
+
+// invariantCounters are the cache contract's required-zero counters
+// (resident-qpacked-cache-v1), by their names in editions.RequestCache and
+// editions.Invariants; a configuration sums each over its measured requests.
+var invariantCounters = []string{
+	"d2h_expert_bytes",
+	"writebacks",
+	"authority_writes",
+	"request_hash_bytes",
+	"request_artifact_reads",
+}
+
+// computeMetrics recomputes a configuration's aggregates from its workers,
+// which must be sorted by block.
+func computeMetrics(workers []*worker) metrics {
+	m := metrics{blocks: len(workers), invariants: map[string]editions.Obs[int64]{}}
+	var vram, vramProc, rss []editions.Obs[int64]
+	inv := map[string][]editions.Obs[int64]{}
+	m.spreadMin, m.spreadMax = math.Inf(1), math.Inf(-1)
+	for _, w := range workers {
+		var blockTokens int64
+		var blockSeconds float64
+		for _, r := range w.rec.Requests {
+			m.requests++
+			n := int64(r.N)
+			m.decodeTokens += n - 1
+			m.decodeSeconds += r.DecodeSeconds
+			m.outputTokens += n
+			m.runtimeSeconds += r.RuntimeSeconds
+			m.ttftSum += r.TTFTSeconds
+			m.h2dBytes += r.Cache.H2DBytes
+			m.hits += r.Cache.Hits
+			m.misses += r.Cache.Misses
+			blockTokens += n - 1
+			blockSeconds += r.DecodeSeconds
+			for _, name := range invariantCounters {
+				inv[name] = append(inv[name], counter(r.Cache, name))
+			}
+		}
+		pooled := float64(blockTokens) / blockSeconds
+		m.spreadMin = math.Min(m.spreadMin, pooled)
+		m.spreadMax = math.Max(m.spreadMax, pooled)
+		o := w.rec.Observations
+		vram = append(vram, o.VRAMPeakBytes)
+		vramProc = append(vramProc, o.VRAMProcessPeakBytes)
+		rss = append(rss, o.RSSPeakBytes)
+	}
+	m.pooledDecode = float64(m.decodeTokens) / m.decodeSeconds
+	m.overallOutput = float64(m.outputTokens) / m.runtimeSeconds
+	m.ttftMean = m.ttftSum / float64(m.requests)
+	m.responseMean = m.runtimeSeconds / float64(m.requests)
+	m.vramPeak = maxObs(vram)
+	m.vramProcessPeak = maxObs(vramProc)
+	m.rssPeak = maxObs(rss)
+	for _, name := range invariantCounters {
+		m.invariants[name] = sumObs(inv[name])
+	}
+	return m
+}
+
+// counter returns the named required-zero counter of a request.
+func counter(c editions.RequestCache, name string) editions.Obs[int64] {
+	switch name {
+	case "d2h_expert_bytes":
+		return c.D2HExpertBytes
+	case "writebacks":
+		return c.Writebacks
+	case "authority_writes":
+		return c.AuthorityWrites
+	case "request_hash_bytes":
+		return c.RequestHashBytes
+	case "request_artifact_reads":
+		return c.RequestArtifactReads
+	}
+	return editions.UnknownObs[int64]()
+}
+
+// configInvariant returns the named counter of a configuration's invariants.
+func configInvariant(c editions.Invariants, name string) editions.Obs[int64] {
+	switch name {
+	case "d2h_expert_bytes":
+		return c.D2HExpertBytes
+	case "writebacks":
+		return c.Writebacks
+	case "authority_writes":
+		return c.AuthorityWrites
+	case "request_hash_bytes":
+		return c.RequestHashBytes
+	case "request_artifact_reads":
+		return c.RequestArtifactReads
+	}
+	return editions.UnknownObs[int64]()
+}
+
+// Combining observations (the rule editions' Obs comments state, made
+// complete): any UNKNOWN part makes the aggregate UNKNOWN; all parts
+// UNSUPPORTED make it UNSUPPORTED; UNSUPPORTED mixed with numbers is UNKNOWN
+// (the aggregate was not fully observed); no parts is UNKNOWN. Only when
+// every part was observed is there a number.
+func combineStatus(obs []editions.Obs[int64]) (string, bool) {
+	unsupported := 0
+	for _, o := range obs {
+		switch o.Status {
+		case editions.Unknown:
+			return editions.Unknown, true
+		case editions.Unsupported:
+			unsupported++
+		}
+	}
+	switch {
+	case len(obs) == 0 || (unsupported > 0 && unsupported < len(obs)):
+		return editions.Unknown, true
+	case unsupported == len(obs):
+		return editions.Unsupported, true
+	}
+	return "", false
+}
+
+func maxObs(obs []editions.Obs[int64]) editions.Obs[int64] {
+	if s, ok := combineStatus(obs); ok {
+		return editions.Obs[int64]{Status: s}
+	}
+	best := obs[0].Value
+	for _, o := range obs[1:] {
+		best = max(best, o.Value)
+	}
+	return editions.Observed(best)
+}
+
+func sumObs(obs []editions.Obs[int64]) editions.Obs[int64] {
+	if s, ok := combineStatus(obs); ok {
+		return editions.Obs[int64]{Status: s}
+	}
+	var sum int64
+	for _, o := range obs {
+		sum += o.Value
+	}
+	return editions.Observed(sum)
+}
+
+// obsValue is the JSON form of an observation, for findings.
+func obsValue(o editions.Obs[int64]) any {
+	if o.Ok() {
+		return o.Value
+	}
+	return o.Status
+}
+
+// num is a float64 for a finding: non-finite values (a division by zero)
+// have no JSON form and become a string.
+func num(f float64) any {
+	switch {
+	case math.IsNaN(f):
+		return "undefined (0/0)"
+	case math.IsInf(f, 0):
+		return "undefined (x/0)"
+	}
+	return f
+}
