@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test bench oracle-inputs clean
+.PHONY: help setup build run test verify-editions bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -14,13 +14,20 @@ setup: ## fetch Go modules (Go itself must be installed)
 build: ## build the CLIs into bin/
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-run: ## the main job on the embedded default (tiny synthetic OLMoE on the CPU)
-	$(GO) run ./cmd/horizon-bench generate --prompt "The quick brown fox" --tokens 32
+run: ## the main job: PERF-REAL-v1 smoke campaign on the CPU into out/smoke-cpu, then verify it
+	rm -rf out/smoke-cpu
+	$(GO) run ./cmd/horizon-bench run campaigns/smoke.yaml --out out/smoke-cpu
+	$(GO) run ./cmd/horizon-verify out/smoke-cpu
 
-test: ## vet and run every test, plus the cache's concurrency tests under -race (what CI runs)
+test: ## vet, every test, the cache's concurrency tests under -race, and horizon-verify on every committed edition (what CI runs)
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race ./runtime/cache/
+	$(MAKE) verify-editions
+
+verify-editions: ## horizon-verify every edition committed under editions/
+	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \
+		echo "horizon-verify $$e"; $(GO) run ./cmd/horizon-verify "$$e"; done
 
 bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/
