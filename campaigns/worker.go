@@ -139,6 +139,9 @@ func RunWorker(o WorkerOptions) (err error) {
 		H2DCopies:      prep.H2DCopies,
 	}
 	rec.Checkpoint, rec.Artifact, err = identity(o.Campaign, cfg, art)
+	// The artifact records the activation type the format is designed for;
+	// what was measured is what the backend computed in.
+	rec.Artifact.ActivationDType = o.Device.Backend.ActivationDType()
 	if err != nil {
 		return err
 	}

@@ -57,6 +57,10 @@ var ErrShape = errors.New("tensor shape mismatch")
 type Backend interface {
 	// Name is "cpu" or "cuda".
 	Name() string
+	// ActivationDType is the type activations are computed and stored in
+	// ("FP32" or "FP16"): a fact every measurement records, separately from
+	// the weights' stored types.
+	ActivationDType() string
 
 	// UploadF16 copies FP16 weights (bit patterns) into a new backend tensor.
 	UploadF16(data []uint16) (Tensor, error)

@@ -38,6 +38,10 @@ var _ backend.Backend = (*Backend)(nil)
 // Name implements backend.Backend.
 func (b *Backend) Name() string { return "cpu" }
 
+// ActivationDType implements backend.Backend: the reference keeps
+// activations in FP32.
+func (b *Backend) ActivationDType() string { return "FP32" }
+
 // vec is an FP32 buffer: activations and decoded FP16 weights.
 type vec struct {
 	data  []float32

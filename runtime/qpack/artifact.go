@@ -108,12 +108,16 @@ type SourceIdentity struct {
 type DTypes struct {
 	// OriginalDType is the checkpoint dtype ("BF16", "F16", "F32"), or
 	// "MIXED" when tensors differ (each TensorEntry has its own).
-	OriginalDType     string  `json:"original_dtype"`
-	RoutedScheme      Scheme  `json:"routed_scheme"`
-	ScaleDType        *string `json:"scale_dtype"` // "FP16" for int4, null for fp16
-	NonRoutedDType    string  `json:"nonrouted_dtype"`
-	ActivationDType   string  `json:"activation_dtype"`
-	AccumulationDType string  `json:"accumulation_dtype"`
+	OriginalDType  string  `json:"original_dtype"`
+	RoutedScheme   Scheme  `json:"routed_scheme"`
+	ScaleDType     *string `json:"scale_dtype"` // "FP16" for int4, null for fp16
+	NonRoutedDType string  `json:"nonrouted_dtype"`
+	// ActivationDType is the activation type the stored format is designed
+	// for (W4A16: FP16). A measurement records what its backend actually
+	// computed in (backend.Backend.ActivationDType), which may differ: the
+	// CPU and CUDA backends keep activations in FP32 today.
+	ActivationDType   string `json:"activation_dtype"`
+	AccumulationDType string `json:"accumulation_dtype"`
 }
 
 // ExpertsMeta describes experts.bin.
