@@ -304,7 +304,7 @@ func (c *Cache) load(jobs []copyJob) error {
 			firstErr = err
 			break
 		}
-		copy(s.buf.Host(), c.auth.Record(j.layer.index, j.expert))
+		copyParallel(s.buf.Host(), c.auth.Record(j.layer.index, j.expert), 0)
 		ev, err := c.dev.CopyToRow(j.layer.rows[j.row].dev, s.buf, c.size)
 		if err != nil {
 			firstErr = fmt.Errorf("enqueue copy of expert %d to row %d: %w", j.expert, j.row, err)
