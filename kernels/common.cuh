@@ -42,14 +42,33 @@ __device__ __forceinline__ float add_scaled(float d, float a, float v) {
 }
 
 // ---------------------------------------------------------------------------
+// Loads.
+
+// ldg_stream loads 16 bytes of weights: read-only, used once, so it skips
+// L1 allocation (L1 keeps the activations) and asks L2 for 256-byte fetches
+// (a warp reads 512 contiguous bytes of a row per load instruction).
+__device__ __forceinline__ uint4 ldg_stream(const void* p) {
+#ifdef __CUDA_ARCH__
+	uint4 v;
+	asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(p));
+	return v;
+#else
+	return *reinterpret_cast<const uint4*>(p);
+#endif
+}
+
+// ---------------------------------------------------------------------------
 // Activation staging.
 //
-// Matvec kernels stage the activation vector x in shared memory once per
-// block (stage_x for fp16 rows; stage_x4, below, for int4 rows: pre-scaled,
-// with per-chunk sums, in the same layout). Lanes read it in 16-byte pieces at a lane stride of 128 bytes (int4:
-// 32 values per lane) or 32 bytes (fp16: 8 values per lane); stored plainly,
-// the int4 pattern would put all 32 lanes on one bank. Padding 4 floats after
-// every 32 makes both patterns conflict-free for 128-bit shared loads:
+// Row kernels stage their activation vectors in shared memory once per block
+// (fp16 rows: plain values; int4 rows: pre-scaled, with per-chunk sums, in
+// the same layout). Lanes read them in 16-byte pieces at a lane stride of
+// 128 bytes (int4: 32 values per lane) or 32 bytes (fp16: 8 values per lane);
+// stored plainly, the int4 pattern would put all 32 lanes on one bank.
+// Padding 4 floats after every 32 makes both patterns conflict-free for
+// 128-bit shared loads:
 //
 //	value i lives at xs_index(i) = i + 4*(i/32)       (36 floats per 32 values)
 __device__ __forceinline__ int xs_index(int i) { return i + ((i >> 5) << 2); }
@@ -58,18 +77,87 @@ __device__ __forceinline__ int xs_index(int i) { return i + ((i >> 5) << 2); }
 // (n rounded up to a multiple of 32).
 __host__ __device__ __forceinline__ int xs_floats(int n) { return ((n + 31) >> 5) * 36; }
 
-// stage_x copies x[0..n) into the padded shared layout and zero-fills values
-// n..round_up(n, 32) so whole 32-value chunks can be read without checks.
-// The caller synchronises the block afterwards.
-__device__ __forceinline__ void stage_x(float* xs, const float* __restrict__ x, int n) {
-	int n32 = (n + 31) & ~31;
-	for (int i = threadIdx.x; i < n32; i += blockDim.x) xs[xs_index(i)] = i < n ? x[i] : 0.0f;
+// xs4_floats is the shared size (floats) of one staged int4 activation
+// vector of n values: the padded values, then the chunk sums rounded up to
+// a multiple of 4 floats (so consecutive vectors stay 16-byte aligned).
+__host__ __device__ __forceinline__ int xs4_floats(int n) { return xs_floats(n) + ((((n + 31) >> 5) + 3) & ~3); }
+
+#define X_SCALE __uint_as_float(0x67800000u)  // 2^80, see the int4 rows below
+
+// stage_values copies nv activation vectors of n values (vector v at
+// src + v*n) into shared memory at dst + v*stride in the padded layout,
+// multiplied by X_SCALE when SCALE (int4 rows), zero-filled up to a multiple
+// of 32 values so whole 32-value chunks can be read without checks. Each
+// thread issues all its global loads (8 float4 per pass) before its first
+// shared store: staging costs about one L2 round trip, not one per value.
+template <bool SCALE>
+__device__ __forceinline__ void stage_values(float* dst, int stride, const float* __restrict__ src, int nv, int n) {
+	const int n32 = (n + 31) & ~31;
+	const int nt = blockDim.x;
+	if ((n & 3) == 0 && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+		const int q = n32 >> 2;  // float4 slots per staged vector, padding included
+		const int total = nv * q;
+		constexpr int V = 8;
+		for (int base = threadIdx.x; base < total; base += V * nt) {
+			float4 v[V];
+#pragma unroll
+			for (int j = 0; j < V; j++) {
+				const int s = base + j * nt;
+				const int vi = s / q, i = (s - vi * q) << 2;
+				v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+				if (s < total && i < n) v[j] = __ldg(reinterpret_cast<const float4*>(src + (size_t)vi * n + i));
+			}
+#pragma unroll
+			for (int j = 0; j < V; j++) {
+				const int s = base + j * nt;
+				if (s < total) {
+					const int vi = s / q, i = (s - vi * q) << 2;
+					float4 w = v[j];
+					if (SCALE) {
+						w.x = __fmul_rn(w.x, X_SCALE), w.y = __fmul_rn(w.y, X_SCALE);
+						w.z = __fmul_rn(w.z, X_SCALE), w.w = __fmul_rn(w.w, X_SCALE);
+					}
+					*reinterpret_cast<float4*>(dst + (size_t)vi * stride + xs_index(i)) = w;
+				}
+			}
+		}
+	} else {
+		for (int s = threadIdx.x; s < nv * n32; s += nt) {
+			const int vi = s / n32, i = s - vi * n32;
+			float v = i < n ? src[(size_t)vi * n + i] : 0.0f;
+			if (SCALE) v = __fmul_rn(v, X_SCALE);
+			dst[(size_t)vi * stride + xs_index(i)] = v;
+		}
+	}
 }
 
-// XShared / XGlobal say where an fp16 row-dot reads its activations: staged in shared memory
-// (the padded layout above) or directly from global memory (plain layout,
-// through L1) when the staging would not fit in shared memory. Both give the
-// same values, so the arithmetic and the result are the same.
+// stage_block stages nv vectors for fp16 rows (INT4 false; stride
+// xs_floats(n)) or int4 rows (stride xs4_floats(n): the scaled values, then
+// u per 32-value chunk, the sum of its 32 scaled values in order) and
+// synchronises the block, after which every thread may read them.
+template <bool INT4>
+__device__ __forceinline__ void stage_block(float* dst, const float* __restrict__ src, int nv, int n) {
+	const int stride = INT4 ? xs4_floats(n) : xs_floats(n);
+	stage_values<INT4>(dst, stride, src, nv, n);
+	if (INT4) {
+		__syncthreads();
+		const int nch = (n + 31) >> 5;
+		for (int s = threadIdx.x; s < nv * nch; s += blockDim.x) {
+			const int vi = s / nch, c = s - vi * nch;
+			const float* xs = dst + (size_t)vi * stride;
+			float u = 0.0f;
+			for (int j = 0; j < 32; j++) u = __fadd_rn(u, xs[xs_index(32 * c + j)]);
+			dst[(size_t)vi * stride + xs_floats(n) + c] = u;
+		}
+	}
+	__syncthreads();
+}
+
+// XShared / XGlobal say where an fp16 row-dot reads its activations: staged
+// in shared memory (the padded layout above) or directly from global memory
+// (plain layout, through L1) when the staging would not fit in shared
+// memory. Both give the same values, so the arithmetic and the result are
+// the same.
 struct XShared {
 	const float* p;  // shared, padded layout
 	__device__ __forceinline__ float4 load4(int i) const {  // values i..i+3, i % 4 == 0
@@ -102,7 +190,8 @@ struct XGlobal {
 // Per chunk:
 //
 //	t  = sum of n_j * x'_j * 2^-149  (four interleaved partial sums, value j
-//	                                  to sum j%4, combined (s0+s1)+(s2+s3))
+//	                                  to sum j%4, combined (s0+s1)+(s2+s3);
+//	                                  see int4_quarter_dot)
 //	u  = sum of x'_j, j = 0..31 in order (computed once per chunk of x, at
 //	     staging)
 //	p' = fma(-2^-146, u, t)          = sum of q_j * x_j * 2^-69
@@ -114,102 +203,87 @@ struct XGlobal {
 // (padding, q = 0) are skipped; a chunk straddling Cols reads zero
 // activations for its padding.
 //
-// This is the one per-row reduction for int4: MatVec over an expert matrix,
-// the grouped gate/up kernel and the grouped down kernel all call int4_rows,
-// so every output has the same bits whichever executor computed it.
-
-#define X_SCALE __uint_as_float(0x67800000u)  // 2^80
+// This is the one per-row reduction for int4 (Int4Fmt below, driven by
+// row_pipeline): MatVec over an expert matrix, the grouped gate/up kernel
+// and the grouped down kernel all use it, so every output has the same bits
+// whichever executor computed it.
 
 __device__ __forceinline__ float out_unscale(float v) { return __fmul_rn(v, __uint_as_float(0x62000000u)); }  // * 2^69
 __device__ __forceinline__ float neg_2m146() { return __uint_as_float(0x80000008u); }                        // -2^-146
 
-// nib_at is the subnormal n * 2^-149 for the nibble in byte `byte` of w
-// (nibbles already isolated: w & 0x0F0F0F0F or (w >> 4) & 0x0F0F0F0F).
+// nib_at is the subnormal b * 2^-149 for byte `byte` of w, b being a nibble
+// isolated in place: n (w & 0x0F0F0F0F) or 16*n (w & 0xF0F0F0F0).
 __device__ __forceinline__ float nib_at(uint32_t w, int byte) {
 	return __uint_as_float(__byte_perm(w, 0u, 0x4440u | byte));
 }
 
-// XChunk holds 32 consecutive activations (one int4 chunk, or two fp16
-// chunks' worth) in registers.
-struct XChunk {
-	float4 v[8];
-};
-
 // int4 activation sources: staged (scaled x in the padded layout, plus the
 // per-chunk sums u) or read from global memory and scaled on the fly. Both
-// produce the same x' and u bits.
+// produce the same x' and u bits. A chunk's 32 activations are read in four
+// quarters of 8 (quarter k pairs with word k of the chunk's 16 bytes), so
+// only 8 of them are live at a time; XSum carries u through the quarters.
+struct XSum {
+	float u;
+};
 struct X4Shared {
 	const float* x;     // shared, padded layout, x * 2^80
 	const float* sums;  // shared, u per chunk
-	__device__ __forceinline__ float load(XChunk& xc, int c) const {
-#pragma unroll
-		for (int j = 0; j < 8; j++) xc.v[j] = *reinterpret_cast<const float4*>(x + xs_index(32 * c + 4 * j));
-		return sums[c];
+	__device__ __forceinline__ void quarter(int c, int k, float4& xa, float4& xb, XSum&) const {
+		const float* p = x + xs_index(32 * c + 8 * k);
+		xa = *reinterpret_cast<const float4*>(p);
+		xb = *reinterpret_cast<const float4*>(p + 4);
 	}
+	__device__ __forceinline__ float sum(int c, const XSum&) const { return sums[c]; }
 };
 struct X4Global {
 	const float* x;  // global, plain, unscaled; whole chunks readable
-	__device__ __forceinline__ float load(XChunk& xc, int c) const {
-		float u = 0.0f;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			float4 v = __ldg(reinterpret_cast<const float4*>(x + 32 * c + 4 * j));
-			v.x = __fmul_rn(v.x, X_SCALE), v.y = __fmul_rn(v.y, X_SCALE);
-			v.z = __fmul_rn(v.z, X_SCALE), v.w = __fmul_rn(v.w, X_SCALE);
-			u = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(u, v.x), v.y), v.z), v.w);
-			xc.v[j] = v;
-		}
-		return u;
+	__device__ __forceinline__ void quarter(int c, int k, float4& xa, float4& xb, XSum& s) const {
+		const float* p = x + 32 * c + 8 * k;
+		xa = __ldg(reinterpret_cast<const float4*>(p));
+		xb = __ldg(reinterpret_cast<const float4*>(p + 4));
+		xa.x = __fmul_rn(xa.x, X_SCALE), xa.y = __fmul_rn(xa.y, X_SCALE);
+		xa.z = __fmul_rn(xa.z, X_SCALE), xa.w = __fmul_rn(xa.w, X_SCALE);
+		xb.x = __fmul_rn(xb.x, X_SCALE), xb.y = __fmul_rn(xb.y, X_SCALE);
+		xb.z = __fmul_rn(xb.z, X_SCALE), xb.w = __fmul_rn(xb.w, X_SCALE);
+		float u = k == 0 ? 0.0f : s.u;
+		u = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(u, xa.x), xa.y), xa.z), xa.w);
+		u = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(u, xb.x), xb.y), xb.z), xb.w);
+		s.u = u;
 	}
+	__device__ __forceinline__ float sum(int, const XSum& s) const { return s.u; }
 };
 
-// xs4_floats is the shared size (floats) of one staged int4 activation
-// vector of n values: the padded values, then the chunk sums rounded up to
-// a multiple of 4 floats (so consecutive vectors stay 16-byte aligned).
-__host__ __device__ __forceinline__ int xs4_floats(int n) { return xs_floats(n) + ((((n + 31) >> 5) + 3) & ~3); }
-
-// stage_x4 stages x[0..n) for the int4 kernels: x' = x * 2^80 in the padded
-// layout (zeros up to a multiple of 32), then u per chunk. It synchronises
-// the block internally; the caller synchronises again before reading.
-__device__ __forceinline__ X4Shared stage_x4(float* smem, const float* __restrict__ x, int n) {
-	const int n32 = (n + 31) & ~31;
-	float* xs = smem;
-	float* sums = smem + xs_floats(n);
-	for (int i = threadIdx.x; i < n32; i += blockDim.x) xs[xs_index(i)] = i < n ? __fmul_rn(x[i], X_SCALE) : 0.0f;
-	__syncthreads();
-	for (int c = threadIdx.x; c < (n32 >> 5); c += blockDim.x) {
-		float u = 0.0f;
-		for (int j = 0; j < 32; j++) u = __fadd_rn(u, xs[xs_index(32 * c + j)]);
-		sums[c] = u;
-	}
-	X4Shared s;
-	s.x = xs;
-	s.sums = sums;
-	return s;
+// int4_quarter_dot adds word k of a chunk (values 8k..8k+7: value 8k+2j in
+// the low nibble of byte j, 8k+2j+1 in its high nibble) against their scaled
+// activations xa (8k..8k+3), xb (8k+4..8k+7) into the chunk's four partial
+// sums: value 8k+j goes to sum j%4. The odd values (sums 1 and 3) are high
+// nibbles; they are taken in place, w & 0xF0F0F0F0, as the subnormal
+// 16*n * 2^-149 (saving a shift per word), so sums 1 and 3 hold exactly 16
+// times the sum of their n*x'*2^-149 terms (a power of two commutes with
+// every rounding while the sums are normal numbers) and are scaled back by
+// 1/16 inside the FMAs that combine them. Over k = 0..3 the chunk's
+//
+//	t = (s0 + s1/16) + (s2 + s3/16)   (int4_chunk_t)
+//
+// is the plain interleaved sum of n_j * x'_j * 2^-149.
+__device__ __forceinline__ void int4_quarter_dot(uint32_t word, float4 xa, float4 xb, float (&s)[4]) {
+	const uint32_t lo = word & 0x0F0F0F0Fu;  // values 8k+0, +2, +4, +6
+	const uint32_t hi = word & 0xF0F0F0F0u;  // 16 x values 8k+1, +3, +5, +7
+	s[0] = __fmaf_rn(nib_at(lo, 0), xa.x, s[0]);
+	s[1] = __fmaf_rn(nib_at(hi, 0), xa.y, s[1]);
+	s[2] = __fmaf_rn(nib_at(lo, 1), xa.z, s[2]);
+	s[3] = __fmaf_rn(nib_at(hi, 1), xa.w, s[3]);
+	s[0] = __fmaf_rn(nib_at(lo, 2), xb.x, s[0]);
+	s[1] = __fmaf_rn(nib_at(hi, 2), xb.y, s[1]);
+	s[2] = __fmaf_rn(nib_at(lo, 3), xb.z, s[2]);
+	s[3] = __fmaf_rn(nib_at(hi, 3), xb.w, s[3]);
+}
+__device__ __forceinline__ float int4_chunk_t(const float (&s)[4]) {
+	const float sixteenth = 0.0625f;
+	return __fadd_rn(__fmaf_rn(s[1], sixteenth, s[0]), __fmaf_rn(s[3], sixteenth, s[2]));
 }
 
-// int4_chunk_dot is t for one chunk: 16 bytes of packed nibbles (value 2j in
-// the low nibble of byte j) against its 32 scaled activations.
-__device__ __forceinline__ float int4_chunk_dot(uint4 w, const XChunk& xc) {
-	float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-	const uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-	for (int k = 0; k < 4; k++) {
-		const uint32_t lo = words[k] & 0x0F0F0F0Fu;         // values 8k+0, +2, +4, +6
-		const uint32_t hi = (words[k] >> 4) & 0x0F0F0F0Fu;  // values 8k+1, +3, +5, +7
-		const float4 xa = xc.v[2 * k], xb = xc.v[2 * k + 1];
-		// value 8k+j goes to partial sum j%4
-		s0 = __fmaf_rn(nib_at(lo, 0), xa.x, s0);
-		s1 = __fmaf_rn(nib_at(hi, 0), xa.y, s1);
-		s2 = __fmaf_rn(nib_at(lo, 1), xa.z, s2);
-		s3 = __fmaf_rn(nib_at(hi, 1), xa.w, s3);
-		s0 = __fmaf_rn(nib_at(lo, 2), xb.x, s0);
-		s1 = __fmaf_rn(nib_at(hi, 2), xb.y, s1);
-		s2 = __fmaf_rn(nib_at(lo, 3), xb.z, s2);
-		s3 = __fmaf_rn(nib_at(hi, 3), xb.w, s3);
-	}
-	return __fadd_rn(__fadd_rn(s0, s1), __fadd_rn(s2, s3));
-}
+__device__ __forceinline__ uint32_t word_of(uint4 w, int k) { return k == 0 ? w.x : k == 1 ? w.y : k == 2 ? w.z : w.w; }
 
 // Int4Row locates one row of an int4 matrix.
 struct Int4Row {
@@ -217,120 +291,372 @@ struct Int4Row {
 	const __half* sc;   // the row's scales
 };
 
-__device__ __forceinline__ Int4Row int4_row(const uint8_t* mat, int r, int colsPadded, int scalesOffset) {
-	Int4Row row;
-	row.q = mat + (size_t)r * (colsPadded >> 1);
-	row.sc = reinterpret_cast<const __half*>(mat + scalesOffset) + (size_t)r * (colsPadded >> 8);
-	return row;
-}
+// Int4Frag holds what a warp loaded for NR rows and CPL chunks per lane:
+// chunk cb + lane + 32u of row i in w[u][i], its scale in s[u][i].
+template <int NR, int CPL>
+struct Int4Frag {
+	uint4 w[CPL][NR];
+	__half s[CPL][NR];
+};
 
-// int4_rows computes NR row dots in one warp, row i against activations
-// xs[i]. Rows i and i' with i/XG == i'/XG share their activations (the
-// caller passes the same source for them), which are then loaded once per
-// chunk: XG = NR for a matvec or gate/up (one x), XG = 2 for the down kernel
-// (two output rows of one expert). Loads of all NR rows (U chunks each) are
-// issued before any arithmetic so a warp keeps NR*U*512 bytes in flight.
-// out[i] is the same in every lane. The per-row arithmetic does not depend
-// on NR, U, XG or the source type.
-template <int NR, int U, int XG, class XS>
-__device__ __forceinline__ void int4_rows(const Int4Row (&rows)[NR], const XS (&xs)[NR], int cols, float (&out)[NR]) {
-	const int lane = threadIdx.x & 31;
-	const int nchunks = (cols + 31) >> 5;
-	float acc[NR];
+// Int4Fmt is the int4 row format for row_pipeline.
+struct Int4Fmt {
+	typedef Int4Row Row;
+	typedef X4Shared XS_shared;
+	typedef X4Global XS_global;
+	struct Acc {
+		float a;
+	};
+	template <int NR, int CPL>
+	using Frag = Int4Frag<NR, CPL>;
+
+	static __device__ __forceinline__ bool chunked(int) { return true; }
+	static __device__ __forceinline__ int nchunks(int cols) { return (cols + 31) >> 5; }
+	static __device__ __forceinline__ Row row(const uint8_t* mat, int r, int, int cols_padded, int scales_offset) {
+		Row rw;
+		rw.q = mat + (size_t)r * (cols_padded >> 1);
+		rw.sc = reinterpret_cast<const __half*>(mat + scales_offset) + (size_t)r * (cols_padded >> 8);
+		return rw;
+	}
+	static __device__ __forceinline__ void zero(Acc& a) { a.a = 0.0f; }
+	// load issues the loads of chunks cb + lane + 32u (u < CPL) of rows
+	// row_of(0..NR-1).
+	template <int NR, int CPL, class RowOf>
+	static __device__ __forceinline__ void load(Frag<NR, CPL>& f, RowOf row_of, int cb, int nch) {
+		const int lane = threadIdx.x & 31;
 #pragma unroll
-	for (int i = 0; i < NR; i++) acc[i] = 0.0f;
-	for (int c0 = lane; c0 < nchunks; c0 += 32 * U) {
-		uint4 w[U][NR];
-		float s[U][NR];
+		for (int i = 0; i < NR; i++) {
+			const Row rw = row_of(i);
 #pragma unroll
-		for (int u = 0; u < U; u++) {
-			const int c = c0 + 32 * u;
-#pragma unroll
-			for (int i = 0; i < NR; i++) {
-				if (c < nchunks) {
-					w[u][i] = __ldg(reinterpret_cast<const uint4*>(rows[i].q) + c);
-					s[u][i] = __half2float(rows[i].sc[c >> 3]);
-				}
-			}
-		}
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			const int c = c0 + 32 * u;
-			if (c < nchunks) {
-				XChunk xc;
-				float xsum = 0.0f;
-#pragma unroll
-				for (int i = 0; i < NR; i++) {
-					if (i % XG == 0) xsum = xs[i].load(xc, c);
-					const float t = int4_chunk_dot(w[u][i], xc);
-					const float p = __fmaf_rn(neg_2m146(), xsum, t);
-					acc[i] = __fmaf_rn(s[u][i], p, acc[i]);
+			for (int u = 0; u < CPL; u++) {
+				const int c = cb + lane + 32 * u;
+				if (c < nch) {
+					f.w[u][i] = ldg_stream(rw.q + 16 * (size_t)c);
+					f.s[u][i] = __ldg(rw.sc + (c >> 3));
 				}
 			}
 		}
 	}
+	template <int NR, int CPL, class XS>
+	static __device__ __forceinline__ void accum(Acc (&acc)[NR], const Frag<NR, CPL>& f, const XS& xs, int cb, int nch) {
+		const int lane = threadIdx.x & 31;
 #pragma unroll
-	for (int i = 0; i < NR; i++) out[i] = out_unscale(warp_sum(acc[i]));
-}
+		for (int u = 0; u < CPL; u++) {
+			const int c = cb + lane + 32 * u;
+			if (c < nch) {
+				// Rows in groups of up to 4, each group reading the chunk's
+				// activations once, a quarter at a time: 8 activations and 4
+				// partial sums per row live (registers bound the occupancy).
+				constexpr int RG = NR < 4 ? NR : 4;
+#pragma unroll
+				for (int i0 = 0; i0 < NR; i0 += RG) {
+					float s[RG][4];
+#pragma unroll
+					for (int i = 0; i < RG; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+					XSum xsum;
+#pragma unroll
+					for (int k = 0; k < 4; k++) {
+						float4 xa, xb;
+						xs.quarter(c, k, xa, xb, xsum);
+#pragma unroll
+						for (int i = 0; i < RG; i++) int4_quarter_dot(word_of(f.w[u][i0 + i], k), xa, xb, s[i]);
+					}
+					const float usum = xs.sum(c, xsum);
+#pragma unroll
+					for (int i = 0; i < RG; i++) {
+						const float p = __fmaf_rn(neg_2m146(), usum, int4_chunk_t(s[i]));
+						acc[i0 + i].a = __fmaf_rn(__half2float(f.s[u][i0 + i]), p, acc[i0 + i].a);
+					}
+				}
+			}
+		}
+	}
+	static __device__ __forceinline__ float finish(const Acc& a) { return out_unscale(warp_sum(a.a)); }
+	template <int NR, class XS>
+	static __device__ __forceinline__ void narrow(const Row (&)[NR], const XS&, int, float (&out)[NR]) {
+#pragma unroll
+		for (int i = 0; i < NR; i++) out[i] = 0.0f;  // never called: chunked() is always true
+	}
+};
 
 // ---------------------------------------------------------------------------
 // FP16 rows (non-routed weights and fp16 expert records). Activations are
-// plain FP32 (XShared / XGlobal); XG groups rows sharing them, as for int4.
+// plain FP32 (XShared / XGlobal).
 //
 // When cols % 8 == 0 a lane reads 16-byte chunks (8 values); lane l handles
 // chunks l, l+32, ... and accumulates value j of a chunk into partial sum
 // j%2; the lane result is s0+s1 and the row result warp_sum of that. Other
 // widths (tiny test shapes) read one value at a time: lane l handles values
-// l, l+32, ... into one sum. The path depends only on cols.
+// l, l+32, ... into one sum. The path depends only on cols. As for int4,
+// F16Fmt driven by row_pipeline is the one per-row reduction of every fp16
+// kernel.
 
-template <int NR, int U, int XG, class XS>
-__device__ __forceinline__ void f16_rows(const __half* const (&rows)[NR], const XS (&xs)[NR], int cols, float (&out)[NR]) {
-	const int lane = threadIdx.x & 31;
-	float a0[NR], a1[NR];
+template <int NR, int CPL>
+struct F16Frag {
+	uint4 w[CPL][NR];
+};
+
+struct F16Fmt {
+	typedef const __half* Row;
+	typedef XShared XS_shared;
+	typedef XGlobal XS_global;
+	struct Acc {
+		float a0, a1;
+	};
+	template <int NR, int CPL>
+	using Frag = F16Frag<NR, CPL>;
+
+	static __device__ __forceinline__ bool chunked(int cols) { return (cols & 7) == 0; }
+	static __device__ __forceinline__ int nchunks(int cols) { return cols >> 3; }
+	static __device__ __forceinline__ Row row(const uint8_t* mat, int r, int cols, int, int) {
+		return reinterpret_cast<const __half*>(mat) + (size_t)r * cols;
+	}
+	static __device__ __forceinline__ void zero(Acc& a) { a.a0 = a.a1 = 0.0f; }
+	template <int NR, int CPL, class RowOf>
+	static __device__ __forceinline__ void load(Frag<NR, CPL>& f, RowOf row_of, int cb, int nch) {
+		const int lane = threadIdx.x & 31;
 #pragma unroll
-	for (int i = 0; i < NR; i++) a0[i] = a1[i] = 0.0f;
-	if ((cols & 7) == 0) {
-		const int nchunks = cols >> 3;
-		for (int c0 = lane; c0 < nchunks; c0 += 32 * U) {
-			uint4 w[U][NR];
+		for (int i = 0; i < NR; i++) {
+			const Row rw = row_of(i);
 #pragma unroll
-			for (int u = 0; u < U; u++) {
-				const int c = c0 + 32 * u;
-#pragma unroll
-				for (int i = 0; i < NR; i++)
-					if (c < nchunks) w[u][i] = __ldg(reinterpret_cast<const uint4*>(rows[i]) + c);
+			for (int u = 0; u < CPL; u++) {
+				const int c = cb + lane + 32 * u;
+				if (c < nch) f.w[u][i] = ldg_stream(rw + 8 * (size_t)c);
 			}
+		}
+	}
+	template <int NR, int CPL, class XS>
+	static __device__ __forceinline__ void accum(Acc (&acc)[NR], const Frag<NR, CPL>& f, const XS& xs, int cb, int nch) {
+		const int lane = threadIdx.x & 31;
 #pragma unroll
-			for (int u = 0; u < U; u++) {
-				const int c = c0 + 32 * u;
-				if (c < nchunks) {
-					float4 xa, xb;
+		for (int u = 0; u < CPL; u++) {
+			const int c = cb + lane + 32 * u;
+			if (c < nch) {
+				const float4 xa = xs.load4(8 * c), xb = xs.load4(8 * c + 4);
 #pragma unroll
-					for (int i = 0; i < NR; i++) {
-						if (i % XG == 0) xa = xs[i].load4(8 * c), xb = xs[i].load4(8 * c + 4);
-						const __half2* h = reinterpret_cast<const __half2*>(&w[u][i]);
-						const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
-						const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
-						a0[i] = __fmaf_rn(f0.x, xa.x, a0[i]);
-						a1[i] = __fmaf_rn(f0.y, xa.y, a1[i]);
-						a0[i] = __fmaf_rn(f1.x, xa.z, a0[i]);
-						a1[i] = __fmaf_rn(f1.y, xa.w, a1[i]);
-						a0[i] = __fmaf_rn(f2.x, xb.x, a0[i]);
-						a1[i] = __fmaf_rn(f2.y, xb.y, a1[i]);
-						a0[i] = __fmaf_rn(f3.x, xb.z, a0[i]);
-						a1[i] = __fmaf_rn(f3.y, xb.w, a1[i]);
-					}
+				for (int i = 0; i < NR; i++) {
+					const __half2* h = reinterpret_cast<const __half2*>(&f.w[u][i]);
+					const float2 f0 = __half22float2(h[0]), f1 = __half22float2(h[1]);
+					const float2 f2 = __half22float2(h[2]), f3 = __half22float2(h[3]);
+					float a0 = acc[i].a0, a1 = acc[i].a1;
+					a0 = __fmaf_rn(f0.x, xa.x, a0);
+					a1 = __fmaf_rn(f0.y, xa.y, a1);
+					a0 = __fmaf_rn(f1.x, xa.z, a0);
+					a1 = __fmaf_rn(f1.y, xa.w, a1);
+					a0 = __fmaf_rn(f2.x, xb.x, a0);
+					a1 = __fmaf_rn(f2.y, xb.y, a1);
+					a0 = __fmaf_rn(f3.x, xb.z, a0);
+					a1 = __fmaf_rn(f3.y, xb.w, a1);
+					acc[i].a0 = a0, acc[i].a1 = a1;
 				}
 			}
 		}
-	} else {
-		for (int v = lane; v < cols; v += 32) {
+	}
+	static __device__ __forceinline__ float finish(const Acc& a) { return warp_sum(__fadd_rn(a.a0, a.a1)); }
+	// narrow is the one-value-per-lane path for cols % 8 != 0.
+	template <int NR, class XS>
+	static __device__ __forceinline__ void narrow(const Row (&rw)[NR], const XS& xs, int cols, float (&out)[NR]) {
+		const int lane = threadIdx.x & 31;
+		float a0[NR];
 #pragma unroll
-			for (int i = 0; i < NR; i++) a0[i] = __fmaf_rn(__half2float(rows[i][v]), xs[i].load1(v), a0[i]);
+		for (int i = 0; i < NR; i++) a0[i] = 0.0f;
+		for (int v = lane; v < cols; v += 32) {
+			const float xv = xs.load1(v);
+#pragma unroll
+			for (int i = 0; i < NR; i++) a0[i] = __fmaf_rn(__half2float(rw[i][v]), xv, a0[i]);
+		}
+#pragma unroll
+		for (int i = 0; i < NR; i++) out[i] = warp_sum(__fadd_rn(a0[i], 0.0f));
+	}
+};
+
+// ---------------------------------------------------------------------------
+// row_pipeline: the warp loop every row kernel runs.
+//
+// A warp takes tasks t0, t0+tstride, ... of tasks.count(); a task is NR
+// rows (tasks.row(t, i), i < NR) against one activation source
+// (tasks.xs(t)), and its NR results go to tasks.emit (every lane holds
+// them). A task's row is read in
+// segments of CPL chunks per lane (32*CPL chunks); each (task, segment) is
+// one step, and the loads of step s+1 are issued before the arithmetic of
+// step s, so a warp always has a step of weights in flight while it
+// computes. The first step's loads are issued before stage() (the block's
+// activation staging, which every thread calls exactly once), so the
+// staging's L2 round trip overlaps the first HBM round trip.
+//
+// Per row, every lane accumulates its chunks in increasing order into one
+// accumulator, then warp_sum: the result does not depend on NR, CPL, the
+// task order or the grid, only on the format and cols.
+template <class Fmt, int NR, int CPL, class Tasks, class Stage>
+__device__ __forceinline__ void row_pipeline(const Tasks& tasks, int t0, int tstride, int cols, Stage stage) {
+	typedef typename Fmt::Row Row;
+	typedef typename Fmt::template Frag<NR, CPL> Frag;
+	typedef typename Fmt::Acc Acc;
+	typedef typename Tasks::XS XS;
+	const int ntasks = tasks.count();
+	if (!Fmt::chunked(cols)) {
+		stage();
+		for (int t = t0; t < ntasks; t += tstride) {
+			Row rw[NR];
+#pragma unroll
+			for (int i = 0; i < NR; i++) rw[i] = tasks.row(t, i);
+			float out[NR];
+			Fmt::template narrow<NR>(rw, tasks.xs(t), cols, out);
+			tasks.emit(t, out);
+		}
+		return;
+	}
+	const int nch = Fmt::nchunks(cols);
+	constexpr int SPAN = 32 * CPL;
+	const int nseg = max(1, (nch + SPAN - 1) / SPAN);
+	Frag cur;
+	int t = t0, g = 0;
+	if (t < ntasks) Fmt::load(cur, [&](int i) { return tasks.row(t, i); }, 0, nch);
+	stage();
+	if (t >= ntasks) return;
+	XS xs = tasks.xs(t);
+	Acc acc[NR];
+#pragma unroll
+	for (int i = 0; i < NR; i++) Fmt::zero(acc[i]);
+	// One step: issue the next step's loads into pre, compute comp. The loop
+	// is unrolled twice so the two buffers swap roles without copies.
+	auto step = [&](const Frag& comp, Frag& pre) -> bool {
+		int tn = t, gn = g + 1;
+		if (gn == nseg) gn = 0, tn += tstride;
+		const bool more = tn < ntasks;
+		if (more) Fmt::load(pre, [&](int i) { return tasks.row(tn, i); }, gn * SPAN, nch);
+		Fmt::accum(acc, comp, xs, g * SPAN, nch);
+		if (g == nseg - 1) {
+			float out[NR];
+#pragma unroll
+			for (int i = 0; i < NR; i++) {
+				out[i] = Fmt::finish(acc[i]);
+				Fmt::zero(acc[i]);
+			}
+			tasks.emit(t, out);
+		}
+		if (more) {
+			t = tn, g = gn;
+			if (g == 0) xs = tasks.xs(t);
+		}
+		return more;
+	};
+	Frag nxt;
+	while (step(cur, nxt) && step(nxt, cur)) {
+	}
+}
+
+// XSource<Fmt, SHARED>::make returns the activation source of Fmt for a
+// vector staged at sbase (SHARED, by stage_block) or read from global memory
+// at gbase.
+template <class Fmt, bool SHARED>
+struct XSource;
+template <>
+struct XSource<Int4Fmt, true> {
+	typedef X4Shared T;
+	static __device__ __forceinline__ T make(const float*, const float* sbase, int n) {
+		T s;
+		s.x = sbase;
+		s.sums = sbase + xs_floats(n);
+		return s;
+	}
+};
+template <>
+struct XSource<Int4Fmt, false> {
+	typedef X4Global T;
+	static __device__ __forceinline__ T make(const float* gbase, const float*, int) {
+		T s;
+		s.x = gbase;
+		return s;
+	}
+};
+template <>
+struct XSource<F16Fmt, true> {
+	typedef XShared T;
+	static __device__ __forceinline__ T make(const float*, const float* sbase, int) {
+		T s;
+		s.p = sbase;
+		return s;
+	}
+};
+template <>
+struct XSource<F16Fmt, false> {
+	typedef XGlobal T;
+	static __device__ __forceinline__ T make(const float* gbase, const float*, int) {
+		T s;
+		s.p = gbase;
+		return s;
+	}
+};
+
+// FmtInfo: whether a format stages int4-style (scaled, with chunk sums) and
+// its staged stride in floats.
+template <class Fmt>
+struct FmtInfo;
+template <>
+struct FmtInfo<Int4Fmt> {
+	static constexpr bool int4 = true;
+	static __device__ __forceinline__ int stride(int n) { return xs4_floats(n); }
+};
+template <>
+struct FmtInfo<F16Fmt> {
+	static constexpr bool int4 = false;
+	static __device__ __forceinline__ int stride(int n) { return xs_floats(n); }
+};
+
+// ---------------------------------------------------------------------------
+// Matvec: y[r] = row r · x (+ bias[r]) for every row of one matrix, a warp
+// task being NR consecutive rows (the last task clamps to the last row and
+// writes only real rows). Shared by matvec_f16 and matvec_w4a16.
+
+// bias_kind: 0 none, 1 FP16, 2 FP32.
+__device__ __forceinline__ float bias_at(const void* bias, int kind, int r) {
+	if (kind == 1) return __half2float(reinterpret_cast<const __half*>(bias)[r]);
+	return reinterpret_cast<const float*>(bias)[r];
+}
+
+template <class Fmt, int NR, bool SHARED>
+struct MatvecTasks {
+	typedef typename XSource<Fmt, SHARED>::T XS;
+	float* y;
+	const uint8_t* mat;
+	const void* bias;
+	XS x;
+	int bias_kind, rows, cols, cols_padded, scales_offset;
+
+	__device__ __forceinline__ int count() const { return (rows + NR - 1) / NR; }
+	__device__ __forceinline__ typename Fmt::Row row(int t, int i) const {
+		return Fmt::row(mat, min(t * NR + i, rows - 1), cols, cols_padded, scales_offset);
+	}
+	__device__ __forceinline__ XS xs(int) const { return x; }
+	__device__ __forceinline__ void emit(int t, const float (&out)[NR]) const {
+		if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+		for (int i = 0; i < NR; i++) {
+			const int r = t * NR + i;
+			if (r < rows) {
+				float v = out[i];
+				if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));
+				y[r] = v;
+			}
 		}
 	}
-#pragma unroll
-	for (int i = 0; i < NR; i++) out[i] = warp_sum(__fadd_rn(a0[i], a1[i]));
+};
+
+// matvec_body: blocks of 8 warps striding over the row tasks; x staged in
+// smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED.
+template <class Fmt, int NR, int CPL, bool SHARED>
+__device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
+                                            const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
+                                            int rows, int cols, int cols_padded, int scales_offset) {
+	MatvecTasks<Fmt, NR, SHARED> tk;
+	tk.y = y, tk.mat = mat, tk.bias = bias, tk.bias_kind = bias_kind;
+	tk.rows = rows, tk.cols = cols, tk.cols_padded = cols_padded, tk.scales_offset = scales_offset;
+	tk.x = XSource<Fmt, SHARED>::make(x, smem, cols);
+	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
+	row_pipeline<Fmt, NR, CPL>(tk, blockIdx.x * nw + warp, gridDim.x * nw, cols, [&] {
+		if (SHARED) stage_block<FmtInfo<Fmt>::int4>(smem, x, 1, cols);
+	});
 }
 
 // ---------------------------------------------------------------------------

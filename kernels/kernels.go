@@ -14,11 +14,15 @@
 //	rope_attention   RoPE, KV append, single-query attention
 //	router           softmax + top-k
 //	embed_argmax     embedding gather, argmax with EOS masking
-//	bench            a timer-spin kernel for honest kernel benchmarks
+//	bench            benchmark helpers (timer spin, streaming-read ceiling,
+//	                 empty kernel) and the mapped-memory probe
 //
 // common.cuh holds the device functions several modules share, above all the
-// one per-row reduction of each weight format, which is what makes the
-// scalar, grouped and fused expert executors bit-identical.
+// one per-row reduction of each weight format and the warp loop every row
+// kernel runs (row_pipeline), which is what makes the scalar, grouped and
+// fused expert executors bit-identical. emu/ runs the row kernels on the CPU
+// (a fiber per CUDA thread) to check them without a GPU; NOTES.md has the
+// performance notes.
 //
 // Each PTX file starts with a line recording the SHA-256 of its .cu and of
 // the headers it includes; TestPTXIsFresh fails when a source changed and

@@ -32,13 +32,15 @@ type Backend struct {
 	// Owner-thread state.
 	ring     *uploadRing
 	readback pinned       // pinned buffer for device-to-host reads
-	small    cu.DevicePtr // top-k ids/weights and argmax result
-	table    cu.DevicePtr // routed-group row table (see experts.go)
+	small    cu.DevicePtr // top-k ids/weights and argmax result (when results are not mapped)
+	results  mappedBuf    // the same results in mapped pinned memory (zero-copy), when it works
 	masked   cu.DevicePtr // EOS ids for Argmax
 	maskedN  int          // capacity of masked in ids
 	lastMask []int        // ids currently in masked
 	fusedAct *Tensor      // FusedExperts scratch
 	events   []cu.Event   // completed events ready for reuse
+	occ      map[occKey]int
+	tune     tuning
 
 	rows *Rows
 }
@@ -76,12 +78,45 @@ func (b *Backend) SMs() int { return b.sms }
 
 const (
 	smallBytes  = 4096
-	smallIDs    = 0    // int32[64]
-	smallW      = 256  // float32[64]
-	smallArgmax = 512  // int32
-	tableBytes  = 1024 // see experts.go
-	maxGroup    = 64
+	smallIDs    = 0   // int32[64]
+	smallW      = 256 // float32[64]
+	smallArgmax = 512 // int32
+	maxGroup    = 64  // experts in a routed group (GroupTable in kernels/experts_grouped.cu)
 )
+
+// tuning holds launch choices that change speed, never results: a row's
+// arithmetic does not depend on how rows are grouped into warp tasks, how
+// many chunks a step loads or how many blocks run (kernels/common.cuh,
+// row_pipeline), and the down kernel's combine order is fixed. Zero values
+// mean the built-in heuristics. Benchmarks set it (on the owner thread) to
+// compare variants in one run; it is read on the owner thread only.
+type tuning struct {
+	f16NR       int  // FP16 matvec rows per warp task: 1, 2 or 4
+	w4NR        int  // int4 matvec rows per warp task: 1, 2, 4 or 8
+	gateUpNRP   int  // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
+	downVariant int  // grouped down: 1 + index into downVariants
+	downTile    int  // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
+	noMapped    bool // TopK/Argmax read results back with a copy even when mapped memory works
+}
+
+// mappedBuf is pinned host memory kernels write directly.
+type mappedBuf struct {
+	p   unsafe.Pointer
+	dev cu.DevicePtr
+	n   int
+	ok  bool // allocated and passed the probe at Open
+}
+
+func (m mappedBuf) bytes() []byte { return unsafe.Slice((*byte)(m.p), m.n) }
+
+// ResultPath says how TopK and Argmax get their results to the host:
+// "mapped" (the kernel writes pinned host memory directly) or "copy".
+func (b *Backend) ResultPath() string {
+	if b.results.ok {
+		return "mapped"
+	}
+	return "copy"
+}
 
 func (b *Backend) setup() error {
 	if err := checkHandleLayout(); err != nil {
@@ -95,6 +130,9 @@ func (b *Backend) setup() error {
 	if b.name, err = dev.Name(); err != nil {
 		return fmt.Errorf("device name: %w", err)
 	}
+	// Spin-wait synchronisation and mapped pinned memory; an already active
+	// primary context keeps its flags, which only costs latency.
+	_ = setPrimaryFlags(dev)
 	if b.ctx, err = dev.RetainPrimaryCtx(); err != nil {
 		return fmt.Errorf("retain primary context: %w", err)
 	}
@@ -126,10 +164,32 @@ func (b *Backend) setup() error {
 	if b.small, err = cu.MemAlloc(smallBytes); err != nil {
 		return fmt.Errorf("result buffer: %w", err)
 	}
-	if b.table, err = cu.MemAlloc(tableBytes); err != nil {
-		return fmt.Errorf("row table: %w", err)
-	}
+	b.occ = map[occKey]int{}
+	b.setupMappedResults()
 	return nil
+}
+
+// setupMappedResults allocates the mapped result buffer and checks, with a
+// one-thread kernel store and a stream sync, that the host sees what a
+// kernel writes there. Any failure leaves results.ok false: TopK and Argmax
+// then copy their results back as before.
+func (b *Backend) setupMappedResults() {
+	p, d, err := hostAllocMapped(smallBytes)
+	if err != nil {
+		return
+	}
+	m := mappedBuf{p: p, dev: d, n: smallBytes}
+	const probe = 0x5A17C0DE
+	clear(m.bytes())
+	ok := b.launch(b.k.probeStore, 1, 1, 0, argPtr(d), argInt(probe)) == nil &&
+		b.compute.Synchronize() == nil &&
+		atomic.LoadInt32((*int32)(p)) == probe
+	if !ok {
+		_ = hostFree(p)
+		return
+	}
+	m.ok = true
+	b.results = m
 }
 
 func (b *Backend) teardown() error {
@@ -138,7 +198,11 @@ func (b *Backend) teardown() error {
 		errs = append(errs, b.ring.free())
 	}
 	errs = append(errs, b.readback.free())
-	for _, p := range []cu.DevicePtr{b.small, b.table, b.masked} {
+	if b.results.ok {
+		errs = append(errs, hostFree(b.results.p))
+		b.results = mappedBuf{}
+	}
+	for _, p := range []cu.DevicePtr{b.small, b.masked} {
 		if p != 0 {
 			errs = append(errs, cu.MemFree(p))
 		}

@@ -177,12 +177,36 @@ func replicas(b *testing.B, be *Backend, size, count int) []*Tensor {
 
 func rotation(size int) int { return max(2, rotationBytes/size) }
 
+// withTuning sets the backend's launch tuning for one benchmark (results do
+// not depend on it, only speed) and restores the defaults afterwards.
+func withTuning(b *testing.B, be *Backend, t tuning) {
+	set := func(t tuning) {
+		if err := be.o.do(func() error { be.tune = t; return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	set(t)
+	b.Cleanup(func() { set(tuning{}) })
+}
+
 // BenchmarkMatVecF16: FP16 weights, FP32 x: attention-sized, OLMoE's
-// lm_head and Qwen's lm_head. Target: >= 75% of the HBM ceiling.
+// lm_head and Qwen's lm_head. Target: >= 75% of the HBM ceiling. The
+// 2048x2048 case also runs with each rows-per-task variant (-r1, -r2, -r4;
+// the plain name is the default heuristic).
 func BenchmarkMatVecF16(b *testing.B) {
 	be := testBE
-	for _, s := range []struct{ rows, cols int }{{2048, 2048}, {50304, 2048}, {151936, 2048}} {
-		b.Run(fmt.Sprintf("%dx%d", s.rows, s.cols), func(b *testing.B) {
+	type variant struct {
+		rows, cols int
+		nr         int
+	}
+	cases := []variant{{2048, 2048, 0}, {50304, 2048, 0}, {151936, 2048, 0}, {2048, 2048, 1}, {2048, 2048, 2}, {2048, 2048, 4}}
+	for _, s := range cases {
+		name := fmt.Sprintf("%dx%d", s.rows, s.cols)
+		if s.nr != 0 {
+			name += fmt.Sprintf("-r%d", s.nr)
+		}
+		b.Run(name, func(b *testing.B) {
+			withTuning(b, be, tuning{f16NR: s.nr})
 			ws := replicas(b, be, s.rows*s.cols*2, rotation(s.rows*s.cols*2))
 			x := mustF32(b, be, randF32(rand.New(rand.NewPCG(1, 1)), s.cols, 1)).(*Tensor)
 			y, _ := be.Alloc(s.rows)
@@ -199,18 +223,24 @@ func BenchmarkMatVecF16(b *testing.B) {
 
 // BenchmarkMatVecW4A16: one qpack-int4-b256-v1 matrix (the expert shapes of
 // OLMoE and Qwen, and a tall 16384-row matrix that shows the streaming rate
-// without launch ramp/tail). Target: >= 60%.
+// without launch ramp/tail; the tall one also with each rows-per-task
+// variant). Target: >= 60%. A single 1 MB expert matrix cannot get near it:
+// at 4.26 TB/s its bytes take 0.25 µs, less than a kernel launch.
 func BenchmarkMatVecW4A16(b *testing.B) {
 	be := testBE
 	for _, s := range []struct {
 		name       string
 		rows, cols int
+		nr         int
 	}{
-		{"olmoe-gate-1024x2048", 1024, 2048}, {"olmoe-down-2048x1024", 2048, 1024},
-		{"qwen-gate-1408x2048", 1408, 2048}, {"qwen-down-2048x1408", 2048, 1408},
-		{"tall-16384x2048", 16384, 2048},
+		{"olmoe-gate-1024x2048", 1024, 2048, 0}, {"olmoe-down-2048x1024", 2048, 1024, 0},
+		{"qwen-gate-1408x2048", 1408, 2048, 0}, {"qwen-down-2048x1408", 2048, 1408, 0},
+		{"tall-16384x2048", 16384, 2048, 0},
+		{"tall-16384x2048-r1", 16384, 2048, 1}, {"tall-16384x2048-r2", 16384, 2048, 2},
+		{"tall-16384x2048-r4", 16384, 2048, 4}, {"tall-16384x2048-r8", 16384, 2048, 8},
 	} {
 		b.Run(s.name, func(b *testing.B) {
+			withTuning(b, be, tuning{w4NR: s.nr})
 			l, _ := qpack.NewRecordLayout(qpack.SchemeInt4, s.cols, s.rows)
 			m := l.Gate
 			ms := replicas(b, be, m.Bytes, rotation(m.Bytes))
@@ -230,7 +260,10 @@ func BenchmarkMatVecW4A16(b *testing.B) {
 // kernels (gate/up+SiLU, down+combine, both = fused-topk-v1's step) and,
 // for comparison, scalar-v1 (5 launches per expert). Expert rows rotate
 // through ~1.5 GB of records, so every group reads cold rows like decode
-// does. Target for the grouped kernels: >= 60%.
+// does. Target for the grouped kernels: >= 60%. Variants: gate/up with 4+4
+// rows per task (-p4), down with each kernel variant (r4, r8, r4c1: rows per
+// task and chunks per step) and 8, 16 or 32 output rows per block
+// (-r8-t16 ...); the plain names are the defaults.
 func BenchmarkExperts(b *testing.B) {
 	be := testBE
 	for _, c := range []struct {
@@ -260,16 +293,30 @@ func BenchmarkExperts(b *testing.B) {
 		}
 		gu := int64(c.topK * (l.Gate.Bytes + l.Up.Bytes))
 		dn := int64(c.topK * l.Down.Bytes)
-		b.Run(c.name+"/gateup", func(b *testing.B) {
-			pool, x, act, _ := setup(b)
-			newGPUTimer(b, be).measure(b, 32, gu, func(i int) error { return be.ExpertGateUp(act, groupRows(pool, i), l, x) })
-		})
-		b.Run(c.name+"/down", func(b *testing.B) {
-			pool, _, act, out := setup(b)
-			newGPUTimer(b, be).measure(b, 32, dn, func(i int) error {
-				return be.ExpertDownCombine(out, groupRows(pool, i), l, act, weights)
+		gateup := func(name string, t tuning) {
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				withTuning(b, be, t)
+				pool, x, act, _ := setup(b)
+				newGPUTimer(b, be).measure(b, 32, gu, func(i int) error { return be.ExpertGateUp(act, groupRows(pool, i), l, x) })
 			})
-		})
+		}
+		down := func(name string, t tuning) {
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				withTuning(b, be, t)
+				pool, _, act, out := setup(b)
+				newGPUTimer(b, be).measure(b, 32, dn, func(i int) error {
+					return be.ExpertDownCombine(out, groupRows(pool, i), l, act, weights)
+				})
+			})
+		}
+		gateup("gateup", tuning{})
+		gateup("gateup-p4", tuning{gateUpNRP: 4})
+		down("down", tuning{})
+		for i, dv := range downVariants {
+			for _, tile := range []int{8, 16, 32} {
+				down(fmt.Sprintf("down-%s-t%d", dv.suffix, tile), tuning{downVariant: i + 1, downTile: tile})
+			}
+		}
 		b.Run(c.name+"/fused", func(b *testing.B) {
 			pool, x, _, out := setup(b)
 			newGPUTimer(b, be).measure(b, 32, gu+dn, func(i int) error {
@@ -287,6 +334,53 @@ func BenchmarkExperts(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkStream is the ceiling reference for the row kernels, measured in
+// the same run: stream_read reads the same number of bytes (rotating through
+// 1.5 GB like the others) with the same 16-byte load and nothing else, one
+// launch per op; empty-kernel is the launch floor of a full grid with no
+// memory traffic. A row kernel's time over stream_read's for its size is
+// what its own structure costs; stream_read's over bytes/4.26 TB/s is what
+// one launch of that size costs anyway (ramp-up, tail, launch gap).
+func BenchmarkStream(b *testing.B) {
+	be := testBE
+	var sink *Tensor
+	if t, err := be.Alloc(32); err != nil {
+		b.Fatal(err)
+	} else {
+		sink = t.(*Tensor)
+	}
+	b.Cleanup(func() { _ = be.Free(sink) })
+	var grid int
+	if err := be.o.do(func() error { grid = be.residentBlocks(be.k.streamRead, 0); return nil }); err != nil {
+		b.Fatal(err)
+	}
+	for _, s := range []struct {
+		name  string
+		bytes int
+	}{
+		{"1MB-expert-matrix", 1 << 20}, {"8MB-f16-2048x2048", 2048 * 2048 * 2}, {"8.5MB-olmoe-down-A8", 8 * 1064960},
+		{"17MB-olmoe-gateup-A8", 16 * 1064960}, {"25.5MB-olmoe-fused-A8", 24 * 1064960}, {"206MB-f16-50304x2048", 50304 * 2048 * 2},
+	} {
+		b.Run("read-"+s.name, func(b *testing.B) {
+			size := s.bytes / 16 * 16
+			bufs := replicas(b, be, size, rotation(size))
+			g := newGPUTimer(b, be)
+			g.measure(b, 64, int64(size), func(i int) error {
+				p := bufs[i%len(bufs)].ptr
+				return be.o.async(func() error {
+					return be.launch(be.k.streamRead, grid, block, 0, argPtr(p), uint64(size/16), argPtr(sink.ptr))
+				})
+			})
+		})
+	}
+	b.Run("empty-kernel", func(b *testing.B) {
+		g := newGPUTimer(b, be)
+		g.measure(b, 64, 0, func(int) error {
+			return be.o.async(func() error { return be.launch(be.k.empty, 2*be.sms, block, 0) })
+		})
+	})
 }
 
 // BenchmarkIssue measures the host side: wall time per asynchronous op
@@ -316,6 +410,74 @@ func BenchmarkRoundTrip(b *testing.B) {
 	for range b.N {
 		if _, _, err := be.TopK(l, 8, false); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRoundTripParts takes the round trip apart, each part with the
+// owner hand-offs spinning (the default) and parking (-park, the old
+// behaviour), and TopK with its result read back by a copy (-copy, the old
+// path) or from mapped memory:
+//
+//	hop          an empty do: the caller -> owner -> caller hand-off alone
+//	launch-sync  one do that launches an empty kernel and syncs the stream
+//	topk         BenchmarkRoundTrip
+//	argmax       Argmax over 50304 logits with one masked id
+//	read-8KB     ReadF32 of 2048 values
+func BenchmarkRoundTripParts(b *testing.B) {
+	be := testBE
+	logits := mustF32(b, be, randF32(rand.New(rand.NewPCG(4, 4)), 64, 1))
+	vocab := mustF32(b, be, randF32(rand.New(rand.NewPCG(5, 5)), 50304, 1))
+	vec := mustF32(b, be, randF32(rand.New(rand.NewPCG(6, 6)), 2048, 1))
+	host := make([]float32, 2048)
+	parts := []struct {
+		name string
+		fn   func() error
+	}{
+		{"hop", func() error { return be.o.do(func() error { return nil }) }},
+		{"launch-sync", func() error {
+			return be.o.do(func() error {
+				if err := be.launch(be.k.empty, 1, 32, 0); err != nil {
+					return err
+				}
+				return be.compute.Synchronize()
+			})
+		}},
+		{"topk", func() error { _, _, err := be.TopK(logits, 8, false); return err }},
+		{"argmax", func() error { _, err := be.Argmax(vocab, []int{7}); return err }},
+		{"read-8KB", func() error { return be.ReadF32(vec, host) }},
+	}
+	for _, park := range []bool{false, true} {
+		for _, copyBack := range []bool{false, true} {
+			for _, p := range parts {
+				if copyBack && p.name != "topk" && p.name != "argmax" {
+					continue
+				}
+				name := p.name
+				if copyBack {
+					name += "-copy"
+				}
+				if park {
+					name += "-park"
+				}
+				b.Run(name, func(b *testing.B) {
+					withTuning(b, be, tuning{noMapped: copyBack})
+					spin := be.o.spin.Load()
+					be.o.spin.Store(spin && !park)
+					defer be.o.spin.Store(spin)
+					for range 100 {
+						if err := p.fn(); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ResetTimer()
+					for range b.N {
+						if err := p.fn(); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }

@@ -11,9 +11,14 @@
 // every driver call (owner.go). Backend methods validate their arguments on
 // the caller's goroutine, then either enqueue the work (kernel launches,
 // small uploads: they return at once, like CUDA launches) or run it and wait
-// (allocation, reads back to the host). All compute work goes to one compute
-// stream, in program order; expert-row copies for the cache go to a separate
-// copy stream, with events.
+// (allocation, reads back to the host). Hand-offs between a caller and the
+// owner spin for a short window instead of parking goroutines (parking and
+// waking the owner's locked thread cost ~36 µs per synchronising round
+// trip), and the context spin-waits on the GPU. All compute work goes to one
+// compute stream, in program order; expert-row copies for the cache go to a
+// separate copy stream, with events. Kernels are launched through our own
+// cuLaunchKernel wrapper (driver.go), which also passes the grouped kernels'
+// row table by value, so a grouped op is a single launch.
 //
 // # Numerics
 //
@@ -37,10 +42,27 @@
 //
 // A Tensor is a device allocation (rounded up to 128 bytes and zeroed) with
 // an element count and a dtype. TopK and Argmax return host values and
-// therefore wait for the compute stream; ReadF32 does too.
+// therefore wait for the compute stream (their kernels write the results
+// straight into mapped pinned memory when Open's probe says that works, so
+// no copy follows the kernel); ReadF32 does too.
+//
+// # Row kernels
+//
+// Every matvec-like kernel (FP16 and int4 matvec, grouped gate/up and down)
+// runs one warp loop, row_pipeline in kernels/common.cuh: warp tasks of NR
+// rows, 16-byte weight loads that skip L1, the next step's loads issued
+// before the current step's arithmetic, and the first loads issued before
+// the block stages its activations. Launch choices (NR, chunks per step,
+// grid, the down kernel's tile) change speed only, never bits; the tuning
+// struct in backend.go lets benchmarks compare them in one run, and
+// kernels/emu checks the invariance on the CPU.
 //
 // Known weak spots: every op is one kernel launch issued from Go (~3-4 µs of
 // CPU each), so small models are launch-bound; CUDA graph capture (driver.go
-// has the calls) is the next step. FusedExperts is two launches sharing one
-// row table, not one kernel.
+// has the calls) is the next step, and with it programmatic dependent launch
+// (each kernel's weight loads overlapping the previous kernel's tail). A
+// kernel of a few MB cannot reach the HBM rate on its own: launch gap,
+// first-load latency and tail are fixed costs of a few microseconds
+// (BenchmarkStream measures them in the same run as the row kernels).
+// FusedExperts is two launches, not one kernel.
 package cuda

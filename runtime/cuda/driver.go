@@ -23,6 +23,26 @@ static const char* horizon_err_string(CUresult r) {
 	if (cuGetErrorString(r, &s) != CUDA_SUCCESS || s == NULL) return "unknown error";
 	return s;
 }
+
+// horizon_launch launches f with nargs 8-byte arguments (each kernel
+// parameter reads as many bytes as it has: 4 for int and float, 8 for
+// pointers) and, when blob is not NULL, one more parameter read from blob
+// (a struct passed by value, e.g. the grouped kernels' row table). The
+// driver copies every parameter before cuLaunchKernel returns, so the
+// arguments may live on the caller's stack.
+#define HORIZON_MAX_ARGS 24
+static CUresult horizon_launch(CUfunction f, unsigned grid, unsigned block, unsigned smem, CUstream s,
+                               const unsigned long long* args, int nargs, const void* blob) {
+	void* params[HORIZON_MAX_ARGS + 1];
+	unsigned long long a[HORIZON_MAX_ARGS];
+	if (nargs < 0 || nargs > HORIZON_MAX_ARGS) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < nargs; i++) {
+		a[i] = args[i];
+		params[i] = &a[i];
+	}
+	params[nargs] = (void*)blob;
+	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, s, params, NULL);
+}
 */
 import "C"
 
@@ -162,3 +182,62 @@ func (g *graph) destroy() error {
 // attrSmemOptin is CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
 // which gorgonia.org/cu v0.9.6 does not name.
 const attrSmemOptin = C.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
+
+// maxLaunchArgs is HORIZON_MAX_ARGS.
+const maxLaunchArgs = 24
+
+// launchKernel launches fn on s with the 8-byte arguments args and, when
+// blob is not nil, one more by-value parameter of the kernel's size read
+// from blob. It replaces cu.Function.Launch, which allocates C memory on
+// every call and cannot pass structs.
+func launchKernel(fn cu.Function, grid, block, smem int, s cu.Stream, args []uint64, blob unsafe.Pointer) error {
+	if len(args) > maxLaunchArgs {
+		return fmt.Errorf("cuLaunchKernel: %d arguments, at most %d", len(args), maxLaunchArgs)
+	}
+	var ap *C.ulonglong
+	if len(args) > 0 {
+		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	return check("cuLaunchKernel", C.horizon_launch(rawFunction(fn), C.uint(grid), C.uint(block), C.uint(smem),
+		rawStream(s), ap, C.int(len(args)), blob))
+}
+
+// blocksPerSM is how many blocks of fn (block threads, smem bytes of dynamic
+// shared memory) one multiprocessor holds at once.
+func blocksPerSM(fn cu.Function, block, smem int) (int, error) {
+	var n C.int
+	err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor",
+		C.cuOccupancyMaxActiveBlocksPerMultiprocessor(&n, rawFunction(fn), C.int(block), C.size_t(smem)))
+	return int(n), err
+}
+
+// setPrimaryFlags asks for spin-waiting synchronisation (the owner thread
+// is ours to burn while it waits: this is the lowest-latency wait) and for
+// mapped pinned memory, before the primary context is first retained. A
+// context that is already active keeps its flags (the error is returned and
+// may be ignored).
+func setPrimaryFlags(dev cu.Device) error {
+	err := check("cuDevicePrimaryCtxSetFlags",
+		C.cuDevicePrimaryCtxSetFlags(C.CUdevice(dev), C.CU_CTX_SCHED_SPIN|C.CU_CTX_MAP_HOST))
+	if err != nil {
+		// CU_CTX_MAP_HOST is implied on every 64-bit UVA system; a driver
+		// that rejects it still takes the spin policy alone.
+		err = check("cuDevicePrimaryCtxSetFlags", C.cuDevicePrimaryCtxSetFlags(C.CUdevice(dev), C.CU_CTX_SCHED_SPIN))
+	}
+	return err
+}
+
+// hostAllocMapped allocates n bytes of pinned host memory that kernels can
+// write directly (zero-copy) and returns its host and device addresses.
+func hostAllocMapped(n int) (unsafe.Pointer, cu.DevicePtr, error) {
+	var p unsafe.Pointer
+	if err := check("cuMemHostAlloc(DEVICEMAP)", C.cuMemHostAlloc(&p, C.size_t(n), C.CU_MEMHOSTALLOC_PORTABLE|C.CU_MEMHOSTALLOC_DEVICEMAP)); err != nil {
+		return nil, 0, err
+	}
+	var d C.CUdeviceptr
+	if err := check("cuMemHostGetDevicePointer", C.cuMemHostGetDevicePointer(&d, p, 0)); err != nil {
+		C.cuMemFreeHost(p)
+		return nil, 0, err
+	}
+	return p, cu.DevicePtr(d), nil
+}

@@ -13,15 +13,20 @@ import (
 )
 
 // The routed-group row table: the grouped kernels find expert k's record at
-// the device address recs[k] and its routing weight at wts[k]. The table
-// lives in one small device buffer that every grouped op rewrites (through
-// the pinned upload ring, on the compute stream) before its launch; stream
-// order makes a later rewrite wait for the kernels that read the previous
-// contents.
+// the device address recs[k] and its routing weight at wts[k]. The table is
+// passed by value as the kernels' last parameter (struct GroupTable in
+// kernels/experts_grouped.cu, read from the constant bank), so a grouped op
+// is one launch with nothing else on the stream (no table upload):
 //
-//	b.table + 0            uint64 recs[maxGroup]
-//	b.table + tableWeights float32 wts[maxGroup]
-const tableWeights = 8 * maxGroup
+//	+0            uint64  recs[maxGroup]
+//	+tableWeights float32 wts[maxGroup]
+const (
+	tableWeights = 8 * maxGroup
+	tableBytes   = tableWeights + 4*maxGroup
+)
+
+// groupTable is an encoded row table, ready to be a kernel parameter.
+type groupTable [tableBytes]byte
 
 // ExpertMatVec implements backend.Backend.
 func (b *Backend) ExpertMatVec(dst, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor) error {
@@ -102,20 +107,16 @@ func (b *Backend) group(op string, rows []backend.Tensor, l qpack.RecordLayout) 
 	return ptrs, nil
 }
 
-// tableBytes encodes a row table (and weights, when given) for upload.
-func encodeTable(ptrs []uint64, weights []float32) []byte {
-	n := 8 * len(ptrs)
-	if weights != nil {
-		n = tableWeights + 4*len(weights)
-	}
-	buf := make([]byte, n)
+// encodeTable encodes a row table and its weights (nil for gate/up).
+func encodeTable(ptrs []uint64, weights []float32) *groupTable {
+	t := new(groupTable)
 	for k, p := range ptrs {
-		*(*uint64)(unsafe.Pointer(&buf[8*k])) = p
+		*(*uint64)(unsafe.Pointer(&t[8*k])) = p
 	}
 	for k, w := range weights {
-		*(*float32)(unsafe.Pointer(&buf[tableWeights+4*k])) = w
+		*(*float32)(unsafe.Pointer(&t[tableWeights+4*k])) = w
 	}
-	return buf
+	return t
 }
 
 // stagedBytes is the shared memory one staged activation vector of n values
@@ -134,34 +135,84 @@ func schemeIndex(s qpack.Scheme) int {
 	return 0
 }
 
-// gateUpLaunch enqueues experts_gateup; owner thread only.
-func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout) error {
+// gateUpLaunch enqueues experts_gateup; owner thread only. Blocks stride
+// over the A*ceil(F/NRP) warp tasks; the grid is what the GPU holds at once.
+func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout, tbl *groupTable) error {
 	F, D := l.Gate.Rows, l.Gate.Cols
 	smem, v := stagedBytes(l.Scheme, D), 0
 	if smem > b.smemMax {
 		smem, v = 0, 1
 	}
-	tasks := a * ((F + 1) / 2)
-	grid := max(1, min((tasks+7)/8, 2*b.sms))
-	return b.launch(b.k.gateup[schemeIndex(l.Scheme)][v], grid, block, smem,
-		argPtr(act), argPtr(b.table), argPtr(x), argInt(a), argInt(F), argInt(D),
+	pi := 0
+	if b.tune.gateUpNRP == gateUpNRP[1] {
+		pi = 1
+	}
+	nrp := gateUpNRP[pi]
+	fn := b.k.gateup[schemeIndex(l.Scheme)][pi][v]
+	grid := b.rowGrid(fn, smem, a*((F+nrp-1)/nrp))
+	return b.launchBlob(fn, grid, block, smem, unsafe.Pointer(tbl),
+		argPtr(act), argPtr(x), argInt(a), argInt(F), argInt(D),
 		argInt(l.Gate.Offset), argInt(l.Up.Offset), argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset))
 }
 
-// downLaunch enqueues experts_down; owner thread only. One block per SM at
-// most: each block stages all A activation vectors, and 8 warps x 16 rows
-// (2 outputs x 8 experts) in flight per SM already cover the memory latency.
-func (b *Backend) downLaunch(out, act cu.DevicePtr, a int, l qpack.RecordLayout) error {
+// downShape picks the down kernel's variant (index into downVariants) and
+// its tile of output rows: a block computes all A experts for R rows, so the
+// grid is ceil(D/R) blocks. R is the smallest multiple of NR that makes the
+// grid one wave of resident blocks and gives the block's 8 warps at least
+// one (expert, NR rows) item each. Rows whose dot fits one 32-chunk segment
+// (int4: F <= 1024) take _r8 (8 rows x one 16-byte chunk per lane, 4 KB per
+// warp-step; each warp's items are all in flight from the start), wider
+// ones _r4 (4 rows x 2 chunks).
+func (b *Backend) downShape(a int, l qpack.RecordLayout) (vi, R, smem, v int) {
 	D, F := l.Down.Rows, l.Down.Cols
-	smem, v := a*stagedBytes(l.Scheme, F), 0
-	if smem > b.smemMax {
-		smem, v = 0, 1
+	nch := (F + 31) / 32
+	if l.Scheme == qpack.SchemeFP16 {
+		nch = F / 8
 	}
-	tasks := (D + 1) / 2 // a warp computes two output rows
-	grid := max(1, min((tasks+7)/8, b.sms))
-	return b.launch(b.k.down[schemeIndex(l.Scheme)][v], grid, block, smem,
-		argPtr(out), argPtr(b.table), argPtr(b.table+tableWeights), argPtr(act), argInt(a), argInt(D), argInt(F),
-		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset))
+	vi = 1
+	if nch > 32 {
+		vi = 0
+	}
+	if t := b.tune.downVariant; t > 0 && t <= len(downVariants) {
+		vi = t - 1
+	}
+	nr := downVariants[vi].nr
+	stage, v := a*stagedBytes(l.Scheme, F), 0
+	if !b.downStaged(a, l) {
+		stage, v = 0, 1
+	}
+	groups := (D + nr - 1) / nr
+	if b.tune.downTile > 0 {
+		R = (b.tune.downTile + nr - 1) / nr * nr
+	} else {
+		fn := b.k.down[schemeIndex(l.Scheme)][vi][v]
+		resident := b.residentBlocks(fn, stage+a*4*2*nr)
+		per := max((groups+resident-1)/resident, (8+a-1)/a)
+		R = per * nr
+	}
+	R = min(R, groups*nr, downMaxTile/nr*nr)
+	return vi, R, stage + a*4*R, v
+}
+
+// downMaxTile bounds the down kernel's tile (rows per block), and with it
+// the p[A][R] partial results it keeps in shared memory.
+const downMaxTile = 64
+
+// downStaged reports whether the down kernel stages all a activation
+// vectors in shared memory (variant _s), with room for p[a][downMaxTile];
+// otherwise it reads them from global memory (_g).
+func (b *Backend) downStaged(a int, l qpack.RecordLayout) bool {
+	return a*stagedBytes(l.Scheme, l.Down.Cols)+a*4*downMaxTile <= b.smemMax
+}
+
+// downLaunch enqueues experts_down; owner thread only.
+func (b *Backend) downLaunch(out, act cu.DevicePtr, a int, l qpack.RecordLayout, tbl *groupTable) error {
+	D, F := l.Down.Rows, l.Down.Cols
+	vi, R, smem, v := b.downShape(a, l)
+	fn := b.k.down[schemeIndex(l.Scheme)][vi][v]
+	return b.launchBlob(fn, (D+R-1)/R, block, smem, unsafe.Pointer(tbl),
+		argPtr(out), argPtr(act), argInt(a), argInt(D), argInt(F),
+		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset), argInt(R))
 }
 
 // checkGlobalFallback rejects shapes whose activations fit neither shared
@@ -174,7 +225,7 @@ func (b *Backend) checkGlobalFallback(op string, l qpack.RecordLayout, a int) er
 	if xs4Bytes(l.Gate.Cols) > b.smemMax && l.Gate.Cols%32 != 0 {
 		return fmt.Errorf("cuda: %s: hidden size %d too wide for shared memory and not a multiple of 32", op, l.Gate.Cols)
 	}
-	if a*xs4Bytes(l.Down.Cols) > b.smemMax && l.Down.Cols%32 != 0 {
+	if !b.downStaged(a, l) && l.Down.Cols%32 != 0 {
 		return fmt.Errorf("cuda: %s: %d experts of FFN width %d too wide for shared memory and not a multiple of 32", op, a, l.Down.Cols)
 	}
 	return nil
@@ -203,10 +254,7 @@ func (b *Backend) ExpertGateUp(act backend.Tensor, rows []backend.Tensor, l qpac
 	}
 	tbl := encodeTable(ptrs, nil)
 	return b.o.async(func() error {
-		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
-			return fmt.Errorf("cuda: ExpertGateUp: row table: %w", err)
-		}
-		if err := b.gateUpLaunch(at.ptr, xt.ptr, len(ptrs), l); err != nil {
+		if err := b.gateUpLaunch(at.ptr, xt.ptr, len(ptrs), l, tbl); err != nil {
 			return fmt.Errorf("cuda: ExpertGateUp: launch: %w", err)
 		}
 		return nil
@@ -237,18 +285,15 @@ func (b *Backend) ExpertDownCombine(out backend.Tensor, rows []backend.Tensor, l
 	}
 	tbl := encodeTable(ptrs, weights)
 	return b.o.async(func() error {
-		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
-			return fmt.Errorf("cuda: ExpertDownCombine: row table: %w", err)
-		}
-		if err := b.downLaunch(ot.ptr, at.ptr, len(ptrs), l); err != nil {
+		if err := b.downLaunch(ot.ptr, at.ptr, len(ptrs), l, tbl); err != nil {
 			return fmt.Errorf("cuda: ExpertDownCombine: launch: %w", err)
 		}
 		return nil
 	})
 }
 
-// FusedExperts implements backend.Backend: one table upload, then the
-// gate/up and down kernels back to back through a backend-owned activation
+// FusedExperts implements backend.Backend: the gate/up and down kernels back
+// to back, sharing one encoded row table, through a backend-owned activation
 // scratch (the same kernels as grouped-v1, hence the same bits).
 func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpack.RecordLayout, x backend.Tensor, weights []float32) error {
 	ot, err := b.tensorOf("FusedExperts", "out", out, backend.F32)
@@ -289,13 +334,10 @@ func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpac
 			}
 			b.fusedAct = t
 		}
-		if err := b.ring.upload(b.compute, b.table, tbl); err != nil {
-			return fmt.Errorf("cuda: FusedExperts: row table: %w", err)
-		}
-		if err := b.gateUpLaunch(b.fusedAct.ptr, xt.ptr, len(ptrs), l); err != nil {
+		if err := b.gateUpLaunch(b.fusedAct.ptr, xt.ptr, len(ptrs), l, tbl); err != nil {
 			return fmt.Errorf("cuda: FusedExperts: gate/up launch: %w", err)
 		}
-		if err := b.downLaunch(ot.ptr, b.fusedAct.ptr, len(ptrs), l); err != nil {
+		if err := b.downLaunch(ot.ptr, b.fusedAct.ptr, len(ptrs), l, tbl); err != nil {
 			return fmt.Errorf("cuda: FusedExperts: down launch: %w", err)
 		}
 		return nil

@@ -12,17 +12,33 @@ import (
 	"github.com/horizon-runmap/horizon/kernels"
 )
 
-// nrChoices are the rows-per-warp variants compiled for each matvec; index
-// i of a [3] array holds NR = nrChoices[i].
-var nrChoices = [3]int{1, 2, 4}
+// Rows-per-warp variants compiled for each matvec (index i of the arrays in
+// kernelSet holds NR = the i-th choice): FP16 1, 2, 4 (8 chunks per lane
+// per step between them), int4 1, 2, 4, 8.
+var (
+	f16NR = [3]int{1, 2, 4}
+	w4NR  = [4]int{1, 2, 4, 8}
+)
+
+// Grouped-kernel variants: gate/up tasks of NRP gate + NRP up rows
+// (gateUpNRP); down tasks of NR rows of one expert, CPL 16-byte chunks per
+// lane per step (downVariants; kernel suffix _r4, _r8, _r4c1).
+var gateUpNRP = [2]int{2, 4}
+
+type downVariant struct {
+	nr, cpl int
+	suffix  string
+}
+
+var downVariants = [3]downVariant{{4, 2, "r4"}, {8, 1, "r8"}, {4, 1, "r4c1"}}
 
 // kernelSet holds every kernel the backend launches, looked up by name once
 // at Open.
 type kernelSet struct {
-	matvecF16 [3][2]cu.Function // [NR index][0 shared x, 1 global x]
-	matvecW4  [3][2]cu.Function
-	gateup    [2][2]cu.Function // [0 int4, 1 fp16][0 shared, 1 global]
-	down      [2][2]cu.Function
+	matvecF16 [3][2]cu.Function    // [NR index][0 shared x, 1 global x]
+	matvecW4  [4][2]cu.Function    // [NR index][0 shared, 1 global]
+	gateup    [2][2][2]cu.Function // [0 int4, 1 fp16][NRP index][0 shared, 1 global]
+	down      [2][3][2]cu.Function // [0 int4, 1 fp16][downVariants index][0 shared, 1 global]
 	rmsnorm   cu.Function
 	siluMul   cu.Function
 	add       cu.Function
@@ -34,7 +50,12 @@ type kernelSet struct {
 	topk      cu.Function
 	embed     cu.Function
 	argmax    cu.Function
-	spin      cu.Function
+	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
+	// self-check at Open.
+	spin       cu.Function
+	streamRead cu.Function
+	empty      cu.Function
+	probeStore cu.Function
 }
 
 func (b *Backend) loadKernels() error {
@@ -67,33 +88,47 @@ func (b *Backend) loadKernels() error {
 	}
 	k := &b.k
 	sg := [2]string{"s", "g"}
-	for i, nr := range nrChoices {
-		for j, v := range sg {
+	for j, v := range sg {
+		for i, nr := range f16NR {
 			k.matvecF16[i][j] = get(fmt.Sprintf("matvec_f16_r%d_%s", nr, v))
+		}
+		for i, nr := range w4NR {
 			k.matvecW4[i][j] = get(fmt.Sprintf("matvec_w4a16_r%d_%s", nr, v))
 		}
-	}
-	for i, s := range [2]string{"int4", "f16"} {
-		for j, v := range sg {
-			k.gateup[i][j] = get(fmt.Sprintf("experts_gateup_%s_%s", s, v))
-			k.down[i][j] = get(fmt.Sprintf("experts_down_%s_%s", s, v))
+		for si, s := range [2]string{"int4", "f16"} {
+			for i, nrp := range gateUpNRP {
+				k.gateup[si][i][j] = get(fmt.Sprintf("experts_gateup_%s_p%d_%s", s, nrp, v))
+			}
+			for i, dv := range downVariants {
+				k.down[si][i][j] = get(fmt.Sprintf("experts_down_%s_%s_%s", s, dv.suffix, v))
+			}
 		}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
 	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
-	k.topk, k.embed, k.argmax, k.spin = get("router_topk"), get("embed_gather"), get("argmax_masked"), get("spin_ns")
+	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
+	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernels %v: not in the embedded PTX", missing)
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
 	big := []cu.Function{k.attention, k.topk}
-	for i := range nrChoices {
-		big = append(big, k.matvecF16[i][0], k.matvecW4[i][0])
+	for i := range f16NR {
+		big = append(big, k.matvecF16[i][0])
 	}
-	for i := range 2 {
-		big = append(big, k.gateup[i][0], k.down[i][0])
+	for i := range w4NR {
+		big = append(big, k.matvecW4[i][0])
+	}
+	for si := range 2 {
+		for i := range gateUpNRP {
+			big = append(big, k.gateup[si][i][0])
+		}
+		for i := range downVariants {
+			// the down kernels' _g variants still keep p[A][R] in shared memory
+			big = append(big, k.down[si][i][0], k.down[si][i][1])
+		}
 	}
 	for _, f := range big {
 		if err := setMaxDynamicShared(f, b.smemMax); err != nil {
@@ -108,23 +143,27 @@ func (b *Backend) loadKernels() error {
 var moduleFuncs = map[string][]string{
 	"matvec_f16": {"matvec_f16_r1_s", "matvec_f16_r2_s", "matvec_f16_r4_s",
 		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g"},
-	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s",
-		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g"},
-	"experts_grouped": {"experts_gateup_int4_s", "experts_gateup_int4_g", "experts_gateup_f16_s",
-		"experts_gateup_f16_g", "experts_down_int4_s", "experts_down_int4_g", "experts_down_f16_s",
-		"experts_down_f16_g"},
+	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
+		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
+	"experts_grouped": {
+		"experts_gateup_int4_p2_s", "experts_gateup_int4_p2_g", "experts_gateup_int4_p4_s", "experts_gateup_int4_p4_g",
+		"experts_gateup_f16_p2_s", "experts_gateup_f16_p2_g", "experts_gateup_f16_p4_s", "experts_gateup_f16_p4_g",
+		"experts_down_int4_r4_s", "experts_down_int4_r4_g", "experts_down_int4_r8_s", "experts_down_int4_r8_g",
+		"experts_down_int4_r4c1_s", "experts_down_int4_r4c1_g",
+		"experts_down_f16_r4_s", "experts_down_f16_r4_g", "experts_down_f16_r8_s", "experts_down_f16_r8_g",
+		"experts_down_f16_r4c1_s", "experts_down_f16_r4c1_g"},
 	"norm":           {"rmsnorm"},
 	"elementwise":    {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
 	"rope_attention": {"rope_f32", "kv_append_f32", "attention_f32"},
 	"router":         {"router_topk"},
 	"embed_argmax":   {"embed_gather", "argmax_masked"},
-	"bench":          {"spin_ns"},
+	"bench":          {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 }
 
-// Kernel arguments. gorgonia's Launch copies 8 bytes from each argument
-// pointer, and the driver reads as many bytes as the parameter has (4 for
-// int and float, 8 for pointers and double), little-endian, so every
-// argument is passed as one uint64.
+// Kernel arguments. Every argument is passed as one uint64 (launchKernel
+// hands the driver a pointer to each), and the driver reads as many bytes as
+// the parameter has (4 for int and float, 8 for pointers and double),
+// little-endian.
 func argPtr(p cu.DevicePtr) uint64 { return uint64(p) }
 func argInt(v int) uint64          { return uint64(int64(v)) }
 func argF32(v float32) uint64      { return uint64(math.Float32bits(v)) }
@@ -132,11 +171,13 @@ func argF64(v float64) uint64      { return math.Float64bits(v) }
 
 // launch issues fn on the compute stream; owner thread only.
 func (b *Backend) launch(fn cu.Function, grid, block, smem int, args ...uint64) error {
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
-	}
-	return fn.Launch(grid, 1, 1, block, 1, 1, smem, b.compute, params)
+	return launchKernel(fn, grid, block, smem, b.compute, args, nil)
+}
+
+// launchBlob is launch with a last by-value struct parameter read from blob
+// (which must hold at least the parameter's size).
+func (b *Backend) launchBlob(fn cu.Function, grid, block, smem int, blob unsafe.Pointer, args ...uint64) error {
+	return launchKernel(fn, grid, block, smem, b.compute, args, blob)
 }
 
 // launchAsync validates nothing: the caller did. It enqueues the launch on
@@ -149,4 +190,28 @@ func (b *Backend) launchAsync(op string, fn cu.Function, grid, block, smem int, 
 		}
 		return nil
 	})
+}
+
+// occKey identifies a (kernel, dynamic shared memory) pair for the
+// occupancy cache.
+type occKey struct {
+	fn   cu.Function
+	smem int
+}
+
+// residentBlocks is how many blocks of fn (256 threads, smem bytes) the
+// whole GPU holds at once: the most a grid-striding kernel should launch.
+// Owner thread only (it caches in b.occ).
+func (b *Backend) residentBlocks(fn cu.Function, smem int) int {
+	key := occKey{fn, smem}
+	if n, ok := b.occ[key]; ok {
+		return n
+	}
+	per, err := blocksPerSM(fn, block, smem)
+	if err != nil || per < 1 {
+		per = 1 // the launch itself will report a real problem
+	}
+	n := per * b.sms
+	b.occ[key] = n
+	return n
 }

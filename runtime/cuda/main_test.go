@@ -24,7 +24,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "cuda tests need a GPU:", err)
 		os.Exit(1)
 	}
-	fmt.Fprintf(os.Stderr, "cuda tests on %s (%d SMs, %d bytes of opt-in shared memory per block)\n", be.DeviceName(), be.SMs(), be.smemMax)
+	fmt.Fprintf(os.Stderr, "cuda tests on %s (%d SMs, %d bytes of opt-in shared memory per block; TopK/Argmax results: %s; owner hand-offs spin: %v)\n",
+		be.DeviceName(), be.SMs(), be.smemMax, be.ResultPath(), be.o.spin.Load())
 	testBE = be
 	code := m.Run()
 	if err := be.Close(); err != nil {

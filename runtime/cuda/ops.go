@@ -23,28 +23,35 @@ func xsBytes(n int) int { return (n + 31) / 32 * 36 * 4 }
 // 32-value chunk (rounded up to 4 floats): xs4_floats(n)*4.
 func xs4Bytes(n int) int { return xsBytes(n) + ((n+31)/32+3)/4*4*4 }
 
-// rowsPerWarp picks how many rows a matvec warp computes at once (NR).
-// Why: with FP32 activations an int4 weight byte needs 8 bytes of x from
-// shared memory, so one row per warp would make shared-memory bandwidth,
-// not HBM, the limit; NR rows share each x load. But NR rows per warp leaves
-// rows/NR warps, and a small matrix needs every warp it can get to keep
-// enough loads in flight on all SMs. So: the largest NR that still gives
-// about 16 warps per SM.
-func (b *Backend) rowsPerWarp(rows int) int {
+// pickNR picks how many rows a matvec warp task holds (NR, returned as an
+// index into choices): forced when want (a tuning value) is one of them,
+// else the largest of the first `auto` choices that still gives every warp
+// of a full GPU (16 warps per SM: two 8-warp blocks) a task. Why: NR rows
+// share each activation load from shared memory (with FP32 activations an
+// int4 weight byte needs 8 bytes of x), so larger NR means fewer
+// instructions per weight, but NR rows per task leaves rows/NR tasks, and a
+// small matrix needs every warp it can get to keep enough loads in flight.
+func (b *Backend) pickNR(choices []int, auto, want, rows int) int {
+	for i, nr := range choices {
+		if nr == want {
+			return i
+		}
+	}
 	target := 16 * b.sms
-	for i := len(nrChoices) - 1; i > 0; i-- {
-		if rows/nrChoices[i] >= target {
+	for i := auto - 1; i > 0; i-- {
+		if rows/choices[i] >= target {
 			return i
 		}
 	}
 	return 0
 }
 
-// rowGrid is the number of blocks for rows rows at nr rows per warp: enough
-// for every warp, at most two blocks per SM (blocks then stride over the
-// rows, so each stages x once for several row groups).
-func (b *Backend) rowGrid(rows, nr int) int {
-	return max(1, min((rows+8*nr-1)/(8*nr), 2*b.sms))
+// rowGrid is the number of blocks of fn (smem bytes of dynamic shared
+// memory) for tasks warp tasks: enough for every task, at most what the GPU
+// holds at once (blocks then stride over the tasks, each staging x once for
+// all of them, and no block waits for a second wave). Owner thread only.
+func (b *Backend) rowGrid(fn cu.Function, smem, tasks int) int {
+	return max(1, min((tasks+7)/8, b.residentBlocks(fn, smem)))
 }
 
 // MatVec implements backend.Backend: W must be FP16 (UploadF16); bias FP16
@@ -88,20 +95,26 @@ func (b *Backend) matvecF16(op string, y, w, x, bias cu.DevicePtr, biasKind, row
 	if rows == 0 {
 		return nil
 	}
-	nri := b.rowsPerWarp(rows)
-	smem, v := xsBytes(cols), 0
-	if smem > b.smemMax {
-		smem, v = 0, 1
-	}
-	return b.launchAsync(op, b.k.matvecF16[nri][v], b.rowGrid(rows, nrChoices[nri]), block, smem,
-		argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind), argInt(rows), argInt(cols))
+	return b.o.async(func() error {
+		i := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, rows)
+		smem, v := xsBytes(cols), 0
+		if smem > b.smemMax {
+			smem, v = 0, 1
+		}
+		fn := b.k.matvecF16[i][v]
+		grid := b.rowGrid(fn, smem, (rows+f16NR[i]-1)/f16NR[i])
+		if err := b.launch(fn, grid, block, smem, argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind),
+			argInt(rows), argInt(cols)); err != nil {
+			return fmt.Errorf("cuda: %s: launch: %w", op, err)
+		}
+		return nil
+	})
 }
 
 func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPadded, scalesOffset int) error {
 	if rows == 0 {
 		return nil
 	}
-	nri := b.rowsPerWarp(rows)
 	smem, v := xs4Bytes(cols), 0
 	if smem > b.smemMax {
 		if cols%32 != 0 {
@@ -109,8 +122,17 @@ func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPa
 		}
 		smem, v = 0, 1
 	}
-	return b.launchAsync(op, b.k.matvecW4[nri][v], b.rowGrid(rows, nrChoices[nri]), block, smem,
-		argPtr(y), argPtr(mat), argPtr(x), argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset))
+	return b.o.async(func() error {
+		// r8 (one 8-warp block per SM, more registers) only when asked for.
+		i := b.pickNR(w4NR[:], 3, b.tune.w4NR, rows)
+		fn := b.k.matvecW4[i][v]
+		grid := b.rowGrid(fn, smem, (rows+w4NR[i]-1)/w4NR[i])
+		if err := b.launch(fn, grid, block, smem, argPtr(y), argPtr(mat), argPtr(x), argInt(rows), argInt(cols),
+			argInt(colsPadded), argInt(scalesOffset)); err != nil {
+			return fmt.Errorf("cuda: %s: launch: %w", op, err)
+		}
+		return nil
+	})
 }
 
 // elementwiseGrid covers n values with one thread each, capped (the kernels
@@ -353,11 +375,12 @@ func (b *Backend) TopK(logits backend.Tensor, k int, norm bool) ([]int, []float3
 	ids := make([]int, k)
 	ws := make([]float32, k)
 	err = b.o.do(func() error {
+		res := b.resultBase()
 		if err := b.launch(b.k.topk, 1, block, smem, argPtr(lt.ptr), argInt(lt.n), argInt(k),
-			argPtr(b.small+smallIDs), argPtr(b.small+smallW)); err != nil {
+			argPtr(res+smallIDs), argPtr(res+smallW)); err != nil {
 			return err
 		}
-		host, err := b.read(b.small, smallArgmax)
+		host, err := b.readResults(smallArgmax)
 		if err != nil {
 			return err
 		}
@@ -401,10 +424,10 @@ func (b *Backend) Argmax(logits backend.Tensor, masked []int) (int, error) {
 			return err
 		}
 		if err := b.launch(b.k.argmax, 1, 1024, 0, argPtr(lt.ptr), argInt(lt.n), argPtr(b.masked),
-			argInt(len(mask)), argPtr(b.small+smallArgmax)); err != nil {
+			argInt(len(mask)), argPtr(b.resultBase()+smallArgmax)); err != nil {
 			return err
 		}
-		host, err := b.read(b.small, smallArgmax+4)
+		host, err := b.readResults(smallArgmax + 4)
 		if err != nil {
 			return err
 		}
@@ -418,6 +441,29 @@ func (b *Backend) Argmax(logits backend.Tensor, masked []int) (int, error) {
 		return 0, fmt.Errorf("cuda: Argmax: every one of %d logits is masked or NaN", lt.n)
 	}
 	return best, nil
+}
+
+// resultBase is where TopK and Argmax kernels write their results: the
+// mapped pinned buffer when it works (no copy back), else b.small. Owner
+// thread only.
+func (b *Backend) resultBase() cu.DevicePtr {
+	if b.results.ok && !b.tune.noMapped {
+		return b.results.dev
+	}
+	return b.small
+}
+
+// readResults waits for the compute stream and returns the first n bytes of
+// the results the last TopK or Argmax kernel wrote (see resultBase). Owner
+// thread only.
+func (b *Backend) readResults(n int) ([]byte, error) {
+	if b.results.ok && !b.tune.noMapped {
+		if err := b.compute.Synchronize(); err != nil {
+			return nil, err
+		}
+		return b.results.bytes()[:n], nil
+	}
+	return b.read(b.small, n)
 }
 
 // setMask makes b.masked hold ids (uploaded only when they changed, which

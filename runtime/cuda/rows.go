@@ -203,15 +203,19 @@ func (e *event) Query() (bool, error) {
 }
 
 // Wait implements cache.Event by polling: a blocking cuEventSynchronize
-// would stall the owner thread, and with it every other caller.
+// would stall the owner thread, and with it every other caller. It polls
+// without sleeping for the first 50 µs (a Query is a cheap owner hand-off,
+// and Go's shortest sleep is far longer than most copies still in flight),
+// then backs off.
 func (e *event) Wait() error {
-	delay := 2 * time.Microsecond
-	for spins := 0; ; spins++ {
+	start := time.Now()
+	delay := 20 * time.Microsecond
+	for {
 		done, err := e.Query()
 		if done {
 			return err
 		}
-		if spins < 8 {
+		if time.Since(start) < 50*time.Microsecond {
 			runtime.Gosched()
 			continue
 		}

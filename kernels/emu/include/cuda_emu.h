@@ -1,0 +1,74 @@
+// cuda_emu.h: just enough of CUDA to run Horizon's row kernels on the CPU,
+// one fiber per CUDA thread (ucontext), switching only at __syncthreads,
+// __syncwarp and warp shuffles, so warp-synchronous code behaves as on a GPU.
+// Blocks run one after another. Not a performance tool: a correctness oracle.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <algorithm>
+
+#define __device__
+#define __host__
+#define __global__
+#define __forceinline__ inline
+#define __shared__
+#define __align__(n)
+#define __launch_bounds__(...)
+#define __grid_constant__
+
+struct dim3_ { unsigned x, y, z; };
+extern dim3_ threadIdx, blockIdx, blockDim, gridDim;
+
+struct alignas(16) uint4 { unsigned x, y, z, w; };
+struct alignas(16) float4 { float x, y, z, w; };
+struct alignas(8) float2 { float x, y; };
+inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+inline float2 make_float2(float a, float b) { return float2{a, b}; }
+
+struct __half { unsigned short x; };
+struct alignas(4) __half2 { __half x, y; };
+inline float __half2float(__half h) {
+	const unsigned s = (h.x >> 15) & 1, e = (h.x >> 10) & 31, m = h.x & 1023;
+	float v;
+	if (e == 0) v = std::ldexp((float)m, -24);
+	else if (e == 31) v = m ? NAN : INFINITY;
+	else v = std::ldexp((float)(m | 1024), (int)e - 25);
+	return s ? -v : v;
+}
+inline float2 __half22float2(__half2 h) { return float2{__half2float(h.x), __half2float(h.y)}; }
+
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
+inline float __fmaf_rn(float a, float b, float c) { return std::fmaf(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float __fdiv_rn(float a, float b) { return a / b; }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+	const uint64_t v = ((uint64_t)y << 32) | x;
+	unsigned r = 0;
+	for (int i = 0; i < 4; i++) {
+		const unsigned sel = (s >> (4 * i)) & 7;
+		r |= (unsigned)((v >> (8 * sel)) & 0xff) << (8 * i);
+	}
+	return r;
+}
+using std::min;
+using std::max;
+
+// Synchronisation (emu.cpp).
+void __syncthreads();
+void __syncwarp(unsigned mask = 0xffffffffu);
+unsigned emu_shfl_xor(unsigned v, int o);
+inline float __shfl_xor_sync(unsigned, float v, int o) { return __uint_as_float(emu_shfl_xor(__float_as_uint(v), o)); }
+inline int __shfl_xor_sync(unsigned, int v, int o) { return (int)emu_shfl_xor((unsigned)v, o); }
+
+// Launch (emu.cpp): runs kernel(args...) over grid x block threads with smem
+// bytes of dynamic shared memory (xs_smem).
+#include <functional>
+void emu_launch(unsigned grid, unsigned block, size_t smem, std::function<void()> body);

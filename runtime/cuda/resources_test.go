@@ -1,0 +1,59 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"testing"
+
+	"gorgonia.org/cu"
+)
+
+// TestKernelResources logs what the driver's JIT made of the row kernels on
+// this GPU (registers, local memory, resident blocks per SM at a typical
+// shared-memory size): the build machine's ptxas 11.8 numbers in
+// kernels/NOTES.md are a guide, these are the ones that set occupancy.
+func TestKernelResources(t *testing.T) {
+	be := testBE
+	type kern struct {
+		name string
+		fn   cu.Function
+		smem int
+	}
+	var ks []kern
+	err := be.o.do(func() error {
+		k := &be.k
+		for i, nr := range f16NR {
+			ks = append(ks, kern{fmt.Sprintf("matvec_f16_r%d_s", nr), k.matvecF16[i][0], xsBytes(2048)})
+		}
+		for i, nr := range w4NR {
+			ks = append(ks, kern{fmt.Sprintf("matvec_w4a16_r%d_s", nr), k.matvecW4[i][0], xs4Bytes(2048)})
+		}
+		for i, nrp := range gateUpNRP {
+			ks = append(ks, kern{fmt.Sprintf("experts_gateup_int4_p%d_s", nrp), k.gateup[0][i][0], xs4Bytes(2048)})
+		}
+		for i, dv := range downVariants {
+			ks = append(ks, kern{"experts_down_int4_" + dv.suffix + "_s", k.down[0][i][0], 8*xs4Bytes(1024) + 8*4*16})
+		}
+		ks = append(ks, kern{"stream_read", k.streamRead, 0})
+		for _, kk := range ks {
+			regs, err := kk.fn.Attribute(cu.NumRegs)
+			if err != nil {
+				return err
+			}
+			local, err := kk.fn.Attribute(cu.LocalSizeBytes)
+			if err != nil {
+				return err
+			}
+			per, err := blocksPerSM(kk.fn, block, kk.smem)
+			if err != nil {
+				return err
+			}
+			t.Logf("%-28s %3d registers, %3d B local, %d blocks/SM at %6d B shared", kk.name, regs, local, per, kk.smem)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
