@@ -4,66 +4,28 @@ package cuda
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
-	"sync"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
 	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/engine/enginetest"
 	"github.com/horizon-runmap/horizon/runtime/executor"
-	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-var (
-	artMu   sync.Mutex
-	artDirs = map[string]string{}
-	artRoot string
-)
+var artifacts enginetest.Artifacts
 
-// testArtifact synthesises arch (seed 1, as runtime/engine's golden streams
-// use) once per binary and prepares it with scheme.
+// testArtifact is the shared per-binary artifact of arch with scheme (seed
+// 1, as runtime/engine's golden streams use).
 func testArtifact(t testing.TB, arch string, scheme qpack.Scheme) *qpack.Artifact {
 	t.Helper()
-	artMu.Lock()
-	defer artMu.Unlock()
-	key := arch + "/" + string(scheme)
-	dir, ok := artDirs[key]
-	if !ok {
-		if artRoot == "" {
-			var err error
-			if artRoot, err = os.MkdirTemp("", "cuda-test-"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ckpt := filepath.Join(artRoot, arch)
-		if _, err := os.Stat(ckpt); err != nil {
-			if _, err := model.Synthesize(model.SynthOptions{Arch: arch, Seed: 1, OutDir: ckpt}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		dir = filepath.Join(artRoot, arch+"-"+string(scheme))
-		if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme}); err != nil {
-			t.Fatal(err)
-		}
-		artDirs[key] = dir
-	}
-	art, err := qpack.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return art
+	return artifacts.Get(t, arch, scheme)
 }
 
-func cleanupArtifacts() {
-	if artRoot != "" {
-		os.RemoveAll(artRoot)
-	}
-}
+func cleanupArtifacts() { artifacts.Cleanup() }
 
 func promptIDs(s string) []int {
 	ids := make([]int, len(s))

@@ -7,13 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"sync"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
+	"github.com/horizon-runmap/horizon/runtime/engine/enginetest"
 	"github.com/horizon-runmap/horizon/runtime/executor"
-	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
@@ -30,51 +29,17 @@ func promptIDs(s string) []int {
 	return ids
 }
 
-var (
-	artMu   sync.Mutex
-	artDirs = map[string]string{}
-	artRoot string
-)
+var artifacts enginetest.Artifacts
 
-// testArtifact synthesises arch (seed 1) once per test binary and prepares
-// it with the given scheme.
+// testArtifact is the shared per-binary artifact of arch with scheme.
 func testArtifact(t testing.TB, arch string, scheme qpack.Scheme) *qpack.Artifact {
 	t.Helper()
-	artMu.Lock()
-	defer artMu.Unlock()
-	key := arch + "/" + string(scheme)
-	dir, ok := artDirs[key]
-	if !ok {
-		if artRoot == "" {
-			var err error
-			if artRoot, err = os.MkdirTemp("", "engine-test-"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		ckpt := filepath.Join(artRoot, arch)
-		if _, err := os.Stat(ckpt); err != nil {
-			if _, err := model.Synthesize(model.SynthOptions{Arch: arch, Seed: 1, OutDir: ckpt}); err != nil {
-				t.Fatal(err)
-			}
-		}
-		dir = filepath.Join(artRoot, arch+"-"+string(scheme))
-		if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme}); err != nil {
-			t.Fatal(err)
-		}
-		artDirs[key] = dir
-	}
-	art, err := qpack.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return art
+	return artifacts.Get(t, arch, scheme)
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if artRoot != "" {
-		os.RemoveAll(artRoot)
-	}
+	artifacts.Cleanup()
 	os.Exit(code)
 }
 
