@@ -294,10 +294,7 @@ func Synthesize(o SynthOptions) (res SynthResult, err error) {
 		return SynthResult{}, fmt.Errorf("synthesize: %w", err)
 	}
 	out := filepath.Clean(o.OutDir)
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return SynthResult{}, fmt.Errorf("synthesize: %w", err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(out), filepath.Base(out)+".tmp-")
+	tmp, err := outdir.TempSibling(out, filepath.Base(out)+".tmp-")
 	if err != nil {
 		return SynthResult{}, fmt.Errorf("synthesize: %w", err)
 	}
@@ -306,9 +303,6 @@ func Synthesize(o SynthOptions) (res SynthResult, err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return SynthResult{}, fmt.Errorf("synthesize: %w", err)
-	}
 	ctx := o.Ctx
 	if ctx == nil {
 		ctx = context.Background()

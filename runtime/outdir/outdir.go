@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 )
 
 // ErrNotEmpty marks an output path that already has content.
@@ -38,4 +39,22 @@ func CheckEmptyOrAbsent(dir string) error {
 		return fmt.Errorf("output directory: %w", err)
 	}
 	return nil
+}
+
+// TempSibling creates (with its parents) a world-readable temporary
+// directory next to out, named from prefix, where a command assembles its
+// output before renaming it to out. The caller removes it on failure.
+func TempSibling(out, prefix string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return "", err
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(out), prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		os.RemoveAll(tmp)
+		return "", err
+	}
+	return tmp, nil
 }

@@ -46,3 +46,18 @@ func TestCheckEmptyOrAbsent(t *testing.T) {
 		})
 	}
 }
+
+func TestTempSibling(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "a", "b", "result")
+	tmp, err := TempSibling(out, "result.tmp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Dir(tmp) != filepath.Dir(out) || st.Mode().Perm() != 0o755 || !st.IsDir() {
+		t.Fatalf("temp %s (%v) is not a 0755 directory beside %s", tmp, st.Mode(), out)
+	}
+}

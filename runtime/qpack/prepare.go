@@ -90,10 +90,7 @@ func Prepare(o PrepareOptions) (rep Report, err error) {
 	}
 	defer ckpt.Close()
 
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return Report{}, fmt.Errorf("prepare: %w", err)
-	}
-	tmp, err := os.MkdirTemp(filepath.Dir(out), "."+filepath.Base(out)+".partial-")
+	tmp, err := outdir.TempSibling(out, "."+filepath.Base(out)+".partial-")
 	if err != nil {
 		return Report{}, fmt.Errorf("prepare: %w", err)
 	}
@@ -102,9 +99,6 @@ func Prepare(o PrepareOptions) (rep Report, err error) {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
-		return Report{}, fmt.Errorf("prepare: %w", err)
-	}
 
 	ctx := o.Ctx
 	if ctx == nil {
