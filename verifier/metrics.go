@@ -97,34 +97,28 @@ func computeMetrics(workers []*worker) metrics {
 
 // counter returns the named required-zero counter of a request.
 func counter(c editions.RequestCache, name string) editions.Obs[int64] {
-	switch name {
-	case "d2h_expert_bytes":
-		return c.D2HExpertBytes
-	case "writebacks":
-		return c.Writebacks
-	case "authority_writes":
-		return c.AuthorityWrites
-	case "request_hash_bytes":
-		return c.RequestHashBytes
-	case "request_artifact_reads":
-		return c.RequestArtifactReads
-	}
-	return editions.UnknownObs[int64]()
+	return pickInvariant(name, c.D2HExpertBytes, c.Writebacks, c.AuthorityWrites, c.RequestHashBytes, c.RequestArtifactReads)
 }
 
 // configInvariant returns the named counter of a configuration's invariants.
 func configInvariant(c editions.Invariants, name string) editions.Obs[int64] {
+	return pickInvariant(name, c.D2HExpertBytes, c.Writebacks, c.AuthorityWrites, c.RequestHashBytes, c.RequestArtifactReads)
+}
+
+// pickInvariant selects one of the five contract counters by its JSON name;
+// an unknown name is UNKNOWN.
+func pickInvariant(name string, d2h, writebacks, authorityWrites, hashBytes, artifactReads editions.Obs[int64]) editions.Obs[int64] {
 	switch name {
 	case "d2h_expert_bytes":
-		return c.D2HExpertBytes
+		return d2h
 	case "writebacks":
-		return c.Writebacks
+		return writebacks
 	case "authority_writes":
-		return c.AuthorityWrites
+		return authorityWrites
 	case "request_hash_bytes":
-		return c.RequestHashBytes
+		return hashBytes
 	case "request_artifact_reads":
-		return c.RequestArtifactReads
+		return artifactReads
 	}
 	return editions.UnknownObs[int64]()
 }
