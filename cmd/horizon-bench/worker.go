@@ -12,14 +12,17 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/observe"
 )
 
-// Device observation hooks, nil in every build for now. A cuda-tagged
-// build sets them in its own file, next to openCUDA; while nil, the
-// observations are UNSUPPORTED on the cpu device and UNKNOWN on cuda (and
-// a contract that requires them there fails the worker at its start):
+// Device observation hooks. They are nil until a cuda-tagged build opens
+// the cuda device (openCUDA in device_cuda.go sets them), so they stay nil
+// on the cpu device of every build; while nil, the observations are
+// UNSUPPORTED on the cpu device and UNKNOWN on cuda (and a contract that
+// requires them there fails the worker at its start):
 //
 //   - h2dBandwidth measures pinned host-to-device bandwidth on the opened
-//     device.
-//   - gpuInfo names the GPU and the driver version.
+//     device, in bytes per second (256 MiB copies, median of 5); an error
+//     makes it UNKNOWN.
+//   - gpuInfo names the GPU and the driver version; "" for either makes it
+//     UNKNOWN.
 //
 // VRAM needs no hook: on cuda the worker starts runtime/observe's NVML
 // sampler (which a build without the cuda tag reports as unsupported).
