@@ -1,5 +1,6 @@
 // embed_argmax.cu: embedding gather and greedy selection.
-#include "common.cuh"
+#include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
+#include "step.cuh"
 
 // embed: dst[j] = table[tok*D + j]; table FP16 (kind 1) or FP32 (kind 2).
 extern "C" __global__ void embed_gather(float* dst, const void* table, int kind, int tok, int D) {
@@ -9,41 +10,12 @@ extern "C" __global__ void embed_gather(float* dst, const void* table, int kind,
 	}
 }
 
-__device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
-	if (i < 0) return false;
-	if (bi < 0) return true;
-	return v > bv || (v == bv && i < bi);
-}
-
-// argmax_masked: *out = the index of the largest logit, skipping NaN and the
-// nm ids in masked (EOS suppression); ties pick the lowest index; -1 when
-// nothing is left. Launch: one block of 1024 threads; thread t scans t,
-// t+1024, ... in order, then a fixed butterfly and warp-order combine.
+// argmax_masked: *out = argmax_block (step.cuh): the index of the largest
+// logit, skipping NaN and the nm ids in masked (EOS suppression); ties pick
+// the lowest index; -1 when nothing is left. Launch: one block of 1024
+// threads.
 extern "C" __global__ void __launch_bounds__(1024) argmax_masked(const float* logits, int n, const int* masked,
                                                                 int nm, int* out) {
-	__shared__ float rv[32];
-	__shared__ int ri[32];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	float bv = 0.0f;
-	int bi = -1;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		const float v = logits[i];
-		if (v != v) continue;
-		bool skip = false;
-		for (int j = 0; j < nm; j++) skip |= masked[j] == i;
-		if (!skip && beats(v, i, bv, bi)) bv = v, bi = i;
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) {
-		float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-		int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-		if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-	}
-	if (lane == 0) rv[warp] = bv, ri[warp] = bi;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		for (int w = 1; w < nw; w++)
-			if (beats(rv[w], ri[w], rv[0], ri[0])) rv[0] = rv[w], ri[0] = ri[w];
-		*out = ri[0];
-	}
+	const int i = argmax_block(logits, n, masked, nm);
+	if (threadIdx.x == 0) *out = i;
 }

@@ -46,14 +46,14 @@ struct GateUpTasks {
 	const GroupTable* tbl;
 	float* act;
 	XS x;
-	int A, F, D, gate_off, up_off, cols_padded, scales_offset, per;
+	int A, F, D, gate_off, up_off, cols_padded, scales_offset, per, k0;
 
 	__device__ __forceinline__ int count() const { return A * per; }
 	// rows 0..NRP-1: gate rows i0.., rows NRP..: the same up rows.
 	__device__ __forceinline__ typename Fmt::Row row(int t, int i) const {
 		const int k = t / per, i0 = (t - k * per) * NRP;
 		const int j = i < NRP ? i : i - NRP;
-		const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k]);
+		const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k0 + k]);
 		return Fmt::row(rec + (i < NRP ? gate_off : up_off), min(i0 + j, F - 1), D, cols_padded, scales_offset);
 	}
 	__device__ __forceinline__ XS xs(int) const { return x; }
@@ -69,9 +69,9 @@ struct GateUpTasks {
 template <class Fmt, int NRP, int CPL, bool SHARED>
 __device__ __forceinline__ void gateup_body(float* __restrict__ act, const float* __restrict__ x, int A, int F, int D,
                                             int gate_off, int up_off, int cols_padded, int scales_offset,
-                                            const GroupTable& tbl) {
+                                            const GroupTable& tbl, int k0) {
 	GateUpTasks<Fmt, NRP, SHARED> tk;
-	tk.tbl = &tbl, tk.act = act, tk.A = A, tk.F = F, tk.D = D, tk.gate_off = gate_off, tk.up_off = up_off;
+	tk.tbl = &tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.F = F, tk.D = D, tk.gate_off = gate_off, tk.up_off = up_off;
 	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.per = (F + NRP - 1) / NRP;
 	tk.x = XSource<Fmt, SHARED>::make(x, xs_smem, D);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
@@ -86,12 +86,12 @@ struct DownTasks {
 	const GroupTable* tbl;
 	const float* act;  // global act[A][F]
 	float* p;          // shared p[A][R]
-	int A, D, F, down_off, cols_padded, scales_offset, R, G, d0, stride;
+	int A, D, F, down_off, cols_padded, scales_offset, R, G, d0, stride, k0;
 
 	__device__ __forceinline__ int count() const { return A * G; }
 	__device__ __forceinline__ typename Fmt::Row row(int j, int i) const {
 		const int k = j / G, rg = j - k * G;
-		const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k]) + down_off;
+		const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k0 + k]) + down_off;
 		return Fmt::row(rec, min(d0 + rg * NR + i, D - 1), F, cols_padded, scales_offset);
 	}
 	__device__ __forceinline__ XS xs(int j) const {
@@ -109,9 +109,10 @@ struct DownTasks {
 template <class Fmt, int NR, int CPL, bool SHARED>
 __device__ __forceinline__ void down_body(float* __restrict__ out, const float* __restrict__ act, int A, int D, int F,
                                           int down_off, int cols_padded, int scales_offset, int R,
-                                          const GroupTable& tbl) {
+                                          const GroupTable& tbl, int k0, const float* __restrict__ resid,
+                                          int accumulate) {
 	DownTasks<Fmt, NR, SHARED> tk;
-	tk.tbl = &tbl, tk.act = act, tk.A = A, tk.D = D, tk.F = F, tk.down_off = down_off;
+	tk.tbl = &tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.D = D, tk.F = F, tk.down_off = down_off;
 	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.R = R, tk.G = R / NR;
 	tk.d0 = blockIdx.x * R;
 	tk.stride = SHARED ? FmtInfo<Fmt>::stride(F) : 0;
@@ -124,9 +125,9 @@ __device__ __forceinline__ void down_body(float* __restrict__ out, const float* 
 	for (int r = threadIdx.x; r < R; r += blockDim.x) {
 		const int d = tk.d0 + r;
 		if (d < D) {
-			float acc = 0.0f;
-			for (int k = 0; k < A; k++) acc = add_scaled(acc, tbl.wts[k], tk.p[k * R + r]);
-			out[d] = acc;
+			float acc = accumulate ? out[d] : 0.0f;
+			for (int k = 0; k < A; k++) acc = add_scaled(acc, tbl.wts[k0 + k], tk.p[k * R + r]);
+			out[d] = resid != nullptr ? __fadd_rn(resid[d], acc) : acc;
 		}
 	}
 }
@@ -135,14 +136,28 @@ __device__ __forceinline__ void down_body(float* __restrict__ out, const float* 
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
 	    NAME(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,        \
 	         int scales_offset, const __grid_constant__ GroupTable tbl) {                                        \
-		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, tbl); \
+		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, tbl, \
+		                                   0);                                                                 \
+	}                                                                                                         \
+	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
+	    NAME##_t(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,    \
+	             int scales_offset, const GroupTable* tbl, int k0) {                                           \
+		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, *tbl, \
+		                                   k0);                                                                \
 	}
 #define DOWN(NAME, FMT, NR, CPL, SHARED, MINB)                                                             \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
 	    NAME(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,              \
 	         int scales_offset, int tile_rows, const __grid_constant__ GroupTable tbl) {                     \
 		down_body<FMT, NR, CPL, SHARED>(out, act, A, D, F, down_off, cols_padded, scales_offset, tile_rows, \
-		                                tbl);                                                               \
+		                                tbl, 0, nullptr, 0);                                                \
+	}                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
+	    NAME##_t(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,          \
+	             int scales_offset, int tile_rows, const GroupTable* tbl, int k0, const float* resid,     \
+	             int accumulate) {                                                                        \
+		down_body<FMT, NR, CPL, SHARED>(out, act, A, D, F, down_off, cols_padded, scales_offset, tile_rows, \
+		                                *tbl, k0, resid, accumulate);                                       \
 	}
 
 // gate/up: _p2 = 2 gate + 2 up rows x 2 chunks per lane, _p4 = 4 + 4 rows x

@@ -125,3 +125,15 @@ type Backend interface {
 	// ties pick the lowest id. Returns a host value.
 	Argmax(logits Tensor, masked []int) (int, error)
 }
+
+// Viewer is implemented by backends whose tensors can be viewed in part
+// without a copy (the CUDA backend). The engine then uploads the attention
+// projections q|k|v (and Qwen's shared-expert gate|up|mix) as one matrix
+// each, so that a captured decode step multiplies each in one launch, while
+// the op-by-op step reads the parts through views: the same bytes either
+// way.
+type Viewer interface {
+	// View returns elements [off, off+n) of t as a tensor sharing t's
+	// memory. A view is never freed on its own; it lives as long as t.
+	View(t Tensor, off, n int) (Tensor, error)
+}

@@ -231,6 +231,7 @@ type Tensor struct {
 	bytes int // allocated size (n * element size rounded up to 128)
 	b     *Backend
 	freed atomic.Bool
+	view  bool // a View of another tensor's memory: never freed on its own
 }
 
 // Len implements backend.Tensor.
@@ -440,6 +441,9 @@ func (b *Backend) Free(t backend.Tensor) error {
 	ct, ok := t.(*Tensor)
 	if !ok || ct == nil || ct.b != b {
 		return fmt.Errorf("cuda: Free: not a tensor of this backend (%T)", t)
+	}
+	if ct.view {
+		return fmt.Errorf("cuda: Free: a view is freed with the tensor it views")
 	}
 	if !ct.freed.CompareAndSwap(false, true) {
 		return fmt.Errorf("cuda: double free")

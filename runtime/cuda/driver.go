@@ -149,11 +149,12 @@ type graph struct {
 	exec C.CUgraphExec
 }
 
-// beginCapture starts capturing the work issued to s (thread-local mode:
-// only this thread's calls are captured, which is every call, since one
-// thread owns the context).
+// beginCapture starts capturing the work issued to s. Relaxed mode: the
+// launch helpers query occupancy while they issue, which the stricter modes
+// may refuse during a capture; one thread owns the context, so nothing else
+// can slip into the capture.
 func beginCapture(s cu.Stream) error {
-	return check("cuStreamBeginCapture", C.cuStreamBeginCapture(rawStream(s), C.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+	return check("cuStreamBeginCapture", C.cuStreamBeginCapture(rawStream(s), C.CU_STREAM_CAPTURE_MODE_RELAXED))
 }
 
 // endCapture stops capturing s and instantiates what was captured.

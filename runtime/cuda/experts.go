@@ -135,9 +135,22 @@ func schemeIndex(s qpack.Scheme) int {
 	return 0
 }
 
+// rowTable is where a grouped kernel finds its routed group: passed by
+// value (blob), or in device memory at dev (the _t kernels of captured
+// steps) from entry k0 on.
+type rowTable struct {
+	blob *groupTable
+	dev  cu.DevicePtr
+	k0   int
+}
+
 // gateUpLaunch enqueues experts_gateup; owner thread only. Blocks stride
 // over the A*ceil(F/NRP) warp tasks; the grid is what the GPU holds at once.
 func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout, tbl *groupTable) error {
+	return b.gateUpLaunchFrom(act, x, a, l, rowTable{blob: tbl})
+}
+
+func (b *Backend) gateUpLaunchFrom(act, x cu.DevicePtr, a int, l qpack.RecordLayout, rt rowTable) error {
 	F, D := l.Gate.Rows, l.Gate.Cols
 	smem, v := stagedBytes(l.Scheme, D), 0
 	if smem > b.smemMax {
@@ -149,10 +162,16 @@ func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout,
 	}
 	nrp := gateUpNRP[pi]
 	fn := b.k.gateup[schemeIndex(l.Scheme)][pi][v]
+	if rt.blob == nil {
+		fn = b.k.gateupT[schemeIndex(l.Scheme)][pi][v]
+	}
 	grid := b.rowGrid(fn, smem, a*((F+nrp-1)/nrp))
-	return b.launchBlob(fn, grid, block, smem, unsafe.Pointer(tbl),
-		argPtr(act), argPtr(x), argInt(a), argInt(F), argInt(D),
-		argInt(l.Gate.Offset), argInt(l.Up.Offset), argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset))
+	args := []uint64{argPtr(act), argPtr(x), argInt(a), argInt(F), argInt(D),
+		argInt(l.Gate.Offset), argInt(l.Up.Offset), argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset)}
+	if rt.blob != nil {
+		return b.launchBlob(fn, grid, block, smem, unsafe.Pointer(rt.blob), args...)
+	}
+	return b.launch(fn, grid, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0))...)
 }
 
 // downShape picks the down kernel's variant (index into downVariants) and
@@ -207,12 +226,28 @@ func (b *Backend) downStaged(a int, l qpack.RecordLayout) bool {
 
 // downLaunch enqueues experts_down; owner thread only.
 func (b *Backend) downLaunch(out, act cu.DevicePtr, a int, l qpack.RecordLayout, tbl *groupTable) error {
+	return b.downLaunchFrom(out, act, a, l, rowTable{blob: tbl}, 0, false)
+}
+
+// downLaunchFrom is downLaunch for either table source. With a device table
+// (the _t kernels) resid, when not 0, is added to each output row
+// (out[d] = resid[d] + combine, Add's rounding), and accumulate starts the
+// combine from out's current value instead of 0 (AddScaled onto it).
+func (b *Backend) downLaunchFrom(out, act cu.DevicePtr, a int, l qpack.RecordLayout, rt rowTable, resid cu.DevicePtr, accumulate bool) error {
 	D, F := l.Down.Rows, l.Down.Cols
 	vi, R, smem, v := b.downShape(a, l)
-	fn := b.k.down[schemeIndex(l.Scheme)][vi][v]
-	return b.launchBlob(fn, (D+R-1)/R, block, smem, unsafe.Pointer(tbl),
-		argPtr(out), argPtr(act), argInt(a), argInt(D), argInt(F),
-		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset), argInt(R))
+	args := []uint64{argPtr(out), argPtr(act), argInt(a), argInt(D), argInt(F),
+		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset), argInt(R)}
+	if rt.blob != nil {
+		fn := b.k.down[schemeIndex(l.Scheme)][vi][v]
+		return b.launchBlob(fn, (D+R-1)/R, block, smem, unsafe.Pointer(rt.blob), args...)
+	}
+	acc := 0
+	if accumulate {
+		acc = 1
+	}
+	fn := b.k.downT[schemeIndex(l.Scheme)][vi][v]
+	return b.launch(fn, (D+R-1)/R, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0), argPtr(resid), argInt(acc))...)
 }
 
 // checkGlobalFallback rejects shapes whose activations fit neither shared

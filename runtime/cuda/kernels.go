@@ -39,6 +39,13 @@ type kernelSet struct {
 	matvecW4  [4][2]cu.Function    // [NR index][0 shared, 1 global]
 	gateup    [2][2][2]cu.Function // [0 int4, 1 fp16][NRP index][0 shared, 1 global]
 	down      [2][3][2]cu.Function // [0 int4, 1 fp16][downVariants index][0 shared, 1 global]
+	// The same grouped kernels reading the row table from device memory
+	// (suffix _t), for captured steps.
+	gateupT [2][2][2]cu.Function
+	downT   [2][3][2]cu.Function
+	// decode.cu: the kernels only captured steps use.
+	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep cu.Function
+	routeStep, argmaxStep, addGatedResidStep                  cu.Function
 	rmsnorm   cu.Function
 	siluMul   cu.Function
 	add       cu.Function
@@ -98,9 +105,11 @@ func (b *Backend) loadKernels() error {
 		for si, s := range [2]string{"int4", "f16"} {
 			for i, nrp := range gateUpNRP {
 				k.gateup[si][i][j] = get(fmt.Sprintf("experts_gateup_%s_p%d_%s", s, nrp, v))
+				k.gateupT[si][i][j] = get(fmt.Sprintf("experts_gateup_%s_p%d_%s_t", s, nrp, v))
 			}
 			for i, dv := range downVariants {
 				k.down[si][i][j] = get(fmt.Sprintf("experts_down_%s_%s_%s", s, dv.suffix, v))
+				k.downT[si][i][j] = get(fmt.Sprintf("experts_down_%s_%s_%s_t", s, dv.suffix, v))
 			}
 		}
 	}
@@ -109,12 +118,15 @@ func (b *Backend) loadKernels() error {
 	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
+	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
+	k.ropeKVStep, k.attentionStep, k.routeStep = get("rope_kv_step"), get("attention_step"), get("route_step")
+	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernels %v: not in the embedded PTX", missing)
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.attention, k.topk}
+	big := []cu.Function{k.attention, k.topk, k.attentionStep, k.routeStep}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -123,11 +135,11 @@ func (b *Backend) loadKernels() error {
 	}
 	for si := range 2 {
 		for i := range gateUpNRP {
-			big = append(big, k.gateup[si][i][0])
+			big = append(big, k.gateup[si][i][0], k.gateupT[si][i][0])
 		}
 		for i := range downVariants {
 			// the down kernels' _g variants still keep p[A][R] in shared memory
-			big = append(big, k.down[si][i][0], k.down[si][i][1])
+			big = append(big, k.down[si][i][0], k.down[si][i][1], k.downT[si][i][0], k.downT[si][i][1])
 		}
 	}
 	for _, f := range big {
@@ -145,19 +157,35 @@ var moduleFuncs = map[string][]string{
 		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g"},
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
-	"experts_grouped": {
-		"experts_gateup_int4_p2_s", "experts_gateup_int4_p2_g", "experts_gateup_int4_p4_s", "experts_gateup_int4_p4_g",
-		"experts_gateup_f16_p2_s", "experts_gateup_f16_p2_g", "experts_gateup_f16_p4_s", "experts_gateup_f16_p4_g",
-		"experts_down_int4_r4_s", "experts_down_int4_r4_g", "experts_down_int4_r8_s", "experts_down_int4_r8_g",
-		"experts_down_int4_r4c1_s", "experts_down_int4_r4c1_g",
-		"experts_down_f16_r4_s", "experts_down_f16_r4_g", "experts_down_f16_r8_s", "experts_down_f16_r8_g",
-		"experts_down_f16_r4c1_s", "experts_down_f16_r4c1_g"},
+	"experts_grouped": groupedNames(),
 	"norm":           {"rmsnorm"},
 	"elementwise":    {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
 	"rope_attention": {"rope_f32", "kv_append_f32", "attention_f32"},
 	"router":         {"router_topk"},
 	"embed_argmax":   {"embed_gather", "argmax_masked"},
 	"bench":          {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
+	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
+		"argmax_step", "add_gated_resid_step"},
+}
+
+// groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,
+// shared|global) with a by-value row table, and the same with suffix _t
+// (table in device memory).
+func groupedNames() []string {
+	var out []string
+	for _, s := range []string{"int4", "f16"} {
+		for _, v := range []string{"s", "g"} {
+			for _, nrp := range gateUpNRP {
+				n := fmt.Sprintf("experts_gateup_%s_p%d_%s", s, nrp, v)
+				out = append(out, n, n+"_t")
+			}
+			for _, dv := range downVariants {
+				n := fmt.Sprintf("experts_down_%s_%s_%s", s, dv.suffix, v)
+				out = append(out, n, n+"_t")
+			}
+		}
+	}
+	return out
 }
 
 // Kernel arguments. Every argument is passed as one uint64 (launchKernel

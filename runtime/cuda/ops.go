@@ -96,19 +96,26 @@ func (b *Backend) matvecF16(op string, y, w, x, bias cu.DevicePtr, biasKind, row
 		return nil
 	}
 	return b.o.async(func() error {
-		i := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, rows)
-		smem, v := xsBytes(cols), 0
-		if smem > b.smemMax {
-			smem, v = 0, 1
-		}
-		fn := b.k.matvecF16[i][v]
-		grid := b.rowGrid(fn, smem, (rows+f16NR[i]-1)/f16NR[i])
-		if err := b.launch(fn, grid, block, smem, argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind),
-			argInt(rows), argInt(cols)); err != nil {
+		if err := b.matvecF16Launch(y, w, x, bias, biasKind, rows, cols); err != nil {
 			return fmt.Errorf("cuda: %s: launch: %w", op, err)
 		}
 		return nil
 	})
+}
+
+// matvecF16Launch launches the FP16 matvec y = W·x (+ bias); owner thread
+// only. biasKind 2 with bias = y adds the previous y (a fused residual add,
+// Add's rounding).
+func (b *Backend) matvecF16Launch(y, w, x, bias cu.DevicePtr, biasKind, rows, cols int) error {
+	i := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, rows)
+	smem, v := xsBytes(cols), 0
+	if smem > b.smemMax {
+		smem, v = 0, 1
+	}
+	fn := b.k.matvecF16[i][v]
+	grid := b.rowGrid(fn, smem, (rows+f16NR[i]-1)/f16NR[i])
+	return b.launch(fn, grid, block, smem, argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind),
+		argInt(rows), argInt(cols))
 }
 
 func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPadded, scalesOffset int) error {

@@ -39,6 +39,7 @@ type Engine struct {
 	exec    executor.Executor
 	maxSeq  int
 	eps     float32
+	stepper Stepper // nil: op-by-op steps
 
 	// KV caches, [T, Hkv*hd] per layer.
 	kCache, vCache []backend.Tensor

@@ -69,6 +69,9 @@ func (e *Engine) Generate(req Request) (Result, error) {
 		masked = e.cfg.EOSTokenIDs
 	}
 	res := Result{Tokens: make([]int, 0, req.Tokens), TokenNs: make([]int64, 0, req.Tokens)}
+	if e.stepper != nil {
+		return e.generateDevice(req, res, t0)
+	}
 	pos := 0
 	for _, t := range req.Prompt {
 		if err := e.step(t, pos); err != nil {
@@ -98,9 +101,53 @@ func (e *Engine) Generate(req Request) (Result, error) {
 		}
 		pos++
 	}
-	first, last := res.TokenNs[0], res.TokenNs[len(res.TokenNs)-1]
-	res.TTFTSeconds = float64(first) / 1e9
-	res.DecodeSeconds = float64(last-first) / 1e9
-	res.RuntimeSeconds = float64(last) / 1e9
-	return res, nil
+	return res.finish(), nil
+}
+
+// finish sets the request's timing summary from TokenNs.
+func (r Result) finish() Result {
+	first, last := r.TokenNs[0], r.TokenNs[len(r.TokenNs)-1]
+	r.TTFTSeconds = float64(first) / 1e9
+	r.DecodeSeconds = float64(last-first) / 1e9
+	r.RuntimeSeconds = float64(last) / 1e9
+	return r
+}
+
+// generateDevice is Generate's loop over a device stepper: the prompt's
+// steps set the token and position on the device (only the last one runs
+// the head), and each decode step runs on the state the previous head left.
+// Timing points are taken when the host holds each token, as in the
+// op-by-op loop.
+func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, error) {
+	n := len(req.Prompt)
+	var next int
+	var err error
+	for i, t := range req.Prompt {
+		if next, err = e.stepper.Step(t, i, true, i == n-1, req.SuppressEOS); err != nil {
+			return Result{}, fmt.Errorf("prefill position %d: %w", i, err)
+		}
+	}
+	pos := n
+	for {
+		if len(res.Logits) < req.LogitSteps {
+			row := make([]float32, e.cfg.VocabSize)
+			if err := e.be.ReadF32(e.logits, row); err != nil {
+				return Result{}, fmt.Errorf("read logits: %w", err)
+			}
+			res.Logits = append(res.Logits, row)
+		}
+		if next < 0 || next >= e.cfg.VocabSize {
+			return Result{}, fmt.Errorf("select token %d: the device picked id %d (every logit masked or NaN?)", len(res.Tokens), next)
+		}
+		res.Tokens = append(res.Tokens, next)
+		res.TokenNs = append(res.TokenNs, time.Since(t0).Nanoseconds())
+		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
+			break
+		}
+		if next, err = e.stepper.Step(next, pos, false, true, req.SuppressEOS); err != nil {
+			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
+		}
+		pos++
+	}
+	return res.finish(), nil
 }

@@ -18,8 +18,13 @@ type LoadOptions struct {
 	Placement string // initial placement; "" means canonical (experts 0..c-1)
 	Policy    string // eviction policy; "" means lru
 	Spares    int    // unpublished spare rows per layer; 0 means top-k
-	Staging   int    // staging buffers in the ring; 0 means top-k
+	Staging   int    // staging buffers in the ring; 0 means top-k (staged transport; the registered transport has none)
+	Transport string // miss copy path, "staged" or "registered" (cache.Transports); "" means staged
 	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
+	// StepMode: "" or "auto" runs captured device steps when the backend
+	// can (StepGraphFull at full residency, StepGraphSegmented otherwise),
+	// StepOps always issues op by op.
+	StepMode string
 }
 
 // Loaded is an engine with the residency machinery it runs on.
@@ -73,12 +78,12 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if spares == 0 {
 		spares = cfg.TopK
 	}
-	if staging == 0 {
+	if staging == 0 && o.Transport != cache.TransportRegistered {
 		staging = cfg.TopK
 	}
 	c, err := cache.New(dev, auth, cfg.NumLayers, cfg.NumExperts, cache.Options{
 		Capacity: capacity, Spares: spares, Staging: staging, GroupSize: cfg.TopK,
-		Policy: o.Policy, Placement: o.Placement,
+		Policy: o.Policy, Placement: o.Placement, Transport: o.Transport,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expert cache: %w", err)
@@ -87,11 +92,14 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
+	if err := eng.useStepper(o.StepMode, art.Layout()); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
 	c.Admit()
 	return &Loaded{Engine: eng, Cache: c, Authority: auth}, nil
 }
 
 // Close releases the cache and the authority.
 func (l *Loaded) Close() error {
-	return errors.Join(l.Cache.Close(), l.Authority.Close())
+	return errors.Join(l.Engine.Close(), l.Cache.Close(), l.Authority.Close())
 }

@@ -27,6 +27,13 @@ type LayerWeights struct {
 	SharedUp   backend.Tensor // [S, D]  Qwen only
 	SharedDown backend.Tensor // [D, S]  Qwen only
 	SharedMix  backend.Tensor // [1, D]  Qwen's shared_expert_gate
+
+	// Fused storage, set only on a backend.Viewer: the tensors above are
+	// then views into these (same bytes), which a captured decode step
+	// multiplies in one launch each.
+	QKV       backend.Tensor // [Hq*hd + 2*Hkv*hd, D]: q_proj | k_proj | v_proj rows
+	QKVBias   backend.Tensor // [Hq*hd + 2*Hkv*hd]    Qwen only, else nil
+	SharedGUM backend.Tensor // [2*S + 1, D]          Qwen only: gate_proj | up_proj | shared_expert_gate rows
 }
 
 // Weights are every non-routed tensor of a model on the backend.
@@ -89,8 +96,13 @@ func LoadWeights(be backend.Backend, cfg model.Config, art *qpack.Artifact) (*We
 			{&lw.SharedDown, "mlp.shared_expert.down_proj.weight", []int{D, S}, cfg.HasSharedExpert()},
 			{&lw.SharedMix, "mlp.shared_expert_gate.weight", []int{1, D}, cfg.HasSharedExpert()},
 		}
+		if vw, ok := be.(backend.Viewer); ok {
+			if err := loadFused(vw, be, set, l, lw, cfg); err != nil {
+				return nil, err
+			}
+		}
 		for _, s := range steps {
-			if !s.when {
+			if !s.when || *s.dst != nil {
 				continue
 			}
 			if *s.dst, err = up(ln(s.name), s.shape...); err != nil {
@@ -119,4 +131,63 @@ func sameShape(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// fusedPart is one tensor of a fused upload.
+type fusedPart struct {
+	dst   *backend.Tensor
+	name  string
+	shape []int
+}
+
+// loadFused uploads layer l's q|k|v projections (and biases) and Qwen's
+// shared gate|up|mix as one tensor each and sets the per-projection fields
+// to views of them.
+func loadFused(vw backend.Viewer, be backend.Backend, set *qpack.NonRoutedSet, l int, lw *LayerWeights, cfg model.Config) error {
+	D, S, KV := cfg.HiddenSize, cfg.SharedFFN, cfg.KVDim()
+	groups := []struct {
+		dst   *backend.Tensor
+		parts []fusedPart
+		when  bool
+	}{
+		{&lw.QKV, []fusedPart{{&lw.Q, "self_attn.q_proj.weight", []int{D, D}}, {&lw.K, "self_attn.k_proj.weight", []int{KV, D}},
+			{&lw.V, "self_attn.v_proj.weight", []int{KV, D}}}, true},
+		{&lw.QKVBias, []fusedPart{{&lw.QBias, "self_attn.q_proj.bias", []int{D}}, {&lw.KBias, "self_attn.k_proj.bias", []int{KV}},
+			{&lw.VBias, "self_attn.v_proj.bias", []int{KV}}}, cfg.HasQKVBias()},
+		{&lw.SharedGUM, []fusedPart{{&lw.SharedGate, "mlp.shared_expert.gate_proj.weight", []int{S, D}},
+			{&lw.SharedUp, "mlp.shared_expert.up_proj.weight", []int{S, D}},
+			{&lw.SharedMix, "mlp.shared_expert_gate.weight", []int{1, D}}}, cfg.HasSharedExpert()},
+	}
+	for _, g := range groups {
+		if !g.when {
+			continue
+		}
+		var all []uint16
+		var sizes []int
+		for _, p := range g.parts {
+			name := model.LayerTensorName(l, p.name)
+			data, shape, err := set.F16(name)
+			if err != nil {
+				return fmt.Errorf("tensor %s: %w", name, err)
+			}
+			if !sameShape(shape, p.shape) {
+				return fmt.Errorf("tensor %s: shape %v, want %v", name, shape, p.shape)
+			}
+			all = append(all, data...)
+			sizes = append(sizes, len(data))
+		}
+		t, err := be.UploadF16(all)
+		if err != nil {
+			return fmt.Errorf("upload layer %d fused %s: %w", l, g.parts[0].name, err)
+		}
+		*g.dst = t
+		off := 0
+		for i, p := range g.parts {
+			if *p.dst, err = vw.View(t, off, sizes[i]); err != nil {
+				return fmt.Errorf("view layer %d %s: %w", l, p.name, err)
+			}
+			off += sizes[i]
+		}
+	}
+	return nil
 }

@@ -1,0 +1,209 @@
+// step.cuh: the bodies of the small per-step kernels (RMSNorm, RoPE, KV
+// append, attention, router top-k, argmax), as device functions. The
+// op-by-op kernels (norm.cu, rope_attention.cu, router.cu, embed_argmax.cu)
+// and the graph-step kernels of decode.cu call the same functions, so a
+// captured decode step gives the op-by-op path's bits.
+#pragma once
+
+#include "common.cuh"
+
+// rmsnorm_group normalises one group of g values with the calling block
+// (every thread of the block must call it):
+//
+//	dst[j] = w[j] * (x[j] * inv),  inv = 1/sqrt(mean(x^2) + eps)
+//
+// Each thread sums the squares of values t, t+blockDim, ... in order;
+// block_sum combines them with a fixed tree; inv is computed in double and
+// rounded once, like the CPU reference. dst may alias x. w_kind: 1 FP16
+// weights, 2 FP32.
+__device__ __forceinline__ void rmsnorm_group(float* dg, const float* xg, const void* w, int w_kind, int g, float eps,
+                                              float* red) {
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < g; i += blockDim.x) ss = __fmaf_rn(xg[i], xg[i], ss);
+	ss = block_sum(ss, red);
+	const float mean = __fadd_rn(__fdiv_rn(ss, (float)g), eps);
+	const float inv = (float)(1.0 / sqrt((double)mean));
+	for (int i = threadIdx.x; i < g; i += blockDim.x) {
+		float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+		dg[i] = __fmul_rn(wv, __fmul_rn(xg[i], inv));
+	}
+}
+
+// rope_pair rotates the pair (i, i+hd/2) of one head v at position pos (HF
+// rotate_half). Like transformers (and the CPU reference) the inverse
+// frequency and its product with pos are FP32; cos and sin are taken in
+// double and rounded once.
+__device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, double theta) {
+	const int half = hd >> 1;
+	const float e = __fdiv_rn((float)(2 * i), (float)hd);
+	const float inv_freq = __fdiv_rn(1.0f, (float)pow(theta, (double)e));
+	const float f = __fmul_rn((float)pos, inv_freq);
+	const float cs = (float)cos((double)f), sn = (float)sin((double)f);
+	const float a = v[i], c = v[i + half];
+	v[i] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
+	v[i + half] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+}
+
+// attention_head computes head h = blockIdx.x of
+// dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions 0..n-1, head h
+// reading kv head h/(nHeads/nKV). One block of 256 threads (ATT_WARPS warps)
+// per head; smem holds (n + ATT_WARPS*hd) floats. Scores: warp w takes
+// positions w, w+8, ...; a position's dot is lanes over hd, warp_sum. Max
+// and sum are block reductions (fixed trees). Output: warp w accumulates a
+// contiguous range of positions in order for each of its lanes' hd values;
+// the 8 partial vectors are then added in warp order. hd <= 256.
+#define ATT_WARPS 8
+__device__ __forceinline__ void attention_head(float* dst, const float* q, const float* kc, const float* vc, int n,
+                                               int n_heads, int n_kv, int hd, float* smem, float* red) {
+	float* sc = smem;        // [n]
+	float* part = smem + n;  // [ATT_WARPS][hd]
+	const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
+	const float* qh = q + (size_t)h * hd;
+	const float scale = (float)(1.0 / sqrt((double)hd));
+
+	for (int t = warp; t < n; t += ATT_WARPS) {
+		const float* kt = kc + (size_t)t * kv_dim + off;
+		float s = 0.0f;
+		for (int i = lane; i < hd; i += 32) s = __fmaf_rn(qh[i], kt[i], s);
+		s = warp_sum(s);
+		if (lane == 0) sc[t] = __fmul_rn(s, scale);
+	}
+	__syncthreads();
+	float m = -INFINITY;
+	for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sc[t]);
+	m = block_max(m, red);
+	float sum = 0.0f;
+	for (int t = threadIdx.x; t < n; t += blockDim.x) {
+		const float e = expf(__fsub_rn(sc[t], m));
+		sc[t] = e;
+		sum = __fadd_rn(sum, e);
+	}
+	sum = block_sum(sum, red);  // also orders the sc writes before the reads below
+
+	const int per = (n + ATT_WARPS - 1) / ATT_WARPS;
+	const int t0 = warp * per, t1 = min(n, t0 + per);
+	float acc[8];
+#pragma unroll
+	for (int j = 0; j < 8; j++) acc[j] = 0.0f;
+	for (int t = t0; t < t1; t++) {
+		const float p = __fdiv_rn(sc[t], sum);
+		const float* vt = vc + (size_t)t * kv_dim + off;
+#pragma unroll
+		for (int j = 0; j < 8; j++) {
+			const int i = lane + 32 * j;
+			if (i < hd) acc[j] = __fmaf_rn(p, vt[i], acc[j]);
+		}
+	}
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const int i = lane + 32 * j;
+		if (i < hd) part[warp * hd + i] = acc[j];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = part[i];
+		for (int w = 1; w < ATT_WARPS; w++) o = __fadd_rn(o, part[w * hd + i]);
+		dst[(size_t)h * hd + i] = o;
+	}
+}
+
+// beats reports whether (v, i) beats (bv, bi): larger value, then lower
+// index; i < 0 means "none".
+__device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
+	if (i < 0) return false;
+	if (bi < 0) return true;
+	return v > bv || (v == bv && i < bi);
+}
+
+// router_topk_block: probabilities p_i = exp(l_i - max) / sum (exp in
+// double, rounded once; the sum in index order by one thread, like the CPU
+// reference, so the selected experts match the reference exactly for the
+// same logits), then k rounds of a block argmax over the unselected
+// probabilities (ties to the lower index). Thread 0 writes ids_out[r] and
+// the un-renormalised p of each into w_out[r]. p holds E floats, then E
+// taken flags (dynamic shared memory); one block of 256 threads.
+__device__ __forceinline__ void router_topk_block(const float* logits, int E, int k, int* ids_out, float* w_out,
+                                                  float* p) {
+	unsigned char* taken = reinterpret_cast<unsigned char*>(p + E);
+	__shared__ float red[32];
+	__shared__ float rv[32];
+	__shared__ int ri[32];
+	__shared__ float total;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+
+	float m = -INFINITY;
+	for (int i = threadIdx.x; i < E; i += blockDim.x) m = fmaxf(m, logits[i]);
+	m = block_max(m, red);
+	for (int i = threadIdx.x; i < E; i += blockDim.x) {
+		p[i] = (float)exp((double)__fsub_rn(logits[i], m));
+		taken[i] = 0;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		float s = 0.0f;
+		for (int i = 0; i < E; i++) s = __fadd_rn(s, p[i]);
+		total = s;
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < E; i += blockDim.x) p[i] = __fdiv_rn(p[i], total);
+	__syncthreads();
+
+	for (int r = 0; r < k; r++) {
+		float bv = 0.0f;
+		int bi = -1;
+		for (int i = threadIdx.x; i < E; i += blockDim.x)
+			if (!taken[i] && beats(p[i], i, bv, bi)) bv = p[i], bi = i;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+			int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+			if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+		}
+		if (lane == 0) rv[warp] = bv, ri[warp] = bi;
+		__syncthreads();
+		if (threadIdx.x == 0) {
+			float v = rv[0];
+			int idx = ri[0];
+			for (int w = 1; w < nw; w++)
+				if (beats(rv[w], ri[w], v, idx)) v = rv[w], idx = ri[w];
+			ids_out[r] = idx;
+			w_out[r] = v;
+			taken[idx] = 1;
+		}
+		__syncthreads();
+	}
+}
+
+// argmax_block returns, in thread 0, the index of the largest logit,
+// skipping NaN and the nm ids in masked (EOS suppression); ties pick the
+// lowest index; -1 when nothing is left. Thread t scans t, t+blockDim, ...
+// in order, then a fixed butterfly and warp-order combine. Other threads
+// return an unspecified value.
+__device__ __forceinline__ int argmax_block(const float* logits, int n, const int* masked, int nm) {
+	__shared__ float rv[32];
+	__shared__ int ri[32];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	float bv = 0.0f;
+	int bi = -1;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		const float v = logits[i];
+		if (v != v) continue;
+		bool skip = false;
+		for (int j = 0; j < nm; j++) skip |= masked[j] == i;
+		if (!skip && beats(v, i, bv, bi)) bv = v, bi = i;
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+		int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+		if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+	}
+	if (lane == 0) rv[warp] = bv, ri[warp] = bi;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < nw; w++)
+			if (beats(rv[w], ri[w], rv[0], ri[0])) rv[0] = rv[w], ri[0] = ri[w];
+	}
+	return ri[0];
+}

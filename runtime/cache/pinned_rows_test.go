@@ -1,0 +1,55 @@
+package cache
+
+import (
+	"testing"
+)
+
+func TestPinnedRowsAndRecordHits(t *testing.T) {
+	tests := []struct {
+		name     string
+		capacity int
+		wantErr  bool
+	}{
+		{"full residency", 8, false},
+		{"partial residency", 6, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			auth := newFakeAuthority(t, 2, 8, 64)
+			c, err := New(newCPUDevice(t), auth, 2, 8, Options{Capacity: tc.capacity, Spares: 2, Staging: 2, GroupSize: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+			c.Admit()
+			rows, err := c.PinnedRows(0)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("PinnedRows: err %v, want error %v", err, tc.wantErr)
+			}
+			if err := c.RecordHits(0, []int{1, 3}); (err != nil) != tc.wantErr {
+				t.Fatalf("RecordHits: err %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				return
+			}
+			got, release, err := c.Acquire(0, []int{3, 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[0] != rows[3] || got[1] != rows[1] {
+				t.Fatalf("Acquire rows differ from PinnedRows")
+			}
+			release()
+			cnt := c.Counters()
+			if cnt.Hits != 4 || cnt.Misses != 0 {
+				t.Fatalf("hits %d misses %d, want 4 and 0", cnt.Hits, cnt.Misses)
+			}
+			if err := c.RecordHits(0, []int{1, 1}); err == nil {
+				t.Fatal("RecordHits accepted a group with a repeated expert")
+			}
+			if err := c.RecordHits(0, []int{9}); err == nil {
+				t.Fatal("RecordHits accepted an expert outside the layer")
+			}
+		})
+	}
+}

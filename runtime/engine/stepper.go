@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// Step modes: how Generate issues a step.
+const (
+	// StepOps issues every op of a step from the host (forward.go), with a
+	// host round trip per layer for the routing.
+	StepOps = "ops"
+	// StepGraphFull replays the whole step as one captured device graph,
+	// routing on the device and reading expert rows through a device table
+	// (full residency only).
+	StepGraphFull = "graph-full"
+	// StepGraphSegmented replays captured segments between the per-layer
+	// routing reads, which the host serves through the cache (misses and
+	// all) before the next segment (partial residency).
+	StepGraphSegmented = "graph-segmented"
+)
+
+// StepSpec is what a device stepper needs: the model, its weights, the
+// expert rows and the engine's buffers (x, the KV caches and the logits the
+// stepper shares with the op-by-op path; it allocates its own scratch).
+type StepSpec struct {
+	Config   model.Config
+	Weights  *Weights
+	Experts  ExpertRows
+	Executor string             // scalar-v1, grouped-v1 or fused-topk-v1
+	Layout   qpack.RecordLayout // of the expert records
+	MaxSeq   int
+	KCache   []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
+	VCache   []backend.Tensor
+	X        backend.Tensor // residual stream [D]
+	XN       backend.Tensor // its norm [D]
+	Logits   backend.Tensor // [V]
+}
+
+// Stepper runs whole steps on the device. Step runs token tok at position
+// pos through every layer. When set is false the device already holds tok
+// and pos (the previous step's head advanced them). With head it also
+// computes the logits into StepSpec.Logits and returns the greedy next
+// token, EOS ids excluded when suppress is set.
+type Stepper interface {
+	Step(tok, pos int, set, head, suppress bool) (next int, err error)
+	// Mode is StepGraphFull or StepGraphSegmented.
+	Mode() string
+	Close() error
+}
+
+// StepperBackend is a backend that can build a Stepper.
+type StepperBackend interface {
+	// NewStepper returns (nil, nil) when this device cannot run one.
+	NewStepper(StepSpec) (Stepper, error)
+}
+
+// PinnedRows is the part of the cache a full-residency stepper uses: the row
+// of every expert of a layer for its device table, and the accounting of
+// the groups it routed on the device (runtime/cache implements it).
+type PinnedRows interface {
+	FullResidency() bool
+	PinnedRows(layer int) ([]backend.Tensor, error)
+	RecordHits(layer int, ids []int) error
+}
+
+// useStepper builds the backend's stepper when mode asks for one ("" and
+// "auto": when the backend has one; StepOps: never).
+func (e *Engine) useStepper(mode string, layout qpack.RecordLayout) error {
+	switch mode {
+	case "", "auto":
+	case StepOps:
+		return nil
+	default:
+		return fmt.Errorf("engine: step mode %q: want auto or %s", mode, StepOps)
+	}
+	sb, ok := e.be.(StepperBackend)
+	if !ok {
+		return nil
+	}
+	st, err := sb.NewStepper(StepSpec{
+		Config: e.cfg, Weights: e.w, Experts: e.experts, Executor: e.exec.Name(), Layout: layout,
+		MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, XN: e.xn, Logits: e.logits,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: device stepper: %w", err)
+	}
+	e.stepper = st // nil when the backend cannot step on this device
+	return nil
+}
+
+// StepMode is how steps are issued: StepOps, StepGraphFull or
+// StepGraphSegmented.
+func (e *Engine) StepMode() string {
+	if e.stepper != nil {
+		return e.stepper.Mode()
+	}
+	return StepOps
+}
+
+// Close releases the stepper, if any.
+func (e *Engine) Close() error {
+	if e.stepper == nil {
+		return nil
+	}
+	err := e.stepper.Close()
+	e.stepper = nil
+	return err
+}
