@@ -5,7 +5,8 @@
 // (id and canonical SHA-256), a device and a list of configurations: a
 // checkpoint (synthetic arch + seed, or a Hugging Face directory), an expert
 // format, a per-layer capacity and an executor, with the placement and
-// policy the contract prescribes. Loading is prometheus-config style:
+// policy the contract prescribes, and optionally the cache's spares,
+// staging and transport (staged or registered). Loading is prometheus-config style:
 // defaults, then a strict decode (unknown fields are errors), then Validate
 // with one precise message.
 //
@@ -96,9 +97,15 @@ type Configuration struct {
 	Placement string `yaml:"placement" json:"placement"`
 	Policy    string `yaml:"policy" json:"policy"`
 	// Spares and Staging are the unpublished rows per layer and the staging
-	// ring; 0 means top-k.
+	// ring; 0 means top-k (staging: none with the registered transport).
 	Spares  int `yaml:"spares" json:"spares"`
 	Staging int `yaml:"staging" json:"staging"`
+	// Transport is how a miss copies a record to the device (cache
+	// Options.Transport): staged (the default: authority -> pinned staging
+	// -> row) or registered (the authority page-locked once, copied to the
+	// row directly; no staging ring, so staging must stay 0). Frozen
+	// campaigns from before the field omit it, which means staged.
+	Transport string `yaml:"transport" json:"transport,omitempty"`
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -171,6 +178,9 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		if c.Configurations[i].ExpertFormat == "" {
 			c.Configurations[i].ExpertFormat = "int4"
 		}
+		if c.Configurations[i].Transport == "" {
+			c.Configurations[i].Transport = cache.DefaultTransport
+		}
 	}
 	return &c, nil
 }
@@ -234,6 +244,9 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
 		if cfg.Policy == "" {
 			cfg.Policy = k.Cache.Policy
 		}
+		if cfg.Transport == "" {
+			cfg.Transport = cache.DefaultTransport
+		}
 		if !idPattern.MatchString(cfg.ID) {
 			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
 		}
@@ -272,6 +285,10 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract) err
 		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, cache.Policies())
 	case cfg.Spares < 0 || cfg.Staging < 0:
 		return fmt.Errorf("spares %d, staging %d: want 0 (top-k) or more", cfg.Spares, cfg.Staging)
+	case !slices.Contains(cache.Transports(), cfg.Transport):
+		return fmt.Errorf("transport %q: want %s (the default) or %s", cfg.Transport, cache.TransportStaged, cache.TransportRegistered)
+	case cfg.Transport == cache.TransportRegistered && cfg.Staging != 0:
+		return fmt.Errorf("staging %d with transport %s: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset", cfg.Staging, cfg.Transport)
 	}
 	if cfg.SeedExecutor != "" {
 		ours, ok := SeedExecutors[cfg.SeedExecutor]

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -24,7 +26,7 @@ func TestGoodCampaigns(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, cfg := range c.Configurations {
-				if cfg.Placement != "canonical" || cfg.Policy != "lru" || cfg.ExpertFormat == "" {
+				if cfg.Placement != "canonical" || cfg.Policy != "lru" || cfg.ExpertFormat == "" || cfg.Transport != "staged" {
 					t.Errorf("%s: defaults not applied: %+v", cfg.ID, cfg)
 				}
 			}
@@ -49,6 +51,8 @@ func TestBadCampaigns(t *testing.T) {
 		"placement.bad.yml":              `configuration "olmoe-c8": placement "strided": contract PERF-MINI-TEST prescribes the canonical initial placement`,
 		"two-checkpoints.bad.yml":        `configuration "olmoe-c8": checkpoint: give either synthetic or hf, not both`,
 		"device.bad.yml":                 `device "tpu": want cpu or cuda`,
+		"transport.bad.yml":              `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
+		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
 	if len(files) != len(want) {
@@ -87,7 +91,7 @@ func TestCommittedCampaigns(t *testing.T) {
 	}{
 		{"smoke.yaml", 4, "cpu"},
 		{"residency39.yaml", 13, "cuda"},
-		{"residency-ablation.yaml", 14, "cuda"},
+		{"residency-ablation.yaml", 16, "cuda"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -112,6 +116,34 @@ func TestCommittedCampaigns(t *testing.T) {
 		if cfg.SeedExecutor == "" || SeedExecutors[cfg.SeedExecutor] != cfg.Executor {
 			t.Errorf("%s: seed executor %q, executor %s", cfg.ID, cfg.SeedExecutor, cfg.Executor)
 		}
+		if cfg.Transport != "staged" {
+			t.Errorf("%s: transport %q, residency39 runs the staged transport", cfg.ID, cfg.Transport)
+		}
+	}
+	// The ablation measures the registered transport on two configurations
+	// that differ from their staged twins in the transport only.
+	c, _, _, err = Load("residency-ablation.yaml", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	registered := 0
+	for _, cfg := range c.Configurations {
+		if cfg.Transport != "registered" {
+			continue
+		}
+		registered++
+		twin, ok := c.Config(strings.TrimSuffix(cfg.ID, "-registered"))
+		if !ok {
+			t.Fatalf("%s: no staged twin", cfg.ID)
+		}
+		a, b := *twin, cfg
+		a.ID, a.Transport = b.ID, b.Transport
+		if twin.Transport != "staged" || !reflect.DeepEqual(a, b) {
+			t.Errorf("%s differs from %s in more than the transport", cfg.ID, twin.ID)
+		}
+	}
+	if registered != 2 {
+		t.Errorf("%d registered configurations in residency-ablation.yaml, want 2", registered)
 	}
 }
 
@@ -122,7 +154,7 @@ func TestCampaignHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n", 1)
+	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
 	c2, _, _, err := Load(p, miniContract)
@@ -141,5 +173,19 @@ func TestCampaignHash(t *testing.T) {
 	}
 	if h3, _ := back.SHA256(); h3 != h1 {
 		t.Fatal("the frozen campaign does not read back to the same campaign")
+	}
+	// A campaign frozen before the transport field existed has none in its
+	// JSON: it still reads back with its own hash (and means staged).
+	old := *c1
+	old.Configurations = slices.Clone(c1.Configurations)
+	for i := range old.Configurations {
+		old.Configurations[i].Transport = ""
+	}
+	odoc, _ := old.Doc()
+	if strings.Contains(string(odoc.Campaign), "transport") {
+		t.Fatalf("an empty transport is written: %s", odoc.Campaign)
+	}
+	if _, err := FromDoc(odoc, ""); err != nil {
+		t.Fatalf("a frozen campaign without transport: %v", err)
 	}
 }

@@ -124,7 +124,7 @@ func RunWorker(o WorkerOptions) (err error) {
 
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
-		Spares: cfg.Spares, Staging: cfg.Staging, MaxSeq: maxSeq,
+		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, MaxSeq: maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -138,6 +138,10 @@ func RunWorker(o WorkerOptions) (err error) {
 		H2DBytes:       prep.H2DBytes,
 		H2DCopies:      prep.H2DCopies,
 	}
+	if opts.Transport == cache.TransportRegistered {
+		s := float64(prep.HostRegisterNs) / 1e9
+		rec.Preparation.HostRegisterSeconds = &s
+	}
 	rec.Checkpoint, rec.Artifact, err = identity(o.Campaign, cfg, art)
 	// The artifact records the activation type the format is designed for;
 	// what was measured is what the backend computed in.
@@ -147,7 +151,7 @@ func RunWorker(o WorkerOptions) (err error) {
 	}
 	rec.Setup = editions.Setup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
-		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
+		Transport: opts.Transport, Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
 		Regime: regime(opts.Capacity, mcfg.NumExperts),
 	}
 

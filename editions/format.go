@@ -169,6 +169,9 @@ type Setup struct {
 	Placement string `json:"placement"` // canonical, strided
 	Policy    string `json:"policy"`    // lru, fifo
 	Regime    string `json:"regime"`    // "full" when capacity == experts, else "partial"
+	// Transport is the cache's miss copy path, "staged" or "registered";
+	// records from before the field omit it, which means staged.
+	Transport string `json:"transport,omitempty"`
 }
 
 // Preparation is the worker's work before admission.
@@ -177,6 +180,9 @@ type Preparation struct {
 	AuthorityBytes int64   `json:"authority_bytes"`
 	H2DBytes       int64   `json:"h2d_bytes"` // initial placement
 	H2DCopies      int64   `json:"h2d_copies"`
+	// HostRegisterSeconds is the time spent page-locking the host
+	// authority (registered transport only; absent otherwise).
+	HostRegisterSeconds *float64 `json:"host_register_seconds,omitempty"`
 }
 
 // Warmup is the excluded warm-up request.

@@ -42,7 +42,9 @@ prepares it with INT4 experts into a temporary directory and runs that.
 Routed experts live in a budgeted per-layer cache (resident-qpacked-cache-v1):
 --capacity experts per layer are published rows, the rest are copied in from
 the read-only host authority on a miss and evicted by --policy. Capacity never
-changes tokens, only transfers.
+changes tokens, only transfers. --transport registered page-locks the host
+authority once and copies misses from it directly instead of through the
+pinned staging ring (staged, the default).
 
 --json prints one object with at least token_ids, ttft_seconds,
 decode_seconds, decode_tok_s, and under "cache" the request's counters
@@ -62,6 +64,8 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 			&cli.IntFlag{Name: "capacity", Usage: "published expert rows per layer, top-k..experts (0: every expert, full residency)"},
 			&cli.StringFlag{Name: "placement", Value: cache.DefaultPlacement, Usage: "initial placement: " + strings.Join(cache.Placements(), ", ")},
 			&cli.StringFlag{Name: "policy", Value: cache.DefaultPolicy, Usage: "eviction policy: " + strings.Join(cache.Policies(), ", ")},
+			&cli.StringFlag{Name: "transport", Value: cache.DefaultTransport, Usage: "miss copy path: " + strings.Join(cache.Transports(), ", ") + " (registered page-locks the host authority and copies from it without staging)"},
+			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "auto: captured device steps where the backend has them (cuda: graph-full at full residency, graph-segmented otherwise); ops: every op issued from the host"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -91,6 +95,8 @@ type generateOutput struct {
 	Experts        int            `json:"experts_per_layer"`
 	Placement      string         `json:"placement"`
 	Policy         string         `json:"policy"`
+	Transport      string         `json:"transport"`
+	StepMode       string         `json:"step_mode"`
 	Cache          cache.Counters `json:"cache"`
 }
 
@@ -145,7 +151,7 @@ func runGenerate(c *cli.Context) error {
 	be := dev.Backend
 	eng, err := engine.Load(be, dev.Rows, art, engine.LoadOptions{
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
-		Placement: c.String("placement"), Policy: c.String("policy"),
+		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -178,7 +184,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Cache: counters,
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
@@ -191,7 +197,7 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "prompt ids %v\n", out.PromptIDs)
 	fmt.Fprintf(w, "token ids  %v\n", out.TokenIDs)
 	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
-	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction)\n", out.Capacity, out.Experts, out.Placement, out.Policy)
+	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
 	fmt.Fprintf(w, "cache      %d hits, %d misses, %d evictions, %d H2D bytes, %d expert D2H bytes\n",
 		counters.Hits, counters.Misses, counters.Evictions, counters.H2DBytes, counters.D2HExpertBytes)
 	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)

@@ -35,6 +35,10 @@ type Authority struct {
 	artifactReads [2]atomic.Int64 // calls that read the artifact's experts.bin
 	hashBytes     [2]atomic.Int64 // bytes hashed (load, Verify)
 	writes        [2]atomic.Int64 // records written into mem
+
+	// pins counts caches that registered mem with their device (registered
+	// transport); Close refuses to unmap registered memory.
+	pins atomic.Int32
 }
 
 // recordSource is what the authority reads: *qpack.Artifact in production,
@@ -190,11 +194,20 @@ func (a *Authority) Counters() AuthorityCounters {
 	}
 }
 
+// ErrAuthorityRegistered is returned by Authority.Close while a cache still
+// has the authority registered with its device.
+var ErrAuthorityRegistered = errors.New("host authority still registered with a device")
+
 // Close unmaps the authority. Records obtained earlier must not be used
-// afterwards.
+// afterwards. While a cache of the registered transport still has it
+// page-locked (close the cache first) Close unmaps nothing and returns
+// ErrAuthorityRegistered: the device may still read it.
 func (a *Authority) Close() error {
 	if a.mem == nil {
 		return nil
+	}
+	if n := a.pins.Load(); n > 0 {
+		return fmt.Errorf("host authority: close: %d bytes registered by %d cache(s); close the cache first: %w", len(a.mem), n, ErrAuthorityRegistered)
 	}
 	err := unix.Munmap(a.mem)
 	a.mem = nil

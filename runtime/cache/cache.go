@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 )
@@ -44,7 +45,8 @@ type Options struct {
 	// GroupSize so that a whole routed group can miss at once.
 	Spares int
 	// Staging is the number of pinned staging buffers (one record each) in
-	// the transfer ring shared by all layers; at least 1.
+	// the transfer ring shared by all layers: at least 1 with the staged
+	// transport, 0 with the registered transport (which has no ring).
 	Staging int
 	// GroupSize is the largest routed group Acquire serves (top-k), in
 	// 1..Capacity.
@@ -54,7 +56,27 @@ type Options struct {
 	// Placement names the initial placement (see Placements); "" is
 	// "canonical".
 	Placement string
+	// Transport names how a miss moves a record from the host authority to
+	// its row (see Transports); "" is "staged".
+	Transport string
 }
+
+// Transports: how a copy reaches a row.
+const (
+	// TransportStaged copies authority -> pinned staging buffer (on host
+	// cores, copyParallel) -> row (on the copy stream). The default.
+	TransportStaged = "staged"
+	// TransportRegistered page-locks the whole authority once, in New
+	// (Device.RegisterHost, read-only), and copies authority -> row on the
+	// copy stream (Device.CopyHostToRow): no staging buffers and no host
+	// copy.
+	TransportRegistered = "registered"
+	// DefaultTransport is the transport of Options.Transport "".
+	DefaultTransport = TransportStaged
+)
+
+// Transports lists the declared transports, sorted.
+func Transports() []string { return []string{TransportRegistered, TransportStaged} }
 
 // validate checks o against a model of experts experts per layer and
 // returns it with defaults filled in.
@@ -65,6 +87,12 @@ func (o Options) validate(experts int) (Options, error) {
 	if o.Placement == "" {
 		o.Placement = DefaultPlacement
 	}
+	if o.Transport == "" {
+		o.Transport = DefaultTransport
+	}
+	if o.Transport != TransportStaged && o.Transport != TransportRegistered {
+		return o, fmt.Errorf("unknown transport %q (declared: %v)", o.Transport, Transports())
+	}
 	switch {
 	case o.Capacity < 1 || o.Capacity > experts:
 		return o, fmt.Errorf("capacity %d outside 1..%d (experts per layer)", o.Capacity, experts)
@@ -72,8 +100,10 @@ func (o Options) validate(experts int) (Options, error) {
 		return o, fmt.Errorf("group size %d outside 1..%d (capacity): a routed group must fit in the published rows", o.GroupSize, o.Capacity)
 	case o.Spares < o.GroupSize:
 		return o, fmt.Errorf("%d spare rows per layer, need at least the group size %d so that a whole routed group can miss", o.Spares, o.GroupSize)
-	case o.Staging < 1:
+	case o.Transport == TransportStaged && o.Staging < 1:
 		return o, fmt.Errorf("%d staging buffers: staging too small, need at least 1", o.Staging)
+	case o.Transport == TransportRegistered && o.Staging != 0:
+		return o, fmt.Errorf("%d staging buffers with the %s transport, which copies from the page-locked authority and has no staging ring: want 0", o.Staging, o.Transport)
 	}
 	if _, ok := policies[o.Policy]; !ok {
 		return o, fmt.Errorf("unknown eviction policy %q (declared: %v)", o.Policy, Policies())
@@ -94,9 +124,21 @@ type Cache struct {
 	nexp   int
 	layers []*layer
 
-	// missMu serialises miss transactions (and Close). It guards ring.
+	// missMu serialises miss transactions (and Close). It guards ring and
+	// unregister.
 	missMu sync.Mutex
-	ring   stagingRing
+	ring   stagingRing // empty with the registered transport
+
+	// unregister undoes the registration of the authority (registered
+	// transport; nil otherwise or once undone). registeredBytes and
+	// registerNs are what New registered and how long it took; written
+	// before New returns, read-only afterwards.
+	unregister      func() error
+	registeredBytes int64
+	registerNs      int64
+
+	// stagingBytes counts authority bytes copied into staging buffers.
+	stagingBytes atomic.Int64
 
 	fault atomic.Pointer[faultBox]
 
@@ -204,6 +246,11 @@ func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, e
 			c.free()
 		}
 	}()
+	if o.Transport == TransportRegistered {
+		if err := c.registerAuthority(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.allocStaging(); err != nil {
 		return nil, err
 	}
@@ -242,7 +289,26 @@ func lenOf(t backend.Tensor) int {
 	return t.Len()
 }
 
-// allocStaging allocates the staging ring, each buffer one record.
+// registerAuthority page-locks the whole authority for the registered
+// transport and times it. The authority refuses to Close while it is
+// registered (see Authority.pins).
+func (c *Cache) registerAuthority() error {
+	mem := c.auth.mem
+	start := time.Now()
+	unregister, err := c.dev.RegisterHost(mem)
+	if err != nil {
+		return fmt.Errorf("cache: %s: page-lock the host authority (%d bytes, read-only) for the %s transport: %w; use the %s transport or raise the locked-memory limit",
+			c.dev.Name(), len(mem), TransportRegistered, err, TransportStaged)
+	}
+	c.registerNs = time.Since(start).Nanoseconds()
+	c.registeredBytes = int64(len(mem))
+	c.unregister = unregister
+	c.auth.pins.Add(1)
+	return nil
+}
+
+// allocStaging allocates the staging ring, each buffer one record
+// (Options.Staging buffers: none with the registered transport).
 func (c *Cache) allocStaging() error {
 	for i := 0; i < c.opts.Staging; i++ {
 		s, err := c.dev.AllocStaging(c.size)
@@ -289,7 +355,8 @@ func (c *Cache) loadInitial(placed []int) error {
 	return nil
 }
 
-// free releases every row and staging buffer (New's failure path, Close).
+// free releases every row and staging buffer and unregisters the authority
+// (New's failure path, Close).
 func (c *Cache) free() error {
 	var errs []error
 	for _, l := range c.layers {
@@ -308,6 +375,19 @@ func (c *Cache) free() error {
 		}
 	}
 	c.ring.slots = nil
+	if c.unregister != nil {
+		// Every copy was waited for (load never returns with a copy in
+		// flight), so nothing reads the authority through the
+		// registration any more.
+		if err := c.unregister(); err != nil {
+			// Still registered: keep the authority pinned (it will
+			// not unmap).
+			errs = append(errs, fmt.Errorf("unregister the host authority: %w", err))
+		} else {
+			c.auth.pins.Add(-1)
+		}
+		c.unregister = nil
+	}
 	return errors.Join(errs...)
 }
 
@@ -458,10 +538,11 @@ func (c *Cache) release(l *layer, idx []int) {
 	}
 }
 
-// Close frees every row and staging buffer after waiting for the last
-// compute event of each row. It fails with ErrLeased, freeing nothing,
-// while any lease is held; Acquire returns ErrClosed afterwards either
-// way. The device and the authority belong to the caller.
+// Close frees every row and staging buffer, and unregisters the authority
+// (registered transport), after waiting for the last compute event of each
+// row. It fails with ErrLeased, freeing nothing, while any lease is held;
+// Acquire returns ErrClosed afterwards either way. The device and the
+// authority belong to the caller; close the cache before the authority.
 func (c *Cache) Close() error {
 	c.missMu.Lock()
 	defer c.missMu.Unlock()

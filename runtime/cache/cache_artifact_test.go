@@ -159,6 +159,7 @@ func TestCountersJSON(t *testing.T) {
 	json.Unmarshal(b, &got)
 	want := map[string]any{
 		"hits": 1.0, "misses": 1.0, "evictions": 1.0, "h2d_bytes": 64.0, "h2d_copies": 1.0,
+		"staging_bytes": 64.0, "host_registered_bytes": 0.0, "host_register_ns": 0.0,
 		"d2h_expert_bytes": 0.0, "writebacks": 0.0, "authority_writes": 0.0,
 		"request_hash_bytes": 0.0, "request_artifact_reads": 0.0,
 		"layer_hits": []any{0.0, 1.0}, "layer_misses": []any{0.0, 1.0}, "layer_evictions": []any{0.0, 1.0},

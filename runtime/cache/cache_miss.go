@@ -16,7 +16,8 @@ import (
 //  2. Find spare rows: free spares first, then retired rows whose leases
 //     are all released, after waiting (outside the lock) for the compute
 //     event of their last release.
-//  3. Copy authority -> staging -> spare rows on the copy stream (load),
+//  3. Copy authority -> staging -> spare rows (staged transport) or
+//     authority -> spare rows (registered) on the copy stream (load),
 //     waiting for every copy's completion event.
 //  4. Under the layer lock: publish g' = g - victims + missing, retire the
 //     victims, commit the policy, count, and lease the group.
@@ -226,14 +227,23 @@ type copyJob struct {
 	layer  *layer
 	row    int
 	expert int
-	slot   *stagingSlot
-	ev     Event // nil until enqueued
+	slot   *stagingSlot // nil with the registered transport
+	ev     Event        // nil until enqueued
 	waited bool
 	err    error // the completion event's outcome
 }
 
+// via names the job's source for error messages.
+func (j *copyJob) via() string {
+	if j.slot == nil {
+		return "from the registered authority"
+	}
+	return fmt.Sprintf("through staging buffer %d", j.slot.index)
+}
+
 // wait waits for the job's copy once and counts it when it succeeded; a
-// failed copy quarantines its staging buffer (the row is handled by load).
+// failed copy quarantines its staging buffer, if it had one (the row is
+// handled by load).
 func (c *Cache) wait(j *copyJob) {
 	if j.ev == nil || j.waited {
 		return
@@ -241,7 +251,9 @@ func (c *Cache) wait(j *copyJob) {
 	j.waited = true
 	j.err = j.ev.Wait()
 	if j.err != nil {
-		j.slot.bad = true
+		if j.slot != nil {
+			j.slot.bad = true
+		}
 		return
 	}
 	j.layer.counters.h2dBytes.Add(int64(c.size))
@@ -288,38 +300,30 @@ func (c *Cache) take() (*stagingSlot, error) {
 }
 
 // load copies each job's authority record into its row (marked loading)
-// through the staging ring and waits for every copy. On success the rows
+// with the cache's transport and waits for every copy. On success the rows
 // hold their records; publishing them is the caller's business. On
 // failure it stops issuing, still waits for every copy it issued, puts
 // rows whose copy was confirmed or never issued back to spare, quarantines
 // rows whose copy the device could not confirm, and returns the first
-// error.
+// error. It never returns with a copy in flight.
 func (c *Cache) load(jobs []copyJob) error {
 	var firstErr error
 	issued := 0
 	for i := range jobs {
-		j := &jobs[i]
-		s, err := c.take()
-		if err != nil {
+		if err := c.issue(&jobs[i]); err != nil {
 			firstErr = err
 			break
 		}
-		copyParallel(s.buf.Host(), c.auth.Record(j.layer.index, j.expert), 0)
-		ev, err := c.dev.CopyToRow(j.layer.rows[j.row].dev, s.buf, c.size)
-		if err != nil {
-			firstErr = fmt.Errorf("enqueue copy of expert %d to row %d: %w", j.expert, j.row, err)
-			break
-		}
-		j.slot, j.ev = s, ev
-		s.pending = j
 		issued++
 	}
 	for i := range jobs[:issued] {
 		j := &jobs[i]
 		c.wait(j)
-		j.slot.pending = nil
+		if j.slot != nil {
+			j.slot.pending = nil
+		}
 		if j.err != nil && firstErr == nil {
-			firstErr = fmt.Errorf("copy of expert %d to row %d through staging buffer %d: %w", j.expert, j.row, j.slot.index, j.err)
+			firstErr = fmt.Errorf("copy of expert %d to row %d %s: %w", j.expert, j.row, j.via(), j.err)
 		}
 	}
 	if firstErr == nil {
@@ -337,4 +341,35 @@ func (c *Cache) load(jobs []copyJob) error {
 		l.mu.Unlock()
 	}
 	return firstErr
+}
+
+// issue enqueues the copy of one job on the copy stream. Staged: take a
+// staging buffer (waiting for its previous copy), copy the record into it
+// on the host cores, then copy the buffer to the row. Registered: copy the
+// record from the page-locked authority to the row. An error means the
+// job's copy was not enqueued.
+func (c *Cache) issue(j *copyJob) error {
+	dst := j.layer.rows[j.row].dev
+	rec := c.auth.Record(j.layer.index, j.expert)
+	if c.opts.Transport == TransportRegistered {
+		ev, err := c.dev.CopyHostToRow(dst, rec, c.size)
+		if err != nil {
+			return fmt.Errorf("enqueue copy of expert %d to row %d %s: %w", j.expert, j.row, j.via(), err)
+		}
+		j.ev = ev
+		return nil
+	}
+	s, err := c.take()
+	if err != nil {
+		return err
+	}
+	copyParallel(s.buf.Host(), rec, 0)
+	c.stagingBytes.Add(int64(c.size))
+	ev, err := c.dev.CopyToRow(dst, s.buf, c.size)
+	if err != nil {
+		return fmt.Errorf("enqueue copy of expert %d to row %d: %w", j.expert, j.row, err)
+	}
+	j.slot, j.ev = s, ev
+	s.pending = j
+	return nil
 }

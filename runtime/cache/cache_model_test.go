@@ -16,6 +16,7 @@ type modelConfig struct {
 	layers, experts, capacity, group int
 	spares, staging                  int
 	policy, placement                string
+	transport                        string
 	maxOpen                          int // leases held open at once
 	steps                            int
 	seed                             uint64
@@ -112,6 +113,13 @@ func modelConfigs() []modelConfig {
 		if cs[i].policy == "" {
 			cs[i].policy = "lru"
 		}
+		cs[i].transport = TransportStaged
+	}
+	// Every shape again with the registered transport (no staging ring).
+	for _, mc := range cs[:len(cs):len(cs)] {
+		mc.name += "-registered"
+		mc.transport, mc.staging = TransportRegistered, 0
+		cs = append(cs, mc)
 	}
 	return cs
 }
@@ -129,14 +137,23 @@ func TestModel(t *testing.T) {
 
 func runModel(t *testing.T, mc modelConfig) {
 	auth := newFakeAuthority(t, mc.layers, mc.experts, mc.recordSize)
-	c, err := New(newCPUDevice(t), auth, mc.layers, mc.experts, Options{
+	dev := newCPUDevice(t)
+	c, err := New(dev, auth, mc.layers, mc.experts, Options{
 		Capacity: mc.capacity, Spares: mc.spares, Staging: mc.staging, GroupSize: mc.group,
-		Policy: mc.policy, Placement: mc.placement,
+		Policy: mc.policy, Placement: mc.placement, Transport: mc.transport,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.Admit()
+	prep := c.Preparation()
+	authBytes := int64(mc.layers * mc.experts * mc.recordSize)
+	switch {
+	case mc.transport == TransportStaged && (prep.StagingBytes != prep.H2DBytes || prep.HostRegisteredBytes != 0 || len(c.ring.slots) != mc.staging):
+		t.Fatalf("staged: preparation %+v with %d staging buffers", prep, len(c.ring.slots))
+	case mc.transport == TransportRegistered && (prep.StagingBytes != 0 || prep.HostRegisteredBytes != authBytes || len(c.ring.slots) != 0):
+		t.Fatalf("registered: preparation %+v with %d staging buffers, want the %d-byte authority registered and no staging", prep, len(c.ring.slots), authBytes)
+	}
 	placed, _ := InitialPlacement(mc.placement, mc.experts, mc.capacity)
 	m := &refModel{capacity: mc.capacity, touchOnHit: mc.policy == "lru"}
 	for range mc.layers {
@@ -222,6 +239,9 @@ func runModel(t *testing.T, mc modelConfig) {
 		if d.H2DBytes != d.Misses*int64(mc.recordSize) || d.H2DCopies != d.Misses {
 			t.Fatalf("step %d: h2d %d bytes in %d copies for %d misses of %d bytes", step, d.H2DBytes, d.H2DCopies, d.Misses, mc.recordSize)
 		}
+		if wantStaging := map[string]int64{TransportStaged: d.H2DBytes, TransportRegistered: 0}[mc.transport]; d.StagingBytes != wantStaging || d.HostRegisteredBytes != 0 {
+			t.Fatalf("step %d: %s transport: %d staging bytes for %d h2d bytes, %d registered", step, mc.transport, d.StagingBytes, d.H2DBytes, d.HostRegisteredBytes)
+		}
 		// The initial placement fills every published row, so there is no
 		// free capacity and every miss evicts.
 		if d.Evictions != d.Misses {
@@ -242,8 +262,14 @@ func runModel(t *testing.T, mc modelConfig) {
 		t.Errorf("never held a lease open")
 	}
 	t.Logf("%d requested, %d misses, %d refused", requested, misses, refused)
+	if got, want := dev.regs.Len(), map[string]int{TransportStaged: 0, TransportRegistered: 1}[mc.transport]; got != want {
+		t.Fatalf("%d host ranges registered before Close, want %d", got, want)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if dev.regs.Len() != 0 || auth.pins.Load() != 0 {
+		t.Fatalf("after Close: %d host ranges registered, authority pinned %d times", dev.regs.Len(), auth.pins.Load())
 	}
 }
 

@@ -19,12 +19,15 @@ func TestConcurrentConsumers(t *testing.T) {
 		name                                     string
 		layers, experts, capacity, group, spares int
 		staging, workers, iters                  int
-		policy                                   string
+		policy, transport                        string
 	}{
-		{"lru-tight", 3, 16, 6, 3, 3, 2, 6, 300, "lru"},
-		{"lru-roomy", 2, 24, 12, 4, 12, 4, 8, 300, "lru"},
-		{"fifo", 2, 12, 5, 2, 4, 1, 4, 300, "fifo"},
-		{"full", 2, 8, 8, 4, 4, 1, 4, 300, "lru"},
+		{"lru-tight", 3, 16, 6, 3, 3, 2, 6, 300, "lru", TransportStaged},
+		{"lru-roomy", 2, 24, 12, 4, 12, 4, 8, 300, "lru", TransportStaged},
+		{"fifo", 2, 12, 5, 2, 4, 1, 4, 300, "fifo", TransportStaged},
+		{"full", 2, 8, 8, 4, 4, 1, 4, 300, "lru", TransportStaged},
+		{"lru-tight-registered", 3, 16, 6, 3, 3, 0, 6, 300, "lru", TransportRegistered},
+		{"lru-roomy-registered", 2, 24, 12, 4, 12, 0, 8, 300, "lru", TransportRegistered},
+		{"fifo-registered", 2, 12, 5, 2, 4, 0, 4, 300, "fifo", TransportRegistered},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -32,6 +35,7 @@ func TestConcurrentConsumers(t *testing.T) {
 			auth := newFakeAuthority(t, tc.layers, tc.experts, size)
 			c, err := New(newCPUDevice(t), auth, tc.layers, tc.experts, Options{
 				Capacity: tc.capacity, Spares: tc.spares, Staging: tc.staging, GroupSize: tc.group, Policy: tc.policy,
+				Transport: tc.transport,
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -120,6 +124,9 @@ func TestConcurrentConsumers(t *testing.T) {
 			d := c.Counters().Sub(c.Preparation())
 			if d.Hits+d.Misses != requested.Load() || d.H2DCopies != d.Misses || d.H2DBytes != d.Misses*size {
 				t.Fatalf("counters %+v for %d requested experts", d, requested.Load())
+			}
+			if (tc.transport == TransportRegistered) != (d.StagingBytes == 0 && d.H2DBytes > 0) {
+				t.Fatalf("%s transport: %d staging bytes for %d h2d bytes", tc.transport, d.StagingBytes, d.H2DBytes)
 			}
 			for l := 0; l < tc.layers; l++ {
 				res, _ := c.Resident(l)

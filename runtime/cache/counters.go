@@ -20,6 +20,14 @@ import "sync/atomic"
 //     and eviction (Cache.discard) only drops the row, so no code path
 //     increments them: their zero is structural, and these fields are where
 //     a writeback path would have to count.
+//   - staging_bytes: authority bytes copied into staging buffers by the
+//     host cores (staged transport, Cache.issue), counted when copied, so
+//     it includes copies whose transfer later failed. Always 0 with the
+//     registered transport, which copies from the authority directly.
+//   - host_registered_bytes, host_register_ns: the authority bytes New
+//     page-locked for the registered transport and the wall time
+//     Device.RegisterHost took; preparation work (see Preparation), 0
+//     with the staged transport and in every request.
 //   - authority_writes, request_hash_bytes, request_artifact_reads: work
 //     the host authority did after admission (records written into it,
 //     bytes hashed, artifact reads), from the authority's own counters
@@ -33,6 +41,9 @@ type Counters struct {
 	Evictions            int64 `json:"evictions"`
 	H2DBytes             int64 `json:"h2d_bytes"`
 	H2DCopies            int64 `json:"h2d_copies"`
+	StagingBytes         int64 `json:"staging_bytes"`
+	HostRegisteredBytes  int64 `json:"host_registered_bytes"`
+	HostRegisterNs       int64 `json:"host_register_ns"`
 	D2HExpertBytes       int64 `json:"d2h_expert_bytes"`
 	Writebacks           int64 `json:"writebacks"`
 	AuthorityWrites      int64 `json:"authority_writes"`
@@ -55,6 +66,9 @@ func (c Counters) Sub(base Counters) Counters {
 		Evictions:            c.Evictions - base.Evictions,
 		H2DBytes:             c.H2DBytes - base.H2DBytes,
 		H2DCopies:            c.H2DCopies - base.H2DCopies,
+		StagingBytes:         c.StagingBytes - base.StagingBytes,
+		HostRegisteredBytes:  c.HostRegisteredBytes - base.HostRegisteredBytes,
+		HostRegisterNs:       c.HostRegisterNs - base.HostRegisterNs,
 		D2HExpertBytes:       c.D2HExpertBytes - base.D2HExpertBytes,
 		Writebacks:           c.Writebacks - base.Writebacks,
 		AuthorityWrites:      c.AuthorityWrites - base.AuthorityWrites,
@@ -109,6 +123,9 @@ func (c *Cache) Counters() Counters {
 		out.H2DBytes += out.LayerH2DBytes[i]
 		out.H2DCopies += out.LayerH2DCopies[i]
 	}
+	out.StagingBytes = c.stagingBytes.Load()
+	out.HostRegisteredBytes = c.registeredBytes
+	out.HostRegisterNs = c.registerNs
 	out.D2HExpertBytes = c.d2hExpertBytes.Load()
 	out.Writebacks = c.writebacks.Load()
 	ac := c.auth.Counters()
@@ -140,7 +157,8 @@ func (c *Cache) Admitted() bool {
 }
 
 // Preparation returns the counters at Admit (zero values before it): the
-// initial placement's copies, and nothing else.
+// initial placement's copies (and staging), the registration of the
+// authority (registered transport), and nothing else.
 func (c *Cache) Preparation() Counters {
 	c.reqMu.Lock()
 	defer c.reqMu.Unlock()

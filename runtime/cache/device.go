@@ -1,14 +1,23 @@
 package cache
 
-import "github.com/horizon-runmap/horizon/runtime/backend"
+import (
+	"errors"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// ErrNotRegistered is returned (wrapped) by Device.CopyHostToRow when the
+// source is not inside host memory registered with Device.RegisterHost.
+var ErrNotRegistered = errors.New("copy source is not inside registered host memory")
 
 // Device is the slice of a device the cache needs: rows of device memory,
-// pinned staging buffers, an asynchronous host-to-device copy on a copy
-// stream, and events on the copy and compute streams.
+// pinned staging buffers, registration (page-locking) of host memory the
+// caller owns, asynchronous host-to-device copies on a copy stream, and
+// events on the copy and compute streams.
 //
 // The CPU implementation (CPUDevice) stands Go buffers in for device memory
 // and runs copies on a goroutine; the CUDA backend implements the same
-// methods with cuMemAlloc rows, cuMemHostAlloc staging,
+// methods with cuMemAlloc rows, cuMemHostAlloc staging, cuMemHostRegister,
 // cuMemcpyHtoDAsync on a dedicated copy stream and cuEventRecord.
 //
 // There is deliberately no device-to-host method: eviction discards, and
@@ -39,6 +48,23 @@ type Device interface {
 	//
 	// An error means nothing was enqueued.
 	CopyToRow(dst Row, src Staging, n int) (Event, error)
+
+	// RegisterHost page-locks host memory the caller owns (the host
+	// authority: read-only, mapped outside the Go heap) so that
+	// CopyHostToRow can read it asynchronously without staging. Ranges
+	// must not overlap one already registered. The returned function
+	// unregisters it; mem must stay mapped and unchanged until then, and
+	// no copy from it may still be running.
+	RegisterHost(mem []byte) (unregister func() error, err error)
+	// CopyHostToRow is CopyToRow from registered memory: it enqueues a copy
+	// of src[:n] to the start of dst on the copy stream and returns at
+	// once; the event completes when the copy has finished reading src and
+	// writing dst. src[:n] must lie inside one range registered with
+	// RegisterHost and not yet unregistered; otherwise it fails with an
+	// error wrapping ErrNotRegistered.
+	//
+	// An error means nothing was enqueued.
+	CopyHostToRow(dst Row, src []byte, n int) (Event, error)
 
 	// RecordCompute records an event on the compute stream. It completes
 	// once every compute operation issued before the call, from any

@@ -11,11 +11,14 @@ import (
 // CPUDevice implements Device for the CPU backend. Rows are byte tensors
 // from the backend's AllocBytes, so CPU executors read them like any
 // other expert record; staging buffers are ordinary Go slices (there is
-// nothing to pin).
+// nothing to pin), and RegisterHost is bookkeeping only: it records the
+// range so that CopyHostToRow refuses a source outside registered memory,
+// as the CUDA device does.
 //
 // The streams are real: one goroutine is the copy stream and executes
 // CopyToRow operations in order through the backend's WriteBytes, another
-// is the compute stream and completes RecordCompute events in order. Events
+// is the compute stream and completes RecordCompute events in order
+// (CopyHostToRow runs on the copy stream like CopyToRow). Events
 // are completion channels. CPU executors compute synchronously on the
 // caller's goroutine, so by the time a consumer releases its lease the
 // reads have happened; the compute event still completes asynchronously,
@@ -29,6 +32,8 @@ type CPUDevice struct {
 
 	mu     sync.Mutex // guards closed against concurrent enqueues
 	closed bool
+
+	regs HostRanges // RegisterHost'd memory
 }
 
 // streamDepth bounds each stream's queue; an enqueue blocks while it is
@@ -170,6 +175,41 @@ func (d *CPUDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
 	ev := &cpuEvent{done: make(chan struct{})}
 	err := d.enqueue(d.copies, func() {
 		ev.err = d.be.WriteBytes(cr.t, 0, cs.host[:n])
+		close(ev.done)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// RegisterHost implements Device: there is nothing to page-lock, so it
+// only records the range that CopyHostToRow checks.
+func (d *CPUDevice) RegisterHost(mem []byte) (func() error, error) {
+	unregister, err := d.regs.Add(mem)
+	if err != nil {
+		return nil, fmt.Errorf("cpu device: RegisterHost: %w", err)
+	}
+	return unregister, nil
+}
+
+// CopyHostToRow implements Device: the copy runs on the copy-stream
+// goroutine, after every copy enqueued before it.
+func (d *CPUDevice) CopyHostToRow(dst Row, src []byte, n int) (Event, error) {
+	cr, ok := dst.(cpuRow)
+	if !ok {
+		return nil, fmt.Errorf("cpu device: CopyHostToRow: foreign row %T", dst)
+	}
+	if n < 0 || n > len(src) || n > cr.t.Len() {
+		return nil, fmt.Errorf("cpu device: CopyHostToRow: %d bytes from a %d-byte source to a %d-byte row", n, len(src), cr.t.Len())
+	}
+	src = src[:n]
+	if err := d.regs.Check(src); err != nil {
+		return nil, fmt.Errorf("cpu device: CopyHostToRow: %w", err)
+	}
+	ev := &cpuEvent{done: make(chan struct{})}
+	err := d.enqueue(d.copies, func() {
+		ev.err = d.be.WriteBytes(cr.t, 0, src)
 		close(ev.done)
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/cpu"
@@ -58,5 +59,86 @@ func TestCPUDevice(t *testing.T) {
 	}
 	if _, err := d.CopyToRow(row, bufs[0], 1); err == nil {
 		t.Fatal("copy after Close accepted")
+	}
+}
+
+// CopyHostToRow copies only from registered memory, on the copy stream in
+// order with CopyToRow; anything else fails before enqueueing, leaving the
+// row as it was.
+func TestCPUDeviceRegisteredCopies(t *testing.T) {
+	d := NewCPUDevice(cpu.New(1))
+	defer d.Close()
+	row, err := d.AllocRow(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 32)
+	for i := range buf {
+		buf[i] = byte(100 + i)
+	}
+	if _, err := d.CopyHostToRow(row, buf[:16], 16); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("copy before RegisterHost = %v, want ErrNotRegistered", err)
+	}
+	unregister, err := d.RegisterHost(buf[:24])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.RegisterHost(buf[20:]); err == nil || !strings.Contains(err.Error(), "overlaps registered") {
+		t.Fatalf("overlapping RegisterHost = %v", err)
+	}
+	if _, err := d.RegisterHost(nil); err == nil {
+		t.Fatal("empty RegisterHost accepted")
+	}
+	// Staged and registered copies share the copy stream: in order.
+	s, _ := d.AllocStaging(16)
+	ev1, err := d.CopyToRow(row, s, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev2, err := d.CopyHostToRow(row, buf[8:24], 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(ev1.Wait(), ev2.Wait()); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowBytes(t, row.Tensor()); got[0] != 108 || got[15] != 123 {
+		t.Fatalf("row holds %v, want buf[8:24]", got)
+	}
+	other := make([]byte, 16)
+	for name, src := range map[string][]byte{
+		"another buffer":               other,
+		"straddling the registration":  buf[16:32],
+		"after the registration's end": buf[24:32],
+	} {
+		_, err := d.CopyHostToRow(row, src, len(src))
+		if !errors.Is(err, ErrNotRegistered) || !strings.Contains(err.Error(), "not inside registered host memory") {
+			t.Errorf("copy from %s = %v, want ErrNotRegistered", name, err)
+		}
+	}
+	if _, err := d.CopyHostToRow(row, buf[:8], 9); err == nil {
+		t.Error("copy of more bytes than the source accepted")
+	}
+	if got := rowBytes(t, row.Tensor()); got[0] != 108 {
+		t.Fatalf("a refused copy wrote the row: %v", got)
+	}
+	if err := unregister(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unregister(); err == nil {
+		t.Fatal("second unregister succeeded")
+	}
+	if _, err := d.CopyHostToRow(row, buf[:16], 16); !errors.Is(err, ErrNotRegistered) {
+		t.Fatalf("copy after unregister = %v, want ErrNotRegistered", err)
+	}
+	if d.regs.Len() != 0 {
+		t.Fatalf("%d ranges left registered", d.regs.Len())
+	}
+	if _, err := d.RegisterHost(buf[20:]); err != nil {
+		t.Fatalf("RegisterHost after unregister: %v", err)
+	}
+	d.Close()
+	if _, err := d.CopyHostToRow(row, buf[20:], 4); !errors.Is(err, ErrDeviceClosed) {
+		t.Fatalf("copy after Close = %v, want ErrDeviceClosed", err)
 	}
 }

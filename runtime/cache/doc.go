@@ -12,14 +12,27 @@
 // Writing to it after that kills the process (SIGSEGV).
 //
 // Rows. Each routed layer owns Capacity published rows plus Spares
-// unpublished rows on the device, one record each; one ring of Staging
-// pinned host buffers serves the transfers of all layers. All of it is
-// allocated in New, before admission, and New fails with an error naming
-// what could not be allocated. Spares and staging are physical allocations,
+// unpublished rows on the device, one record each; with the staged
+// transport one ring of Staging pinned host buffers serves the transfers
+// of all layers. All of it is allocated in New, before admission, and New
+// fails with an error naming what could not be allocated. Spares and staging are physical allocations,
 // not residency: Capacity counts published rows only, and partial residency
 // (Capacity < experts) and full residency (Capacity = experts) run the same
 // code. New loads the initial placement ("canonical": experts 0..c-1;
 // "strided": experts i*E/c) through the same copy path.
+//
+// Transports. Options.Transport, declared per configuration, fixes how a
+// record reaches its row. "staged" (the default): the host cores copy the
+// authority record into a pinned staging buffer (copyParallel), then the
+// copy stream moves the buffer to the row. "registered": New page-locks the
+// whole authority once (Device.RegisterHost; cuMemHostRegister with
+// READ_ONLY on CUDA, since the memory is PROT_READ), timed in the
+// host_register_ns counter, and the copy stream moves each record from the
+// authority to the row directly (Device.CopyHostToRow); there is no staging
+// ring (Options.Staging must be 0) and no host copy. Close unregisters it,
+// and Authority.Close refuses to unmap memory still registered. Everything
+// else (copy stream, completion events, publication after completion,
+// victim reuse after compute events, counters) is the same code.
 //
 // Generations and leases. A generation is an immutable map expert -> row of
 // one layer, published with an atomic pointer store. Acquire captures the
@@ -37,7 +50,8 @@
 // reserves spare rows (waiting, if it must, for the compute events of
 // retired rows), copies authority -> staging -> spare row on the copy
 // stream (a staging buffer is rewritten only after its previous copy's
-// completion event), waits for every copy of the group, and only then
+// completion event), or authority -> spare row with the registered
+// transport, waits for every copy of the group, and only then
 // publishes the new generation, which includes the whole group. Eviction
 // discards the device copy: nothing is copied back and the authority is
 // never written.
@@ -53,8 +67,8 @@
 // prove which rows are free, so the cache faults and every later Acquire
 // returns the same error, which wraps ErrFaulted.
 //
-// Counters. Hits, misses, evictions, H2D bytes and copies per layer, and
-// expert D2H bytes, writebacks, authority writes, request-time hash bytes
+// Counters. Hits, misses, evictions, H2D bytes and copies per layer,
+// staging bytes, the registration of the authority, and expert D2H bytes, writebacks, authority writes, request-time hash bytes
 // and request-time artifact reads, each incremented where that work happens
 // (see Counters for how each is observed). Admit marks the end of
 // preparation; BeginRequest and EndRequest give per-request totals.

@@ -112,15 +112,34 @@ func rowErr(t testing.TB, a *Authority, tensor backend.Tensor, l, e int) error {
 	return fmt.Errorf("row for layer %d expert %d holds another record (header says layer %d expert %d)", l, e, gl, ge)
 }
 
+// withTransport returns o with transport tr: the registered transport has
+// no staging ring.
+func withTransport(o Options, tr string) Options {
+	o.Transport = tr
+	if tr == TransportRegistered {
+		o.Staging = 0
+	}
+	return o
+}
+
+// forTransports runs f as a subtest for each transport.
+func forTransports(t *testing.T, f func(t *testing.T, tr string)) {
+	t.Helper()
+	for _, tr := range Transports() {
+		t.Run(tr, func(t *testing.T) { f(t, tr) })
+	}
+}
+
 // faultDevice wraps a Device and injects failures. Zero value fields
 // inject nothing. Call numbers are 1-based and count from construction.
+// CopyToRow and CopyHostToRow share the copy count and the injections.
 type faultDevice struct {
 	Device
 
 	mu             sync.Mutex
-	copies         int   // CopyToRow calls so far
-	failEnqueueAt  int   // CopyToRow call that fails to enqueue
-	failCopyWaitAt int   // CopyToRow call whose completion event fails
+	copies         int   // CopyToRow and CopyHostToRow calls so far
+	failEnqueueAt  int   // copy call that fails to enqueue
+	failCopyWaitAt int   // copy call whose completion event fails
 	computeQuery   error // Query error of compute events recorded from now on
 	computeWait    error // Wait error (and Query: not done) of compute events
 	recordErr      error // RecordCompute fails
@@ -132,9 +151,13 @@ type faultDevice struct {
 	rowFrees       int
 	stagingAllocs  int
 	stagingFrees   int
-	onCopy         func()        // runs inside CopyToRow, before the copy is enqueued
+	onCopy         func()        // runs inside a copy call, before the copy is enqueued
 	copyGate       chan struct{} // copies are enqueued only once it closes
-	copyIssued     chan struct{} // receives once per gated CopyToRow
+	copyIssued     chan struct{} // receives once per gated copy call
+	failRegister   error         // RegisterHost fails
+	foreignSource  bool          // CopyHostToRow copies from a private clone of src
+	registers      int           // successful RegisterHost calls
+	unregisters    int           // successful unregister calls
 }
 
 var errInjected = errors.New("injected device error")
@@ -199,6 +222,51 @@ func (e failedEvent) Query() (bool, error) {
 }
 
 func (f *faultDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
+	if ss, ok := src.(shortStaging); ok {
+		src = ss.Staging
+	}
+	return f.copy(func() (Event, error) { return f.Device.CopyToRow(dst, src, n) })
+}
+
+func (f *faultDevice) CopyHostToRow(dst Row, src []byte, n int) (Event, error) {
+	f.mu.Lock()
+	foreign := f.foreignSource
+	f.mu.Unlock()
+	if foreign {
+		// The same bytes, but not in registered memory.
+		src = append([]byte(nil), src...)
+	}
+	return f.copy(func() (Event, error) { return f.Device.CopyHostToRow(dst, src, n) })
+}
+
+func (f *faultDevice) RegisterHost(mem []byte) (func() error, error) {
+	f.mu.Lock()
+	fail := f.failRegister
+	f.mu.Unlock()
+	if fail != nil {
+		return nil, fail
+	}
+	unregister, err := f.Device.RegisterHost(mem)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.registers++
+	f.mu.Unlock()
+	return func() error {
+		err := unregister()
+		if err == nil {
+			f.mu.Lock()
+			f.unregisters++
+			f.mu.Unlock()
+		}
+		return err
+	}, nil
+}
+
+// copy applies the copy injections to one copy call; issue enqueues the
+// real copy.
+func (f *faultDevice) copy(issue func() (Event, error)) (Event, error) {
 	f.mu.Lock()
 	f.copies++
 	call := f.copies
@@ -210,9 +278,6 @@ func (f *faultDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
 	if call == f.failEnqueueAt {
 		return nil, errInjected
 	}
-	if ss, ok := src.(shortStaging); ok {
-		src = ss.Staging
-	}
 	f.mu.Lock()
 	gate, issued := f.copyGate, f.copyIssued
 	f.mu.Unlock()
@@ -221,7 +286,7 @@ func (f *faultDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
 		ev := &gatedCopy{done: make(chan struct{})}
 		go func() {
 			<-gate
-			inner, err := f.Device.CopyToRow(dst, src, n)
+			inner, err := issue()
 			if err == nil {
 				err = inner.Wait()
 			}
@@ -231,7 +296,7 @@ func (f *faultDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
 		issued <- struct{}{}
 		return ev, nil
 	}
-	ev, err := f.Device.CopyToRow(dst, src, n)
+	ev, err := issue()
 	if err != nil || call != f.failCopyWaitAt {
 		return ev, err
 	}

@@ -18,11 +18,16 @@ import (
 
 // Rows implements cache.Device on the backend's GPU: rows are device
 // allocations (backend Bytes tensors, so executors read them directly),
-// staging buffers are cuMemHostAlloc'd pinned memory, copies run on the
-// backend's copy stream, and RecordCompute records an event on its compute
-// stream. Every call goes through the backend's context-owner goroutine.
+// staging buffers are cuMemHostAlloc'd pinned memory, RegisterHost
+// page-locks caller memory with cuMemHostRegister (read-only), copies run
+// on the backend's copy stream, and RecordCompute records an event on its
+// compute stream. Every call goes through the backend's context-owner
+// goroutine.
 type Rows struct {
 	b *Backend
+	// regs is what RegisterHost registered: CopyHostToRow refuses any other
+	// source (the driver would silently do a pageable, synchronous copy).
+	regs cache.HostRanges
 }
 
 var _ cache.Device = (*Rows)(nil)
@@ -122,6 +127,63 @@ func (r *Rows) CopyToRow(dst cache.Row, src cache.Staging, n int) (cache.Event, 
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cuda device: CopyToRow: %w", err)
+	}
+	return ev, nil
+}
+
+// RegisterHost implements cache.Device with Backend.RegisterHost
+// (cuMemHostRegister, PORTABLE|READ_ONLY: the host authority is
+// PROT_READ).
+func (r *Rows) RegisterHost(mem []byte) (func() error, error) {
+	remove, err := r.regs.Add(mem)
+	if err != nil {
+		return nil, fmt.Errorf("cuda device: RegisterHost: %w", err)
+	}
+	unregister, err := r.b.RegisterHost(mem)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("cuda device: %w", err), remove())
+	}
+	return func() error {
+		if err := unregister(); err != nil {
+			return fmt.Errorf("cuda device: unregister %d bytes of host memory: %w", len(mem), err)
+		}
+		return remove()
+	}, nil
+}
+
+// CopyHostToRow implements cache.Device: cuMemcpyHtoDAsync from registered
+// (page-locked) host memory on the copy stream, then an event recorded
+// behind it, like CopyToRow.
+func (r *Rows) CopyHostToRow(dst cache.Row, src []byte, n int) (cache.Event, error) {
+	cr, ok := dst.(row)
+	if !ok {
+		return nil, fmt.Errorf("cuda device: CopyHostToRow: foreign row %T", dst)
+	}
+	if n < 0 || n > len(src) || n > cr.t.n {
+		return nil, fmt.Errorf("cuda device: CopyHostToRow: %d bytes from a %d-byte source to a %d-byte row", n, len(src), cr.t.n)
+	}
+	src = src[:n]
+	if err := r.regs.Check(src); err != nil {
+		return nil, fmt.Errorf("cuda device: CopyHostToRow: %w", err)
+	}
+	if cr.t.freed.Load() {
+		return nil, fmt.Errorf("cuda device: CopyHostToRow: row was freed")
+	}
+	b := r.b
+	p := unsafe.Pointer(unsafe.SliceData(src))
+	var ev *event
+	err := b.o.do(func() error {
+		if n > 0 {
+			if err := cu.MemcpyHtoDAsync(cr.t.ptr, p, int64(n), b.copy); err != nil {
+				return err
+			}
+		}
+		var err error
+		ev, err = b.recordEvent(b.copy)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda device: CopyHostToRow: %w", err)
 	}
 	return ev, nil
 }

@@ -302,6 +302,9 @@ func TestResidencyNeverChangesTokens(t *testing.T) {
 				if o.Capacity == cfg.NumExperts && c.Misses != 0 {
 					t.Fatalf("full residency missed %d times", c.Misses)
 				}
+				if o.Transport == cache.TransportRegistered && (c.StagingBytes != 0 || c.Misses == 0 || l.Cache.Options().Staging != 0) {
+					t.Fatalf("registered transport: %d staging bytes for %d misses, %d staging buffers", c.StagingBytes, c.Misses, l.Cache.Options().Staging)
+				}
 				streams = append(streams, res.Tokens)
 			}
 			return streams
@@ -319,8 +322,13 @@ func TestResidencyNeverChangesTokens(t *testing.T) {
 				})
 			}
 		}
-		for _, o := range []LoadOptions{{Capacity: cfg.TopK + 1, Policy: "fifo"}, {Capacity: cfg.TopK + 3, Placement: "strided"}} {
-			t.Run(fmt.Sprintf("%s/%s-%s/c%d", arch, o.Policy, o.Placement, o.Capacity), func(t *testing.T) {
+		for _, o := range []LoadOptions{{Capacity: cfg.TopK + 1, Policy: "fifo"}, {Capacity: cfg.TopK + 3, Placement: "strided"},
+			// The registered transport (misses copied from the page-locked
+			// authority, no staging ring) at two capacities.
+			{Capacity: cfg.TopK, Transport: cache.TransportRegistered},
+			{Capacity: cfg.TopK + 2, Executor: "grouped-v1", Transport: cache.TransportRegistered},
+		} {
+			t.Run(fmt.Sprintf("%s/%s-%s-%s/c%d", arch, o.Policy, o.Placement, o.Transport, o.Capacity), func(t *testing.T) {
 				if got := run(t, o); !reflect.DeepEqual(got, full) {
 					t.Fatalf("%+v: streams differ from full residency", o)
 				}
