@@ -43,7 +43,7 @@ clean: ## remove build outputs
 CUDA_DEPS ?= $(BIN)/cuda-deps
 CARRY     ?= carry
 
-.PHONY: cuda-deps kernels cuda cuda-vet gpu-test
+.PHONY: cuda-deps kernels cuda cuda-vet gpu-test carry unpack-edition
 
 cuda-deps: ## install nvcc 11.8 + cuda.h + libcuda stub from Debian contrib/non-free (root; ~3 min)
 	bash scripts/install-cuda-headers.sh toolkit
@@ -59,6 +59,19 @@ cuda-vet: ## CI compile check of the cuda-tagged code with only cuda.h and the s
 	CUDA_DEPS=$(CUDA_DEPS) bash scripts/install-cuda-headers.sh headers
 	CGO_CFLAGS="-I$(abspath $(CUDA_DEPS))/include" CGO_LDFLAGS="-L$(abspath $(CUDA_DEPS))/lib" \
 		$(GO) vet -tags cuda ./runtime/cuda/ ./cmd/...
+
+carry: cuda ## build what scripts/device-campaign.sh runs on the GPU machine: carry/horizon-bench-cuda and carry/horizon-verify
+	mkdir -p $(CARRY)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-verify ./cmd/horizon-verify
+	@ls -la $(CARRY)/horizon-bench-cuda $(CARRY)/horizon-verify
+
+unpack-edition: ## unpack an edition archive from scripts/device-campaign.sh into editions/ and verify it: make unpack-edition ARCHIVE=path/<edition>.tar.gz
+	@test -n "$(ARCHIVE)" || { echo "usage: make unpack-edition ARCHIVE=path/<edition>.tar.gz"; exit 2; }
+	@name=$$(basename "$(ARCHIVE)" .tar.gz); \
+	tar -tzf "$(ARCHIVE)" | grep -qv "^$$name/" && { echo "$(ARCHIVE): entries outside $$name/; refusing"; exit 1; }; \
+	test ! -e "editions/$$name" || { echo "editions/$$name exists; remove it first to replace it"; exit 1; }; \
+	tar -xzf "$(ARCHIVE)" -C editions && echo "unpacked editions/$$name" && \
+	$(GO) run ./cmd/horizon-verify "editions/$$name"
 
 gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gpu-test.sh
 	mkdir -p $(CARRY)

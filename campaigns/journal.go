@@ -20,8 +20,9 @@ const journalFile = "journal.jsonl"
 // journalEntry is one finished worker.
 type journalEntry struct {
 	// Key identifies the work: contract hash, campaign edition and device,
-	// the configuration as frozen, the block and the artifact hash. A
-	// record made for other inputs is not reused.
+	// the configuration as frozen, the block, the artifact hash and the
+	// build that runs the workers (RunOptions.Build). A record made for
+	// other inputs, or by another build, is not reused.
 	Key    string `json:"key"`
 	Path   string `json:"path"` // record, relative to the run directory
 	Bytes  int64  `json:"bytes"`
@@ -65,8 +66,15 @@ func openJournal(runDir string) (*journal, error) {
 // finished reports whether the record at path (relative to runDir) was
 // journaled for key and still has the journaled hash.
 func (j *journal) finished(runDir, key, path string) bool {
+	return j.entries[path].Key == key && j.recorded(runDir, path)
+}
+
+// recorded reports whether some record at path (relative to runDir) was
+// journaled and still has the journaled hash, whatever inputs it was made
+// for: an estimate of the finished work before the work keys are known.
+func (j *journal) recorded(runDir, path string) bool {
 	e, ok := j.entries[path]
-	if !ok || e.Key != key {
+	if !ok {
 		return false
 	}
 	sum, n, err := editions.HashFile(filepath.Join(runDir, path))
@@ -99,7 +107,7 @@ func (j *journal) add(e journalEntry) error {
 }
 
 // workKey identifies one worker's inputs.
-func workKey(c *Campaign, cfg *Configuration, block int, artifactSHA string) (string, error) {
+func workKey(c *Campaign, cfg *Configuration, block int, artifactSHA, build string) (string, error) {
 	b, err := json.Marshal(struct {
 		Contract string         `json:"contract"`
 		Edition  string         `json:"edition"`
@@ -108,7 +116,8 @@ func workKey(c *Campaign, cfg *Configuration, block int, artifactSHA string) (st
 		Config   *Configuration `json:"config"`
 		Block    int            `json:"block"`
 		Artifact string         `json:"artifact"`
-	}{c.Contract.SHA256, c.Edition, c.Device, c.Threads, cfg, block, artifactSHA})
+		Build    string         `json:"build,omitempty"`
+	}{c.Contract.SHA256, c.Edition, c.Device, c.Threads, cfg, block, artifactSHA, build})
 	if err != nil {
 		return "", err
 	}

@@ -300,6 +300,147 @@ func TestRunResumes(t *testing.T) {
 	checkEdition(t, out)
 }
 
+// ShouldStop ends a run between workers with the run directory resumable:
+// a stop before anything leaves every worker pending, a stop after one
+// worker lets that worker finish and journals it, and running again
+// completes an edition whose tokens equal an uninterrupted run's.
+func TestRunStopsAndResumes(t *testing.T) {
+	tmp := t.TempDir()
+	runDir, out := newRunDir(t), filepath.Join(tmp, "editions", "mini")
+	run := func(stop func() bool, launch WorkerLauncher) (RunResult, error) {
+		if launch == nil {
+			launch = testLauncher
+		}
+		return Run(context.Background(), RunOptions{
+			Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
+			Launch: launch, ShouldStop: stop,
+		})
+	}
+	var stopped *StoppedError
+	// A deadline that has passed already: nothing is prepared or run.
+	res, err := run(func() bool { return true }, nil)
+	if !errors.As(err, &stopped) || !errors.Is(err, ErrStopped) {
+		t.Fatalf("stop at once: %v, want a *StoppedError", err)
+	}
+	if res.Ran != 0 || stopped.Workers != 4 || stopped.Remaining != 4 || stopped.Artifacts != 2 || stopped.RunDir != runDir {
+		t.Fatalf("stop at once: ran %d, %+v", res.Ran, *stopped)
+	}
+	// Stop once the first worker has been launched: it still finishes.
+	launched := 0
+	counting := func(a WorkerArgs) (*exec.Cmd, error) {
+		launched++
+		return testLauncher(a)
+	}
+	res, err = run(func() bool { return launched >= 1 }, counting)
+	if !errors.As(err, &stopped) {
+		t.Fatalf("stop after one worker: %v, want a *StoppedError", err)
+	}
+	if res.Ran != 1 || stopped.Remaining != 3 || stopped.Artifacts != 0 {
+		t.Fatalf("stop after one worker: ran %d, %+v", res.Ran, *stopped)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a stopped run published %s", out)
+	}
+	// A stop counted from the artifacts on: the finished worker stays
+	// journaled and is not redone.
+	launched = 0
+	res, err = run(func() bool { return launched >= 1 }, counting)
+	if !errors.As(err, &stopped) || res.Ran != 1 || stopped.Remaining != 2 {
+		t.Fatalf("second stopped run: ran %d, %v", res.Ran, err)
+	}
+	// Resume to the end. The stop turns true once the last worker is
+	// launched: with nothing left to start, the edition is published.
+	launched = 0
+	res, err = run(func() bool { return launched >= 2 }, counting)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ran != 2 || res.Workers != 4 {
+		t.Fatalf("resumed run ran %d of %d workers, want 2 of 4", res.Ran, res.Workers)
+	}
+	checkEdition(t, out)
+	// The same tokens as a run that was never stopped.
+	out2 := filepath.Join(tmp, "editions", "whole")
+	if _, _, err := runMini(t, out2, newRunDir(t), false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := SameTokens(out, out2); err != nil {
+		t.Fatalf("the resumed edition's tokens differ from an uninterrupted run's: %v", err)
+	}
+}
+
+// A run resumed by another build redoes the workers the first build
+// finished: one edition never mixes builds.
+func TestRunRedoesOtherBuild(t *testing.T) {
+	runDir, out := newRunDir(t), filepath.Join(t.TempDir(), "editions", "mini")
+	launched := 0
+	counting := func(a WorkerArgs) (*exec.Cmd, error) {
+		launched++
+		return testLauncher(a)
+	}
+	opts := RunOptions{Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
+		Launch: counting, Build: "build-a", ShouldStop: func() bool { return launched >= 1 }}
+	if res, err := Run(context.Background(), opts); !errors.Is(err, ErrStopped) || res.Ran != 1 {
+		t.Fatalf("first build: ran %d, %v", res.Ran, err)
+	}
+	opts.Build, opts.ShouldStop = "build-b", nil
+	res, err := Run(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ran != 4 {
+		t.Fatalf("the second build ran %d workers, want all 4", res.Ran)
+	}
+}
+
+// Two runs of the campaign with their own run directories and one
+// artifact cache, started together on an empty cache: they take turns
+// preparing, each artifact is prepared once, the run directories hold no
+// artifacts, and both editions have the same tokens.
+func TestRunSharedArtifactCache(t *testing.T) {
+	tmp := t.TempDir()
+	cache := filepath.Join(tmp, "cache")
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	outs := []string{filepath.Join(tmp, "editions", "a"), filepath.Join(tmp, "editions", "b")}
+	runDirs := []string{filepath.Join(tmp, "run-a"), filepath.Join(tmp, "run-b")}
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = Run(context.Background(), RunOptions{
+				Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: outs[i], RunDir: runDirs[i],
+				Launch: testLauncher, ArtifactCache: cache,
+			})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	ents, err := os.ReadDir(filepath.Join(cache, artifactsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if len(names) != 2 {
+		t.Fatalf("the cache holds %v, want the two artifacts only", names)
+	}
+	for _, d := range runDirs {
+		if _, err := os.Stat(filepath.Join(d, artifactsDir)); !os.IsNotExist(err) {
+			t.Errorf("%s has its own artifacts", d)
+		}
+	}
+	if err := SameTokens(outs[0], outs[1]); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A bad campaign writes nothing at all.
 func TestBadCampaignWritesNothing(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.bad.yml")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,8 @@ import (
 //	.lock                 held (flock) by the running runner
 //	campaign.json         the frozen campaign the workers read
 //	contract.json         the frozen contract the workers read
-//	artifacts/<key>/      prepared artifacts, kept across runs
+//	artifacts/<key>/      prepared artifacts, kept across runs (unless
+//	                      RunOptions.ArtifactCache puts them elsewhere)
 //	raw/<id>/block-<k>.json   finished workers' records
 //	journal.jsonl         finished records with their SHA-256
 const (
@@ -69,6 +71,27 @@ type RunOptions struct {
 	Force    bool   // replace an existing edition (atomically)
 	Launch   WorkerLauncher
 	Progress Progress // nil is quiet
+	// Build identifies the program the workers run (the CLI passes the
+	// SHA-256 of its executable). It is part of every work key, so a run
+	// resumed with another build redoes the workers the old build finished
+	// instead of mixing the two builds in one edition.
+	Build string
+
+	// ArtifactCache, when set, holds the prepared artifacts in
+	// ArtifactCache/artifacts/<key>/ instead of <run dir>/artifacts/, so
+	// that runs of several campaigns, each with its own run directory, share
+	// them (the same checkpoint and expert format give the same key).
+	// Preparing and verifying there is serialised by a lock on
+	// ArtifactCache/artifacts.lock, one artifact at a time, so such runs may
+	// start together; a run waiting for the lock still honours ShouldStop.
+	ArtifactCache string
+	// ShouldStop, when set, is asked before each artifact is prepared (or
+	// verified) and before each worker starts. When it answers true, Run
+	// starts nothing more and returns a *StoppedError: the worker that was
+	// running has finished and is journaled, and running again resumes.
+	// It never interrupts a worker or a preparation in flight (cancel ctx
+	// for that). With every worker finished, Run publishes regardless.
+	ShouldStop func() bool
 }
 
 // RunResult summarises a finished run.
@@ -83,6 +106,31 @@ type RunResult struct {
 // ErrEditionExists is returned when the destination edition exists and
 // Force is not set.
 var ErrEditionExists = errors.New("edition exists")
+
+// ErrStopped is wrapped by the *StoppedError Run returns when ShouldStop
+// ended it with work left.
+var ErrStopped = errors.New("stopped with work left")
+
+// StoppedError says what a stopped run left to do. The run directory is
+// resumable: running the campaign again with the same options continues.
+type StoppedError struct {
+	RunDir    string
+	Workers   int // workers in the campaign
+	Remaining int // workers without a journaled record
+	// Artifacts is how many artifacts were not yet prepared or verified
+	// when the run stopped (0 once workers had started).
+	Artifacts int
+}
+
+func (e *StoppedError) Error() string {
+	if e.Artifacts > 0 {
+		return fmt.Sprintf("stopped before %d artifact(s) were prepared; %d of %d workers remain in %s",
+			e.Artifacts, e.Remaining, e.Workers, e.RunDir)
+	}
+	return fmt.Sprintf("stopped; %d of %d workers remain in %s", e.Remaining, e.Workers, e.RunDir)
+}
+
+func (e *StoppedError) Unwrap() error { return ErrStopped }
 
 // worker is one planned (configuration, block).
 type worker struct {
@@ -145,9 +193,25 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		return res, err
 	}
 
-	arts, err := prepareArtifacts(ctx, c, runDir, prog.Say)
+	j, err := openJournal(runDir)
 	if err != nil {
 		return res, err
+	}
+	arts, left, err := prepareAll(ctx, c, runDir, o.ArtifactCache, o.ShouldStop, prog.Say)
+	if err != nil {
+		return res, err
+	}
+	if left > 0 {
+		res.Workers = len(c.Configurations) * k.Blocks
+		done := 0
+		for i := range c.Configurations {
+			for b := 1; b <= k.Blocks; b++ {
+				if j.recorded(runDir, filepath.FromSlash(editions.RawPath(c.Configurations[i].ID, b))) {
+					done++
+				}
+			}
+		}
+		return res, &StoppedError{RunDir: runDir, Workers: res.Workers, Remaining: res.Workers - done, Artifacts: left}
 	}
 	artSHA := map[string]string{}
 	for id, dir := range arts {
@@ -158,16 +222,12 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		artSHA[id] = a.Meta.ArtifactSHA256
 	}
 
-	j, err := openJournal(runDir)
-	if err != nil {
-		return res, err
-	}
 	var plan, todo []worker
 	for i := range c.Configurations {
 		cfg := &c.Configurations[i]
 		for b := 1; b <= k.Blocks; b++ {
 			w := worker{cfg: cfg, cfgIndex: i, block: b, rel: filepath.FromSlash(editions.RawPath(cfg.ID, b))}
-			if w.key, err = workKey(c, cfg, b, artSHA[cfg.ID]); err != nil {
+			if w.key, err = workKey(c, cfg, b, artSHA[cfg.ID], o.Build); err != nil {
 				return res, err
 			}
 			plan = append(plan, w)
@@ -180,6 +240,10 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	perWorker := int64(k.Warmup.OutputTokens + len(k.Prompts)*k.OutputTokens)
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), int64(len(todo))*perWorker)
 	for n, w := range todo {
+		if o.ShouldStop != nil && o.ShouldStop() {
+			prog.Done()
+			return res, &StoppedError{RunDir: runDir, Workers: len(plan), Remaining: len(todo) - n}
+		}
 		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, k.Blocks)
 		args := WorkerArgs{
 			Campaign: campPath, Contract: contractPath, Config: w.cfg.ID, Block: w.block,
@@ -367,8 +431,26 @@ func lockRunDir(ctx context.Context, runDir string) (func(), error) {
 // atomic writes in the run directory, half-prepared artifacts, and
 // half-assembled (or replaced) editions next to the destination.
 func cleanStale(runDir, dest string) error {
+	stale, err := staleUnder(runDir)
+	if err != nil {
+		return err
+	}
+	parent, base := filepath.Dir(dest), filepath.Base(dest)
+	if ents, err := os.ReadDir(parent); err == nil {
+		for _, e := range ents {
+			if strings.HasPrefix(e.Name(), "."+base+stagingInfix) {
+				stale = append(stale, filepath.Join(parent, e.Name()))
+			}
+		}
+	}
+	return removeAll(stale)
+}
+
+// staleUnder lists the temporary files and directories of atomic writes,
+// half-prepared artifacts and synthetic checkpoints under root.
+func staleUnder(root string) ([]string, error) {
 	var stale []string
-	err := filepath.WalkDir(runDir, func(p string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -381,21 +463,113 @@ func cleanStale(runDir, dest string) error {
 		}
 		return nil
 	})
-	if err != nil {
-		return err
+	if os.IsNotExist(err) {
+		err = nil
 	}
-	parent, base := filepath.Dir(dest), filepath.Base(dest)
-	if ents, err := os.ReadDir(parent); err == nil {
-		for _, e := range ents {
-			if strings.HasPrefix(e.Name(), "."+base+stagingInfix) {
-				stale = append(stale, filepath.Join(parent, e.Name()))
-			}
-		}
-	}
+	return stale, err
+}
+
+func removeAll(stale []string) error {
 	for _, p := range stale {
 		if err := os.RemoveAll(p); err != nil {
 			return fmt.Errorf("remove stale %s: %w", p, err)
 		}
 	}
 	return nil
+}
+
+// artifactCacheLock is the lock file of a shared artifact cache
+// (RunOptions.ArtifactCache).
+const artifactCacheLock = "artifacts.lock"
+
+// prepareAll prepares (or verifies) the campaign's artifacts one
+// (checkpoint, expert format) at a time, under cache/artifacts when cache is
+// set (holding its lock for each) or else under runDir/artifacts. Before
+// each it asks stop; when stop says true it returns how many artifacts were
+// left, and no directories.
+func prepareAll(ctx context.Context, c *Campaign, runDir, cache string, stop func() bool, say func(string)) (map[string]string, int, error) {
+	base := runDir
+	if cache != "" {
+		base = cache
+	}
+	var keys []string
+	groups := map[string][]Configuration{}
+	for i := range c.Configurations {
+		key := c.artifactKey(&c.Configurations[i])
+		if _, ok := groups[key]; !ok {
+			keys = append(keys, key)
+		}
+		groups[key] = append(groups[key], c.Configurations[i])
+	}
+	dirs := map[string]string{}
+	for i, key := range keys {
+		if stop != nil && stop() {
+			return nil, len(keys) - i, nil
+		}
+		unlock := func() {}
+		if cache != "" {
+			var ok bool
+			var err error
+			if unlock, ok, err = lockArtifactCache(ctx, cache, stop, say); err != nil {
+				return nil, 0, err
+			} else if !ok {
+				return nil, len(keys) - i, nil
+			}
+		}
+		sub := *c
+		sub.Configurations = groups[key]
+		d, err := prepareArtifacts(ctx, &sub, base, say)
+		unlock()
+		if err != nil {
+			return nil, 0, err
+		}
+		maps.Copy(dirs, d)
+	}
+	return dirs, 0, nil
+}
+
+// lockArtifactCache takes the exclusive lock of a shared artifact cache,
+// waiting for as long as another run holds it (it prepares an artifact),
+// and then removes what a killed preparation left there: nobody else is
+// preparing while the lock is held. ok is false when stop said true (or
+// ctx ended) while waiting.
+func lockArtifactCache(ctx context.Context, cache string, stop func() bool, say func(string)) (unlock func(), ok bool, err error) {
+	if err := os.MkdirAll(filepath.Join(cache, artifactsDir), 0o755); err != nil {
+		return nil, false, err
+	}
+	f, err := os.OpenFile(filepath.Join(cache, artifactCacheLock), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, false, err
+	}
+	for waited := false; ; waited = true {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) {
+			f.Close()
+			return nil, false, fmt.Errorf("lock the artifact cache %s: %w", cache, err)
+		}
+		if !waited {
+			say(fmt.Sprintf("artifact cache %s: another run is preparing an artifact; waiting", cache))
+		}
+		if ctx.Err() != nil {
+			f.Close()
+			return nil, false, ctx.Err()
+		}
+		if stop != nil && stop() {
+			f.Close()
+			return nil, false, nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	stale, err := staleUnder(filepath.Join(cache, artifactsDir))
+	if err == nil {
+		err = removeAll(stale)
+	}
+	if err != nil {
+		f.Close()
+		return nil, false, err
+	}
+	return func() { f.Close() }, true, nil
 }

@@ -16,13 +16,15 @@ import (
 	"golang.org/x/term"
 
 	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 func runCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "run",
-		Usage:     "run a benchmark campaign and publish its edition",
-		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]",
+		Name:  "run",
+		Usage: "run a benchmark campaign and publish its edition",
+		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]\n" +
+			"                  [--stop-after DURATION] [--artifact-cache DIR]",
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
 the committed campaigns): one worker process per (configuration, block), one
 at a time, each loading the prepared artifact, running the excluded warmup and
@@ -37,17 +39,42 @@ The campaign is validated first; an invalid one writes nothing. Artifacts
 are prepared once per checkpoint and expert format into the run directory
 (default runs/<edition>/) and reused while they verify. Finished workers
 are journaled there with their SHA-256, so a run that crashed or was
-interrupted resumes where it stopped when started again. The edition is
+interrupted resumes where it stopped when started again (with the same
+executable: records of another build are redone). The edition is
 assembled next to its destination and renamed into place only when
 complete; an existing edition is replaced (atomically) only with --force.
 
 --contract runs the campaign against a contract file instead of the built-in
-contract it names (the campaign must still declare that contract's hash).`,
+contract it names (the campaign must still declare that contract's hash).
+
+--stop-after DURATION (e.g. 8m, 450s) bounds a run to a time slot: once
+DURATION of wall time has passed since the command started, the runner
+starts no new worker and no new artifact preparation. The worker in flight
+finishes and is journaled; then the command prints how many workers remain
+and exits with status 75 (EX_TEMPFAIL). Run the same command again to
+resume; loop while the status is 75. It is a deadline for starting work, not
+a hard limit: leave room for one worker (or one artifact preparation) after
+it. With nothing left to run the edition is published as usual (status 0).
+
+--artifact-cache DIR keeps prepared artifacts in DIR/artifacts/ instead of
+<run-dir>/artifacts/, so that campaigns with different run directories
+(run one after the other or at the same time) prepare each checkpoint once
+and share it. Runs take turns preparing through a lock on
+DIR/artifacts.lock. Keep DIR outside every run directory. Without it each
+run directory holds its own artifacts, and runs of different campaigns with
+different --run-dir never touch each other's files.
+
+Exit status: 0 edition published; 75 stopped by --stop-after with work left
+(resumable); 2 invalid campaign, bad arguments, or the edition exists
+without --force; 1 any other failure (a failed or interrupted worker: the
+finished workers are kept, running again resumes).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "edition `DIR` (default editions/<edition>)"},
 			&cli.StringFlag{Name: "run-dir", Usage: "run `DIR` for artifacts and finished workers (default runs/<edition>)"},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing edition"},
 			&cli.StringFlag{Name: "contract", Usage: "contract `FILE` instead of the built-in one"},
+			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
+			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
 		},
 		Action: runRun,
 	}
@@ -57,12 +84,19 @@ contract it names (the campaign must still declare that contract's hash).`,
 // at the first argument, so flags after the campaign file
 // (`run campaigns/smoke.yaml --out DIR`) are parsed here.
 type runFlags struct {
-	out, runDir, contract string
-	force                 bool
+	out, runDir, contract, artifactCache string
+	force                                bool
+	stopAfter                            time.Duration
+	stopAfterSet                         bool // --stop-after given (0 is a valid deadline: start nothing)
 }
 
+// exitStopped is run's exit status when --stop-after stopped it with work
+// left: EX_TEMPFAIL, "try again".
+const exitStopped = 75
+
 func parseRunArgs(c *cli.Context) (string, runFlags, error) {
-	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force")}
+	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force"),
+		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after")}
 	args := c.Args().Slice()
 	if len(args) == 0 {
 		return "", f, usageError("run: which campaign? e.g. horizon-bench run campaigns/smoke.yaml")
@@ -73,8 +107,18 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 	fs.StringVar(&f.runDir, "run-dir", f.runDir, "")
 	fs.StringVar(&f.contract, "contract", f.contract, "")
 	fs.BoolVar(&f.force, "force", f.force, "")
+	fs.StringVar(&f.artifactCache, "artifact-cache", f.artifactCache, "")
+	fs.DurationVar(&f.stopAfter, "stop-after", f.stopAfter, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return "", f, usageError("run: %v", err)
+	}
+	fs.Visit(func(fl *flag.Flag) {
+		if fl.Name == "stop-after" {
+			f.stopAfterSet = true
+		}
+	})
+	if f.stopAfterSet && f.stopAfter < 0 {
+		return "", f, usageError("run: --stop-after %v is negative", f.stopAfter)
 	}
 	if fs.NArg() > 0 {
 		return "", f, usageError("run takes one campaign file, got also %q", fs.Args())
@@ -83,6 +127,7 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 }
 
 func runRun(c *cli.Context) error {
+	start := time.Now()
 	campaign, f, err := parseRunArgs(c)
 	if err != nil {
 		return err
@@ -90,6 +135,12 @@ func runRun(c *cli.Context) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return fmt.Errorf("find this executable to start workers: %w", err)
+	}
+	// The workers run this executable: its hash keys their journal entries,
+	// so resuming with a rebuilt binary redoes the old binary's workers.
+	build, _, err := editions.HashFile(exe)
+	if err != nil {
+		return fmt.Errorf("hash this executable: %w", err)
 	}
 	launch := func(a campaigns.WorkerArgs) (*exec.Cmd, error) {
 		return exec.Command(exe, append([]string{"worker"}, a.Flags()...)...), nil
@@ -100,11 +151,25 @@ func runRun(c *cli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var shouldStop func() bool
+	if f.stopAfterSet {
+		shouldStop = func() bool { return time.Since(start) >= f.stopAfter }
+	}
 	res, err := campaigns.Run(ctx, campaigns.RunOptions{
 		Campaign: campaign, Contract: f.contract, Out: f.out,
 		RunDir: f.runDir, Force: f.force, Launch: launch, Progress: prog,
+		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
 	})
+	var stopped *campaigns.StoppedError
 	switch {
+	case errors.As(err, &stopped):
+		msg := fmt.Sprintf("stopped by --stop-after %v after %s: %d workers run now, %d of %d workers remain",
+			f.stopAfter, time.Since(start).Round(time.Second), res.Ran, stopped.Remaining, stopped.Workers)
+		if stopped.Artifacts > 0 {
+			msg += fmt.Sprintf(", %d artifact(s) still to prepare", stopped.Artifacts)
+		}
+		return cli.Exit(fmt.Sprintf("%s (run directory %s); run the same command again to resume (exit %d)",
+			msg, stopped.RunDir, exitStopped), exitStopped)
 	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists):
 		return cli.Exit(err.Error(), exitUsage)
 	case errors.Is(err, context.Canceled):

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/schemas"
 )
@@ -136,6 +137,47 @@ func TestRunSurvivesKill(t *testing.T) {
 	checkEditions(t, eds)
 	onlyEntries(t, eds, "mini-test")
 	t.Logf("%d kills within %v runs", kills, full)
+}
+
+// TestRunStopAfter drives the run the way scripts/device-campaign.sh does:
+// --stop-after 0s starts nothing and exits 75 with every worker pending;
+// the same command with a time slot, repeated while it exits 75, completes
+// the edition, whose tokens equal an uninterrupted run's. Both runs share
+// one --artifact-cache.
+func TestRunStopAfter(t *testing.T) {
+	tmp := t.TempDir()
+	eds, cache := filepath.Join(tmp, "editions"), filepath.Join(tmp, "cache")
+	out, runDir := filepath.Join(eds, "sliced"), filepath.Join(tmp, "run-sliced")
+	base := []string{"run", miniCampaign, "--contract", miniContract, "--out", out, "--run-dir", runDir, "--artifact-cache", cache}
+	r := run(t, append(base, "--stop-after", "0s")...)
+	if r.code != exitStopped || !strings.Contains(r.stderr, "4 of 4 workers remain") ||
+		!strings.Contains(r.stderr, "run the same command again to resume") {
+		t.Fatalf("--stop-after 0s: exit %d\n%s", r.code, r.stderr)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a stopped run published %s", out)
+	}
+	calls := 0
+	for r.code == exitStopped && calls < 30 {
+		r = run(t, append(base, "--stop-after", "1s")...)
+		calls++
+	}
+	if r.code != 0 {
+		t.Fatalf("after %d calls with --stop-after 1s: exit %d\n%s", calls, r.code, r.stderr)
+	}
+	t.Logf("completed in %d calls of --stop-after 1s", calls)
+	checkEditions(t, eds)
+	whole := filepath.Join(eds, "whole")
+	if r := run(t, "run", miniCampaign, "--contract", miniContract, "--out", whole, "--run-dir", filepath.Join(tmp, "run-whole"),
+		"--artifact-cache", cache); r.code != 0 {
+		t.Fatalf("uninterrupted run: %d\n%s", r.code, r.stderr)
+	}
+	if err := campaigns.SameTokens(out, whole); err != nil {
+		t.Fatalf("the sliced edition's tokens differ from an uninterrupted run's: %v", err)
+	}
+	if r := run(t, append(base, "--stop-after", "-1s")...); r.code != exitUsage {
+		t.Fatalf("negative --stop-after: exit %d", r.code)
+	}
 }
 
 func TestRunBadInput(t *testing.T) {
