@@ -81,6 +81,37 @@ extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v
 	}
 }
 
+// qk_norm_rope_kv_step: qk_norm_step followed by rope_kv_step in one
+// launch, for norm groups that hold whole heads (g % hd == 0). Blocks
+// 0..nq/gq-1 normalise a group of q in place, then rotate its heads; block
+// qb+b normalises k group b straight into the cache row at pos = st[1],
+// rotates it there, and copies the same range of v into vc. The arithmetic
+// is rmsnorm_group's and rope_pair's, in the op-by-op order (norm, rope,
+// append), so the bits are the same.
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* q, const float* k, const float* v, float* kc,
+                                                                      float* vc, const void* qw, const void* kw,
+                                                                      int w_kind, int nh, int nkv, int hd, int gq,
+                                                                      int gk, const int* st, double theta, float eps) {
+	__shared__ float red[32];
+	const int pos = st[1], half = hd >> 1, kvn = nkv * hd, qb = nh * hd / gq;
+	float* g;
+	int n;
+	if ((int)blockIdx.x < qb) {
+		g = q + (size_t)blockIdx.x * gq, n = gq;
+		rmsnorm_group(g, g, qw, w_kind, gq, eps, red);
+	} else {
+		const int b = blockIdx.x - qb;
+		g = kc + (size_t)pos * kvn + (size_t)b * gk, n = gk;
+		rmsnorm_group(g, k + (size_t)b * gk, kw, w_kind, gk, eps, red);
+		for (int j = threadIdx.x; j < gk; j += blockDim.x) vc[(size_t)pos * kvn + (size_t)b * gk + j] = v[(size_t)b * gk + j];
+	}
+	__syncthreads();
+	for (int idx = threadIdx.x; idx < n / 2; idx += blockDim.x) {
+		const int h = idx / half, i = idx - h * half;
+		rope_pair(g + (size_t)h * hd, i, hd, pos, theta);
+	}
+}
+
 // attention_step: attention_head over positions 0..st[1]. Launch: one block
 // per query head, dynamic shared memory (maxSeq + 8*hd) floats.
 extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, const float* q, const float* kc,
@@ -91,20 +122,67 @@ extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, con
 	attention_head(dst, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, smem, red);
 }
 
-// route_step: router_topk_block over logits[E], then (thread 0) the
-// weights renormalised to sum 1 when norm is set (sum in k order, then one
-// division each: the host's order in Backend.TopK), written to tbl->wts;
-// when table is not null (full residency: table[e] is the device address
-// of expert e's row), tbl->recs[r] = table[ids[r]]. The ids go to ids_host
-// (mapped), then a system fence and *flag = 1.
-extern "C" __global__ void __launch_bounds__(256) route_step(const float* logits, int E, int k, int norm,
-                                                            const unsigned long long* table, GroupTable* tbl,
-                                                            int* ids_host, volatile int* flag) {
-	extern __shared__ float p[];  // [E] probabilities, then E taken flags
+// route_step: softmax over logits[E] and top-k with one warp (E <= 256):
+// the same values as router_topk_block (max is exact in any order; p_i =
+// exp(l_i - max) in double rounded once; the sum in index order by lane 0;
+// one division each; selection by (p desc, index asc), a total order, so
+// the winner of each round does not depend on the reduction order). Then
+// lane 0 renormalises the weights when norm is set (sum in k order, one
+// division each: the host's order in Backend.TopK) into tbl->wts and, when
+// table is not null (full residency: table[e] is the device address of
+// expert e's row), gathers tbl->recs[r] = table[ids[r]]. The ids go to
+// ids_host (mapped), then a system fence and *flag = 1. Launch: 1 block of
+// 32 threads.
+#define ROUTE_MAX_PER_LANE 8
+extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
+                                                           const unsigned long long* table, GroupTable* tbl,
+                                                           int* ids_host, volatile int* flag) {
+	__shared__ float p[32 * ROUTE_MAX_PER_LANE];
 	__shared__ int ids[64];
 	__shared__ float w[64];
-	router_topk_block(logits, E, k, ids, w, p);
-	if (threadIdx.x != 0) return;
+	const int lane = threadIdx.x;
+	float v[ROUTE_MAX_PER_LANE];
+	float m = -INFINITY;
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		v[j] = i < E ? logits[i] : -INFINITY;
+		m = fmaxf(m, v[j]);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL_MASK, m, o));
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		if (i < E) p[i] = v[j] = (float)exp((double)__fsub_rn(v[j], m));
+	}
+	__syncwarp();
+	float total = 0.0f;
+	if (lane == 0)
+		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
+	total = __shfl_sync(FULL_MASK, total, 0);
+	unsigned taken = 0;  // bit j: value j of this lane selected
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) v[j] = __fdiv_rn(v[j], total);
+	for (int r = 0; r < k; r++) {
+		float bv = 0.0f;
+		int bi = -1;
+#pragma unroll
+		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+			const int i = lane + 32 * j;
+			if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
+		}
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) {
+			float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+			int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+			if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+		}
+		if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+		if (lane == 0) ids[r] = bi, w[r] = bv;
+	}
+	__syncwarp();
+	if (lane != 0) return;
 	if (norm) {
 		float s = 0.0f;
 		for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
@@ -119,16 +197,56 @@ extern "C" __global__ void __launch_bounds__(256) route_step(const float* logits
 	*flag = 1;
 }
 
-// argmax_step: argmax_block of logits[n] (masked ids excluded); thread 0
-// sets st[0] = the token, advances st[1], writes the token to tok_host
-// (mapped), then a system fence and *flag = 1. One block of 1024 threads.
+// argmax_step: the argmax of logits[n] with the masked ids excluded, in
+// two levels: each block finds its chunk's best (argmax_block's scan and
+// combine), the last block to finish (a fenced atomic ticket) combines the
+// blocks' results. (value desc, index asc) is a total order, so the result
+// is argmax_block's over the whole vector. The last block sets st[0] = the
+// token, advances st[1], writes the token to tok_host (mapped), then a
+// system fence and *flag = 1, and resets the ticket. part holds one int per
+// block; ticket starts at 0; at most ARGMAX_MAX_MASKED masked ids. Launch:
+// G blocks of 1024 threads.
+#define ARGMAX_MAX_MASKED 8
 extern "C" __global__ void __launch_bounds__(1024) argmax_step(const float* logits, int n, const int* masked, int nm,
-                                                              int* st, int* tok_host, volatile int* flag) {
-	const int i = argmax_block(logits, n, masked, nm);
+                                                              int* st, int* part, unsigned* ticket, int* tok_host,
+                                                              volatile int* flag) {
+	__shared__ int local_masked[ARGMAX_MAX_MASKED];
+	__shared__ int nl;
+	__shared__ bool last;
+	const int chunk = (n + gridDim.x - 1) / gridDim.x;
+	const int lo = min(n, (int)blockIdx.x * chunk), hi = min(n, lo + chunk);
+	if (threadIdx.x == 0) {
+		// the masked ids inside this chunk, as chunk-local indices
+		int c = 0;
+		for (int j = 0; j < nm && j < ARGMAX_MAX_MASKED; j++)
+			if (masked[j] >= lo && masked[j] < hi) local_masked[c++] = masked[j] - lo;
+		nl = c;
+	}
+	__syncthreads();
+	const int i = argmax_block(logits + lo, hi - lo, local_masked, nl);
+	if (threadIdx.x == 0) {
+		part[blockIdx.x] = i < 0 ? -1 : lo + i;
+		__threadfence();
+		last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+	}
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	float bv = 0.0f;
+	int bi = -1;
+	for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x) {
+		const int c = __ldcg(&part[b]);
+		if (c >= 0) {
+			const float v = __ldcg(&logits[c]);
+			if (beats(v, c, bv, bi)) bv = v, bi = c;
+		}
+	}
+	bi = block_best(bv, bi);
 	if (threadIdx.x != 0) return;
-	st[0] = i;
+	*ticket = 0;
+	st[0] = bi;
 	st[1] = st[1] + 1;
-	*tok_host = i;
+	*tok_host = bi;
 	__threadfence_system();
 	*flag = 1;
 }

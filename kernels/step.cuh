@@ -175,24 +175,14 @@ __device__ __forceinline__ void router_topk_block(const float* logits, int E, in
 	}
 }
 
-// argmax_block returns, in thread 0, the index of the largest logit,
-// skipping NaN and the nm ids in masked (EOS suppression); ties pick the
-// lowest index; -1 when nothing is left. Thread t scans t, t+blockDim, ...
-// in order, then a fixed butterfly and warp-order combine. Other threads
-// return an unspecified value.
-__device__ __forceinline__ int argmax_block(const float* logits, int n, const int* masked, int nm) {
+// block_best combines one candidate (bv, bi) per thread (bi < 0: none)
+// into the best by (value desc, index asc), returned in thread 0 (other
+// threads get an unspecified value): a fixed butterfly per warp, then the
+// warps in order.
+__device__ __forceinline__ int block_best(float bv, int bi) {
 	__shared__ float rv[32];
 	__shared__ int ri[32];
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-	float bv = 0.0f;
-	int bi = -1;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) {
-		const float v = logits[i];
-		if (v != v) continue;
-		bool skip = false;
-		for (int j = 0; j < nm; j++) skip |= masked[j] == i;
-		if (!skip && beats(v, i, bv, bi)) bv = v, bi = i;
-	}
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) {
 		float ov = __shfl_xor_sync(FULL_MASK, bv, o);
@@ -206,4 +196,21 @@ __device__ __forceinline__ int argmax_block(const float* logits, int n, const in
 			if (beats(rv[w], ri[w], rv[0], ri[0])) rv[0] = rv[w], ri[0] = ri[w];
 	}
 	return ri[0];
+}
+
+// argmax_block returns, in thread 0, the index of the largest logit,
+// skipping NaN and the nm ids in masked (EOS suppression); ties pick the
+// lowest index; -1 when nothing is left. Thread t scans t, t+blockDim, ...
+// in order, then block_best. Other threads return an unspecified value.
+__device__ __forceinline__ int argmax_block(const float* logits, int n, const int* masked, int nm) {
+	float bv = 0.0f;
+	int bi = -1;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) {
+		const float v = logits[i];
+		if (v != v) continue;
+		bool skip = false;
+		for (int j = 0; j < nm; j++) skip |= masked[j] == i;
+		if (!skip && beats(v, i, bv, bi)) bv = v, bi = i;
+	}
+	return block_best(bv, bi);
 }

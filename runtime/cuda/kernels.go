@@ -44,19 +44,19 @@ type kernelSet struct {
 	gateupT [2][2][2]cu.Function
 	downT   [2][3][2]cu.Function
 	// decode.cu: the kernels only captured steps use.
-	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep cu.Function
-	routeStep, argmaxStep, addGatedResidStep                  cu.Function
-	rmsnorm   cu.Function
-	siluMul   cu.Function
-	add       cu.Function
-	addScaled cu.Function
-	addGated  cu.Function
-	rope      cu.Function
-	kvAppend  cu.Function
-	attention cu.Function
-	topk      cu.Function
-	embed     cu.Function
-	argmax    cu.Function
+	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep  cu.Function
+	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
+	rmsnorm                                                    cu.Function
+	siluMul                                                    cu.Function
+	add                                                        cu.Function
+	addScaled                                                  cu.Function
+	addGated                                                   cu.Function
+	rope                                                       cu.Function
+	kvAppend                                                   cu.Function
+	attention                                                  cu.Function
+	topk                                                       cu.Function
+	embed                                                      cu.Function
+	argmax                                                     cu.Function
 	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
 	// self-check at Open.
 	spin       cu.Function
@@ -121,12 +121,13 @@ func (b *Backend) loadKernels() error {
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.ropeKVStep, k.attentionStep, k.routeStep = get("rope_kv_step"), get("attention_step"), get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
+	k.qkNormRopeKVStep = get("qk_norm_rope_kv_step")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernels %v: not in the embedded PTX", missing)
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.attention, k.topk, k.attentionStep, k.routeStep}
+	big := []cu.Function{k.attention, k.topk, k.attentionStep}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -158,14 +159,14 @@ var moduleFuncs = map[string][]string{
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
-	"norm":           {"rmsnorm"},
-	"elementwise":    {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
-	"rope_attention": {"rope_f32", "kv_append_f32", "attention_f32"},
-	"router":         {"router_topk"},
-	"embed_argmax":   {"embed_gather", "argmax_masked"},
-	"bench":          {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
+	"norm":            {"rmsnorm"},
+	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
+	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32"},
+	"router":          {"router_topk"},
+	"embed_argmax":    {"embed_gather", "argmax_masked"},
+	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
-		"argmax_step", "add_gated_resid_step"},
+		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step"},
 }
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,

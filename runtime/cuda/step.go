@@ -70,6 +70,9 @@ type stepper struct {
 	groups cu.DevicePtr // [L] GroupTable
 	tables cu.DevicePtr // graph-full: [L][E] row addresses
 	masked cu.DevicePtr // EOS ids
+	part   cu.DevicePtr // argmax: one candidate per block
+	ticket cu.DevicePtr // argmax: blocks done (the last one resets it)
+	argG   int          // argmax blocks
 
 	// host: mapped pinned memory the step kernels write: flags [L+1] int32
 	// (route_step of layer l sets flag l, argmax_step flag L), the token,
@@ -132,8 +135,11 @@ func (s *stepper) check() error {
 	if smem := (s.spec.MaxSeq + attWarps*hd) * 4; smem > b.smemMax {
 		return fmt.Errorf("cuda: stepper: %d positions need %d bytes of shared memory for attention, above %d", s.spec.MaxSeq, smem, b.smemMax)
 	}
-	if s.routeSmem() > b.smemMax {
-		return fmt.Errorf("cuda: stepper: %d router logits exceed shared memory", cfg.NumExperts)
+	if cfg.NumExperts > routeMaxExperts {
+		return fmt.Errorf("cuda: stepper: %d experts, the routing kernel takes at most %d", cfg.NumExperts, routeMaxExperts)
+	}
+	if len(cfg.EOSTokenIDs) > argmaxMaxMasked {
+		return fmt.Errorf("cuda: stepper: %d EOS ids, the argmax kernel masks at most %d", len(cfg.EOSTokenIDs), argmaxMaxMasked)
 	}
 	for l, lw := range s.spec.Weights.Layers {
 		if lw.QKV == nil || (cfg.HasSharedExpert() && lw.SharedGUM == nil) || (cfg.HasQKVBias() && lw.QKVBias == nil) {
@@ -143,7 +149,14 @@ func (s *stepper) check() error {
 	return b.checkGlobalFallback("stepper", s.lay, s.A)
 }
 
-func (s *stepper) routeSmem() int { e := s.cfg.NumExperts; return e*4 + (e+3)/4*4 }
+// Limits of decode.cu: ROUTE_MAX_PER_LANE*32 experts, ARGMAX_MAX_MASKED ids.
+const (
+	routeMaxExperts = 256
+	argmaxMaxMasked = 8
+)
+
+// argmaxChunk is the logits one argmax_step block scans (two per thread).
+const argmaxChunk = 2048
 
 // Mode implements engine.Stepper.
 func (s *stepper) Mode() string { return s.mode }
@@ -154,6 +167,7 @@ func (s *stepper) setup() error {
 	b, cfg := s.b, s.cfg
 	D, E, KV, hd := cfg.HiddenSize, cfg.NumExperts, cfg.KVDim(), cfg.HeadDim()
 	Q := cfg.NumHeads * hd
+	s.argG = max(1, min(1024, (cfg.VocabSize+argmaxChunk-1)/argmaxChunk))
 	alloc := func(n int, dt backend.DType) (cu.DevicePtr, error) {
 		t, err := b.alloc(n, dt)
 		if err != nil {
@@ -171,6 +185,7 @@ func (s *stepper) setup() error {
 		{&s.st, 4, backend.Bytes}, {&s.qkv, Q + 2*KV, backend.F32}, {&s.att, Q, backend.F32},
 		{&s.rlog, E, backend.F32}, {&s.moe, D, backend.F32}, {&s.act, s.A * s.lay.Gate.Rows, backend.F32},
 		{&s.groups, s.L * tableBytes, backend.Bytes}, {&s.masked, max(1, len(cfg.EOSTokenIDs)) * 4, backend.Bytes},
+		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes},
 	}
 	wants[0].n = 16
 	if cfg.HasSharedExpert() {
@@ -332,16 +347,15 @@ func (s *stepper) issueAttention(l int) error {
 	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), xn, ptr(lw.QKVBias), bk, Q+2*KV, D); err != nil {
 		return err
 	}
-	if lw.QNorm != nil {
+	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
+	if lw.QNorm != nil && lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0 {
 		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
-		if err := b.launch(b.k.qkNormStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(ptr(lw.QNorm)),
-			argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(Q), argInt(gq), argInt(gk), argF32(float32(cfg.RMSNormEps))); err != nil {
+		if err := b.launch(b.k.qkNormRopeKVStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
+			argPtr(ptr(lw.QNorm)), argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads),
+			argInt(hd), argInt(gq), argInt(gk), argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps))); err != nil {
 			return err
 		}
-	}
-	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
-	if err := b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
-		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta)); err != nil {
+	} else if err := s.issueNormRope(l, q, k, v, kc, vc); err != nil {
 		return err
 	}
 	if err := b.launch(b.k.attentionStep, cfg.NumHeads, block, (s.spec.MaxSeq+attWarps*hd)*4, argPtr(s.att), argPtr(q),
@@ -365,7 +379,7 @@ func (s *stepper) issueAttention(l int) error {
 	if cfg.NormTopKProb {
 		norm = 1
 	}
-	return b.launch(b.k.routeStep, 1, block, s.routeSmem(), argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
+	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
 		argPtr(table), argPtr(s.group(l)), argPtr(s.host.dev+cu.DevicePtr(s.idsOff+4*l*s.A)), argPtr(s.host.dev+cu.DevicePtr(4*l)))
 }
 
@@ -436,8 +450,8 @@ func (s *stepper) issueHead(masked bool) error {
 	if masked {
 		nm = len(cfg.EOSTokenIDs)
 	}
-	return b.launch(b.k.argmaxStep, 1, 1024, 0, argPtr(logits), argInt(V), argPtr(s.masked), argInt(nm), argPtr(s.st),
-		argPtr(s.host.dev+cu.DevicePtr(s.tokOff)), argPtr(s.host.dev+cu.DevicePtr(4*s.L)))
+	return b.launch(b.k.argmaxStep, s.argG, 1024, 0, argPtr(logits), argInt(V), argPtr(s.masked), argInt(nm), argPtr(s.st),
+		argPtr(s.part), argPtr(s.ticket), argPtr(s.host.dev+cu.DevicePtr(s.tokOff)), argPtr(s.host.dev+cu.DevicePtr(4*s.L)))
 }
 
 // flag is host-visible flag i.
@@ -590,4 +604,22 @@ func (s *stepper) Close() error {
 		}
 		return errors.Join(errs...)
 	})
+}
+
+// issueNormRope is the unfused q/k norm (when the model has one) and RoPE +
+// KV append: for norms whose groups do not hold whole heads, and models
+// without a q/k norm (Qwen).
+func (s *stepper) issueNormRope(l int, q, k, v, kc, vc cu.DevicePtr) error {
+	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	KV, hd := cfg.KVDim(), cfg.HeadDim()
+	Q := cfg.NumHeads * hd
+	if lw.QNorm != nil {
+		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
+		if err := b.launch(b.k.qkNormStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(ptr(lw.QNorm)),
+			argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(Q), argInt(gq), argInt(gk), argF32(float32(cfg.RMSNormEps))); err != nil {
+			return err
+		}
+	}
+	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
+		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
 }
