@@ -151,7 +151,7 @@ func RunWorker(o WorkerOptions) (err error) {
 	}
 	rec.Setup = editions.Setup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
-		Transport: opts.Transport, Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
+		Transport: opts.Transport, StepMode: l.StepMode(), Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
 		Regime: regime(opts.Capacity, mcfg.NumExperts),
 	}
 
@@ -244,6 +244,12 @@ func observeWorker(d WorkerDevice) editions.WorkerObservations {
 	if d.Name == "cpu" {
 		absent, absentF = editions.UnsupportedObs[int64](), editions.UnsupportedObs[float64]()
 	}
+	// RSS first: the H2D probe below allocates a pinned buffer that would
+	// otherwise count in the worker's peak.
+	obs.RSSPeakBytes = editions.UnknownObs[int64]()
+	if hwm, err := observe.RSSPeakBytes(); err == nil {
+		obs.RSSPeakBytes = editions.Observed(hwm)
+	}
 	obs.VRAMPeakBytes, obs.VRAMProcessPeakBytes = absent, absent
 	if d.VRAM != nil {
 		obs.VRAMPeakBytes, obs.VRAMProcessPeakBytes = editions.UnknownObs[int64](), editions.UnknownObs[int64]()
@@ -261,10 +267,6 @@ func observeWorker(d WorkerDevice) editions.WorkerObservations {
 		} else {
 			obs.H2DBandwidthBytesPerS = editions.UnknownObs[float64]()
 		}
-	}
-	obs.RSSPeakBytes = editions.UnknownObs[int64]()
-	if hwm, err := observe.RSSPeakBytes(); err == nil {
-		obs.RSSPeakBytes = editions.Observed(hwm)
 	}
 	return obs
 }

@@ -172,6 +172,11 @@ type Setup struct {
 	// Transport is the cache's miss copy path, "staged" or "registered";
 	// records from before the field omit it, which means staged.
 	Transport string `json:"transport,omitempty"`
+	// StepMode is how the engine issued each step: "ops" (every op from the
+	// host), "graph-full" (one captured graph per step, routing on the
+	// device) or "graph-segmented" (captured segments between the per-layer
+	// routing reads); records from before the field omit it ("ops").
+	StepMode string `json:"step_mode,omitempty"`
 }
 
 // Preparation is the worker's work before admission.

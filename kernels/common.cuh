@@ -42,6 +42,41 @@ __device__ __forceinline__ float add_scaled(float d, float a, float v) {
 }
 
 // ---------------------------------------------------------------------------
+// Block reductions with a fixed order: warp butterflies, then warp results
+// combined by warp 0 in warp order. red must hold 32 floats.
+__device__ __forceinline__ float block_sum(float v, float* red) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+	v = warp_sum(v);
+	__syncthreads();  // red may still be read by a previous call
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		float t = lane < nw ? red[lane] : 0.0f;
+		t = warp_sum(t);
+		if (lane == 0) red[0] = t;
+	}
+	__syncthreads();
+	return red[0];
+}
+
+__device__ __forceinline__ float block_max(float v, float* red) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
+	__syncthreads();
+	if (lane == 0) red[warp] = v;
+	__syncthreads();
+	if (warp == 0) {
+		float t = lane < nw ? red[lane] : -INFINITY;
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(FULL_MASK, t, o));
+		if (lane == 0) red[0] = t;
+	}
+	__syncthreads();
+	return red[0];
+}
+
+// ---------------------------------------------------------------------------
 // Loads.
 
 // ldg_stream loads 16 bytes of weights: read-only, used once, so it skips
@@ -131,6 +166,19 @@ __device__ __forceinline__ void stage_values(float* dst, int stride, const float
 	}
 }
 
+// stage_sums writes, after the staged int4 values of nv vectors, the sum u
+// of each 32-value chunk's scaled values in order.
+__device__ __forceinline__ void stage_sums(float* dst, int stride, int nv, int n) {
+	const int nch = (n + 31) >> 5;
+	for (int s = threadIdx.x; s < nv * nch; s += blockDim.x) {
+		const int vi = s / nch, c = s - vi * nch;
+		const float* xs = dst + (size_t)vi * stride;
+		float u = 0.0f;
+		for (int j = 0; j < 32; j++) u = __fadd_rn(u, xs[xs_index(32 * c + j)]);
+		dst[(size_t)vi * stride + xs_floats(n) + c] = u;
+	}
+}
+
 // stage_block stages nv vectors for fp16 rows (INT4 false; stride
 // xs_floats(n)) or int4 rows (stride xs4_floats(n): the scaled values, then
 // u per 32-value chunk, the sum of its 32 scaled values in order) and
@@ -141,16 +189,58 @@ __device__ __forceinline__ void stage_block(float* dst, const float* __restrict_
 	stage_values<INT4>(dst, stride, src, nv, n);
 	if (INT4) {
 		__syncthreads();
-		const int nch = (n + 31) >> 5;
-		for (int s = threadIdx.x; s < nv * nch; s += blockDim.x) {
-			const int vi = s / nch, c = s - vi * nch;
-			const float* xs = dst + (size_t)vi * stride;
-			float u = 0.0f;
-			for (int j = 0; j < 32; j++) u = __fadd_rn(u, xs[xs_index(32 * c + j)]);
-			dst[(size_t)vi * stride + xs_floats(n) + c] = u;
-		}
+		stage_sums(dst, stride, nv, n);
 	}
 	__syncthreads();
+}
+
+// NormSpec asks a row kernel to stage RMSNorm(x)·w instead of x (w == null:
+// stage x as is). w_kind: 1 FP16 weights, 2 FP32.
+struct NormSpec {
+	const void* w;
+	int w_kind;
+	float eps;
+};
+
+// stage_block_norm stages one vector like stage_block, normalised on the
+// way: x'[i] = w[i] * (x[i] * inv), inv = 1/sqrt(mean(x^2) + eps), with the
+// rmsnorm kernel's reduction (each thread sums the squares of values t,
+// t+blockDim, ... in order, then block_sum) and roundings: with 256-thread
+// blocks on both sides the staged values are the bits the rmsnorm kernel
+// writes, so a captured step can skip that launch.
+template <bool INT4>
+__device__ __forceinline__ void stage_block_norm(float* dst, const float* __restrict__ x, int n, NormSpec nm) {
+	__shared__ float red[32];
+	float ss = 0.0f;
+	for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(x[i], x[i], ss);
+	ss = block_sum(ss, red);
+	const float mean = __fadd_rn(__fdiv_rn(ss, (float)n), nm.eps);
+	const float inv = (float)(1.0 / sqrt((double)mean));
+	const int n32 = (n + 31) & ~31;
+	for (int i = threadIdx.x; i < n32; i += blockDim.x) {
+		float v = 0.0f;
+		if (i < n) {
+			const float wv = nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
+			                                : reinterpret_cast<const float*>(nm.w)[i];
+			v = __fmul_rn(wv, __fmul_rn(x[i], inv));
+		}
+		if (INT4) v = __fmul_rn(v, X_SCALE);
+		dst[xs_index(i)] = v;
+	}
+	if (INT4) {
+		__syncthreads();
+		stage_sums(dst, xs4_floats(n), 1, n);
+	}
+	__syncthreads();
+}
+
+// stage_one stages one vector, normalised when nm.w is set.
+template <bool INT4>
+__device__ __forceinline__ void stage_one(float* dst, const float* __restrict__ x, int n, NormSpec nm) {
+	if (nm.w != nullptr)
+		stage_block_norm<INT4>(dst, x, n, nm);
+	else
+		stage_block<INT4>(dst, x, 1, n);
 }
 
 // XShared / XGlobal say where an fp16 row-dot reads its activations: staged
@@ -648,48 +738,15 @@ struct MatvecTasks {
 template <class Fmt, int NR, int CPL, bool SHARED>
 __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
                                             const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
-                                            int rows, int cols, int cols_padded, int scales_offset) {
+                                            int rows, int cols, int cols_padded, int scales_offset,
+                                            NormSpec nm = NormSpec{nullptr, 0, 0.0f}) {
 	MatvecTasks<Fmt, NR, SHARED> tk;
 	tk.y = y, tk.mat = mat, tk.bias = bias, tk.bias_kind = bias_kind;
 	tk.rows = rows, tk.cols = cols, tk.cols_padded = cols_padded, tk.scales_offset = scales_offset;
 	tk.x = XSource<Fmt, SHARED>::make(x, smem, cols);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, NR, CPL>(tk, blockIdx.x * nw + warp, gridDim.x * nw, cols, [&] {
-		if (SHARED) stage_block<FmtInfo<Fmt>::int4>(smem, x, 1, cols);
+		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm);
 	});
 }
 
-// ---------------------------------------------------------------------------
-// Block reductions with a fixed order: warp butterflies, then warp results
-// combined by warp 0 in warp order. red must hold 32 floats.
-__device__ __forceinline__ float block_sum(float v, float* red) {
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-	v = warp_sum(v);
-	__syncthreads();  // red may still be read by a previous call
-	if (lane == 0) red[warp] = v;
-	__syncthreads();
-	if (warp == 0) {
-		float t = lane < nw ? red[lane] : 0.0f;
-		t = warp_sum(t);
-		if (lane == 0) red[0] = t;
-	}
-	__syncthreads();
-	return red[0];
-}
-
-__device__ __forceinline__ float block_max(float v, float* red) {
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, o));
-	__syncthreads();
-	if (lane == 0) red[warp] = v;
-	__syncthreads();
-	if (warp == 0) {
-		float t = lane < nw ? red[lane] : -INFINITY;
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) t = fmaxf(t, __shfl_xor_sync(FULL_MASK, t, o));
-		if (lane == 0) red[0] = t;
-	}
-	__syncthreads();
-	return red[0];
-}

@@ -69,14 +69,14 @@ struct GateUpTasks {
 template <class Fmt, int NRP, int CPL, bool SHARED>
 __device__ __forceinline__ void gateup_body(float* __restrict__ act, const float* __restrict__ x, int A, int F, int D,
                                             int gate_off, int up_off, int cols_padded, int scales_offset,
-                                            const GroupTable& tbl, int k0) {
+                                            const GroupTable& tbl, int k0, NormSpec nm) {
 	GateUpTasks<Fmt, NRP, SHARED> tk;
 	tk.tbl = &tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.F = F, tk.D = D, tk.gate_off = gate_off, tk.up_off = up_off;
 	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.per = (F + NRP - 1) / NRP;
 	tk.x = XSource<Fmt, SHARED>::make(x, xs_smem, D);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, 2 * NRP, CPL>(tk, blockIdx.x * nw + warp, gridDim.x * nw, D, [&] {
-		if (SHARED) stage_block<FmtInfo<Fmt>::int4>(xs_smem, x, 1, D);
+		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(xs_smem, x, D, nm);
 	});
 }
 
@@ -137,13 +137,13 @@ __device__ __forceinline__ void down_body(float* __restrict__ out, const float* 
 	    NAME(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,        \
 	         int scales_offset, const __grid_constant__ GroupTable tbl) {                                        \
 		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, tbl, \
-		                                   0);                                                                 \
+		                                   0, NormSpec{nullptr, 0, 0.0f});                                     \
 	}                                                                                                         \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
 	    NAME##_t(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,    \
-	             int scales_offset, const GroupTable* tbl, int k0) {                                           \
+	             int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) {  \
 		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, *tbl, \
-		                                   k0);                                                                \
+		                                   k0, NormSpec{nw, nw_kind, eps});                                    \
 	}
 #define DOWN(NAME, FMT, NR, CPL, SHARED, MINB)                                                             \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \

@@ -11,6 +11,10 @@
 // dynamic shared size xs_floats(C)*4 bytes) or read through L1 when C is too
 // wide for that (variant _g). The row's result does not depend on NR, CPL or
 // the variant.
+//
+// With nw set (shared variants only), x is staged as RMSNorm(x)·nw
+// (stage_block_norm: the rmsnorm kernel's bits), so a captured step fuses a
+// norm into the projection that consumes it.
 #include "common.cuh"
 
 extern __shared__ __align__(16) float xs_smem[];
@@ -18,9 +22,10 @@ extern __shared__ __align__(16) float xs_smem[];
 #define MATVEC_F16(NAME, NR, CPL, SHARED)                                                                  \
 	extern "C" __global__ void __launch_bounds__(256, 2) NAME(float* y, const __half* W, const float* x,     \
 	                                                       const void* bias, int bias_kind, int rows,       \
-	                                                       int cols) {                                       \
+	                                                       int cols, const void* nw, int nw_kind,           \
+	                                                       float eps) {                                      \
 		matvec_body<F16Fmt, NR, CPL, SHARED>(xs_smem, y, reinterpret_cast<const uint8_t*>(W), x, bias,    \
-		                                     bias_kind, rows, cols, 0, 0);                                 \
+		                                     bias_kind, rows, cols, 0, 0, NormSpec{nw, nw_kind, eps});      \
 	}
 
 MATVEC_F16(matvec_f16_r1_s, 1, 8, true)

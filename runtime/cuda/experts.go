@@ -137,11 +137,13 @@ func schemeIndex(s qpack.Scheme) int {
 
 // rowTable is where a grouped kernel finds its routed group: passed by
 // value (blob), or in device memory at dev (the _t kernels of captured
-// steps) from entry k0 on.
+// steps) from entry k0 on; the _t gate/up kernel can also normalise its
+// input while staging it (norm).
 type rowTable struct {
 	blob *groupTable
 	dev  cu.DevicePtr
 	k0   int
+	norm normSpec
 }
 
 // gateUpLaunch enqueues experts_gateup; owner thread only. Blocks stride
@@ -171,7 +173,11 @@ func (b *Backend) gateUpLaunchFrom(act, x cu.DevicePtr, a int, l qpack.RecordLay
 	if rt.blob != nil {
 		return b.launchBlob(fn, grid, block, smem, unsafe.Pointer(rt.blob), args...)
 	}
-	return b.launch(fn, grid, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0))...)
+	if rt.norm.w != 0 && v != 0 {
+		return fmt.Errorf("gate/up with a fused norm: %d columns do not fit shared memory", D)
+	}
+	return b.launch(fn, grid, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0),
+		argPtr(rt.norm.w), argInt(rt.norm.kind), argF32(rt.norm.eps))...)
 }
 
 // downShape picks the down kernel's variant (index into downVariants) and

@@ -96,7 +96,7 @@ func (b *Backend) matvecF16(op string, y, w, x, bias cu.DevicePtr, biasKind, row
 		return nil
 	}
 	return b.o.async(func() error {
-		if err := b.matvecF16Launch(y, w, x, bias, biasKind, rows, cols); err != nil {
+		if err := b.matvecF16Launch(y, w, x, bias, biasKind, rows, cols, normSpec{}); err != nil {
 			return fmt.Errorf("cuda: %s: launch: %w", op, err)
 		}
 		return nil
@@ -105,17 +105,29 @@ func (b *Backend) matvecF16(op string, y, w, x, bias cu.DevicePtr, biasKind, row
 
 // matvecF16Launch launches the FP16 matvec y = W·x (+ bias); owner thread
 // only. biasKind 2 with bias = y adds the previous y (a fused residual add,
-// Add's rounding).
-func (b *Backend) matvecF16Launch(y, w, x, bias cu.DevicePtr, biasKind, rows, cols int) error {
+// Add's rounding). With nm.w set the kernel multiplies RMSNorm(x)·nm.w
+// (the rmsnorm kernel's bits, computed while staging x).
+func (b *Backend) matvecF16Launch(y, w, x, bias cu.DevicePtr, biasKind, rows, cols int, nm normSpec) error {
 	i := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, rows)
 	smem, v := xsBytes(cols), 0
 	if smem > b.smemMax {
+		if nm.w != 0 {
+			return fmt.Errorf("matvec with a fused norm: %d columns do not fit shared memory", cols)
+		}
 		smem, v = 0, 1
 	}
 	fn := b.k.matvecF16[i][v]
 	grid := b.rowGrid(fn, smem, (rows+f16NR[i]-1)/f16NR[i])
 	return b.launch(fn, grid, block, smem, argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind),
-		argInt(rows), argInt(cols))
+		argInt(rows), argInt(cols), argPtr(nm.w), argInt(nm.kind), argF32(nm.eps))
+}
+
+// normSpec is NormSpec in kernels/common.cuh: stage RMSNorm(x)·w instead of
+// x (w == 0: x as is).
+type normSpec struct {
+	w    cu.DevicePtr
+	kind int // 1 FP16, 2 FP32
+	eps  float32
 }
 
 func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPadded, scalesOffset int) error {

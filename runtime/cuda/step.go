@@ -274,7 +274,7 @@ func (s *stepper) setup() error {
 					return err
 				}
 			}
-			return s.issueFinalNorm()
+			return nil
 		})
 		return err
 	}
@@ -291,7 +291,7 @@ func (s *stepper) setup() error {
 			if l < s.L {
 				return s.issueAttention(l)
 			}
-			return s.issueFinalNorm()
+			return nil
 		})
 		if err != nil {
 			return err
@@ -323,10 +323,10 @@ func (s *stepper) issueEmbed() error {
 		argPtr(ptr(s.spec.X)), argPtr(ptr(w)), argInt(wkind(w)), argPtr(s.st), argInt(D))
 }
 
-func (s *stepper) rmsnorm(dst, x cu.DevicePtr, w backend.Tensor, n int) error {
-	g := w.Len()
-	return s.b.launch(s.b.k.rmsnorm, n/g, block, 0, argPtr(dst), argPtr(x), argPtr(ptr(w)), argInt(wkind(w)), argInt(g),
-		argF32(float32(s.cfg.RMSNormEps)))
+// norm asks a consumer kernel to stage RMSNorm(x)·w (one group over the
+// hidden size) instead of x: the captured step launches no norm kernel.
+func (s *stepper) norm(w backend.Tensor) normSpec {
+	return normSpec{w: ptr(w), kind: wkind(w), eps: float32(s.cfg.RMSNormEps)}
 }
 
 // issueAttention: input norm, q|k|v, q/k norm, RoPE + KV append,
@@ -335,16 +335,13 @@ func (s *stepper) issueAttention(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	D, E, KV, hd := cfg.HiddenSize, cfg.NumExperts, cfg.KVDim(), cfg.HeadDim()
 	Q := cfg.NumHeads * hd
-	x, xn := ptr(s.spec.X), ptr(s.spec.XN)
+	x := ptr(s.spec.X)
 	q, k, v := s.qkv, s.qkv+cu.DevicePtr(4*Q), s.qkv+cu.DevicePtr(4*(Q+KV))
-	if err := s.rmsnorm(xn, x, lw.InputNorm, D); err != nil {
-		return err
-	}
 	bk := 0
 	if lw.QKVBias != nil {
 		bk = wkind(lw.QKVBias)
 	}
-	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), xn, ptr(lw.QKVBias), bk, Q+2*KV, D); err != nil {
+	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), x, ptr(lw.QKVBias), bk, Q+2*KV, D, s.norm(lw.InputNorm)); err != nil {
 		return err
 	}
 	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
@@ -362,13 +359,10 @@ func (s *stepper) issueAttention(l int) error {
 		argPtr(kc), argPtr(vc), argPtr(s.st), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd)); err != nil {
 		return err
 	}
-	if err := b.matvecF16Launch(x, ptr(lw.O), s.att, x, 2, D, Q); err != nil {
+	if err := b.matvecF16Launch(x, ptr(lw.O), s.att, x, 2, D, Q, normSpec{}); err != nil {
 		return err
 	}
-	if err := s.rmsnorm(xn, x, lw.PostNorm, D); err != nil {
-		return err
-	}
-	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), xn, 0, 0, E, D); err != nil {
+	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), x, 0, 0, E, D, s.norm(lw.PostNorm)); err != nil {
 		return err
 	}
 	var table cu.DevicePtr
@@ -392,14 +386,15 @@ func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*t
 func (s *stepper) issueExperts(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	D := cfg.HiddenSize
-	x, xn := ptr(s.spec.X), ptr(s.spec.XN)
+	x := ptr(s.spec.X)
+	post := s.norm(lw.PostNorm) // every consumer of the post-attention norm computes it while staging x
 	shared := cfg.HasSharedExpert()
 	grp := s.group(l)
 	if s.spec.Executor == "scalar-v1" {
 		F := s.lay.Gate.Rows
 		for k := range s.A {
 			act := s.act + cu.DevicePtr(4*k*F)
-			if err := b.gateUpLaunchFrom(act, xn, 1, s.lay, rowTable{dev: grp, k0: k}); err != nil {
+			if err := b.gateUpLaunchFrom(act, x, 1, s.lay, rowTable{dev: grp, k0: k, norm: post}); err != nil {
 				return err
 			}
 			if err := b.downLaunchFrom(s.moe, act, 1, s.lay, rowTable{dev: grp, k0: k}, 0, k > 0); err != nil {
@@ -410,7 +405,7 @@ func (s *stepper) issueExperts(l int) error {
 			return b.launch(b.k.add, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(x), argPtr(s.moe), argInt(D))
 		}
 	} else {
-		if err := b.gateUpLaunchFrom(s.act, xn, s.A, s.lay, rowTable{dev: grp}); err != nil {
+		if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: post}); err != nil {
 			return err
 		}
 		if !shared {
@@ -421,29 +416,25 @@ func (s *stepper) issueExperts(l int) error {
 		}
 	}
 	S := cfg.SharedFFN
-	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), xn, 0, 0, 2*S+1, D); err != nil {
+	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, post); err != nil {
 		return err
 	}
 	if err := b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum),
 		argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S)); err != nil {
 		return err
 	}
-	if err := b.matvecF16Launch(s.sd, ptr(lw.SharedDown), s.sa, 0, 0, D, S); err != nil {
+	if err := b.matvecF16Launch(s.sd, ptr(lw.SharedDown), s.sa, 0, 0, D, S, normSpec{}); err != nil {
 		return err
 	}
 	return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
 		argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))
 }
 
-func (s *stepper) issueFinalNorm() error {
-	return s.rmsnorm(ptr(s.spec.XN), ptr(s.spec.X), s.spec.Weights.Norm, s.cfg.HiddenSize)
-}
-
 func (s *stepper) issueHead(masked bool) error {
 	b, cfg := s.b, s.cfg
 	V, D := cfg.VocabSize, cfg.HiddenSize
 	logits := ptr(s.spec.Logits)
-	if err := b.matvecF16Launch(logits, ptr(s.spec.Weights.LMHead), ptr(s.spec.XN), 0, 0, V, D); err != nil {
+	if err := b.matvecF16Launch(logits, ptr(s.spec.Weights.LMHead), ptr(s.spec.X), 0, 0, V, D, s.norm(s.spec.Weights.Norm)); err != nil {
 		return err
 	}
 	nm := 0

@@ -17,9 +17,14 @@ import (
 // os.Getpid; -1 in a sample where it is not listed, e.g. when a container
 // hides host PIDs). Stop gives the peaks and the timeline.
 //
-// NVML numbers GPUs its own way, not by CUDA_VISIBLE_DEVICES: index 0 is
-// the CUDA device 0 only on a one-GPU machine or with the PCI bus order.
+// device is a CUDA ordinal; NVML numbers every GPU of the machine, so the
+// GPU sampled is the one CUDA_VISIBLE_DEVICES maps that ordinal to
+// (visibleDevice).
 func StartVRAM(device int, interval time.Duration) (VRAMSampler, error) {
+	index, uuid, err := visibleDevice(os.Getenv("CUDA_VISIBLE_DEVICES"), device)
+	if err != nil {
+		return nil, fmt.Errorf("nvml: %w", err)
+	}
 	if ret := nvml.Init(); ret != nvml.SUCCESS {
 		return nil, fmt.Errorf("nvml init: %s: %w", nvml.ErrorString(ret), ErrUnsupported)
 	}
@@ -29,9 +34,15 @@ func StartVRAM(device int, interval time.Duration) (VRAMSampler, error) {
 		}
 		return nil
 	}
-	dev, ret := nvml.DeviceGetHandleByIndex(device)
+	var dev nvml.Device
+	var ret nvml.Return
+	if uuid != "" {
+		dev, ret = nvml.DeviceGetHandleByUUID(uuid)
+	} else {
+		dev, ret = nvml.DeviceGetHandleByIndex(index)
+	}
 	if ret != nvml.SUCCESS {
-		return nil, errors.Join(fmt.Errorf("nvml device %d: %s", device, nvml.ErrorString(ret)), shutdown())
+		return nil, errors.Join(fmt.Errorf("nvml device %d (index %d %s): %s", device, index, uuid, nvml.ErrorString(ret)), shutdown())
 	}
 	pid := os.Getpid()
 	var procs []procMem
