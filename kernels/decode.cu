@@ -130,13 +130,16 @@ extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, con
 // lane 0 renormalises the weights when norm is set (sum in k order, one
 // division each: the host's order in Backend.TopK) into tbl->wts and, when
 // table is not null (full residency: table[e] is the device address of
-// expert e's row), gathers tbl->recs[r] = table[ids[r]]. The ids go to
-// ids_host (mapped), then a system fence and *flag = 1. Launch: 1 block of
-// 32 threads.
+// expert e's row; in graph-wait mode a table in mapped host memory with 0
+// for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
+// need is not null, gives the layer a miss ticket when some rec is 0
+// (await_step then waits for the host). The
+// ids go to ids_host (mapped), then a system fence and *flag = 1. Launch: 1
+// block of 32 threads.
 #define ROUTE_MAX_PER_LANE 8
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
-                                                           const unsigned long long* table, GroupTable* tbl,
-                                                           int* ids_host, volatile int* flag) {
+                                                           const volatile unsigned long long* table, GroupTable* tbl,
+                                                           int* need, int* ids_host, volatile int* flag) {
 	__shared__ float p[32 * ROUTE_MAX_PER_LANE];
 	__shared__ int ids[64];
 	__shared__ float w[64];
@@ -188,13 +191,57 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 		for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
 		for (int r = 0; r < k; r++) w[r] = __fdiv_rn(w[r], s);
 	}
+	int missing = 0;
 	for (int r = 0; r < k; r++) {
 		tbl->wts[r] = w[r];
-		if (table != nullptr) tbl->recs[r] = table[ids[r]];
+		if (table != nullptr) {
+			const unsigned long long rec = table[ids[r]];
+			tbl->recs[r] = rec;
+			missing |= rec == 0;
+		}
 		ids_host[r] = ids[r];
+	}
+	if (need != nullptr) {
+		// need[0]: 0, or the layer's miss ticket (need[1] counts the steps
+		// this layer missed); the host answers ticket T with ready >= T.
+		int t = 0;
+		if (missing) need[1] = t = need[1] + 1;
+		need[0] = t;
 	}
 	__threadfence_system();
 	*flag = 1;
+}
+
+// await_step is how a graph-wait step gets rows the cache had to load
+// (runtime/cuda/step.go). route_step gave the layer a miss ticket T =
+// need[0] > 0 when some routed expert was not resident; then lane 0 polls
+// the host's answer ready[0] (mapped host memory) until it reaches T, which
+// the host writes after publishing the missing rows and writing the group's
+// row addresses to fix (mapped), and the lanes copy fix[0..A) into
+// tbl->recs, where the layer's expert kernels read them. One lane polls,
+// with a pause between reads, so the polling adds almost no PCIe traffic
+// to the copies it waits for. ready[1] (abort, set by the host) or no
+// answer within AWAIT_TIMEOUT_NS traps: the step fails rather than reading
+// a row that is not there. With T = 0 it returns at once. Launch: 1 block
+// of 32 threads.
+#define AWAIT_TIMEOUT_NS 30000000000ull
+extern "C" __global__ void __launch_bounds__(32) await_step(const int* need, const volatile int* ready,
+                                                           const volatile unsigned long long* fix, GroupTable* tbl,
+                                                           int A) {
+	const int ticket = need[0];
+	if (ticket == 0) return;
+	if (threadIdx.x == 0) {
+		unsigned long long t0, t;
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+		while (ready[1] == 0 && ready[0] - ticket < 0) {
+			__nanosleep(1000);
+			asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+			if (t - t0 > AWAIT_TIMEOUT_NS) __trap();
+		}
+		if (ready[1] != 0) __trap();
+	}
+	__syncwarp();
+	for (int k = threadIdx.x; k < A; k += blockDim.x) tbl->recs[k] = fix[k];
 }
 
 // argmax_step: the argmax of logits[n] with the masked ids excluded, in

@@ -9,7 +9,7 @@
 # Each configuration is capacity:executor:step-mode[:transport]. The
 # synthetic checkpoint and its artifact go to ${WORK:-/tmp/decode-bench};
 # one JSON per configuration (horizon-bench generate --json) and a summary
-# table go to $OUT (or out/decode-bench).
+# table go to $OUT (or out/decode-bench); synth/prepare logs to $WORK.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 arch=$1 seed=$2 configs=$3
@@ -20,10 +20,10 @@ mkdir -p "$work" "$OUT"
 art="$work/$arch-$seed-int4"
 if [ ! -f "$art/artifact.json" ]; then
 	t0=$SECONDS
-	"$bin" synth --arch "$arch" --seed "$seed" --out "$work/$arch-$seed-ckpt"
+	"$bin" synth --arch "$arch" --seed "$seed" --out "$work/$arch-$seed-ckpt" >"$work/synth-$arch-$seed.log" 2>&1
 	echo "synth $arch seed $seed: $((SECONDS - t0)) s"
 	t0=$SECONDS
-	"$bin" prepare --checkpoint "$work/$arch-$seed-ckpt" --out "$art"
+	"$bin" prepare --checkpoint "$work/$arch-$seed-ckpt" --out "$art" >"$work/prepare-$arch-$seed.log" 2>&1
 	echo "prepare: $((SECONDS - t0)) s"
 	rm -rf "$work/$arch-$seed-ckpt"
 fi

@@ -79,3 +79,28 @@ func (c *Cache) RecordHits(layer int, ids []int) error {
 	l.counters.hits.Add(int64(len(ids)))
 	return nil
 }
+
+// PublishedRows returns the row of every published expert of layer
+// (indexed by expert, nil where the expert is not published) and the
+// generation's sequence number, which changes whenever the layer's
+// residency does. A device that gathers rows through a table of its own
+// (graph-wait steps) rebuilds that table from it after a miss.
+func (c *Cache) PublishedRows(layer int) ([]backend.Tensor, uint64, error) {
+	if layer < 0 || layer >= len(c.layers) {
+		return nil, 0, fmt.Errorf("cache: layer %d outside 0..%d", layer, len(c.layers)-1)
+	}
+	l := c.layers[layer]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, 0, ErrClosed
+	}
+	g := l.gen.Load()
+	rows := make([]backend.Tensor, c.nexp)
+	for e := range rows {
+		if r := g.rowOf[e]; r >= 0 {
+			rows[e] = l.rows[r].tensor
+		}
+	}
+	return rows, g.seq, nil
+}

@@ -53,3 +53,49 @@ func TestPinnedRowsAndRecordHits(t *testing.T) {
 		})
 	}
 }
+
+func TestPublishedRowsFollowsMisses(t *testing.T) {
+	auth := newFakeAuthority(t, 1, 8, 64)
+	c, err := New(newCPUDevice(t), auth, 1, 8, Options{Capacity: 4, Spares: 2, Staging: 2, GroupSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.Admit()
+	rows, seq, err := c.PublishedRows(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for e, r := range rows {
+		if (r != nil) != (e < 4) {
+			t.Fatalf("expert %d: row %v, want published exactly for 0..3 (canonical placement)", e, r)
+		}
+	}
+	got, release, err := c.Acquire(0, []int{6, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	rows2, seq2, err := c.PublishedRows(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq2 == seq {
+		t.Fatal("generation did not change after a miss")
+	}
+	if rows2[6] != got[0] || rows2[1] != got[1] {
+		t.Fatal("PublishedRows disagrees with the rows Acquire returned")
+	}
+	n := 0
+	for _, r := range rows2 {
+		if r != nil {
+			n++
+		}
+	}
+	if n != 4 {
+		t.Fatalf("%d experts published, capacity 4", n)
+	}
+	if _, _, err := c.PublishedRows(1); err == nil {
+		t.Fatal("PublishedRows accepted a layer outside the cache")
+	}
+}

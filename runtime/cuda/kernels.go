@@ -46,6 +46,7 @@ type kernelSet struct {
 	// decode.cu: the kernels only captured steps use.
 	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep  cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
+	awaitStep                                                  cu.Function
 	rmsnorm                                                    cu.Function
 	siluMul                                                    cu.Function
 	add                                                        cu.Function
@@ -121,7 +122,7 @@ func (b *Backend) loadKernels() error {
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.ropeKVStep, k.attentionStep, k.routeStep = get("rope_kv_step"), get("attention_step"), get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
-	k.qkNormRopeKVStep = get("qk_norm_rope_kv_step")
+	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
 	if len(missing) > 0 {
 		return fmt.Errorf("kernels %v: not in the embedded PTX", missing)
 	}
@@ -166,7 +167,7 @@ var moduleFuncs = map[string][]string{
 	"embed_argmax":    {"embed_gather", "argmax_masked"},
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
-		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step"},
+		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step"},
 }
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,

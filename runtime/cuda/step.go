@@ -24,27 +24,36 @@ import (
 // What changes between steps lives in device memory: the step state
 // (token, position: kernels/decode.cu) and, per layer, the routed group's
 // row table (GroupTable: weights written by route_step, row addresses
-// gathered on the device at full residency or written by the host after the
-// cache served the group at partial residency).
+// gathered on the device from a table of resident rows, or written by the
+// host after the cache served the group).
 //
 //   - graph-full (full residency: no row ever moves): one graph for the
-//     whole step (embed, every layer with routing on the GPU, final norm)
-//     plus a head graph (lm_head, argmax). The host waits for the token,
-//     then reads every layer's routed ids from mapped memory and accounts
-//     them as cache hits (cache.RecordHits).
-//   - graph-segmented (partial residency): L+1 graphs cut at the routing
-//     reads: segment 0 = embed + attention and routing of layer 0, segment
-//     l = experts of layer l-1 + attention and routing of layer l, segment
-//     L = experts of layer L-1 + final norm. Between segments the host reads
-//     the routed ids, acquires the rows from the cache (misses are copied
-//     then, on the copy stream, published after completion), writes their
-//     addresses into the layer's device table and launches the next segment.
+//     whole step (embed, every layer with routing on the GPU) plus a head
+//     graph (lm_head, argmax). The host waits for the token, then reads
+//     every layer's routed ids from mapped memory and accounts them as
+//     cache hits (cache.RecordHits). With lookahead the next decode step is
+//     launched before the host waits (see Step).
+//   - graph-segmented (partial residency, the default there): L+1 graphs
+//     cut at the routing reads: segment 0 = embed + attention and routing
+//     of layer 0, segment l = experts of layer l-1 + attention and routing
+//     of layer l, segment L = experts of layer L-1. Between segments the
+//     host reads the routed ids, acquires the rows from the cache (misses
+//     are copied then, on the copy stream, published after completion),
+//     writes their addresses into the layer's table and launches the next
+//     segment.
+//   - graph-wait (partial residency, on request): one graph per step like
+//     graph-full; routing gathers rows from a table of resident rows the
+//     host keeps in mapped memory; a layer with a missing expert waits on
+//     the device (await_step) until the host has loaded it through the
+//     cache and answered.
 //
 // Fusions, each with the op-by-op path's rounding (so the bits match):
-// q|k|v one matvec over the fused weight (engine.LayerWeights.QKV); q/k norm
-// one launch; RoPE + KV append one launch; o_proj adds the residual in its
-// epilogue; the routed down projection adds the residual (no shared
-// expert); Qwen's shared gate|up|mix one matvec and its gated add plus
+// every RMSNorm is computed by its consumers while they stage their input
+// (q|k|v, router, gate/up, shared gate|up|mix, lm_head), so no norm kernel
+// runs; q|k|v is one matvec over the fused weight (engine.LayerWeights.QKV);
+// q/k norm + RoPE + KV append is one launch; o_proj adds the residual in
+// its epilogue; the routed down projection adds the residual (no shared
+// expert); Qwen's shared gate|up|mix is one matvec and its gated add plus
 // residual one launch.
 type stepper struct {
 	b    *Backend
@@ -54,7 +63,8 @@ type stepper struct {
 	mode string
 	L, A int
 
-	pinned engine.PinnedRows // graph-full only
+	pinned engine.PinnedRows    // graph-full only
+	pub    engine.PublishedRows // graph-wait only
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -70,20 +80,36 @@ type stepper struct {
 	groups cu.DevicePtr // [L] GroupTable
 	tables cu.DevicePtr // graph-full: [L][E] row addresses
 	masked cu.DevicePtr // EOS ids
+	need   cu.DevicePtr // graph-wait: [L][2] int32: miss ticket, miss count (route_step)
 	part   cu.DevicePtr // argmax: one candidate per block
 	ticket cu.DevicePtr // argmax: blocks done (the last one resets it)
 	argG   int          // argmax blocks
 
-	// host: mapped pinned memory the step kernels write: flags [L+1] int32
-	// (route_step of layer l sets flag l, argmax_step flag L), the token,
-	// and ids [L][A] int32.
-	host   mappedBuf
-	tokOff int
-	idsOff int
+	// host: mapped pinned memory shared with the step kernels: flags
+	// [L+1] int32 (route_step of layer l sets flag l, argmax_step flag L),
+	// the token, ids [L][A] int32; in graph-wait mode also the host's
+	// answers ready [L][2] int32 (ticket answered, abort), the table of
+	// resident rows [L][E] uint64 (0: not resident) and the routed groups'
+	// row addresses fix [L][A] uint64.
+	host      mappedBuf
+	slotBytes int // the flags, token and ids come in two slots (graph-full runs one step ahead)
+	tokOff    int // within a slot
+	idsOff    int // within a slot
+	readyOff  int
+	tableOff  int
+	fixOff    int
 
-	body  *graph    // graph-full
-	segs  []*graph  // graph-segmented
-	heads [2]*graph // [0] nothing masked, [1] EOS masked
+	answered []int32  // graph-wait: per layer, the last miss ticket answered
+	tableSeq []uint64 // graph-wait: per layer, the generation the table shows
+
+	body  [2]*graph    // graph-full, graph-wait: [slot]
+	segs  []*graph     // graph-segmented
+	heads [2][2]*graph // [slot][0 nothing masked, 1 EOS masked]
+
+	cur       int      // the slot being captured
+	next      int      // graph-full: the slot of the next step launched
+	lookahead bool     // graph-full: launch decode step t+1 before waiting for step t
+	ahead     *pending // graph-full: a decode step launched ahead, not yet consumed
 
 	ids  []int  // scratch: one layer's routed ids
 	recs []byte // scratch: one layer's row addresses
@@ -102,9 +128,37 @@ func (b *Backend) NewStepper(spec engine.StepSpec) (engine.Stepper, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	s.mode = engine.StepGraphSegmented
-	if p, ok := spec.Experts.(engine.PinnedRows); ok && p.FullResidency() {
-		s.mode, s.pinned = engine.StepGraphFull, p
+	p, _ := spec.Experts.(engine.PinnedRows)
+	full := p != nil && p.FullResidency()
+	pub, _ := spec.Experts.(engine.PublishedRows)
+	switch spec.Mode {
+	case "", "auto":
+		s.mode = engine.StepGraphSegmented
+		if full {
+			s.mode = engine.StepGraphFull
+		}
+	case engine.StepGraphFull:
+		if !full {
+			return nil, fmt.Errorf("cuda: stepper: %s needs full residency", spec.Mode)
+		}
+		s.mode = spec.Mode
+	case engine.StepGraphWait:
+		if pub == nil {
+			return nil, fmt.Errorf("cuda: stepper: %s needs a cache that lists its published rows", spec.Mode)
+		}
+		s.mode = spec.Mode
+	case engine.StepGraphSegmented:
+		s.mode = spec.Mode
+	default:
+		return nil, fmt.Errorf("cuda: stepper: step mode %q", spec.Mode)
+	}
+	switch s.mode {
+	case engine.StepGraphFull:
+		s.pinned = p
+	case engine.StepGraphWait:
+		s.pub = pub
+		s.answered = make([]int32, s.L)
+		s.tableSeq = make([]uint64, s.L)
 	}
 	s.ids = make([]int, s.A)
 	s.recs = make([]byte, 8*s.A)
@@ -195,6 +249,9 @@ func (s *stepper) setup() error {
 	if s.pinned != nil {
 		wants = append(wants, want{&s.tables, s.L * E * 8, backend.Bytes})
 	}
+	if s.pub != nil {
+		wants = append(wants, want{&s.need, s.L * 8, backend.Bytes})
+	}
 	for _, w := range wants {
 		p, err := alloc(w.n, w.dt)
 		if err != nil {
@@ -235,12 +292,24 @@ func (s *stepper) setup() error {
 	}
 	s.tokOff = 4 * (s.L + 1)
 	s.idsOff = (s.tokOff + 4 + 15) / 16 * 16
-	p, d, err := hostAllocMapped(s.idsOff + 4*s.L*s.A)
+	s.slotBytes = (s.idsOff + 4*s.L*s.A + 15) / 16 * 16
+	s.readyOff = 2 * s.slotBytes
+	s.tableOff = (s.readyOff + 8*s.L + 15) / 16 * 16
+	s.fixOff = s.tableOff + 8*s.L*E
+	size := s.fixOff + 8*s.L*s.A
+	p, d, err := hostAllocMapped(size)
 	if err != nil {
 		return err
 	}
-	s.host = mappedBuf{p: p, dev: d, n: s.idsOff + 4*s.L*s.A, ok: true}
+	s.host = mappedBuf{p: p, dev: d, n: size, ok: true}
 	clear(s.host.bytes())
+	if s.pub != nil {
+		for l := range s.L {
+			if err := s.refreshTable(l); err != nil {
+				return err
+			}
+		}
+	}
 
 	capture := func(what string, issue func() error) (*graph, error) {
 		if err := beginCapture(b.compute); err != nil {
@@ -256,13 +325,21 @@ func (s *stepper) setup() error {
 		}
 		return g, nil
 	}
-	for m := range s.heads {
-		if s.heads[m], err = capture("head", func() error { return s.issueHead(m == 1) }); err != nil {
-			return err
-		}
+	slots := 1
+	if s.mode == engine.StepGraphFull {
+		slots = 2
 	}
-	if s.pinned != nil {
-		s.body, err = capture("step", func() error {
+	for slot := range slots {
+		s.cur = slot
+		for m := range s.heads[slot] {
+			if s.heads[slot][m], err = capture("head", func() error { return s.issueHead(m == 1) }); err != nil {
+				return err
+			}
+		}
+		if s.mode == engine.StepGraphSegmented {
+			continue
+		}
+		s.body[slot], err = capture("step", func() error {
 			if err := s.issueEmbed(); err != nil {
 				return err
 			}
@@ -276,7 +353,13 @@ func (s *stepper) setup() error {
 			}
 			return nil
 		})
-		return err
+		if err != nil {
+			return err
+		}
+	}
+	s.cur = 0
+	if s.mode != engine.StepGraphSegmented {
+		return nil
 	}
 	s.segs = make([]*graph, s.L+1)
 	for l := 0; l <= s.L; l++ {
@@ -365,16 +448,20 @@ func (s *stepper) issueAttention(l int) error {
 	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), x, 0, 0, E, D, s.norm(lw.PostNorm)); err != nil {
 		return err
 	}
-	var table cu.DevicePtr
-	if s.pinned != nil {
+	var table, need cu.DevicePtr
+	switch {
+	case s.pinned != nil:
 		table = s.tables + cu.DevicePtr(8*l*E)
+	case s.pub != nil:
+		table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
+		need = s.need + cu.DevicePtr(8*l)
 	}
 	norm := 0
 	if cfg.NormTopKProb {
 		norm = 1
 	}
 	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
-		argPtr(table), argPtr(s.group(l)), argPtr(s.host.dev+cu.DevicePtr(s.idsOff+4*l*s.A)), argPtr(s.host.dev+cu.DevicePtr(4*l)))
+		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(s.host.dev+cu.DevicePtr(s.idsAt(s.cur, l))), argPtr(s.host.dev+cu.DevicePtr(s.flagAt(s.cur, l))))
 }
 
 func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
@@ -390,6 +477,12 @@ func (s *stepper) issueExperts(l int) error {
 	post := s.norm(lw.PostNorm) // every consumer of the post-attention norm computes it while staging x
 	shared := cfg.HasSharedExpert()
 	grp := s.group(l)
+	if s.pub != nil {
+		if err := b.launch(b.k.awaitStep, 1, 32, 0, argPtr(s.need+cu.DevicePtr(8*l)), argPtr(s.host.dev+cu.DevicePtr(s.readyOff+8*l)),
+			argPtr(s.host.dev+cu.DevicePtr(s.fixOff+8*l*s.A)), argPtr(grp), argInt(s.A)); err != nil {
+			return err
+		}
+	}
 	if s.spec.Executor == "scalar-v1" {
 		F := s.lay.Gate.Rows
 		for k := range s.A {
@@ -442,46 +535,86 @@ func (s *stepper) issueHead(masked bool) error {
 		nm = len(cfg.EOSTokenIDs)
 	}
 	return b.launch(b.k.argmaxStep, s.argG, 1024, 0, argPtr(logits), argInt(V), argPtr(s.masked), argInt(nm), argPtr(s.st),
-		argPtr(s.part), argPtr(s.ticket), argPtr(s.host.dev+cu.DevicePtr(s.tokOff)), argPtr(s.host.dev+cu.DevicePtr(4*s.L)))
+		argPtr(s.part), argPtr(s.ticket), argPtr(s.host.dev+cu.DevicePtr(s.slotBytes*s.cur+s.tokOff)),
+		argPtr(s.host.dev+cu.DevicePtr(s.flagAt(s.cur, s.L))))
 }
 
-// flag is host-visible flag i.
-func (s *stepper) flag(i int) *int32 { return (*int32)(unsafe.Add(s.host.p, 4*i)) }
+// flagAt and idsAt are the offsets of flag i and of layer l's routed ids in
+// the mapped buffer's slot.
+func (s *stepper) flagAt(slot, i int) int { return s.slotBytes*slot + 4*i }
+func (s *stepper) idsAt(slot, l int) int  { return s.slotBytes*slot + s.idsOff + 4*l*s.A }
 
-// wait spins until flag i is set. After flagPatience it waits for the
-// compute stream instead (which also surfaces a failed launch) and then
-// requires the flag.
-func (s *stepper) wait(i int) error {
-	f := s.flag(i)
-	start := time.Now()
+// flag is host-visible flag i of slot.
+func (s *stepper) flag(slot, i int) *int32 {
+	return (*int32)(unsafe.Add(s.host.p, s.flagAt(slot, i)))
+}
+
+// wait spins until flag i is set. Every flagPatience it asks the owner
+// whether the context is still healthy (an earlier asynchronous failure, or
+// a kernel that trapped, fails the wait) without waiting for the stream: in
+// a graph-wait step the stream may be waiting for this very host. It gives
+// up after flagTimeout.
+func (s *stepper) wait(slot, i int) error {
+	f := s.flag(slot, i)
+	start, last := time.Now(), time.Now()
 	for n := 1; ; n++ {
 		if atomic.LoadInt32(f) != 0 {
 			return nil
 		}
-		if n&1023 == 0 && time.Since(start) > flagPatience {
-			if err := s.b.Synchronize(); err != nil {
+		if n&1023 != 0 || time.Since(last) < flagPatience {
+			continue
+		}
+		last = time.Now()
+		err := s.b.o.do(func() error {
+			if err := s.b.compute.Query(); err != nil && !errors.Is(err, cu.NotReady) {
 				return err
 			}
-			if atomic.LoadInt32(f) != 0 {
-				return nil
-			}
-			return fmt.Errorf("cuda: stepper: the step completed without setting flag %d", i)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("cuda: stepper: waiting for flag %d: %w", i, err)
+		}
+		if time.Since(start) > flagTimeout {
+			return fmt.Errorf("cuda: stepper: flag %d not set after %v", i, flagTimeout)
 		}
 	}
 }
 
+const flagTimeout = time.Minute
+
 const flagPatience = 50 * time.Millisecond
 
-// layerIDs reads layer l's routed ids from mapped memory into s.ids.
-func (s *stepper) layerIDs(l int) []int {
-	base := unsafe.Add(s.host.p, s.idsOff+4*l*s.A)
+// layerIDs reads layer l's routed ids of slot from mapped memory into s.ids.
+func (s *stepper) layerIDs(slot, l int) []int {
+	base := unsafe.Add(s.host.p, s.idsAt(slot, l))
 	for k := range s.A {
 		s.ids[k] = int(*(*int32)(unsafe.Add(base, 4*k)))
 	}
 	return s.ids
 }
 
+// pending is a graph-full decode step launched ahead of the Step call that
+// consumes it.
+type pending struct {
+	slot, pos int
+	suppress  bool
+}
+
+// SetLookahead implements engine.Stepper.
+func (s *stepper) SetLookahead(on bool) { s.lookahead = on }
+
 // Step implements engine.Stepper.
+//
+// In graph-full mode with lookahead, a step that runs the head also launches
+// the next decode step right away: that step reads the token and position
+// argmax_step leaves on the device, so it needs nothing from the host, and
+// the GPU goes from one step to the next without waiting for the host to see
+// the token and launch again. The two steps use the two slots of the mapped
+// buffer. A Step call for exactly that step (decode, next position, same EOS
+// rule) only waits for it; any other call first waits for it to finish and
+// discards it (it wrote the KV cache one position ahead, which a later step
+// overwrites before anything reads it). A discarded step is never accounted
+// to the cache.
 func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	if pos < 0 || pos >= s.spec.MaxSeq {
 		return 0, fmt.Errorf("cuda: stepper: position %d outside the KV cache of %d", pos, s.spec.MaxSeq)
@@ -489,64 +622,114 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	if set && (tok < 0 || tok >= s.cfg.VocabSize) {
 		return 0, fmt.Errorf("cuda: stepper: token %d outside the vocabulary of %d", tok, s.cfg.VocabSize)
 	}
-	for i := 0; i <= s.L; i++ {
-		atomic.StoreInt32(s.flag(i), 0)
-	}
 	b := s.b
-	h := s.heads[0]
+	mask := 0
 	if suppress {
-		h = s.heads[1]
+		mask = 1
 	}
-	start := func(g *graph) error {
+	launchStep := func(slot int, set, head bool) error {
+		for i := 0; i <= s.L; i++ {
+			atomic.StoreInt32(s.flag(slot, i), 0)
+		}
+		g, h := s.body[slot], s.heads[slot][mask]
+		if s.mode == engine.StepGraphSegmented {
+			g = s.segs[0]
+		}
 		return b.o.async(func() error {
 			if set {
 				if err := b.launch(b.k.stepSet, 1, 1, 0, argPtr(s.st), argInt(tok), argInt(pos)); err != nil {
 					return fmt.Errorf("cuda: stepper: set state: %w", err)
 				}
 			}
-			return g.launch(b.compute)
+			if err := g.launch(b.compute); err != nil {
+				return err
+			}
+			if head && s.mode == engine.StepGraphFull {
+				return h.launch(b.compute)
+			}
+			return nil
 		})
 	}
 	launch := func(g *graph) error { return b.o.async(func() error { return g.launch(b.compute) }) }
-	if s.pinned != nil {
-		if err := start(s.body); err != nil {
-			return 0, err
+	switch s.mode {
+	case engine.StepGraphFull:
+		slot := -1
+		if a := s.ahead; a != nil {
+			s.ahead = nil
+			if !set && head && a.pos == pos && a.suppress == suppress {
+				slot = a.slot
+			} else {
+				if err := s.wait(a.slot, s.L); err != nil {
+					return 0, fmt.Errorf("cuda: stepper: discarding the step launched ahead: %w", err)
+				}
+				if !set {
+					// The discarded step advanced the device's token and
+					// position past what this call continues from.
+					return 0, fmt.Errorf("cuda: stepper: a decode step at position %d cannot follow the step launched ahead for position %d; set the state", pos, a.pos)
+				}
+			}
+		}
+		if slot < 0 {
+			slot, s.next = s.next, s.next^1
+			if err := launchStep(slot, set, head); err != nil {
+				return 0, err
+			}
+		}
+		if head && s.lookahead && pos+1 < s.spec.MaxSeq {
+			a := &pending{slot: s.next, pos: pos + 1, suppress: suppress}
+			s.next ^= 1
+			if err := launchStep(a.slot, false, true); err != nil {
+				return 0, err
+			}
+			s.ahead = a
 		}
 		last := s.L - 1
 		if head {
-			if err := launch(h); err != nil {
-				return 0, err
-			}
 			last = s.L
 		}
-		if err := s.wait(last); err != nil {
+		if err := s.wait(slot, last); err != nil {
 			return 0, err
 		}
 		for l := range s.L {
-			if err := s.pinned.RecordHits(l, s.layerIDs(l)); err != nil {
+			if err := s.pinned.RecordHits(l, s.layerIDs(slot, l)); err != nil {
 				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
 			}
 		}
-	} else {
-		if err := start(s.segs[0]); err != nil {
+		if !head {
+			return 0, nil
+		}
+		return s.token(slot), nil
+	case engine.StepGraphWait:
+		if err := launchStep(0, set, false); err != nil {
+			return 0, err
+		}
+		if head {
+			if err := launch(s.heads[0][mask]); err != nil {
+				return 0, err
+			}
+		}
+		for l := range s.L {
+			if err := s.serveLayer(l); err != nil {
+				s.abort()
+				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
+			}
+		}
+	default: // graph-segmented
+		if err := launchStep(0, set, false); err != nil {
 			return 0, err
 		}
 		for l := range s.L {
-			if err := s.wait(l); err != nil {
+			if err := s.wait(0, l); err != nil {
 				return 0, err
 			}
-			ids := s.layerIDs(l)
+			ids := s.layerIDs(0, l)
 			rows, release, err := s.spec.Experts.Acquire(l, ids)
 			if err != nil {
 				return 0, fmt.Errorf("cuda: stepper: layer %d: acquire experts %v: %w", l, ids, err)
 			}
-			for k, r := range rows {
-				t, ok := r.(*Tensor)
-				if !ok || t.n < s.lay.Size {
-					release()
-					return 0, fmt.Errorf("cuda: stepper: layer %d: expert %d: row %T is not a CUDA row of %d bytes", l, ids[k], r, s.lay.Size)
-				}
-				*(*uint64)(unsafe.Pointer(&s.recs[8*k])) = uint64(t.ptr)
+			if err := s.rowAddrs(l, ids, rows, s.recs); err != nil {
+				release()
+				return 0, err
 			}
 			err = b.upload(s.group(l), s.recs)
 			if err == nil {
@@ -558,10 +741,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			}
 		}
 		if head {
-			if err := launch(h); err != nil {
-				return 0, err
-			}
-			if err := s.wait(s.L); err != nil {
+			if err := launch(s.heads[0][mask]); err != nil {
 				return 0, err
 			}
 		}
@@ -569,22 +749,31 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	if !head {
 		return 0, nil
 	}
-	return int(*(*int32)(unsafe.Add(s.host.p, s.tokOff))), nil
+	if err := s.wait(0, s.L); err != nil {
+		return 0, err
+	}
+	return s.token(0), nil
+}
+
+// token is the token argmax_step wrote into slot.
+func (s *stepper) token(slot int) int {
+	return int(atomic.LoadInt32((*int32)(unsafe.Add(s.host.p, s.slotBytes*slot+s.tokOff))))
 }
 
 // Close implements engine.Stepper: it waits for the device, then frees the
 // graphs, buffers and mapped memory.
 func (s *stepper) Close() error {
 	b := s.b
+	s.abort()
 	return b.o.do(func() error {
 		errs := []error{b.compute.Synchronize()}
-		gs := append([]*graph{s.body, s.heads[0], s.heads[1]}, s.segs...)
+		gs := append([]*graph{s.body[0], s.body[1], s.heads[0][0], s.heads[0][1], s.heads[1][0], s.heads[1][1]}, s.segs...)
 		for _, g := range gs {
 			if g != nil {
 				errs = append(errs, g.destroy())
 			}
 		}
-		s.body, s.segs, s.heads = nil, nil, [2]*graph{}
+		s.body, s.segs, s.heads, s.ahead = [2]*graph{}, nil, [2][2]*graph{}, nil
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}
@@ -613,4 +802,99 @@ func (s *stepper) issueNormRope(l int, q, k, v, kc, vc cu.DevicePtr) error {
 	}
 	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
 		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
+}
+
+// rowAddrs writes the device addresses of rows (the cache's answer for the
+// routed ids of layer l) into dst (8 bytes each).
+func (s *stepper) rowAddrs(l int, ids []int, rows []backend.Tensor, dst []byte) error {
+	for k, r := range rows {
+		t, ok := r.(*Tensor)
+		if !ok || t.n < s.lay.Size {
+			return fmt.Errorf("cuda: stepper: layer %d: expert %d: row %T is not a CUDA row of %d bytes", l, ids[k], r, s.lay.Size)
+		}
+		*(*uint64)(unsafe.Pointer(&dst[8*k])) = uint64(t.ptr)
+	}
+	return nil
+}
+
+// serveLayer is the host's side of layer l in a graph-wait step: wait for
+// the routing, acquire the group from the cache (which copies and publishes
+// any missing expert), and when the device found a missing row, hand it the
+// group's row addresses and answer its miss ticket. When the generation
+// changed, the layer's table is rebuilt for the next step. The lease is
+// released at once: the step that reads the rows was launched before, so
+// the compute event recorded now covers it.
+func (s *stepper) serveLayer(l int) error {
+	if err := s.wait(0, l); err != nil {
+		return err
+	}
+	ids := s.layerIDs(0, l)
+	E := s.cfg.NumExperts
+	table := unsafe.Slice((*uint64)(unsafe.Add(s.host.p, s.tableOff+8*l*E)), E)
+	missing := false
+	for _, e := range ids {
+		missing = missing || table[e] == 0
+	}
+	rows, release, err := s.spec.Experts.Acquire(l, ids)
+	if err != nil {
+		return fmt.Errorf("acquire experts %v: %w", ids, err)
+	}
+	defer release()
+	fix := unsafe.Slice((*byte)(unsafe.Add(s.host.p, s.fixOff+8*l*s.A)), 8*s.A)
+	if err := s.rowAddrs(l, ids, rows, fix); err != nil {
+		return err
+	}
+	if missing {
+		s.answered[l]++
+		atomic.StoreInt32((*int32)(unsafe.Add(s.host.p, s.readyOff+8*l)), s.answered[l])
+	} else {
+		// The device used the table's rows: they must be the cache's.
+		for k, e := range ids {
+			if got := *(*uint64)(unsafe.Pointer(&fix[8*k])); got != table[e] {
+				return fmt.Errorf("expert %d: the device table holds row %#x, the cache %#x", e, table[e], got)
+			}
+		}
+	}
+	return s.refreshTable(l)
+}
+
+// refreshTable rewrites layer l's table of resident rows when the cache's
+// generation changed since it was last written. Only the host writes the
+// table, and a step reads layer l's part only in its routing kernel, which
+// ran before the host served the layer; the next step's reads come after
+// this write (the next step is launched after the host served every layer).
+func (s *stepper) refreshTable(l int) error {
+	rows, seq, err := s.pub.PublishedRows(l)
+	if err != nil {
+		return err
+	}
+	if seq == s.tableSeq[l] && seq != 0 {
+		return nil
+	}
+	E := s.cfg.NumExperts
+	table := unsafe.Slice((*uint64)(unsafe.Add(s.host.p, s.tableOff+8*l*E)), E)
+	for e, r := range rows {
+		var addr uint64
+		if r != nil {
+			t, ok := r.(*Tensor)
+			if !ok || t.n < s.lay.Size {
+				return fmt.Errorf("cuda: stepper: layer %d: expert %d: row %T is not a CUDA row of %d bytes", l, e, r, s.lay.Size)
+			}
+			addr = uint64(t.ptr)
+		}
+		atomic.StoreUint64(&table[e], addr)
+	}
+	s.tableSeq[l] = seq
+	return nil
+}
+
+// abort makes every gate/up kernel waiting for the host trap instead of
+// waiting for an answer that will not come.
+func (s *stepper) abort() {
+	if s.pub == nil || !s.host.ok {
+		return
+	}
+	for l := range s.L {
+		atomic.StoreInt32((*int32)(unsafe.Add(s.host.p, s.readyOff+8*l+4)), 1)
+	}
 }

@@ -13,7 +13,7 @@ import (
 )
 
 // TestStepperMatchesOps: captured steps (graph-full at full residency,
-// graph-segmented at partial) give the op-by-op path's bits: the same
+// graph-wait and graph-segmented at partial) give the op-by-op path's bits: the same
 // logits at every step and the same tokens, for every executor, both
 // schemes, with and without EOS suppression, and the same cache counters.
 func TestStepperMatchesOps(t *testing.T) {
@@ -34,20 +34,25 @@ func TestStepperMatchesOps(t *testing.T) {
 							o := engine.LoadOptions{Executor: ex, Capacity: c}
 							o.StepMode = engine.StepOps
 							want, wantC := generateMode(t, art, o, req, engine.StepOps)
-							o.StepMode = ""
-							wantMode := engine.StepGraphSegmented
-							if c == cfg.NumExperts {
-								wantMode = engine.StepGraphFull
+							modes := []string{engine.StepGraphFull}
+							if c < cfg.NumExperts {
+								modes = []string{engine.StepGraphSegmented, engine.StepGraphWait}
 							}
-							got, gotC := generateMode(t, art, o, req, wantMode)
-							if !reflect.DeepEqual(got.Tokens, want.Tokens) {
-								t.Fatalf("tokens %v, op by op %v", got.Tokens, want.Tokens)
-							}
-							for s := range want.Logits {
-								sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
-							}
-							if gotC != wantC {
-								t.Fatalf("cache hits/misses/h2d %v, op by op %v", gotC, wantC)
+							for i, mode := range modes {
+								o.StepMode = mode
+								if i == 0 {
+									o.StepMode = "" // auto picks the first
+								}
+								got, gotC := generateMode(t, art, o, req, mode)
+								if !reflect.DeepEqual(got.Tokens, want.Tokens) {
+									t.Fatalf("%s: tokens %v, op by op %v", mode, got.Tokens, want.Tokens)
+								}
+								for s := range want.Logits {
+									sameBits(t, fmt.Sprintf("%s step %d logits", mode, s), got.Logits[s], want.Logits[s])
+								}
+								if gotC != wantC {
+									t.Fatalf("%s: cache hits/misses/h2d %v, op by op %v", mode, gotC, wantC)
+								}
 							}
 						})
 					}
@@ -79,4 +84,47 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// TestStepperLookahead: with lookahead (no logits read), graph-full steps
+// launch the next decode step before the host has the token; tokens and
+// cache counters stay those of the op-by-op path, and a second request on
+// the same engine (which discards the step launched ahead at the end of the
+// first) gives the tokens of a fresh engine.
+func TestStepperLookahead(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		t.Run(arch, func(t *testing.T) {
+			art := testArtifact(t, arch, qpack.SchemeInt4)
+			reqA := engine.Request{Prompt: promptIDs("Lookahead keeps the GPU busy."), Tokens: 24, SuppressEOS: true}
+			reqB := engine.Request{Prompt: promptIDs("A second request starts over."), Tokens: 16, SuppressEOS: true}
+			o := engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepOps}
+			wantA, wantC := generateMode(t, art, o, reqA, engine.StepOps)
+			wantB, _ := generateMode(t, art, o, reqB, engine.StepOps)
+			o.StepMode = engine.StepGraphFull
+			l, err := engine.Load(testBE, testBE.Rows(), art, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			gotA, err := l.Generate(reqA)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := l.Cache.Counters()
+			if got := [3]int64{c.Hits, c.Misses, c.H2DBytes}; got != wantC {
+				t.Fatalf("cache hits/misses/h2d %v, op by op %v (a step launched ahead was accounted?)", got, wantC)
+			}
+			gotB, err := l.Generate(reqB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(gotA.Tokens, wantA.Tokens) || !reflect.DeepEqual(gotB.Tokens, wantB.Tokens) {
+				t.Fatalf("tokens %v / %v, op by op %v / %v", gotA.Tokens, gotB.Tokens, wantA.Tokens, wantB.Tokens)
+			}
+		})
+	}
 }

@@ -122,6 +122,7 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 	n := len(req.Prompt)
 	var next int
 	var err error
+	e.stepper.SetLookahead(req.LogitSteps == 0)
 	for i, t := range req.Prompt {
 		if next, err = e.stepper.Step(t, i, true, i == n-1, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("prefill position %d: %w", i, err)

@@ -22,8 +22,8 @@ type LoadOptions struct {
 	Transport string // miss copy path, "staged" or "registered" (cache.Transports); "" means staged
 	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
 	// StepMode: "" or "auto" runs captured device steps when the backend
-	// can (StepGraphFull at full residency, StepGraphSegmented otherwise),
-	// StepOps always issues op by op.
+	// can (StepGraphFull at full residency, StepGraphSegmented otherwise);
+	// StepOps always issues op by op; a graph mode asks for that mode.
 	StepMode string
 }
 

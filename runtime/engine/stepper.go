@@ -21,7 +21,17 @@ const (
 	// routing reads, which the host serves through the cache (misses and
 	// all) before the next segment (partial residency).
 	StepGraphSegmented = "graph-segmented"
+	// StepGraphWait replays one captured graph per step at partial
+	// residency: the device routes and gathers resident rows through a
+	// table the host keeps; a layer with a missing expert waits on the
+	// device until the host has loaded it through the cache.
+	StepGraphWait = "graph-wait"
 )
+
+// StepModes lists the values LoadOptions.StepMode accepts.
+func StepModes() []string {
+	return []string{"auto", StepOps, StepGraphFull, StepGraphSegmented, StepGraphWait}
+}
 
 // StepSpec is what a device stepper needs: the model, its weights, the
 // expert rows and the engine's buffers (x, the KV caches and the logits the
@@ -33,11 +43,14 @@ type StepSpec struct {
 	Executor string             // scalar-v1, grouped-v1 or fused-topk-v1
 	Layout   qpack.RecordLayout // of the expert records
 	MaxSeq   int
-	KCache   []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
-	VCache   []backend.Tensor
-	X        backend.Tensor // residual stream [D]
-	XN       backend.Tensor // its norm [D]
-	Logits   backend.Tensor // [V]
+	// Mode is the requested step mode: "" or "auto" (graph-full at full
+	// residency, else graph-segmented), or one of the graph modes.
+	Mode   string
+	KCache []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
+	VCache []backend.Tensor
+	X      backend.Tensor // residual stream [D]
+	XN     backend.Tensor // its norm [D]
+	Logits backend.Tensor // [V]
 }
 
 // Stepper runs whole steps on the device. Step runs token tok at position
@@ -47,7 +60,12 @@ type StepSpec struct {
 // token, EOS ids excluded when suppress is set.
 type Stepper interface {
 	Step(tok, pos int, set, head, suppress bool) (next int, err error)
-	// Mode is StepGraphFull or StepGraphSegmented.
+	// SetLookahead lets the stepper launch the next decode step before the
+	// current one's token reaches the host (the device holds the token it
+	// needs). The engine turns it off when it reads the logits of a step,
+	// which a step launched ahead would overwrite.
+	SetLookahead(on bool)
+	// Mode is StepGraphFull, StepGraphSegmented or StepGraphWait.
 	Mode() string
 	Close() error
 }
@@ -67,22 +85,32 @@ type PinnedRows interface {
 	RecordHits(layer int, ids []int) error
 }
 
+// PublishedRows is the part of the cache a graph-wait stepper uses to keep
+// its table of resident rows: every published expert's row (nil where not
+// published) and the generation's sequence number.
+type PublishedRows interface {
+	PublishedRows(layer int) ([]backend.Tensor, uint64, error)
+}
+
 // useStepper builds the backend's stepper when mode asks for one ("" and
 // "auto": when the backend has one; StepOps: never).
 func (e *Engine) useStepper(mode string, layout qpack.RecordLayout) error {
 	switch mode {
-	case "", "auto":
+	case "", "auto", StepGraphFull, StepGraphSegmented, StepGraphWait:
 	case StepOps:
 		return nil
 	default:
-		return fmt.Errorf("engine: step mode %q: want auto or %s", mode, StepOps)
+		return fmt.Errorf("engine: step mode %q: want one of %v", mode, StepModes())
 	}
 	sb, ok := e.be.(StepperBackend)
 	if !ok {
+		if mode != "" && mode != "auto" {
+			return fmt.Errorf("engine: step mode %s: the %s backend issues op by op only", mode, e.be.Name())
+		}
 		return nil
 	}
 	st, err := sb.NewStepper(StepSpec{
-		Config: e.cfg, Weights: e.w, Experts: e.experts, Executor: e.exec.Name(), Layout: layout,
+		Config: e.cfg, Weights: e.w, Experts: e.experts, Executor: e.exec.Name(), Layout: layout, Mode: mode,
 		MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, XN: e.xn, Logits: e.logits,
 	})
 	if err != nil {
