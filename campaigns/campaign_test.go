@@ -91,7 +91,7 @@ func TestCommittedCampaigns(t *testing.T) {
 	}{
 		{"smoke.yaml", 4, "cpu"},
 		{"residency39.yaml", 13, "cuda"},
-		{"residency-ablation.yaml", 16, "cuda"},
+		{"residency-ablation.yaml", 11, "cuda"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {

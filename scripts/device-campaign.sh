@@ -50,11 +50,12 @@
 # verified and packed again; a finished baseline JSON (out/baseline/) is copied again.
 #
 # --gpu 0,1 pins the campaigns, in order, to those GPUs (CUDA_VISIBLE_DEVICES) and runs them at
-# the same time; the baseline runs after them. CAUTION: the worker samples VRAM on NVML device
-# index 0 whatever CUDA_VISIBLE_DEVICES says (cmd/horizon-bench/worker.go), so a campaign on
-# another GPU would record GPU 0's memory as its vram_peak_bytes. GPUs other than 0 are refused
-# until that is fixed, unless --unsafe-vram-gpu. Concurrent campaigns also share the host's CPUs
-# and memory bandwidth (expert misses are copied from host memory).
+# the same time; the baseline runs after them. The worker's NVML sampler follows
+# CUDA_VISIBLE_DEVICES (runtime/observe), and this script sets CUDA_DEVICE_ORDER=PCI_BUS_ID so
+# that CUDA and NVML number the GPUs alike. Concurrent campaigns share the host's CPUs and
+# memory bandwidth (expert misses are copied from host memory): each worker records its own
+# measured H2D bandwidth. Two instances of this script may also run at once, one per GPU, each
+# with its own --out and CUDA_VISIBLE_DEVICES in the environment, sharing --artifact-cache.
 set -uo pipefail
 
 usage() {
@@ -65,8 +66,9 @@ Options:
   --reserve S         seconds kept after the runner's --stop-after for the worker in flight and
                       packing (default 150)
   --gpu LIST          comma list of GPU indices, one per campaign step, e.g. 0,1: run them at once
-  --unsafe-vram-gpu   allow GPUs other than 0 (see CAUTION above)
+  --unsafe-vram-gpu   accepted for compatibility (NVML now follows CUDA_VISIBLE_DEVICES)
   --baseline-gpu N    CUDA_VISIBLE_DEVICES for the baseline (default: inherited)
+  --baseline-arch A   only the baseline of this architecture (olmoe-1b-7b or qwen15-moe-a27b)
   --bin PATH          horizon-bench (default carry/horizon-bench-cuda)
   --verify PATH       horizon-verify (default carry/horizon-verify; skipped when absent)
   --out DIR           where the files that come back go (default $OUT, else out/device-out)
@@ -77,7 +79,7 @@ Options:
 EOF
 }
 
-budget=540 reserve=150 gpus="" unsafe_gpu=0 baseline_gpu=""
+budget=540 reserve=150 gpus="" unsafe_gpu=0 baseline_gpu="" baseline_arch=""
 bin=carry/horizon-bench-cuda verify=carry/horizon-verify out_dir="${OUT:-out/device-out}"
 cache=runs/artifact-cache state_dir=carry/state baseline_work=/tmp/horizon-baseline python=python3
 steps=()
@@ -88,6 +90,7 @@ while [ $# -gt 0 ]; do
 	--gpu) gpus=$2; shift ;;
 	--unsafe-vram-gpu) unsafe_gpu=1 ;;
 	--baseline-gpu) baseline_gpu=$2; shift ;;
+	--baseline-arch) baseline_arch=$2; shift ;;
 	--bin) bin=$2; shift ;;
 	--verify) verify=$2; shift ;;
 	--out) out_dir=$2; shift ;;
@@ -115,14 +118,7 @@ if [ -n "$gpus" ] && [ ${#gpu_list[@]} -ne ${#campaign_steps[@]} ]; then
 	echo "device-campaign: --gpu names ${#gpu_list[@]} GPUs for ${#campaign_steps[@]} campaigns" >&2
 	exit 2
 fi
-for g in "${gpu_list[@]}"; do
-	if [ "$g" != 0 ] && [ $unsafe_gpu -eq 0 ]; then
-		echo "device-campaign: GPU $g refused: workers sample VRAM on NVML device 0 whatever CUDA_VISIBLE_DEVICES is" >&2
-		echo "  (cmd/horizon-bench/worker.go calls observe.StartVRAM(0)), so vram_peak_bytes would be GPU 0's." >&2
-		echo "  Fix that first, or pass --unsafe-vram-gpu to run anyway." >&2
-		exit 2
-	fi
-done
+export CUDA_DEVICE_ORDER=PCI_BUS_ID
 
 start=$(date +%s)
 deadline=$((start + budget))
@@ -241,11 +237,11 @@ run_campaign() {
 
 # baseline: the HF peer baseline, one checkpoint and one mode at a time.
 run_baseline() {
-	local env=() rc=0
+	local env=() rc=0 bstep="baseline${baseline_arch:+-$baseline_arch}"
 	[ -n "$baseline_gpu" ] && env=(CUDA_VISIBLE_DEVICES="$baseline_gpu")
 	"$python" -c 'import torch, transformers, yaml' 2>/dev/null || {
 		say baseline "$python cannot import torch, transformers and yaml"
-		status baseline failed "python lacks torch/transformers/yaml"
+		status "$bstep" failed "python lacks torch/transformers/yaml"
 		return 1
 	}
 	mkdir -p "$baseline_work"
@@ -254,6 +250,7 @@ run_baseline() {
 		# arch seed checkpoint-GB seconds-a-mode-needs
 		set -- $spec
 		local arch=$1 seed=$2 gb=$3 need=$4 name="baseline-$1-$2"
+		[ -z "$baseline_arch" ] || [ "$baseline_arch" = "$arch" ] || continue
 		local final=out/baseline/$name.json ckpt=$baseline_work/$arch-$seed
 		if [ -f "$final" ]; then
 			cp "$final" "$out_dir/" && done_list+=" $name"
@@ -269,21 +266,21 @@ run_baseline() {
 				avail=$(df -Pk "$baseline_work" | awk 'NR==2 {print int($4/1048576)}')
 				if [ "$avail" -lt $((gb + 5)) ]; then
 					say baseline "only ${avail} GiB free in $baseline_work, $arch needs ~${gb}+5"
-					status baseline failed "$name: not enough disk (${avail} GiB free)"
+					status "$bstep" failed "$name: not enough disk (${avail} GiB free)"
 					return 1
 				fi
 				if [ "$(left)" -lt $((final_margin + 60 + need)) ]; then
-					status baseline pending "$name: no time left to synthesise ($done_list done)"
+					status "$bstep" pending "$name: no time left to synthesise ($done_list done)"
 					return 75
 				fi
 				say baseline "synthesising $arch seed $seed into $ckpt"
 				timeout -s TERM -k 10 $(($(left) - final_margin)) "$bin" synth --arch "$arch" --seed "$seed" --out "$ckpt" 2>&1 |
 					tail -n 3 | prefix baseline
-				[ -f "$ckpt/config.json" ] || { status baseline failed "$name: synth failed"; return 1; }
+				[ -f "$ckpt/config.json" ] || { status "$bstep" failed "$name: synth failed"; return 1; }
 			fi
 			local hard=$(($(left) - final_margin))
 			if [ "$hard" -lt "$need" ]; then
-				status baseline pending "$name: ${hard}s left, a $mode run needs ~${need}s ($done_list done)"
+				status "$bstep" pending "$name: ${hard}s left, a $mode run needs ~${need}s ($done_list done)"
 				return 75
 			fi
 			say baseline "$name $mode (--blocks 1), killed at ${hard}s"
@@ -292,20 +289,20 @@ run_baseline() {
 			rc=${PIPESTATUS[0]}
 			if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 				rm -f "$part"
-				status baseline pending "$name $mode: killed at the budget; call again"
+				status "$bstep" pending "$name $mode: killed at the budget; call again"
 				return 75
 			elif [ "$rc" -ne 0 ] || [ ! -f "$part" ]; then
 				rm -f "$part"
-				status baseline failed "$name $mode: baseline_hf.py exit $rc"
+				status "$bstep" failed "$name $mode: baseline_hf.py exit $rc"
 				return 1
 			fi
 		done
 		"$python" scripts/baseline_hf.py --merge "$final" out/baseline/"$name"-eager.json out/baseline/"$name"-compiled.json 2>&1 | prefix baseline
-		[ -f "$final" ] || { status baseline failed "$name: merge failed"; return 1; }
+		[ -f "$final" ] || { status "$bstep" failed "$name: merge failed"; return 1; }
 		cp "$final" "$out_dir/" && done_list+=" $name"
 		rm -rf "$ckpt" # one checkpoint on disk at a time
 	done
-	status baseline complete "written:$done_list"
+	status "$bstep" complete "written:$done_list"
 }
 
 # ---- main -------------------------------------------------------------------------------------
