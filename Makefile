@@ -53,7 +53,7 @@ kernels: ## regenerate kernels/*.ptx (compute_80) from kernels/*.cu; needs nvcc 
 
 cuda: ## build the cuda-tagged CLI into carry/horizon-bench-cuda (needs cuda.h + libcuda)
 	mkdir -p $(CARRY)
-	$(GO) build -tags cuda -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-bench-cuda ./cmd/horizon-bench
+	$(GO) build -buildvcs=true -tags cuda -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-bench-cuda ./cmd/horizon-bench
 
 cuda-vet: ## CI compile check of the cuda-tagged code with only cuda.h and the stub libcuda
 	CUDA_DEPS=$(CUDA_DEPS) bash scripts/install-cuda-headers.sh headers
