@@ -43,5 +43,5 @@ rm -f "$OUT/gpu0/stdout.log" "$OUT/gpu1/stdout.log"
 echo "gpu0 exit $ra, gpu1 exit $rb ($((SECONDS - t0)) s)"
 cat "$OUT/gpu0/status.txt" "$OUT/gpu1/status.txt" 2>/dev/null | grep -v '^gpu:\|^ *$' | head -40
 [ $ra -eq 0 ] && [ $rb -eq 0 ] && exit 0
-[ $ra -le 75 ] && [ $rb -le 75 ] && exit 75
-exit 1
+for r in $ra $rb; do [ $r -eq 0 ] || [ $r -eq 75 ] || exit 1; done
+exit 75
