@@ -35,6 +35,7 @@ through the same prepare and generate commands.`,
 			generateCommand(),
 			runCommand(),
 			workerCommand(),
+			ceilingsCommand(),
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {},
 	}

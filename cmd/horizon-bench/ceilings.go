@@ -1,0 +1,91 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/horizon-runmap/horizon/ceilings"
+)
+
+func ceilingsCommand() *cli.Command {
+	d := ceilings.DefaultOptions()
+	return &cli.Command{
+		Name:      "ceilings",
+		Usage:     "put editions' speeds beside their HBM, PCIe and VRAM ceilings and a peer baseline (Markdown)",
+		ArgsUsage: "EDITION_DIR...",
+		Description: `Recomputes, from the raw records of the editions given, each configuration's
+pooled decode rate beside the rate the HBM bandwidth allows for the bytes a
+decode step reads (and, at partial residency, the missed expert bytes over
+the pinned H2D bandwidth each worker measured); checks every partial
+configuration against full-residency time + missed bytes / H2D bandwidth
+(within --partial-factor); checks whole-worker VRAM against resident weights
++ KV cache + --vram-allowance-gib; and, with --baseline, the speedup over a
+peer baseline from scripts/baseline_hf.py on the same synthetic checkpoint.
+
+Example (the H200 editions of issue 7):
+
+  horizon-bench ceilings --baseline results/h200-editions/baseline-olmoe-1b-7b-924-eager.json \
+      --out results/h200-editions/CEILINGS.md editions/technical-preview-v3 editions/residency-ablation
+
+Flags go before the edition directories.`,
+		Flags: []cli.Flag{
+			&cli.StringSliceFlag{Name: "baseline", Usage: "baseline JSON from scripts/baseline_hf.py (repeatable)"},
+			&cli.Float64Flag{Name: "hbm-tbps", Value: d.HBMBytesPerS / 1e12, Usage: "HBM bandwidth ceiling in TB/s"},
+			&cli.StringFlag{Name: "hbm-source", Value: d.HBMSource, Usage: "where the HBM figure comes from (printed)"},
+			&cli.Float64Flag{Name: "partial-factor", Value: d.PartialFactor, Usage: "bound on partial time / (full time + transfer time)"},
+			&cli.Float64Flag{Name: "vram-allowance-gib", Value: float64(d.VRAMAllowance) / (1 << 30), Usage: "VRAM allowed above resident weights + KV cache"},
+			&cli.StringFlag{Name: "out", Value: "-", Usage: "Markdown file to write (- for stdout)"},
+		},
+		Action: runCeilings,
+	}
+}
+
+func runCeilings(c *cli.Context) error {
+	if c.NArg() == 0 {
+		return usageError("ceilings: give at least one edition directory")
+	}
+	var confs []*ceilings.Config
+	for _, dir := range c.Args().Slice() {
+		cs, err := ceilings.LoadEdition(dir)
+		if err != nil {
+			return err
+		}
+		confs = append(confs, cs...)
+	}
+	var bls []ceilings.Baseline
+	for _, f := range c.StringSlice("baseline") {
+		b, err := ceilings.LoadBaseline(f)
+		if err != nil {
+			return err
+		}
+		bls = append(bls, b...)
+	}
+	o := ceilings.Options{
+		HBMBytesPerS: c.Float64("hbm-tbps") * 1e12, HBMSource: c.String("hbm-source"),
+		PartialFactor: c.Float64("partial-factor"), VRAMAllowance: int64(c.Float64("vram-allowance-gib") * (1 << 30)),
+	}
+	if o.HBMBytesPerS <= 0 || o.PartialFactor <= 0 || o.VRAMAllowance < 0 {
+		return usageError("ceilings: --hbm-tbps and --partial-factor must be positive, --vram-allowance-gib not negative")
+	}
+	out := c.String("out")
+	if out == "-" {
+		return ceilings.Write(c.App.Writer, confs, bls, o)
+	}
+	tmp := out + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return fmt.Errorf("ceilings: %w", err)
+	}
+	if err := ceilings.Write(f, confs, bls, o); err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("ceilings: %w", err)
+	}
+	return os.Rename(tmp, out)
+}
