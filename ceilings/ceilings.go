@@ -78,9 +78,9 @@ type Config struct {
 	Misses        int64
 	MaxSeq        int // the most positions one request used (prompt + N - 1)
 
-	H2DBW         []float64 // per worker, bytes/s
-	VRAMPeak      int64     // device-wide, max over workers; -1 not observed
-	VRAMProcPeak  int64     // this process, max over workers; -1 not observed
+	H2DBW        []float64          // per worker, bytes/s
+	VRAMPeak     int64              // device-wide, max over workers; -1 not observed
+	VRAMProcPeak int64              // this process, max over workers; -1 not observed
 	runtimeByReq map[string]float64 // by key(block, prompt)
 	h2dByRequest map[string]int64
 }
