@@ -42,7 +42,9 @@ type Options struct {
 	// 1..experts. The caller checks Capacity >= top-k.
 	Capacity int
 	// Spares is the number of unpublished rows per layer; at least
-	// GroupSize so that a whole routed group can miss at once.
+	// GroupSize so that a whole routed group can miss at once. At full
+	// residency (Capacity equal to the expert count) no miss can happen
+	// and no spare row is allocated, whatever Spares says.
 	Spares int
 	// Staging is the number of pinned staging buffers (one record each) in
 	// the transfer ring shared by all layers: at least 1 with the staged
@@ -255,6 +257,12 @@ func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, e
 		return nil, err
 	}
 	perLayer := o.Capacity + o.Spares
+	if o.Capacity == experts {
+		// Full residency publishes every expert and can never miss, so a
+		// spare row would never be written: none is allocated (the device
+		// memory goes to nothing else).
+		perLayer = o.Capacity
+	}
 	for l := 0; l < layers; l++ {
 		pol, err := NewPolicy(o.Policy, experts)
 		if err != nil {
@@ -262,11 +270,32 @@ func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, e
 		}
 		ly := &layer{index: l, policy: pol}
 		c.layers = append(c.layers, ly)
+		var batch []Row
+		if ra, ok := dev.(RowsAllocator); ok {
+			if batch, err = ra.AllocRows(c.size, perLayer); err != nil {
+				return nil, fmt.Errorf("cache: %s: allocate the %d rows of layer %d (%d bytes each: capacity %d + %d spares): %w; lower the capacity or spares, or free device memory",
+					dev.Name(), perLayer, l, c.size, o.Capacity, perLayer-o.Capacity, err)
+			}
+			// Every row handed out is the layer's from here, so that a
+			// failure below frees them all.
+			for _, dr := range batch {
+				ly.rows = append(ly.rows, &row{dev: dr, tensor: dr.Tensor(), expert: -1})
+			}
+			if len(batch) != perLayer {
+				return nil, fmt.Errorf("cache: %s: asked for %d rows of layer %d, got %d", dev.Name(), perLayer, l, len(batch))
+			}
+			for r, rw := range ly.rows {
+				if rw.tensor == nil || rw.tensor.Len() < c.size {
+					return nil, fmt.Errorf("cache: %s: row %d of layer %d is %d bytes, a record needs %d", dev.Name(), r, l, lenOf(rw.tensor), c.size)
+				}
+			}
+			continue
+		}
 		for r := 0; r < perLayer; r++ {
 			dr, err := dev.AllocRow(c.size)
 			if err != nil {
 				return nil, fmt.Errorf("cache: %s: allocate row %d of layer %d (%d rows of %d bytes per layer: capacity %d + %d spares): %w; lower the capacity or spares, or free device memory",
-					dev.Name(), r, l, perLayer, c.size, o.Capacity, o.Spares, err)
+					dev.Name(), r, l, perLayer, c.size, o.Capacity, perLayer-o.Capacity, err)
 			}
 			t := dr.Tensor()
 			ly.rows = append(ly.rows, &row{dev: dr, tensor: t, expert: -1})

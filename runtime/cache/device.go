@@ -73,6 +73,16 @@ type Device interface {
 	RecordCompute() (Event, error)
 }
 
+// RowsAllocator is a Device that can allocate many rows at once (the CUDA
+// device carves them from one allocation: the driver rounds every
+// allocation up to whole 2 MiB pages, which costs a row of its own up to a
+// page). The cache allocates each layer's rows with one call when its
+// device implements it. FreeRow still frees rows one by one.
+type RowsAllocator interface {
+	// AllocRows allocates count rows of n bytes each.
+	AllocRows(n, count int) ([]Row, error)
+}
+
 // Row is one device buffer holding one expert record.
 type Row interface {
 	// Tensor is the row as a backend tensor that executors read

@@ -99,3 +99,96 @@ func TestPublishedRowsFollowsMisses(t *testing.T) {
 		t.Fatal("PublishedRows accepted a layer outside the cache")
 	}
 }
+
+// countingDevice counts the rows a cache allocates.
+type countingDevice struct {
+	*CPUDevice
+	rows int
+}
+
+func (d *countingDevice) AllocRow(n int) (Row, error) {
+	d.rows++
+	return d.CPUDevice.AllocRow(n)
+}
+
+// TestFullResidencyAllocatesNoSpares: spare rows exist for misses, and full
+// residency cannot miss, so it allocates exactly layers x experts rows;
+// partial residency allocates capacity + spares per layer.
+func TestFullResidencyAllocatesNoSpares(t *testing.T) {
+	tests := []struct {
+		capacity, spares, want int
+	}{
+		{8, 2, 2 * 8},
+		{6, 2, 2 * (6 + 2)},
+		{6, 3, 2 * (6 + 3)},
+	}
+	for _, tc := range tests {
+		auth := newFakeAuthority(t, 2, 8, 64)
+		dev := &countingDevice{CPUDevice: newCPUDevice(t)}
+		c, err := New(dev, auth, 2, 8, Options{Capacity: tc.capacity, Spares: tc.spares, Staging: 2, GroupSize: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dev.rows != tc.want {
+			t.Errorf("capacity %d spares %d: %d rows allocated, want %d", tc.capacity, tc.spares, dev.rows, tc.want)
+		}
+		c.Close()
+	}
+}
+
+// batchDevice allocates rows in batches (RowsAllocator) and can hand out
+// one row too few to exercise the cache's error path.
+type batchDevice struct {
+	*CPUDevice
+	calls, short int
+	freed        int
+}
+
+func (d *batchDevice) AllocRows(n, count int) ([]Row, error) {
+	d.calls++
+	var out []Row
+	for range count - d.short {
+		r, err := d.CPUDevice.AllocRow(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (d *batchDevice) FreeRow(r Row) error {
+	d.freed++
+	return d.CPUDevice.FreeRow(r)
+}
+
+// TestBatchRowAllocation: a RowsAllocator device gets one call per layer;
+// a short batch fails New with a clear error and every row it handed out
+// is freed.
+func TestBatchRowAllocation(t *testing.T) {
+	auth := newFakeAuthority(t, 3, 8, 64)
+	dev := &batchDevice{CPUDevice: newCPUDevice(t)}
+	c, err := New(dev, auth, 3, 8, Options{Capacity: 6, Spares: 2, Staging: 2, GroupSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Admit()
+	if dev.calls != 3 {
+		t.Fatalf("%d AllocRows calls for 3 layers", dev.calls)
+	}
+	rows, release, err := c.Acquire(1, []int{7, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	checkRow(t, auth, rows[0], 1, 7)
+	c.Close()
+
+	short := &batchDevice{CPUDevice: newCPUDevice(t), short: 1}
+	if _, err := New(short, auth, 3, 8, Options{Capacity: 6, Spares: 2, Staging: 2, GroupSize: 2}); err == nil {
+		t.Fatal("New accepted a short batch of rows")
+	}
+	if short.freed != 7 {
+		t.Fatalf("%d rows freed after the failed New, want the 7 handed out", short.freed)
+	}
+}
