@@ -116,6 +116,29 @@ __device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {
 	return v > bv || (v == bv && i < bi);
 }
 
+// block_best combines one candidate (bv, bi) per thread (bi < 0: none)
+// into the best by (value desc, index asc), returned in thread 0 (other
+// threads get an unspecified value): a fixed butterfly per warp, then the
+// warps in order.
+__device__ __forceinline__ int block_best(float bv, int bi) {
+	__shared__ float rv[32];
+	__shared__ int ri[32];
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) {
+		float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+		int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+		if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+	}
+	if (lane == 0) rv[warp] = bv, ri[warp] = bi;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int w = 1; w < nw; w++)
+			if (beats(rv[w], ri[w], rv[0], ri[0])) rv[0] = rv[w], ri[0] = ri[w];
+	}
+	return ri[0];
+}
+
 // router_topk_block: probabilities p_i = exp(l_i - max) / sum (exp in
 // double, rounded once; the sum in index order by one thread, like the CPU
 // reference, so the selected experts match the reference exactly for the
@@ -127,10 +150,7 @@ __device__ __forceinline__ void router_topk_block(const float* logits, int E, in
                                                   float* p) {
 	unsigned char* taken = reinterpret_cast<unsigned char*>(p + E);
 	__shared__ float red[32];
-	__shared__ float rv[32];
-	__shared__ int ri[32];
 	__shared__ float total;
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
 
 	float m = -INFINITY;
 	for (int i = threadIdx.x; i < E; i += blockDim.x) m = fmaxf(m, logits[i]);
@@ -154,48 +174,14 @@ __device__ __forceinline__ void router_topk_block(const float* logits, int E, in
 		int bi = -1;
 		for (int i = threadIdx.x; i < E; i += blockDim.x)
 			if (!taken[i] && beats(p[i], i, bv, bi)) bv = p[i], bi = i;
-#pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-			int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-			if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-		}
-		if (lane == 0) rv[warp] = bv, ri[warp] = bi;
-		__syncthreads();
+		const int idx = block_best(bv, bi);
 		if (threadIdx.x == 0) {
-			float v = rv[0];
-			int idx = ri[0];
-			for (int w = 1; w < nw; w++)
-				if (beats(rv[w], ri[w], v, idx)) v = rv[w], idx = ri[w];
 			ids_out[r] = idx;
-			w_out[r] = v;
+			w_out[r] = p[idx];
 			taken[idx] = 1;
 		}
 		__syncthreads();
 	}
-}
-
-// block_best combines one candidate (bv, bi) per thread (bi < 0: none)
-// into the best by (value desc, index asc), returned in thread 0 (other
-// threads get an unspecified value): a fixed butterfly per warp, then the
-// warps in order.
-__device__ __forceinline__ int block_best(float bv, int bi) {
-	__shared__ float rv[32];
-	__shared__ int ri[32];
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) {
-		float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-		int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-		if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-	}
-	if (lane == 0) rv[warp] = bv, ri[warp] = bi;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		for (int w = 1; w < nw; w++)
-			if (beats(rv[w], ri[w], rv[0], ri[0])) rv[0] = rv[w], ri[0] = ri[w];
-	}
-	return ri[0];
 }
 
 // argmax_block returns, in thread 0, the index of the largest logit,

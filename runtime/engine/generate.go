@@ -80,12 +80,8 @@ func (e *Engine) Generate(req Request) (Result, error) {
 		pos++
 	}
 	for {
-		if len(res.Logits) < req.LogitSteps {
-			row := make([]float32, e.cfg.VocabSize)
-			if err := e.be.ReadF32(e.logits, row); err != nil {
-				return Result{}, fmt.Errorf("read logits: %w", err)
-			}
-			res.Logits = append(res.Logits, row)
+		if err := e.keepLogits(&res, req); err != nil {
+			return Result{}, err
 		}
 		next, err := e.be.Argmax(e.logits, masked)
 		if err != nil {
@@ -130,12 +126,8 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 	}
 	pos := n
 	for {
-		if len(res.Logits) < req.LogitSteps {
-			row := make([]float32, e.cfg.VocabSize)
-			if err := e.be.ReadF32(e.logits, row); err != nil {
-				return Result{}, fmt.Errorf("read logits: %w", err)
-			}
-			res.Logits = append(res.Logits, row)
+		if err := e.keepLogits(&res, req); err != nil {
+			return Result{}, err
 		}
 		if next < 0 || next >= e.cfg.VocabSize {
 			return Result{}, fmt.Errorf("select token %d: the device picked id %d (every logit masked or NaN?)", len(res.Tokens), next)
@@ -151,4 +143,18 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 		pos++
 	}
 	return res.finish(), nil
+}
+
+// keepLogits appends the current logits to res while the request asks for
+// more of them (LogitSteps).
+func (e *Engine) keepLogits(res *Result, req Request) error {
+	if len(res.Logits) >= req.LogitSteps {
+		return nil
+	}
+	row := make([]float32, e.cfg.VocabSize)
+	if err := e.be.ReadF32(e.logits, row); err != nil {
+		return fmt.Errorf("read logits: %w", err)
+	}
+	res.Logits = append(res.Logits, row)
+	return nil
 }
