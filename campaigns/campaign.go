@@ -6,7 +6,8 @@
 // checkpoint (synthetic arch + seed, or a Hugging Face directory), an expert
 // format, a per-layer capacity and an executor, with the placement and
 // policy the contract prescribes, and optionally the cache's spares,
-// staging and transport (staged or registered). Loading is prometheus-config style:
+// staging and transport (staged or registered) and speculative prefetch
+// (off or next-layer). Loading is prometheus-config style:
 // defaults, then a strict decode (unknown fields are errors), then Validate
 // with one precise message.
 //
@@ -41,6 +42,7 @@ import (
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
 )
@@ -106,6 +108,13 @@ type Configuration struct {
 	// row directly; no staging ring, so staging must stay 0). Frozen
 	// campaigns from before the field omit it, which means staged.
 	Transport string `yaml:"transport" json:"transport,omitempty"`
+	// Prefetch is speculative expert prefetch (engine.LoadOptions.Prefetch):
+	// off (the default) or next-layer (layer l+1's router run on layer l's
+	// input, the predicted misses loaded while layer l computes; tokens
+	// never change, transfers and hits do). next-layer runs op by op on
+	// CUDA (no captured steps). Frozen campaigns from before the field omit
+	// it, which means off.
+	Prefetch string `yaml:"prefetch" json:"prefetch,omitempty"`
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -181,6 +190,9 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		if c.Configurations[i].Transport == "" {
 			c.Configurations[i].Transport = cache.DefaultTransport
 		}
+		if c.Configurations[i].Prefetch == "" {
+			c.Configurations[i].Prefetch = engine.PrefetchOff
+		}
 	}
 	return &c, nil
 }
@@ -247,6 +259,9 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
 		if cfg.Transport == "" {
 			cfg.Transport = cache.DefaultTransport
 		}
+		if cfg.Prefetch == "" {
+			cfg.Prefetch = engine.PrefetchOff
+		}
 		if !idPattern.MatchString(cfg.ID) {
 			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
 		}
@@ -289,6 +304,8 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract) err
 		return fmt.Errorf("transport %q: want %s (the default) or %s", cfg.Transport, cache.TransportStaged, cache.TransportRegistered)
 	case cfg.Transport == cache.TransportRegistered && cfg.Staging != 0:
 		return fmt.Errorf("staging %d with transport %s: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset", cfg.Staging, cfg.Transport)
+	case !slices.Contains(engine.PrefetchModes(), cfg.Prefetch):
+		return fmt.Errorf("prefetch %q: want %s (the default) or %s", cfg.Prefetch, engine.PrefetchOff, engine.PrefetchNextLayer)
 	}
 	if cfg.SeedExecutor != "" {
 		ours, ok := SeedExecutors[cfg.SeedExecutor]

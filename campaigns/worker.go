@@ -124,7 +124,7 @@ func RunWorker(o WorkerOptions) (err error) {
 
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
-		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, MaxSeq: maxSeq,
+		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, MaxSeq: maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -151,9 +151,11 @@ func RunWorker(o WorkerOptions) (err error) {
 	}
 	rec.Setup = editions.Setup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
-		Transport: opts.Transport, StepMode: l.StepMode(), Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
+		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(),
+		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
 		Regime: regime(opts.Capacity, mcfg.NumExperts),
 	}
+	prefetching := l.PrefetchMode() != engine.PrefetchOff
 
 	// Warmup: excluded from every metric, but it runs on the same cache,
 	// which evolves from here on.
@@ -182,7 +184,7 @@ func RunWorker(o WorkerOptions) (err error) {
 			Index: i, PromptID: p.ID, PromptTokens: len(prompts[i]), PromptTokenIDs: prompts[i],
 			N: len(res.Tokens), TokenIDs: res.Tokens, TokenNs: res.TokenNs,
 			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
-			Cache: requestCache(cc),
+			Cache: requestCache(cc, prefetching),
 		})
 		fmt.Fprintf(progress, "%s %d\n", progressTokens, len(res.Tokens))
 	}
@@ -223,9 +225,10 @@ func checkCapabilities(k *contracts.Contract, d WorkerDevice) error {
 }
 
 // requestCache turns cache counters into the record's: every counter exists
-// in this cache, so each is an observed number (zeros included).
-func requestCache(c cache.Counters) editions.RequestCache {
-	return editions.RequestCache{
+// in this cache, so each is an observed number (zeros included). The
+// prefetch counters are recorded when prefetch is on.
+func requestCache(c cache.Counters, prefetch bool) editions.RequestCache {
+	rc := editions.RequestCache{
 		Hits: c.Hits, Misses: c.Misses, Evictions: c.Evictions, H2DBytes: c.H2DBytes, H2DCopies: c.H2DCopies,
 		D2HExpertBytes:       editions.Observed(c.D2HExpertBytes),
 		Writebacks:           editions.Observed(c.Writebacks),
@@ -234,6 +237,13 @@ func requestCache(c cache.Counters) editions.RequestCache {
 		RequestArtifactReads: editions.Observed(c.RequestArtifactReads),
 		LayerMisses:          append([]int64{}, c.LayerMisses...),
 	}
+	if prefetch {
+		rc.Prefetch = &editions.RequestPrefetch{
+			Issued: c.PrefetchIssued, Loaded: c.PrefetchLoaded, Used: c.PrefetchUsed, H2DBytes: c.PrefetchH2DBytes,
+			Groups: c.PrefetchGroups, Predicted: c.PrefetchPredicted, Routed: c.PrefetchRouted, Overlap: c.PrefetchOverlap,
+		}
+	}
+	return rc
 }
 
 // observeWorker makes the whole-worker observations after the last request.

@@ -177,6 +177,11 @@ type Setup struct {
 	// device) or "graph-segmented" (captured segments between the per-layer
 	// routing reads); records from before the field omit it ("ops").
 	StepMode string `json:"step_mode,omitempty"`
+	// Prefetch is the speculative prefetch mode: "off" or "next-layer"
+	// (layer l+1's router run on layer l's input, its predicted misses
+	// loaded ahead; tokens never change). Records from before the field
+	// omit it, which means off.
+	Prefetch string `json:"prefetch,omitempty"`
 }
 
 // Preparation is the worker's work before admission.
@@ -218,7 +223,8 @@ type Request struct {
 
 // RequestCache holds the cache counters of one request. The first five are
 // always observed by the cache; the contract invariants are Obs because a
-// build without the counter must say UNKNOWN, never 0.
+// build without the counter must say UNKNOWN, never 0. H2D bytes and copies
+// count every record copied to the device, prefetched ones included.
 type RequestCache struct {
 	Hits      int64 `json:"hits"`
 	Misses    int64 `json:"misses"`
@@ -233,6 +239,26 @@ type RequestCache struct {
 	RequestArtifactReads Obs[int64] `json:"request_artifact_reads"`
 
 	LayerMisses []int64 `json:"layer_misses"` // per routed layer
+
+	// Prefetch is present when the setup's prefetch is on (absent in
+	// records from before the field and with prefetch off).
+	Prefetch *RequestPrefetch `json:"prefetch,omitempty"`
+}
+
+// RequestPrefetch holds one request's speculative-prefetch counters (see
+// runtime/cache Counters). Prediction precision is Overlap / Predicted and
+// recall Overlap / Routed. Used counts hits on prefetched experts during
+// the request, which may have been loaded in an earlier one, so it can
+// exceed Loaded in one request (never over a worker).
+type RequestPrefetch struct {
+	Issued    int64 `json:"issued"`    // predicted experts not resident when their prefetch ran
+	Loaded    int64 `json:"loaded"`    // of them, loaded and published (the rest lacked a victim or spare row)
+	Used      int64 `json:"used"`      // prefetched experts the routing then hit before their eviction
+	H2DBytes  int64 `json:"h2d_bytes"` // the prefetch copies' bytes (also in the request's h2d_bytes)
+	Groups    int64 `json:"groups"`    // routed groups scored against a prediction
+	Predicted int64 `json:"predicted"` // Σ predicted group sizes
+	Routed    int64 `json:"routed"`    // Σ routed group sizes of those groups
+	Overlap   int64 `json:"overlap"`   // Σ |predicted ∩ routed|
 }
 
 // WorkerObservations are whole-worker observations.

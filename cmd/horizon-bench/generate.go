@@ -30,7 +30,7 @@ func generateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "generate",
 		Usage:     "greedy generation from a prepared artifact (or the embedded tiny default)",
-		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--json]",
+		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--json]",
 		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
 --tokens tokens come out) and prints the text, the token ids and the timings:
 TTFT (admission to first token), decode seconds (first to last token) and
@@ -44,7 +44,12 @@ Routed experts live in a budgeted per-layer cache (resident-qpacked-cache-v1):
 the read-only host authority on a miss and evicted by --policy. Capacity never
 changes tokens, only transfers. --transport registered page-locks the host
 authority once and copies misses from it directly instead of through the
-pinned staging ring (staged, the default).
+pinned staging ring (staged, the default). --prefetch next-layer runs layer
+L+1's router on layer L's input and loads the predicted misses while layer L
+computes (speculation: tokens and logits never change; it runs op by op, so
+--step-mode auto becomes ops); the output then gives the prediction's
+precision (predicted experts the routing used) and recall (routed experts
+that were predicted).
 
 --json prints one object with at least token_ids, ttft_seconds,
 decode_seconds, decode_tok_s, and under "cache" the request's counters
@@ -65,6 +70,7 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 			&cli.StringFlag{Name: "placement", Value: cache.DefaultPlacement, Usage: "initial placement: " + strings.Join(cache.Placements(), ", ")},
 			&cli.StringFlag{Name: "policy", Value: cache.DefaultPolicy, Usage: "eviction policy: " + strings.Join(cache.Policies(), ", ")},
 			&cli.StringFlag{Name: "transport", Value: cache.DefaultTransport, Usage: "miss copy path: " + strings.Join(cache.Transports(), ", ") + " (registered page-locks the host authority and copies from it without staging)"},
+			&cli.StringFlag{Name: "prefetch", Value: engine.PrefetchOff, Usage: "speculative expert prefetch: " + strings.Join(engine.PrefetchModes(), ", ") + " (next-layer predicts layer L+1's experts from layer L's input; op-by-op steps only)"},
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "auto: captured device steps where the backend has them (cuda: graph-full at full residency, graph-segmented otherwise); ops: every op issued from the host"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
@@ -76,28 +82,34 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 
 // generateOutput is the --json document; scripts rely on these names.
 type generateOutput struct {
-	Schema         string         `json:"schema"`
-	Version        int            `json:"version"`
-	Model          string         `json:"model"`
-	Artifact       string         `json:"artifact_sha256"`
-	ExpertScheme   string         `json:"expert_scheme"`
-	Backend        string         `json:"backend"`
-	Executor       string         `json:"executor"`
-	PromptIDs      []int          `json:"prompt_ids"`
-	TokenIDs       []int          `json:"token_ids"`
-	Text           string         `json:"text"`
-	TokenNs        []int64        `json:"token_ns"`
-	TTFTSeconds    float64        `json:"ttft_seconds"`
-	DecodeSeconds  float64        `json:"decode_seconds"`
-	DecodeTokS     float64        `json:"decode_tok_s"`
-	RuntimeSeconds float64        `json:"runtime_seconds"`
-	Capacity       int            `json:"capacity"`
-	Experts        int            `json:"experts_per_layer"`
-	Placement      string         `json:"placement"`
-	Policy         string         `json:"policy"`
-	Transport      string         `json:"transport"`
-	StepMode       string         `json:"step_mode"`
-	Cache          cache.Counters `json:"cache"`
+	Schema         string  `json:"schema"`
+	Version        int     `json:"version"`
+	Model          string  `json:"model"`
+	Artifact       string  `json:"artifact_sha256"`
+	ExpertScheme   string  `json:"expert_scheme"`
+	Backend        string  `json:"backend"`
+	Executor       string  `json:"executor"`
+	PromptIDs      []int   `json:"prompt_ids"`
+	TokenIDs       []int   `json:"token_ids"`
+	Text           string  `json:"text"`
+	TokenNs        []int64 `json:"token_ns"`
+	TTFTSeconds    float64 `json:"ttft_seconds"`
+	DecodeSeconds  float64 `json:"decode_seconds"`
+	DecodeTokS     float64 `json:"decode_tok_s"`
+	RuntimeSeconds float64 `json:"runtime_seconds"`
+	Capacity       int     `json:"capacity"`
+	Experts        int     `json:"experts_per_layer"`
+	Placement      string  `json:"placement"`
+	Policy         string  `json:"policy"`
+	Transport      string  `json:"transport"`
+	StepMode       string  `json:"step_mode"`
+	Prefetch       string  `json:"prefetch"`
+	// PrefetchPrecision and PrefetchRecall score the next-layer prediction
+	// (cache prefetch_overlap over prefetch_predicted / prefetch_routed);
+	// absent when nothing was predicted.
+	PrefetchPrecision *float64       `json:"prefetch_precision,omitempty"`
+	PrefetchRecall    *float64       `json:"prefetch_recall,omitempty"`
+	Cache             cache.Counters `json:"cache"`
 }
 
 func runGenerate(c *cli.Context) error {
@@ -106,6 +118,9 @@ func runGenerate(c *cli.Context) error {
 	}
 	if c.Int("tokens") <= 0 {
 		return usageError("--tokens must be positive")
+	}
+	if _, err := engine.ParsePrefetch(c.String("prefetch")); err != nil {
+		return usageError("--%v", err)
 	}
 	dir := c.String("artifact")
 	if dir == "" {
@@ -152,6 +167,7 @@ func runGenerate(c *cli.Context) error {
 	eng, err := engine.Load(be, dev.Rows, art, engine.LoadOptions{
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
+		Prefetch: c.String("prefetch"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -184,7 +200,13 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Cache: counters,
+	}
+	if p, ok := counters.PrefetchPrecision(); ok {
+		out.PrefetchPrecision = &p
+	}
+	if r, ok := counters.PrefetchRecall(); ok {
+		out.PrefetchRecall = &r
 	}
 	if c.Bool("json") {
 		enc := json.NewEncoder(os.Stdout)
@@ -200,6 +222,14 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
 	fmt.Fprintf(w, "cache      %d hits, %d misses, %d evictions, %d H2D bytes, %d expert D2H bytes\n",
 		counters.Hits, counters.Misses, counters.Evictions, counters.H2DBytes, counters.D2HExpertBytes)
+	if out.Prefetch != engine.PrefetchOff {
+		fmt.Fprintf(w, "prefetch   %s: %d predicted experts not resident, %d loaded, %d used by the routing, %d H2D bytes\n",
+			out.Prefetch, counters.PrefetchIssued, counters.PrefetchLoaded, counters.PrefetchUsed, counters.PrefetchH2DBytes)
+		if out.PrefetchPrecision != nil && out.PrefetchRecall != nil {
+			fmt.Fprintf(w, "prediction precision %.3f, recall %.3f over %d routed groups (%d of %d predicted experts routed)\n",
+				*out.PrefetchPrecision, *out.PrefetchRecall, counters.PrefetchGroups, counters.PrefetchOverlap, counters.PrefetchPredicted)
+		}
+	}
 	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
 	return nil
 }

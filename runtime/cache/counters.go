@@ -33,8 +33,26 @@ import "sync/atomic"
 //     bytes hashed, artifact reads), from the authority's own counters
 //     (Authority.fill, the only writer and artifact reader, and
 //     Authority.Verify).
+//   - prefetch_*: speculative prefetch (see Prefetch), absent from the JSON
+//     while zero (a cache nobody prefetches into). prefetch_issued counts
+//     predicted experts that were not published when their prefetch
+//     transaction ran (requested to load); prefetch_loaded those it
+//     published (the rest were skipped for want of a victim or spare row);
+//     prefetch_used those of them that a later Acquire of their layer
+//     served as a hit before they were evicted (counted at that hit, so a
+//     request's delta can include experts loaded in an earlier request;
+//     since New, used <= loaded <= issued). prefetch_h2d_bytes are the
+//     prefetch copies' bytes, which h2d_bytes and h2d_copies also count:
+//     h2d_bytes = (misses + prefetch_loaded) * record size when no copy
+//     failed. prefetch_groups counts routed groups scored against a
+//     prediction (Routed); prefetch_predicted and prefetch_routed
+//     sum the sizes of those predictions and groups, prefetch_overlap their
+//     intersections: precision = overlap / predicted, recall = overlap /
+//     routed (PrefetchPrecision, PrefetchRecall).
 //
-// The layer_* arrays split the first five by routed layer.
+// The layer_* arrays split the first five by routed layer. Hits and misses
+// stay the routed lookups: an expert a prefetch published is a hit when it
+// is routed, and prefetch copies are not misses.
 type Counters struct {
 	Hits                 int64 `json:"hits"`
 	Misses               int64 `json:"misses"`
@@ -49,6 +67,15 @@ type Counters struct {
 	AuthorityWrites      int64 `json:"authority_writes"`
 	RequestHashBytes     int64 `json:"request_hash_bytes"`
 	RequestArtifactReads int64 `json:"request_artifact_reads"`
+
+	PrefetchIssued    int64 `json:"prefetch_issued,omitempty"`
+	PrefetchLoaded    int64 `json:"prefetch_loaded,omitempty"`
+	PrefetchUsed      int64 `json:"prefetch_used,omitempty"`
+	PrefetchH2DBytes  int64 `json:"prefetch_h2d_bytes,omitempty"`
+	PrefetchGroups    int64 `json:"prefetch_groups,omitempty"`
+	PrefetchPredicted int64 `json:"prefetch_predicted,omitempty"`
+	PrefetchRouted    int64 `json:"prefetch_routed,omitempty"`
+	PrefetchOverlap   int64 `json:"prefetch_overlap,omitempty"`
 
 	LayerHits      []int64 `json:"layer_hits"`
 	LayerMisses    []int64 `json:"layer_misses"`
@@ -74,6 +101,14 @@ func (c Counters) Sub(base Counters) Counters {
 		AuthorityWrites:      c.AuthorityWrites - base.AuthorityWrites,
 		RequestHashBytes:     c.RequestHashBytes - base.RequestHashBytes,
 		RequestArtifactReads: c.RequestArtifactReads - base.RequestArtifactReads,
+		PrefetchIssued:       c.PrefetchIssued - base.PrefetchIssued,
+		PrefetchLoaded:       c.PrefetchLoaded - base.PrefetchLoaded,
+		PrefetchUsed:         c.PrefetchUsed - base.PrefetchUsed,
+		PrefetchH2DBytes:     c.PrefetchH2DBytes - base.PrefetchH2DBytes,
+		PrefetchGroups:       c.PrefetchGroups - base.PrefetchGroups,
+		PrefetchPredicted:    c.PrefetchPredicted - base.PrefetchPredicted,
+		PrefetchRouted:       c.PrefetchRouted - base.PrefetchRouted,
+		PrefetchOverlap:      c.PrefetchOverlap - base.PrefetchOverlap,
 	}
 	sub := func(a, b []int64) []int64 {
 		out := make([]int64, len(a))
@@ -93,10 +128,34 @@ func (c Counters) Sub(base Counters) Counters {
 	return d
 }
 
+// PrefetchPrecision is prefetch_overlap / prefetch_predicted: the share of
+// predicted experts that the routing then used. ok is false when nothing
+// was predicted.
+func (c Counters) PrefetchPrecision() (p float64, ok bool) {
+	if c.PrefetchPredicted <= 0 {
+		return 0, false
+	}
+	return float64(c.PrefetchOverlap) / float64(c.PrefetchPredicted), true
+}
+
+// PrefetchRecall is prefetch_overlap / prefetch_routed: the share of routed
+// experts (of groups that had a prediction) that had been predicted. ok is
+// false when no group was scored.
+func (c Counters) PrefetchRecall() (r float64, ok bool) {
+	if c.PrefetchRouted <= 0 {
+		return 0, false
+	}
+	return float64(c.PrefetchOverlap) / float64(c.PrefetchRouted), true
+}
+
 // layerCounters are one layer's counters; atomics so Counters can read
 // them without the layer lock.
 type layerCounters struct {
 	hits, misses, evictions, h2dBytes, h2dCopies atomic.Int64
+
+	// Speculative prefetch (prefetch.go).
+	prefetchIssued, prefetchLoaded, prefetchUsed, prefetchH2DBytes     atomic.Int64
+	prefetchGroups, prefetchPredicted, prefetchRouted, prefetchOverlap atomic.Int64
 }
 
 // Counters returns the totals since New (initial placement included; see
@@ -122,6 +181,14 @@ func (c *Cache) Counters() Counters {
 		out.Evictions += out.LayerEvictions[i]
 		out.H2DBytes += out.LayerH2DBytes[i]
 		out.H2DCopies += out.LayerH2DCopies[i]
+		out.PrefetchIssued += k.prefetchIssued.Load()
+		out.PrefetchLoaded += k.prefetchLoaded.Load()
+		out.PrefetchUsed += k.prefetchUsed.Load()
+		out.PrefetchH2DBytes += k.prefetchH2DBytes.Load()
+		out.PrefetchGroups += k.prefetchGroups.Load()
+		out.PrefetchPredicted += k.prefetchPredicted.Load()
+		out.PrefetchRouted += k.prefetchRouted.Load()
+		out.PrefetchOverlap += k.prefetchOverlap.Load()
 	}
 	out.StagingBytes = c.stagingBytes.Load()
 	out.HostRegisteredBytes = c.registeredBytes
@@ -167,8 +234,10 @@ func (c *Cache) Preparation() Counters {
 
 // BeginRequest snapshots the counters at the start of a request. Workers
 // serve one request at a time (the contract's concurrency is 1); a second
-// BeginRequest restarts the measurement.
+// BeginRequest restarts the measurement. Like EndRequest it first waits for
+// a prefetch transaction still in flight (see quiesce).
 func (c *Cache) BeginRequest() {
+	c.quiesce()
 	snap := c.Counters()
 	c.reqMu.Lock()
 	c.reqStart = snap
@@ -176,8 +245,11 @@ func (c *Cache) BeginRequest() {
 	c.reqMu.Unlock()
 }
 
-// EndRequest returns the counters accumulated since BeginRequest.
+// EndRequest returns the counters accumulated since BeginRequest, after
+// waiting for a prefetch transaction still in flight, so that a request's
+// counters hold the whole of every prefetch it issued.
 func (c *Cache) EndRequest() (Counters, error) {
+	c.quiesce()
 	now := c.Counters()
 	c.reqMu.Lock()
 	defer c.reqMu.Unlock()
@@ -186,4 +258,15 @@ func (c *Cache) EndRequest() (Counters, error) {
 	}
 	c.inRequest = false
 	return now.Sub(c.reqStart), nil
+}
+
+// quiesce waits until no miss or prefetch transaction runs: a prefetch
+// holds missMu from the Prefetch call that starts it until it published or
+// gave up, and an Acquire that finds its group resident does not wait for
+// it. Between requests that is at most the prefetch issued for the last
+// routed layer in the request's last step; without the wait its counters
+// could straddle two requests.
+func (c *Cache) quiesce() {
+	c.missMu.Lock()
+	c.missMu.Unlock()
 }

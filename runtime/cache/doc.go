@@ -67,11 +67,35 @@
 // prove which rows are free, so the cache faults and every later Acquire
 // returns the same error, which wraps ErrFaulted.
 //
+// Speculative prefetch. Prefetch(layer, ids) takes a predicted routed
+// group and loads its unpublished experts through the miss machinery
+// (victims by policy, spare rows, copy stream, completion events,
+// publication only after every copy), in a goroutine that holds the
+// transaction mutex, so the caller's compute overlaps the copies and a
+// later Acquire that misses waits for it. It never evicts a leased or
+// predicted expert, loads fewer experts (or none) when victims or spare
+// rows are lacking, and leases nothing. An Acquire serves exactly the group
+// it is given, as before: a prefetched expert the group contains is a hit,
+// anything the prediction missed is a miss loaded synchronously, so a
+// prediction can cost copies and evictions but never change what a
+// consumer reads. Routed, called with the group the layer then routed
+// before its Acquire, scores the prediction (precision and recall
+// counters) and waits for the layer's prefetch, so that hits, misses and
+// evictions do not depend on goroutine timing. The engine's
+// "next-layer" option (engine.LoadOptions.Prefetch) runs layer L+1's router
+// on layer L's input to predict; it is a declared configuration option,
+// off by default and off in every committed campaign (residency39
+// included), and on CUDA it runs only with op-by-op steps (captured steps
+// route on the device and have no place to predict). See prefetch.go.
+//
 // Counters. Hits, misses, evictions, H2D bytes and copies per layer,
 // staging bytes, the registration of the authority, and expert D2H bytes, writebacks, authority writes, request-time hash bytes
 // and request-time artifact reads, each incremented where that work happens
-// (see Counters for how each is observed). Admit marks the end of
-// preparation; BeginRequest and EndRequest give per-request totals.
+// (see Counters for how each is observed), and the prefetch counters
+// (issued, loaded, used, their H2D bytes, and predicted/routed/overlap
+// sizes for precision and recall). Admit marks the end of
+// preparation; BeginRequest and EndRequest give per-request totals (both
+// first wait for a prefetch still in flight).
 //
 // # Concurrency and known weak spots
 //
@@ -80,7 +104,9 @@
 // the LRU order need it); that mutex is never held across a device wait.
 // A miss transaction holds the transaction mutex across its copies, so
 // misses of different layers do not overlap; the first version accepts
-// that.
+// that. A prefetch is such a transaction: a Prefetch call waits for the
+// previous prefetch if it still runs, and an Acquire that misses waits for
+// a prefetch of any layer, even one whose prediction it does not need.
 //
 // Victims are chosen before the copies; a consumer may lease a victim
 // through the still-published generation while the copies run. That is

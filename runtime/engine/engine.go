@@ -40,6 +40,8 @@ type Engine struct {
 	maxSeq  int
 	eps     float32
 	stepper Stepper // nil: op-by-op steps
+	// pf is next-layer prefetch (prefetch.go); nil: off.
+	pf *nextLayerPrefetch
 
 	// KV caches, [T, Hkv*hd] per layer.
 	kCache, vCache []backend.Tensor

@@ -100,9 +100,20 @@ func (e *Engine) moeBlock(l int, lw *LayerWeights) error {
 	if err != nil {
 		return fmt.Errorf("router top-%d: %w", e.cfg.TopK, err)
 	}
+	if err := e.routed(l, ids); err != nil {
+		return err
+	}
 	rows, release, err := e.experts.Acquire(l, ids)
 	if err != nil {
 		return fmt.Errorf("acquire experts %v: %w", ids, err)
+	}
+	// Next-layer prefetch (prefetch.go): predict layer l+1's group from
+	// e.xn and start loading its misses, so the copies overlap this
+	// layer's experts. Issued after this layer's Acquire, which therefore
+	// never waits for it; it writes only its own scratch.
+	if err := e.prefetchNext(l); err != nil {
+		release()
+		return err
 	}
 	err = e.exec.Forward(e.moe, e.xn, rows, weights)
 	release()

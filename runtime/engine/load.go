@@ -25,6 +25,11 @@ type LoadOptions struct {
 	// can (StepGraphFull at full residency, StepGraphSegmented otherwise);
 	// StepOps always issues op by op; a graph mode asks for that mode.
 	StepMode string
+	// Prefetch: "" or "off" (the default) or "next-layer" (speculative
+	// next-layer prefetch, prefetch.go). next-layer runs op by op: with
+	// StepMode "" or "auto" it forces StepOps, and a graph StepMode is an
+	// error.
+	Prefetch string
 }
 
 // Loaded is an engine with the residency machinery it runs on.
@@ -44,6 +49,24 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	cfg, err := art.Config()
 	if err != nil {
 		return nil, fmt.Errorf("artifact config: %w", err)
+	}
+	prefetch, err := ParsePrefetch(o.Prefetch)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	stepMode := o.StepMode
+	if prefetch == PrefetchNextLayer {
+		// The prediction runs between two layers on the host (forward.go).
+		// The CUDA backend's captured steps (runtime/cuda/step.go) route on
+		// the device and have no such point, so prefetch runs op by op:
+		// auto picks StepOps, and an explicit graph mode cannot be honoured.
+		switch stepMode {
+		case "", "auto":
+			stepMode = StepOps
+		case StepGraphFull, StepGraphSegmented, StepGraphWait:
+			return nil, fmt.Errorf("engine: prefetch %s needs op-by-op steps (step mode %s or auto), but step mode %s was asked for: captured device steps route on the device and cannot prefetch",
+				prefetch, StepOps, stepMode)
+		}
 	}
 	capacity := o.Capacity
 	if capacity == 0 {
@@ -92,7 +115,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	if err := eng.useStepper(o.StepMode, art.Layout()); err != nil {
+	if err := eng.usePrefetch(prefetch); err != nil {
+		return nil, errors.Join(err, c.Close())
+	}
+	if err := eng.useStepper(stepMode, art.Layout()); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	c.Admit()
