@@ -52,6 +52,7 @@ func TestBadCampaigns(t *testing.T) {
 		"two-checkpoints.bad.yml":        `configuration "olmoe-c8": checkpoint: give either synthetic or hf, not both`,
 		"device.bad.yml":                 `device "tpu": want cpu or cuda`,
 		"transport.bad.yml":              `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
+		"prefetch.bad.yml":               `configuration "olmoe-c8": prefetch "previous-layer": want off (the default) or next-layer`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
