@@ -268,6 +268,13 @@ func observeWorker(d WorkerDevice) editions.WorkerObservations {
 			if r.ProcessPeak >= 0 {
 				obs.VRAMProcessPeakBytes = editions.Observed(r.ProcessPeak)
 			}
+			for _, s := range r.Samples {
+				p := editions.UnknownObs[int64]()
+				if s.ProcessUsed >= 0 {
+					p = editions.Observed(s.ProcessUsed)
+				}
+				obs.VRAMTimeline = append(obs.VRAMTimeline, editions.VRAMSample{AtNs: s.AtNs, DeviceUsedBytes: s.DeviceUsed, ProcessUsedBytes: p})
+			}
 		}
 	}
 	obs.H2DBandwidthBytesPerS = absentF

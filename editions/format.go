@@ -273,6 +273,20 @@ type WorkerObservations struct {
 	// H2DBandwidthBytesPerS is the pinned host-to-device bandwidth measured
 	// by this worker; UNSUPPORTED on the CPU device.
 	H2DBandwidthBytesPerS Obs[float64] `json:"h2d_bandwidth_bytes_per_s"`
+	// VRAMTimeline is the sampler's timeline behind the two VRAM peaks
+	// (NVML every 20 ms from worker start to the last request, failed
+	// readings left out); absent where VRAM is not observed, and in records
+	// from before the field. The peaks are its maxima.
+	VRAMTimeline []VRAMSample `json:"vram_timeline,omitempty"`
+}
+
+// VRAMSample is one reading of the VRAM sampler.
+type VRAMSample struct {
+	AtNs            int64      `json:"at_ns"`             // since the sampler started
+	DeviceUsedBytes int64      `json:"device_used_bytes"` // device-wide used memory
+	// ProcessUsedBytes is this process's entry; UNKNOWN in a reading where
+	// the driver did not list it.
+	ProcessUsedBytes Obs[int64] `json:"process_used_bytes"`
 }
 
 // ---------------------------------------------------------------------------

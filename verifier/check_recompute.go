@@ -1,6 +1,7 @@
 package verifier
 
 import (
+	"fmt"
 	"reflect"
 
 	"github.com/horizon-runmap/horizon/editions"
@@ -66,6 +67,9 @@ func checkRecompute(v *view, fs *findings) {
 		checkConfigFields(c, fs)
 		for _, w := range c.workers {
 			checkLayerMisses(w, fs)
+			for _, msg := range timelineProblems(w.rec.Observations) {
+				fs.add(IDRecomputeVRAMTimeline, w.path, "/observations/vram_timeline", nil, nil, "%s", msg)
+			}
 		}
 	}
 }
@@ -131,4 +135,43 @@ func checkLayerMisses(w *worker, fs *findings) {
 				"misses must be the sum of layer_misses")
 		}
 	}
+}
+
+// timelineProblems checks a worker's VRAM timeline against its peaks: the
+// device peak is the largest device reading, the process peak the largest
+// observed process reading (UNKNOWN when none was), and time never goes
+// backwards. No timeline: nothing to check (older records).
+func timelineProblems(o editions.WorkerObservations) []string {
+	tl := o.VRAMTimeline
+	if len(tl) == 0 {
+		return nil
+	}
+	var out []string
+	if !o.VRAMPeakBytes.Ok() {
+		return []string{"a VRAM timeline is recorded but the device peak is " + o.VRAMPeakBytes.Status}
+	}
+	dev, proc := int64(-1), int64(-1)
+	for i, s := range tl {
+		if i > 0 && s.AtNs < tl[i-1].AtNs {
+			out = append(out, fmt.Sprintf("sample %d at %d ns comes before sample %d at %d ns", i, s.AtNs, i-1, tl[i-1].AtNs))
+		}
+		dev = max(dev, s.DeviceUsedBytes)
+		if s.ProcessUsedBytes.Ok() {
+			proc = max(proc, s.ProcessUsedBytes.Value)
+		}
+	}
+	if dev != o.VRAMPeakBytes.Value {
+		out = append(out, fmt.Sprintf("device peak %d, the timeline's largest reading %d", o.VRAMPeakBytes.Value, dev))
+	}
+	switch {
+	case proc < 0 && o.VRAMProcessPeakBytes.Ok():
+		out = append(out, fmt.Sprintf("process peak %d, but no reading of the timeline observed the process", o.VRAMProcessPeakBytes.Value))
+	case proc >= 0 && (!o.VRAMProcessPeakBytes.Ok() || o.VRAMProcessPeakBytes.Value != proc):
+		peak := o.VRAMProcessPeakBytes.Status
+		if o.VRAMProcessPeakBytes.Ok() {
+			peak = fmt.Sprint(o.VRAMProcessPeakBytes.Value)
+		}
+		out = append(out, fmt.Sprintf("process peak %s, the timeline's largest process reading %d", peak, proc))
+	}
+	return out
 }

@@ -180,6 +180,7 @@ var (
 	IDRecomputeOutputTokens  = def("recompute", "recompute.output-tokens", Error, "output_tokens differs from sum(N)")
 	IDRecomputeRuntime       = def("recompute", "recompute.runtime-seconds", Error, "runtime_seconds differs from the ordered float64 sum of raw runtime_seconds")
 	IDRecomputeVRAM          = def("recompute", "recompute.vram-peak", Error, "a VRAM peak differs from the max over the configuration's workers")
+	IDRecomputeVRAMTimeline  = def("recompute", "recompute.vram-timeline", Error, "a worker's VRAM timeline disagrees with its VRAM peaks (not their maxima, time going backwards, or a timeline where VRAM was not observed)")
 	IDRecomputeRSS           = def("recompute", "recompute.rss-peak", Error, "the RSS peak differs from the max over the configuration's workers")
 	IDRecomputeH2D           = def("recompute", "recompute.h2d-bytes", Error, "h2d_bytes differs from the sum over measured requests")
 	IDRecomputeHitsMisses    = def("recompute", "recompute.hits-misses", Error, "hits or misses differ from the sum over measured requests")

@@ -42,6 +42,16 @@ var mutations = []mutation{
 			t.Fatal(err)
 		}
 	}},
+	{"VRAM timeline where VRAM was not observed, manifest re-hashed", IDRecomputeVRAMTimeline, func(t *testing.T, dir string) {
+		edit(t, dir, firstRaw(t, dir), func(d map[string]any) {
+			o := obj(t, d, "observations")
+			if _, ok := o["vram_peak_bytes"].(string); !ok {
+				t.Skip("this edition observed VRAM")
+			}
+			o["vram_timeline"] = []any{map[string]any{"at_ns": 0, "device_used_bytes": 1 << 30, "process_used_bytes": "UNKNOWN"}}
+		})
+		rehash(t, dir)
+	}},
 	{"file deleted", IDManifestMissingFile, func(t *testing.T, dir string) {
 		remove(t, dir, editions.ReportMD)
 	}},
