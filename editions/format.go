@@ -282,8 +282,8 @@ type WorkerObservations struct {
 
 // VRAMSample is one reading of the VRAM sampler.
 type VRAMSample struct {
-	AtNs            int64      `json:"at_ns"`             // since the sampler started
-	DeviceUsedBytes int64      `json:"device_used_bytes"` // device-wide used memory
+	AtNs            int64 `json:"at_ns"`             // since the sampler started
+	DeviceUsedBytes int64 `json:"device_used_bytes"` // device-wide used memory
 	// ProcessUsedBytes is this process's entry; UNKNOWN in a reading where
 	// the driver did not list it.
 	ProcessUsedBytes Obs[int64] `json:"process_used_bytes"`
