@@ -57,12 +57,27 @@
 // struct in backend.go lets benchmarks compare them in one run, and
 // kernels/emu checks the invariance on the CPU.
 //
-// Known weak spots: every op is one kernel launch issued from Go (~3-4 µs of
-// CPU each), so small models are launch-bound; CUDA graph capture (driver.go
-// has the calls) is the next step, and with it programmatic dependent launch
-// (each kernel's weight loads overlapping the previous kernel's tail). A
-// kernel of a few MB cannot reach the HBM rate on its own: launch gap,
-// first-load latency and tail are fixed costs of a few microseconds
-// (BenchmarkStream measures them in the same run as the row kernels).
-// FusedExperts is two launches, not one kernel.
+// # Captured steps
+//
+// The engine's decode step is also available as CUDA graphs (step.go,
+// engine.Stepper): graph-full at full residency (one graph per step,
+// routing on the GPU, expert rows read through a device table, the next
+// decode step launched before the host reads the token), graph-segmented
+// at partial residency (graphs cut at each layer's routing read, where the
+// host serves the group through the cache) and graph-wait on request. The
+// step kernels (kernels/decode.cu) share their arithmetic with the op-by-op
+// kernels (kernels/step.cuh), and every RMSNorm is computed by its
+// consumers while they stage their input, so captured steps give the
+// op-by-op bits (TestStepperMatchesOps). A step replays ~115 kernels for
+// OLMoE-1B-7B; at 1.53 ms per token (results/h200-editions) the kernels'
+// own inefficiency at 2-25 MB (22-57% of HBM bandwidth alone) and a few µs
+// per kernel boundary are what remain: programmatic dependent launch
+// (compute_90 PTX, cuLaunchKernelEx) and fewer, fuller kernels are next.
+//
+// Known weak spots: op-by-op, every op is one kernel launch issued from Go
+// (~3-4 µs of CPU each), so small models are launch-bound there. A kernel
+// of a few MB cannot reach the HBM rate on its own: launch gap, first-load
+// latency and tail are fixed costs of a few microseconds (BenchmarkStream
+// measures them in the same run as the row kernels). FusedExperts is two
+// launches, not one kernel.
 package cuda
