@@ -124,10 +124,12 @@ start=$(date +%s)
 deadline=$((start + budget))
 final_margin=20 # seconds kept at the very end for verify, tar and status
 max_archive=$((16 * 1024 * 1024))
-mkdir -p "$out_dir" out/editions out/baseline out/device-status runs
+# status files per --out, so that two instances (one per GPU) keep their own
+status_dir=out/device-status/$(printf '%s' "$out_dir" | sha256sum | cut -c1-12)
+mkdir -p "$out_dir" out/editions out/baseline "$status_dir" runs
 log="$out_dir/device-campaign.log"
 : >"$log"
-rm -f out/device-status/*
+rm -f "$status_dir"/*
 
 left() { echo $((deadline - $(date +%s))); }
 
@@ -146,7 +148,7 @@ prefix() {
 }
 
 # status STEP STATE DETAIL: the step's line of status.txt (files, so background steps can write).
-status() { printf '%-14s %-9s %s\n' "$1" "$2" "$3" >"out/device-status/${1//\//_}.status"; }
+status() { printf '%-14s %-9s %s\n' "$1" "$2" "$3" >"$status_dir/${1//\//_}.status"; }
 
 campaign_file() {
 	case "$1" in
@@ -208,7 +210,7 @@ run_campaign() {
 	local env=()
 	[ -n "$gpu" ] && env=(CUDA_VISIBLE_DEVICES="$gpu")
 	say "$step" "$bin run $file -> $ed_dir; --stop-after ${slot}s, killed at ${hard}s${gpu:+, CUDA_VISIBLE_DEVICES=$gpu}"
-	local runlog=out/device-status/${step//\//_}.runlog
+	local runlog=$status_dir/${step//\//_}.runlog
 	env "${env[@]}" timeout -s TERM -k 15 "$hard" "$bin" run "$file" --run-dir "$run_dir" --out "$ed_dir" \
 		--artifact-cache "$cache" --stop-after "${slot}s" 2>&1 | tee "$runlog" | prefix "$step"
 	local rc=${PIPESTATUS[0]}
@@ -246,8 +248,10 @@ run_baseline() {
 	}
 	mkdir -p "$baseline_work"
 	local done_list=""
-	for spec in "olmoe-1b-7b 924 15 200" "qwen15-moe-a27b 1 30 260"; do
-		# arch seed checkpoint-GB seconds-a-mode-needs
+	# arch seed checkpoint-GB seconds-a-mode-needs: OLMoE eager took 70 s on the
+	# H200 (model load + warmup + 12 requests; results/h200-editions); compiled
+	# adds 30-75 s of compilation (GPU-NOTES.md); Qwen runs about half as fast.
+	for spec in "olmoe-1b-7b 924 15 150" "qwen15-moe-a27b 1 30 240"; do
 		set -- $spec
 		local arch=$1 seed=$2 gb=$3 need=$4 name="baseline-$1-$2"
 		[ -z "$baseline_arch" ] || [ "$baseline_arch" = "$arch" ] || continue
@@ -327,7 +331,7 @@ if [ $want_baseline -eq 1 ]; then run_baseline; note $?; fi
 
 {
 	echo "device-campaign $(date -u +%FT%TZ): exit $overall (0 done, 75 call again, 1 failed); $(( $(date +%s) - start ))s of ${budget}s"
-	cat out/device-status/*.status 2>/dev/null
+	cat "$status_dir"/*.status 2>/dev/null
 	echo
 	echo "disk: $(df -h . | awk 'NR==2 {print $3 " used, " $4 " free of " $2}'); artifact cache: $(du -sh "$cache" 2>/dev/null | cut -f1)"
 	nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
