@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/horizon-runmap/horizon/ceilings"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
@@ -69,6 +71,9 @@ func WriteEdition(dir string, in EditionInput) error {
 		return err
 	}
 	r := buildReport(in, docs, plots, len(claims.Claims))
+	if c.Device == "cuda" {
+		r.Ceilings = ceilingsMarkdown(dir)
+	}
 	if err := editions.WriteFileAtomic(filepath.Join(dir, editions.ReportMD), renderMD(r)); err != nil {
 		return err
 	}
@@ -88,4 +93,19 @@ func WriteEdition(dir string, in EditionInput) error {
 		return err
 	}
 	return editions.WriteDoc(filepath.Join(dir, editions.ManifestFile), &m)
+}
+
+// ceilingsMarkdown is package ceilings' sections for the raw records
+// already written under dir, at heading level 3; where they cannot be
+// computed (an architecture that is not a synthetic preset), a line that
+// says why. It never fails the edition: the report only describes it.
+func ceilingsMarkdown(dir string) string {
+	confs, err := ceilings.LoadEdition(dir)
+	if err == nil {
+		var b strings.Builder
+		if err = ceilings.WriteSections(&b, confs, nil, ceilings.DefaultOptions(), 3); err == nil {
+			return b.String()
+		}
+	}
+	return fmt.Sprintf("Not computed: %v.\n", err)
 }

@@ -26,6 +26,10 @@ type report struct {
 	Plots       []figureRef
 	Workers     []string
 	Claims      int
+	// Ceilings is the Markdown of package ceilings' sections (cuda
+	// editions): each speed beside its HBM / PCIe ceiling, the partial
+	// residency model check and VRAM against the weights held.
+	Ceilings string
 }
 
 // figureRef is one figure, or the reason it is absent.

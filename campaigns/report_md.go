@@ -65,6 +65,10 @@ func renderMD(r report) []byte {
 
 	b.WriteString("## Cache contract invariants\n\nSummed over the measured requests; the contract requires observed zeros.\n\n")
 	writeMDTable(&b, r.Invariants)
+	if r.Ceilings != "" {
+		b.WriteString("\n## Speeds beside their ceilings\n\n")
+		b.WriteString(r.Ceilings)
+	}
 
 	b.WriteString("\n## Metric definitions\n\n")
 	for _, m := range k.Metrics {

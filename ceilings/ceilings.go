@@ -316,14 +316,24 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 	if len(confs) == 0 {
 		return errors.New("ceilings: no configurations")
 	}
-	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	fmt.Fprintf(w, "# Speeds beside their ceilings\n\n")
+	return WriteSections(w, confs, baselines, o, 2)
+}
+
+// WriteSections is Write without the title, its sections at heading level
+// (2: "##"), for embedding in another report (an edition's report.md).
+func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options, level int) error {
+	if len(confs) == 0 {
+		return errors.New("ceilings: no configurations")
+	}
+	h := strings.Repeat("#", max(1, level))
+	p := func(format string, a ...any) { fmt.Fprintf(w, strings.ReplaceAll(format, "## ", h+" "), a...) }
 	gib := func(b int64) string {
 		if b < 0 {
 			return editions.Unknown
 		}
 		return fmt.Sprintf("%.2f", float64(b)/(1<<30))
 	}
-	p("# Speeds beside their ceilings\n\n")
 	p("Recomputed from the raw records by `horizon-bench ceilings` (package ceilings). HBM ceiling: %.2f TB/s, %s; it applies to configurations measured on cuda only.\n\n", o.HBMBytesPerS/1e12, o.HBMSource)
 
 	p("## Decode against the HBM and PCIe ceilings\n\n")
