@@ -84,15 +84,7 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 		}
 		return nil, nil, err
 	}
-	ng := g.with(victims, missing, targets)
-	for _, v := range victims {
-		c.discard(l, int(g.rowOf[v]))
-	}
-	for i, e := range missing {
-		r := l.rows[targets[i]]
-		r.state, r.expert, r.read = rowPublished, e, nil
-	}
-	l.gen.Store(ng) // publication
+	ng := c.publishLocked(l, g, victims, missing, targets)
 	for _, v := range victims {
 		l.policy.Remove(v)
 	}
@@ -112,6 +104,22 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 	}
 	rows, release := c.leaseLocked(l, ng, ids)
 	return rows, release, nil
+}
+
+// publishLocked publishes g' = g - victims + missing (missing[i] loaded in
+// row targets[i]), retiring the victims' rows, and returns g'. l.mu is
+// held; the loads completed.
+func (c *Cache) publishLocked(l *layer, g *generation, victims, missing, targets []int) *generation {
+	ng := g.with(victims, missing, targets)
+	for _, v := range victims {
+		c.discard(l, int(g.rowOf[v]))
+	}
+	for i, e := range missing {
+		r := l.rows[targets[i]]
+		r.state, r.expert, r.read = rowPublished, e, nil
+	}
+	l.gen.Store(ng) // publication
+	return ng
 }
 
 // discard evicts the published row r: it becomes retired, to be reused

@@ -215,15 +215,7 @@ func (c *Cache) prefetch(l *layer, ids []int) error {
 		return nil
 	}
 	p := c.prefetchStateLocked(l)
-	ng := g.with(victims, missing, targets)
-	for _, v := range victims {
-		c.discard(l, int(g.rowOf[v]))
-	}
-	for i, e := range missing {
-		r := l.rows[targets[i]]
-		r.state, r.expert, r.read = rowPublished, e, nil
-	}
-	l.gen.Store(ng) // publication
+	ng := c.publishLocked(l, g, victims, missing, targets)
 	for _, v := range victims {
 		p.Remove(v)
 	}
