@@ -24,7 +24,7 @@ struct GroupTable {
 	float wts[64];
 };
 
-#define MV_F16(n) extern "C" void n(float*, const __half*, const float*, const void*, int, int, int);
+#define MV_F16(n) extern "C" void n(float*, const __half*, const float*, const void*, int, int, int, const void*, int, float);
 MV_F16(matvec_f16_r1_s) MV_F16(matvec_f16_r2_s) MV_F16(matvec_f16_r4_s)
 MV_F16(matvec_f16_r1_g) MV_F16(matvec_f16_r2_g) MV_F16(matvec_f16_r4_g)
 #define MV_W4(n) extern "C" void n(float*, const uint8_t*, const float*, int, int, int, int);
@@ -41,7 +41,7 @@ DN(experts_down_f16_r4c1_s) DN(experts_down_f16_r4c1_g)
 extern "C" void silu_mul_f32(float*, const float*, const float*, int);
 extern "C" void add_scaled_f32(float*, const float*, float, int);
 
-typedef void (*MvF16)(float*, const __half*, const float*, const void*, int, int, int);
+typedef void (*MvF16)(float*, const __half*, const float*, const void*, int, int, int, const void*, int, float);
 typedef void (*MvW4)(float*, const uint8_t*, const float*, int, int, int, int);
 typedef void (*GuFn)(float*, const float*, int, int, int, int, int, int, int, const GroupTable);
 typedef void (*DnFn)(float*, const float*, int, int, int, int, int, int, int, const GroupTable);
@@ -157,7 +157,7 @@ static void run_f16mv(const std::string& path, const std::string& name, const st
 			for (int grid : grids(tasks, quick || b)) {
 				std::fill(y, y + rows, NAN);
 				const size_t smem = v == 0 ? xs_bytes(cols) : 0;
-				emu_launch(grid, 256, smem, [&] { kF16[nri][v](y, W, x, has_bias ? bias : nullptr, has_bias ? 1 : 0, rows, cols); });
+				emu_launch(grid, 256, smem, [&] { kF16[nri][v](y, W, x, has_bias ? bias : nullptr, has_bias ? 1 : 0, rows, cols, nullptr, 0, 0.0f); });
 				if (first.empty()) {
 					first.assign(y, y + rows);
 					near(y, ref.data(), rows, "f16 matvec vs float64", name);
@@ -236,7 +236,7 @@ static void run_group(const std::string& path, const std::string& name, const st
 		if (scheme == 0) {
 			emu_launch(std::min((rows + 31) / 32, 264), 256, xs4_bytes(cols), [&] { matvec_w4a16_r4_s(y, m, xv, rows, cols, cp[mi], so[mi]); });
 		} else {
-			emu_launch(std::min((rows + 7) / 8, 264), 256, xs_bytes(cols), [&] { matvec_f16_r1_s(y, (const __half*)m, xv, nullptr, 0, rows, cols); });
+			emu_launch(std::min((rows + 7) / 8, 264), 256, xs_bytes(cols), [&] { matvec_f16_r1_s(y, (const __half*)m, xv, nullptr, 0, rows, cols, nullptr, 0, 0.0f); });
 		}
 	};
 	for (int k = 0; k < A; k++) {
