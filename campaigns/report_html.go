@@ -43,6 +43,11 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 <h2>Cache contract invariants</h2>
 <p>Summed over the measured requests; the contract requires observed zeros.</p>
 {{template "table" .Invariants}}
+{{if .Ceilings}}
+<h2>Speeds beside their ceilings</h2>
+<p>The same sections as report.md, in its Markdown form.</p>
+<pre>{{.Ceilings}}</pre>
+{{end}}
 
 {{with .Contract}}
 <h2>Metric definitions</h2>
