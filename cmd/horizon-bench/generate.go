@@ -71,7 +71,7 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 			&cli.StringFlag{Name: "policy", Value: cache.DefaultPolicy, Usage: "eviction policy: " + strings.Join(cache.Policies(), ", ")},
 			&cli.StringFlag{Name: "transport", Value: cache.DefaultTransport, Usage: "miss copy path: " + strings.Join(cache.Transports(), ", ") + " (registered page-locks the host authority and copies from it without staging)"},
 			&cli.StringFlag{Name: "prefetch", Value: engine.PrefetchOff, Usage: "speculative expert prefetch: " + strings.Join(engine.PrefetchModes(), ", ") + " (next-layer predicts layer L+1's experts from layer L's input; op-by-op steps only)"},
-			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "auto: captured device steps where the backend has them (cuda: graph-full at full residency, graph-segmented otherwise); ops: every op issued from the host"},
+			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented or graph-wait (cuda only; see README)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
