@@ -225,3 +225,22 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+func TestGenerateUsage(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown step mode", []string{"generate", "--step-mode", "turbo", "--tokens", "2"}, `--step-mode "turbo"`},
+		{"unknown prefetch", []string{"generate", "--prefetch", "previous-layer", "--tokens", "2"}, "previous-layer"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, c.args...)
+			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
+				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", r.code, r.stderr, exitUsage, c.want)
+			}
+		})
+	}
+}

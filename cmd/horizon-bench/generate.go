@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -118,6 +119,9 @@ func runGenerate(c *cli.Context) error {
 	}
 	if c.Int("tokens") <= 0 {
 		return usageError("--tokens must be positive")
+	}
+	if m := c.String("step-mode"); !slices.Contains(engine.StepModes(), m) {
+		return usageError("--step-mode %q: want one of %v", m, engine.StepModes())
 	}
 	if _, err := engine.ParsePrefetch(c.String("prefetch")); err != nil {
 		return usageError("--%v", err)
