@@ -39,6 +39,6 @@ for c in $configs; do
 import json, sys
 d = json.load(open(sys.argv[1]))
 c = d.get("cache", {})
-print(f"{sys.argv[1].split('/')[-1]}: {d['step_mode']} decode {d['decode_tok_s']:.1f} tok/s, TTFT {d['ttft_seconds']*1e3:.1f} ms, misses {c.get('misses')}, h2d {c.get('h2d_bytes')}")
+print(f"{sys.argv[1].split('/')[-1]}: {d['step_mode']} decode {d['decode_tok_s']:.1f} tok/s, TTFT {d['ttft_seconds']*1e3:.1f} ms, misses {c.get('misses')}, h2d {c.get('h2d_bytes')}, VRAM device/process {d.get('vram_peak_bytes')}/{d.get('vram_process_peak_bytes')}")
 PY
 done

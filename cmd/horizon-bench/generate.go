@@ -12,10 +12,12 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/observe"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 	"github.com/horizon-runmap/horizon/runtime/tokenizer"
 )
@@ -111,6 +113,11 @@ type generateOutput struct {
 	PrefetchPrecision *float64       `json:"prefetch_precision,omitempty"`
 	PrefetchRecall    *float64       `json:"prefetch_recall,omitempty"`
 	Cache             cache.Counters `json:"cache"`
+	// VRAM peaks over the whole command (device load included) from the
+	// NVML sampler on cuda: "UNSUPPORTED" on the cpu device, "UNKNOWN" when
+	// NVML gave no reading (process: when the driver did not list it).
+	VRAMPeakBytes        editions.Obs[int64] `json:"vram_peak_bytes"`
+	VRAMProcessPeakBytes editions.Obs[int64] `json:"vram_process_peak_bytes"`
 }
 
 func runGenerate(c *cli.Context) error {
@@ -162,6 +169,15 @@ func runGenerate(c *cli.Context) error {
 	} else if prompt, err = tok.Encode(c.String("prompt")); err != nil {
 		return fmt.Errorf("encode prompt: %w", err)
 	}
+	vramPeak, vramProc := editions.UnsupportedObs[int64](), editions.UnsupportedObs[int64]()
+	var sampler observe.VRAMSampler
+	if c.String("device") == "cuda" {
+		vramPeak, vramProc = editions.UnknownObs[int64](), editions.UnknownObs[int64]()
+		if sampler, err = observe.StartVRAM(0, observe.DefaultVRAMInterval); err != nil {
+			fmt.Fprintf(c.App.ErrWriter, "generate: VRAM will be UNKNOWN: %v\n", err)
+			sampler = nil
+		}
+	}
 	dev, err := openDevice(c.String("device"), c.Int("threads"))
 	if err != nil {
 		return err
@@ -196,6 +212,14 @@ func runGenerate(c *cli.Context) error {
 			return err
 		}
 	}
+	if sampler != nil {
+		if r, err := sampler.Stop(); err == nil {
+			vramPeak = editions.Observed(r.DevicePeak)
+			if r.ProcessPeak >= 0 {
+				vramProc = editions.Observed(r.ProcessPeak)
+			}
+		}
+	}
 	out := generateOutput{
 		Schema: "horizon.generate", Version: 1,
 		Model: eng.Config().ModelType, Artifact: art.Meta.ArtifactSHA256, ExpertScheme: string(art.Layout().Scheme),
@@ -205,6 +229,7 @@ func runGenerate(c *cli.Context) error {
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
 		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Cache: counters,
+		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	if p, ok := counters.PrefetchPrecision(); ok {
 		out.PrefetchPrecision = &p
@@ -235,6 +260,7 @@ func runGenerate(c *cli.Context) error {
 		}
 	}
 	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
+	fmt.Fprintf(w, "VRAM peak  device %s, process %s (bytes, NVML over the whole command)\n", obsText(out.VRAMPeakBytes), obsText(out.VRAMProcessPeakBytes))
 	return nil
 }
 
@@ -271,4 +297,12 @@ func writeLogits(path string, rows [][]float32) error {
 		return fmt.Errorf("write logits: %w", err)
 	}
 	return nil
+}
+
+// obsText prints an observation: its value, or why there is none.
+func obsText(o editions.Obs[int64]) string {
+	if o.Ok() {
+		return fmt.Sprint(o.Value)
+	}
+	return o.Status
 }
