@@ -145,7 +145,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func TestSynthUsage(t *testing.T) {
+// TestUsageErrors: bad flag values exit 2 (usage) with a message naming them.
+func TestUsageErrors(t *testing.T) {
 	parent := t.TempDir()
 	cases := []struct {
 		name string
@@ -154,6 +155,8 @@ func TestSynthUsage(t *testing.T) {
 	}{
 		{"unknown arch", []string{"synth", "--arch", "gpt-9", "--seed", "1", "--out", filepath.Join(parent, "x")}, "gpt-9"},
 		{"no out", []string{"synth", "--arch", "olmoe-tiny", "--seed", "1"}, "--out"},
+		{"unknown step mode", []string{"generate", "--step-mode", "turbo", "--tokens", "2"}, `--step-mode "turbo"`},
+		{"unknown prefetch", []string{"generate", "--prefetch", "previous-layer", "--tokens", "2"}, "previous-layer"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -226,21 +229,3 @@ func must(t *testing.T, err error) {
 	}
 }
 
-func TestGenerateUsage(t *testing.T) {
-	cases := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"unknown step mode", []string{"generate", "--step-mode", "turbo", "--tokens", "2"}, `--step-mode "turbo"`},
-		{"unknown prefetch", []string{"generate", "--prefetch", "previous-layer", "--tokens", "2"}, "previous-layer"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := run(t, c.args...)
-			if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
-				t.Fatalf("exit %d, stderr %q; want %d mentioning %q", r.code, r.stderr, exitUsage, c.want)
-			}
-		})
-	}
-}
