@@ -228,4 +228,3 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
-
