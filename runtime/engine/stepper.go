@@ -49,7 +49,6 @@ type StepSpec struct {
 	KCache []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
 	VCache []backend.Tensor
 	X      backend.Tensor // residual stream [D]
-	XN     backend.Tensor // its norm [D]
 	Logits backend.Tensor // [V]
 }
 
@@ -111,7 +110,7 @@ func (e *Engine) useStepper(mode string, layout qpack.RecordLayout) error {
 	}
 	st, err := sb.NewStepper(StepSpec{
 		Config: e.cfg, Weights: e.w, Experts: e.experts, Executor: e.exec.Name(), Layout: layout, Mode: mode,
-		MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, XN: e.xn, Logits: e.logits,
+		MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, Logits: e.logits,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: device stepper: %w", err)
