@@ -6,10 +6,10 @@
 // checkpoint (synthetic arch + seed, or a Hugging Face directory), an expert
 // format, a per-layer capacity and an executor, with the placement and
 // policy the contract prescribes, and optionally the cache's spares,
-// staging and transport (staged or registered) and speculative prefetch
-// (off or next-layer). Loading is prometheus-config style:
-// defaults, then a strict decode (unknown fields are errors), then Validate
-// with one precise message.
+// staging and transport (staged or registered), speculative prefetch (off
+// or next-layer) and miss/hit overlap (off or hit-compute). Loading is
+// prometheus-config style: defaults, then a strict decode (unknown fields
+// are errors), then Validate with one precise message.
 //
 // Running a campaign (Run) is a pipeline:
 //
@@ -115,6 +115,14 @@ type Configuration struct {
 	// CUDA (no captured steps). Frozen campaigns from before the field omit
 	// it, which means off.
 	Prefetch string `yaml:"prefetch" json:"prefetch,omitempty"`
+	// Overlap is miss/hit overlap (engine.LoadOptions.Overlap): off (the
+	// default) or hit-compute (a layer's resident experts compute their
+	// gate/up while its missed experts copy; tokens never change, timing
+	// does). hit-compute runs only in CUDA's graph-segmented steps: it
+	// needs device cuda and partial residency (capacity below the expert
+	// count), and excludes prefetch next-layer (op by op). Frozen
+	// campaigns from before the field omit it, which means off.
+	Overlap string `yaml:"overlap" json:"overlap,omitempty"`
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -193,6 +201,9 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		if c.Configurations[i].Prefetch == "" {
 			c.Configurations[i].Prefetch = engine.PrefetchOff
 		}
+		if c.Configurations[i].Overlap == "" {
+			c.Configurations[i].Overlap = engine.OverlapOff
+		}
 	}
 	return &c, nil
 }
@@ -262,6 +273,9 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
 		if cfg.Prefetch == "" {
 			cfg.Prefetch = engine.PrefetchOff
 		}
+		if cfg.Overlap == "" {
+			cfg.Overlap = engine.OverlapOff
+		}
 		if !idPattern.MatchString(cfg.ID) {
 			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
 		}
@@ -306,6 +320,14 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract) err
 		return fmt.Errorf("staging %d with transport %s: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset", cfg.Staging, cfg.Transport)
 	case !slices.Contains(engine.PrefetchModes(), cfg.Prefetch):
 		return fmt.Errorf("prefetch %q: want %s (the default) or %s", cfg.Prefetch, engine.PrefetchOff, engine.PrefetchNextLayer)
+	case !slices.Contains(engine.OverlapModes(), cfg.Overlap):
+		return fmt.Errorf("overlap %q: want %s (the default) or %s", cfg.Overlap, engine.OverlapOff, engine.OverlapHitCompute)
+	case cfg.Overlap == engine.OverlapHitCompute && cfg.Prefetch != engine.PrefetchOff:
+		return fmt.Errorf("overlap %s with prefetch %s: overlap runs in captured graph-segmented steps and prefetch op by op; choose one", cfg.Overlap, cfg.Prefetch)
+	case cfg.Overlap == engine.OverlapHitCompute && c.Device != "cuda":
+		return fmt.Errorf("overlap %s on device %s: overlap needs CUDA's graph-segmented steps, and the %s backend issues op by op; use device cuda or overlap off", cfg.Overlap, c.Device, c.Device)
+	case cfg.Overlap == engine.OverlapHitCompute && cfg.Capacity == m.NumExperts:
+		return fmt.Errorf("overlap %s at full residency (capacity %d of %d): nothing misses, and full residency runs graph-full steps; overlap needs partial residency (graph-segmented)", cfg.Overlap, cfg.Capacity, m.NumExperts)
 	}
 	if cfg.SeedExecutor != "" {
 		ours, ok := SeedExecutors[cfg.SeedExecutor]

@@ -26,7 +26,8 @@ func TestGoodCampaigns(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, cfg := range c.Configurations {
-				if cfg.Placement != "canonical" || cfg.Policy != "lru" || cfg.ExpertFormat == "" || cfg.Transport != "staged" {
+				if cfg.Placement != "canonical" || cfg.Policy != "lru" || cfg.ExpertFormat == "" || cfg.Transport != "staged" ||
+					cfg.Prefetch != "off" || cfg.Overlap != "off" {
 					t.Errorf("%s: defaults not applied: %+v", cfg.ID, cfg)
 				}
 			}
@@ -53,6 +54,10 @@ func TestBadCampaigns(t *testing.T) {
 		"device.bad.yml":                 `device "tpu": want cpu or cuda`,
 		"transport.bad.yml":              `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
 		"prefetch.bad.yml":               `configuration "olmoe-c8": prefetch "previous-layer": want off (the default) or next-layer`,
+		"overlap.bad.yml":                `configuration "olmoe-c8": overlap "miss-compute": want off (the default) or hit-compute`,
+		"overlap-prefetch.bad.yml":       `configuration "olmoe-c8": overlap hit-compute with prefetch next-layer: overlap runs in captured graph-segmented steps and prefetch op by op; choose one`,
+		"overlap-cpu.bad.yml":            `configuration "olmoe-c8": overlap hit-compute on device cpu: overlap needs CUDA's graph-segmented steps`,
+		"overlap-full.bad.yml":           `configuration "olmoe-c16": overlap hit-compute at full residency (capacity 16 of 16)`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
@@ -92,7 +97,7 @@ func TestCommittedCampaigns(t *testing.T) {
 	}{
 		{"smoke.yaml", 4, "cpu"},
 		{"residency39.yaml", 13, "cuda"},
-		{"residency-ablation.yaml", 11, "cuda"},
+		{"residency-ablation.yaml", 14, "cuda"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
@@ -121,30 +126,58 @@ func TestCommittedCampaigns(t *testing.T) {
 			t.Errorf("%s: transport %q, residency39 runs the staged transport", cfg.ID, cfg.Transport)
 		}
 	}
-	// The ablation measures the registered transport on two configurations
-	// that differ from their staged twins in the transport only.
+	// The ablation measures the registered transport, miss/hit overlap and
+	// next-layer prefetch on configurations that differ from a twin in
+	// those fields only.
 	c, _, _, err = Load("residency-ablation.yaml", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	registered := 0
-	for _, cfg := range c.Configurations {
-		if cfg.Transport != "registered" {
+	twins := []struct{ id, twin, differ string }{
+		{"olmoe-0924-c30-grouped-registered", "olmoe-0924-c30-grouped", "transport"},
+		{"olmoe-0924-c50-grouped-registered", "olmoe-0924-c50-grouped", "transport"},
+		{"olmoe-0924-c30-overlap", "olmoe-0924-c30-grouped", "overlap"},
+		{"olmoe-0924-c30-registered-overlap", "olmoe-0924-c30-grouped-registered", "overlap"},
+		{"olmoe-0924-c30-registered-prefetch", "olmoe-0924-c30-grouped-registered", "prefetch"},
+	}
+	variants := map[string]bool{}
+	for _, tw := range twins {
+		variants[tw.id] = true
+		cfg, ok := c.Config(tw.id)
+		if !ok {
+			t.Errorf("residency-ablation.yaml has no %s", tw.id)
 			continue
 		}
-		registered++
-		twin, ok := c.Config(strings.TrimSuffix(cfg.ID, "-registered"))
+		twin, ok := c.Config(tw.twin)
 		if !ok {
-			t.Fatalf("%s: no staged twin", cfg.ID)
+			t.Errorf("%s: no twin %s", tw.id, tw.twin)
+			continue
 		}
-		a, b := *twin, cfg
-		a.ID, a.Transport = b.ID, b.Transport
-		if twin.Transport != "staged" || !reflect.DeepEqual(a, b) {
-			t.Errorf("%s differs from %s in more than the transport", cfg.ID, twin.ID)
+		a, b := *twin, *cfg
+		a.ID = b.ID
+		switch tw.differ {
+		case "transport":
+			a.Transport = b.Transport
+		case "overlap":
+			a.Overlap = b.Overlap
+		case "prefetch":
+			a.Prefetch = b.Prefetch
+		}
+		if reflect.DeepEqual(*twin, *cfg) || !reflect.DeepEqual(a, b) {
+			t.Errorf("%s differs from %s in more or less than the %s", tw.id, tw.twin, tw.differ)
 		}
 	}
-	if registered != 2 {
-		t.Errorf("%d registered configurations in residency-ablation.yaml, want 2", registered)
+	for _, cfg := range c.Configurations {
+		if variants[cfg.ID] {
+			continue
+		}
+		if cfg.Transport != "staged" || cfg.Prefetch != "off" || cfg.Overlap != "off" {
+			t.Errorf("%s: transport %s, prefetch %s, overlap %s: only the twins' variants leave the defaults",
+				cfg.ID, cfg.Transport, cfg.Prefetch, cfg.Overlap)
+		}
+	}
+	if cfg, ok := c.Config("olmoe-0924-c30-registered-overlap"); ok && (cfg.Transport != "registered" || cfg.Overlap != "hit-compute") {
+		t.Errorf("olmoe-0924-c30-registered-overlap runs transport %s, overlap %s", cfg.Transport, cfg.Overlap)
 	}
 }
 
@@ -155,7 +188,7 @@ func TestCampaignHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n", 1)
+	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
 	c2, _, _, err := Load(p, miniContract)
@@ -175,18 +208,23 @@ func TestCampaignHash(t *testing.T) {
 	if h3, _ := back.SHA256(); h3 != h1 {
 		t.Fatal("the frozen campaign does not read back to the same campaign")
 	}
-	// A campaign frozen before the transport field existed has none in its
-	// JSON: it still reads back with its own hash (and means staged).
+	// A campaign frozen before the transport, prefetch and overlap fields
+	// existed has none of them in its JSON: it still reads back with its
+	// own hash (and means staged, off, off).
 	old := *c1
 	old.Configurations = slices.Clone(c1.Configurations)
 	for i := range old.Configurations {
 		old.Configurations[i].Transport = ""
+		old.Configurations[i].Prefetch = ""
+		old.Configurations[i].Overlap = ""
 	}
 	odoc, _ := old.Doc()
-	if strings.Contains(string(odoc.Campaign), "transport") {
-		t.Fatalf("an empty transport is written: %s", odoc.Campaign)
+	for _, f := range []string{"transport", "prefetch", "overlap"} {
+		if strings.Contains(string(odoc.Campaign), f) {
+			t.Fatalf("an empty %s is written: %s", f, odoc.Campaign)
+		}
 	}
 	if _, err := FromDoc(odoc, ""); err != nil {
-		t.Fatalf("a frozen campaign without transport: %v", err)
+		t.Fatalf("a frozen campaign without transport, prefetch and overlap: %v", err)
 	}
 }

@@ -124,7 +124,8 @@ func RunWorker(o WorkerOptions) (err error) {
 
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
-		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, MaxSeq: maxSeq,
+		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
+		MaxSeq: maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -151,7 +152,7 @@ func RunWorker(o WorkerOptions) (err error) {
 	}
 	rec.Setup = editions.Setup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
-		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(),
+		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(), Overlap: l.OverlapMode(),
 		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
 		Regime: regime(opts.Capacity, mcfg.NumExperts),
 	}

@@ -182,6 +182,11 @@ type Setup struct {
 	// loaded ahead; tokens never change). Records from before the field
 	// omit it, which means off.
 	Prefetch string `json:"prefetch,omitempty"`
+	// Overlap is the miss/hit overlap mode in force: "off" or
+	// "hit-compute" (the graph-segmented step computed a layer's resident
+	// experts' gate/up while its misses copied; tokens never change).
+	// Records from before the field omit it, which means off.
+	Overlap string `json:"overlap,omitempty"`
 }
 
 // Preparation is the worker's work before admission.

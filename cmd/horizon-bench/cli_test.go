@@ -157,6 +157,7 @@ func TestUsageErrors(t *testing.T) {
 		{"no out", []string{"synth", "--arch", "olmoe-tiny", "--seed", "1"}, "--out"},
 		{"unknown step mode", []string{"generate", "--step-mode", "turbo", "--tokens", "2"}, `--step-mode "turbo"`},
 		{"unknown prefetch", []string{"generate", "--prefetch", "previous-layer", "--tokens", "2"}, "previous-layer"},
+		{"unknown overlap", []string{"generate", "--overlap", "miss-compute", "--tokens", "2"}, `--overlap "miss-compute": want one of [off hit-compute]`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -181,6 +182,9 @@ func TestGenerateMainJob(t *testing.T) {
 		TTFT          float64 `json:"ttft_seconds"`
 		DecodeSeconds float64 `json:"decode_seconds"`
 		DecodeTokS    float64 `json:"decode_tok_s"`
+		StepMode      string  `json:"step_mode"`
+		Prefetch      string  `json:"prefetch"`
+		Overlap       string  `json:"overlap"`
 		Cache         struct {
 			Hits, Misses int64
 			H2DBytes     int64 `json:"h2d_bytes"`
@@ -192,6 +196,9 @@ func TestGenerateMainJob(t *testing.T) {
 	}
 	if len(out.TokenIDs) != 8 || out.TTFT <= 0 || out.DecodeSeconds <= 0 || out.DecodeTokS <= 0 {
 		t.Fatalf("unexpected output %+v", out)
+	}
+	if out.StepMode != "ops" || out.Prefetch != "off" || out.Overlap != "off" {
+		t.Fatalf("step mode %q, prefetch %q, overlap %q; want ops, off, off on the cpu by default", out.StepMode, out.Prefetch, out.Overlap)
 	}
 	if out.Cache.Misses == 0 || out.Cache.H2DBytes == 0 || out.Cache.D2H != 0 {
 		t.Fatalf("capacity 6 of 16 should miss and never copy back: %+v", out.Cache)
@@ -211,6 +218,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"cuda without cuda build", []string{"--device", "cuda"}, 1, "make cuda"},
 		{"bad device", []string{"--device", "tpu"}, exitUsage, "--device"},
 		{"missing artifact", []string{"--artifact", "/nonexistent/artifact"}, 1, "open artifact"},
+		{"overlap on the cpu", []string{"--capacity", "6", "--overlap", "hit-compute"}, 1, "graph-segmented steps"},
+		{"overlap with prefetch", []string{"--capacity", "6", "--overlap", "hit-compute", "--prefetch", "next-layer"}, 1, "graph-segmented"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func generateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "generate",
 		Usage:     "greedy generation from a prepared artifact (or the embedded tiny default)",
-		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--json]",
+		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--overlap off|hit-compute] [--json]",
 		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
 --tokens tokens come out) and prints the text, the token ids and the timings:
 TTFT (admission to first token), decode seconds (first to last token) and
@@ -52,7 +52,10 @@ L+1's router on layer L's input and loads the predicted misses while layer L
 computes (speculation: tokens and logits never change; it runs op by op, so
 --step-mode auto becomes ops); the output then gives the prediction's
 precision (predicted experts the routing used) and recall (routed experts
-that were predicted).
+that were predicted). --overlap hit-compute computes each layer's resident
+experts' gate/up while its missed experts copy (tokens never change); it
+runs only in graph-segmented steps: --device cuda, --capacity below the
+expert count, --step-mode auto or graph-segmented, and --prefetch off.
 
 --json prints one object with at least token_ids, ttft_seconds,
 decode_seconds, decode_tok_s, and under "cache" the request's counters
@@ -74,6 +77,7 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 			&cli.StringFlag{Name: "policy", Value: cache.DefaultPolicy, Usage: "eviction policy: " + strings.Join(cache.Policies(), ", ")},
 			&cli.StringFlag{Name: "transport", Value: cache.DefaultTransport, Usage: "miss copy path: " + strings.Join(cache.Transports(), ", ") + " (registered page-locks the host authority and copies from it without staging)"},
 			&cli.StringFlag{Name: "prefetch", Value: engine.PrefetchOff, Usage: "speculative expert prefetch: " + strings.Join(engine.PrefetchModes(), ", ") + " (next-layer predicts layer L+1's experts from layer L's input; op-by-op steps only)"},
+			&cli.StringFlag{Name: "overlap", Value: engine.OverlapOff, Usage: "miss/hit overlap: " + strings.Join(engine.OverlapModes(), ", ") + " (hit-compute computes a layer's resident experts while its misses copy; needs --device cuda, partial residency (--capacity below the expert count), --step-mode auto or graph-segmented, and --prefetch off)"},
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented or graph-wait (cuda only; see README)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
@@ -107,6 +111,8 @@ type generateOutput struct {
 	Transport      string  `json:"transport"`
 	StepMode       string  `json:"step_mode"`
 	Prefetch       string  `json:"prefetch"`
+	// Overlap is the miss/hit overlap mode in force: off or hit-compute.
+	Overlap string `json:"overlap"`
 	// PrefetchPrecision and PrefetchRecall score the next-layer prediction
 	// (cache prefetch_overlap over prefetch_predicted / prefetch_routed);
 	// absent when nothing was predicted.
@@ -131,6 +137,9 @@ func runGenerate(c *cli.Context) error {
 		return usageError("--step-mode %q: want one of %v", m, engine.StepModes())
 	}
 	if _, err := engine.ParsePrefetch(c.String("prefetch")); err != nil {
+		return usageError("--%v", err)
+	}
+	if _, err := engine.ParseOverlap(c.String("overlap")); err != nil {
 		return usageError("--%v", err)
 	}
 	dir := c.String("artifact")
@@ -187,7 +196,7 @@ func runGenerate(c *cli.Context) error {
 	eng, err := engine.Load(be, dev.Rows, art, engine.LoadOptions{
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
-		Prefetch: c.String("prefetch"),
+		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -228,7 +237,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Overlap: eng.OverlapMode(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	if p, ok := counters.PrefetchPrecision(); ok {
@@ -249,6 +258,9 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "token ids  %v\n", out.TokenIDs)
 	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
+	if out.Overlap != engine.OverlapOff {
+		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)\n", out.Overlap, out.StepMode)
+	}
 	fmt.Fprintf(w, "cache      %d hits, %d misses, %d evictions, %d H2D bytes, %d expert D2H bytes\n",
 		counters.Hits, counters.Misses, counters.Evictions, counters.H2DBytes, counters.D2HExpertBytes)
 	if out.Prefetch != engine.PrefetchOff {
