@@ -113,6 +113,12 @@ type generateOutput struct {
 	Prefetch       string  `json:"prefetch"`
 	// Overlap is the miss/hit overlap mode in force: off or hit-compute.
 	Overlap string `json:"overlap"`
+	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
+	// the layer steps whose group mixed hits and misses and the hit
+	// experts whose gate/up ran while the misses copied (the whole
+	// command, prefill included); absent with overlap off.
+	OverlapSplitLayers  *int64 `json:"overlap_split_layers,omitempty"`
+	OverlapEarlyExperts *int64 `json:"overlap_early_experts,omitempty"`
 	// PrefetchPrecision and PrefetchRecall score the next-layer prediction
 	// (cache prefetch_overlap over prefetch_predicted / prefetch_routed);
 	// absent when nothing was predicted.
@@ -240,6 +246,9 @@ func runGenerate(c *cli.Context) error {
 		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Overlap: eng.OverlapMode(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
+	if split, early, ok := eng.OverlapCounts(); ok {
+		out.OverlapSplitLayers, out.OverlapEarlyExperts = &split, &early
+	}
 	if p, ok := counters.PrefetchPrecision(); ok {
 		out.PrefetchPrecision = &p
 	}
@@ -259,7 +268,11 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
 	if out.Overlap != engine.OverlapOff {
-		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)\n", out.Overlap, out.StepMode)
+		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)", out.Overlap, out.StepMode)
+		if out.OverlapSplitLayers != nil {
+			fmt.Fprintf(w, ": %d layer steps split, %d hit experts computed early", *out.OverlapSplitLayers, *out.OverlapEarlyExperts)
+		}
+		fmt.Fprintln(w)
 	}
 	fmt.Fprintf(w, "cache      %d hits, %d misses, %d evictions, %d H2D bytes, %d expert D2H bytes\n",
 		counters.Hits, counters.Misses, counters.Evictions, counters.H2DBytes, counters.D2HExpertBytes)

@@ -484,6 +484,44 @@ func (c *Cache) Acquire(layer int, ids []int) ([]backend.Tensor, func(), error) 
 	return c.miss(l, ids)
 }
 
+// LeaseResident implements engine.ResidentLeaser: for each id its
+// published row (nil when the expert is not published), leased until the
+// returned release is called. It counts nothing and leaves the eviction
+// policy alone: the Acquire of the same group that follows counts every
+// hit and miss. A leased row is never a victim, so rows returned here stay
+// the experts' rows while the caller computes on them.
+func (c *Cache) LeaseResident(layer int, ids []int) ([]backend.Tensor, func(), error) {
+	if err := c.faultErr(); err != nil {
+		return nil, nil, err
+	}
+	l, err := c.checkGroup(layer, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, nil, ErrClosed
+	}
+	g := l.gen.Load()
+	var idx []int
+	rows := make([]backend.Tensor, len(ids))
+	for i, e := range ids {
+		r := int(g.rowOf[e])
+		if r < 0 {
+			continue
+		}
+		idx = append(idx, r)
+		l.rows[r].leases++
+		rows[i] = l.rows[r].tensor
+	}
+	if len(idx) == 0 {
+		return rows, func() {}, nil
+	}
+	var once sync.Once
+	return rows, func() { once.Do(func() { c.release(l, idx) }) }, nil
+}
+
 // checkGroup validates a request.
 func (c *Cache) checkGroup(layer int, ids []int) (*layer, error) {
 	if layer < 0 || layer >= len(c.layers) {

@@ -41,6 +41,11 @@ import (
 //     are copied then, on the copy stream, published after completion),
 //     writes their addresses into the layer's table and launches the next
 //     segment.
+//     With overlap (StepSpec.Overlap) the host first leases the group's
+//     resident rows and launches their gate/up while the cache copies
+//     the misses; then the misses' gate/up and segment l+1 without the
+//     routed gate/up (rest[l+1]) follow. Each expert's gate/up rows run
+//     the same kernel code either way, so the bits do not change.
 //   - graph-wait (partial residency, on request): one graph per step like
 //     graph-full; routing gathers rows from a table of resident rows the
 //     host keeps in mapped memory; a layer with a missing expert waits on
@@ -63,8 +68,9 @@ type stepper struct {
 	mode string
 	L, A int
 
-	pinned engine.PinnedRows    // graph-full only
-	pub    engine.PublishedRows // graph-wait only
+	pinned engine.PinnedRows     // graph-full only
+	pub    engine.PublishedRows  // graph-wait only
+	lease  engine.ResidentLeaser // graph-segmented with overlap only
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -104,6 +110,7 @@ type stepper struct {
 
 	body  [2]*graph    // graph-full, graph-wait: [slot]
 	segs  []*graph     // graph-segmented
+	rest  []*graph     // graph-segmented with overlap: segs without layer l-1's routed gate/up
 	heads [2][2]*graph // [slot][0 nothing masked, 1 EOS masked]
 
 	cur       int      // the slot being captured
@@ -113,6 +120,11 @@ type stepper struct {
 
 	ids  []int  // scratch: one layer's routed ids
 	recs []byte // scratch: one layer's row addresses
+
+	// Overlap counters (graph-segmented with overlap): layers whose
+	// group mixed hits and misses, and the hit experts computed while
+	// the misses copied.
+	splitLayers, earlyExperts int64
 }
 
 var _ engine.StepperBackend = (*Backend)(nil)
@@ -159,6 +171,18 @@ func (b *Backend) NewStepper(spec engine.StepSpec) (engine.Stepper, error) {
 		s.pub = pub
 		s.answered = make([]int32, s.L)
 		s.tableSeq = make([]uint64, s.L)
+	}
+	if spec.Overlap {
+		lr, ok := spec.Experts.(engine.ResidentLeaser)
+		switch {
+		case s.mode != engine.StepGraphSegmented:
+			return nil, fmt.Errorf("cuda: stepper: overlap needs %s steps, not %s", engine.StepGraphSegmented, s.mode)
+		case !ok:
+			return nil, fmt.Errorf("cuda: stepper: overlap: the expert rows (%T) cannot lease resident rows", spec.Experts)
+		case spec.Executor == "scalar-v1":
+			return nil, fmt.Errorf("cuda: stepper: overlap needs a grouped executor (grouped-v1 or fused-topk-v1); scalar-v1 interleaves each expert's gate/up and down")
+		}
+		s.lease = lr
 	}
 	s.ids = make([]int, s.A)
 	s.recs = make([]byte, 8*s.A)
@@ -361,22 +385,33 @@ func (s *stepper) setup() error {
 	if s.mode != engine.StepGraphSegmented {
 		return nil
 	}
-	s.segs = make([]*graph, s.L+1)
-	for l := 0; l <= s.L; l++ {
-		s.segs[l], err = capture(fmt.Sprintf("segment %d", l), func() error {
+	segment := func(l int, gateUp bool) func() error {
+		return func() error {
 			if l == 0 {
 				if err := s.issueEmbed(); err != nil {
 					return err
 				}
-			} else if err := s.issueExperts(l - 1); err != nil {
+			} else if err := s.issueExpertsFrom(l-1, gateUp); err != nil {
 				return err
 			}
 			if l < s.L {
 				return s.issueAttention(l)
 			}
 			return nil
-		})
-		if err != nil {
+		}
+	}
+	s.segs = make([]*graph, s.L+1)
+	for l := 0; l <= s.L; l++ {
+		if s.segs[l], err = capture(fmt.Sprintf("segment %d", l), segment(l, true)); err != nil {
+			return err
+		}
+	}
+	if s.lease == nil {
+		return nil
+	}
+	s.rest = make([]*graph, s.L+1)
+	for l := 1; l <= s.L; l++ {
+		if s.rest[l], err = capture(fmt.Sprintf("segment %d without the routed gate/up", l), segment(l, false)); err != nil {
 			return err
 		}
 	}
@@ -470,7 +505,12 @@ func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*t
 // structure (grouped-v1 and fused-topk-v1: one gate/up and one down launch
 // for the group; scalar-v1: one of each per expert, combined in k order),
 // then Qwen's shared expert, then the residual add.
-func (s *stepper) issueExperts(l int) error {
+func (s *stepper) issueExperts(l int) error { return s.issueExpertsFrom(l, true) }
+
+// issueExpertsFrom is issueExperts; without gateUp the grouped executors'
+// routed gate/up is left out (overlap issued it outside the segment:
+// gateUpRuns).
+func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	D := cfg.HiddenSize
 	x := ptr(s.spec.X)
@@ -498,8 +538,10 @@ func (s *stepper) issueExperts(l int) error {
 			return b.launch(b.k.add, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(x), argPtr(s.moe), argInt(D))
 		}
 	} else {
-		if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: post}); err != nil {
-			return err
+		if gateUp {
+			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: post}); err != nil {
+				return err
+			}
 		}
 		if !shared {
 			return b.downLaunchFrom(x, s.act, s.A, s.lay, rowTable{dev: grp}, x, false)
@@ -722,21 +764,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			if err := s.wait(0, l); err != nil {
 				return 0, err
 			}
-			ids := s.layerIDs(0, l)
-			rows, release, err := s.spec.Experts.Acquire(l, ids)
-			if err != nil {
-				return 0, fmt.Errorf("cuda: stepper: layer %d: acquire experts %v: %w", l, ids, err)
-			}
-			if err := s.rowAddrs(l, ids, rows, s.recs); err != nil {
-				release()
-				return 0, err
-			}
-			err = b.upload(s.group(l), s.recs)
-			if err == nil {
-				err = launch(s.segs[l+1])
-			}
-			release()
-			if err != nil {
+			if err := s.serveSegment(l); err != nil {
 				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
 			}
 		}
@@ -768,12 +796,13 @@ func (s *stepper) Close() error {
 	return b.o.do(func() error {
 		errs := []error{b.compute.Synchronize()}
 		gs := append([]*graph{s.body[0], s.body[1], s.heads[0][0], s.heads[0][1], s.heads[1][0], s.heads[1][1]}, s.segs...)
+		gs = append(gs, s.rest...)
 		for _, g := range gs {
 			if g != nil {
 				errs = append(errs, g.destroy())
 			}
 		}
-		s.body, s.segs, s.heads, s.ahead = [2]*graph{}, nil, [2][2]*graph{}, nil
+		s.body, s.segs, s.rest, s.heads, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, nil
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}
@@ -802,6 +831,101 @@ func (s *stepper) issueNormRope(l int, q, k, v, kc, vc cu.DevicePtr) error {
 	}
 	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
 		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
+}
+
+// serveSegment is the host's side of layer l in a graph-segmented step,
+// once its routing is on the host: acquire the routed group from the cache
+// (misses are copied and published), write the rows' addresses into the
+// layer's table and launch segment l+1. With overlap, when the group mixes
+// hits and misses, the hits' rows are leased first and their gate/up
+// launched before the acquire, so they compute while the misses copy; the
+// misses' gate/up and rest[l+1] follow the acquire.
+func (s *stepper) serveSegment(l int) error {
+	b := s.b
+	ids := s.layerIDs(0, l)
+	var early []bool // early[k]: expert k's gate/up was launched before the acquire
+	if s.lease != nil {
+		hits, releaseHits, err := s.lease.LeaseResident(l, ids)
+		if err != nil {
+			return fmt.Errorf("lease resident experts of %v: %w", ids, err)
+		}
+		defer releaseHits()
+		n := 0
+		for _, r := range hits {
+			if r != nil {
+				n++
+			}
+		}
+		if n > 0 && n < len(ids) {
+			clear(s.recs)
+			for k, r := range hits {
+				if r == nil {
+					continue
+				}
+				if err := s.rowAddrs(l, ids[k:k+1], hits[k:k+1], s.recs[8*k:8*k+8]); err != nil {
+					return err
+				}
+			}
+			early = make([]bool, len(ids))
+			for k, r := range hits {
+				early[k] = r != nil
+			}
+			if err := b.upload(s.group(l), s.recs); err != nil {
+				return err
+			}
+			if err := s.gateUpRuns(l, early, true); err != nil {
+				return fmt.Errorf("hit gate/up: %w", err)
+			}
+			s.splitLayers++
+			s.earlyExperts += int64(n)
+		}
+	}
+	rows, release, err := s.spec.Experts.Acquire(l, ids)
+	if err != nil {
+		return fmt.Errorf("acquire experts %v: %w", ids, err)
+	}
+	defer release()
+	if err := s.rowAddrs(l, ids, rows, s.recs); err != nil {
+		return err
+	}
+	if err := b.upload(s.group(l), s.recs); err != nil {
+		return err
+	}
+	if early == nil {
+		return b.o.async(func() error { return s.segs[l+1].launch(b.compute) })
+	}
+	if err := s.gateUpRuns(l, early, false); err != nil {
+		return fmt.Errorf("miss gate/up: %w", err)
+	}
+	return b.o.async(func() error { return s.rest[l+1].launch(b.compute) })
+}
+
+// gateUpRuns launches layer l's routed gate/up for the experts k with
+// early[k] == want, one launch per run of consecutive such k (the kernel
+// takes a contiguous slice of the group's table and writes act[k]).
+func (s *stepper) gateUpRuns(l int, early []bool, want bool) error {
+	b := s.b
+	F := s.lay.Gate.Rows
+	post := s.norm(s.spec.Weights.Layers[l].PostNorm)
+	x := ptr(s.spec.X)
+	for k := 0; k < len(early); {
+		if early[k] != want {
+			k++
+			continue
+		}
+		k1 := k
+		for k1 < len(early) && early[k1] == want {
+			k1++
+		}
+		k0, n := k, k1-k
+		if err := b.o.async(func() error {
+			return b.gateUpLaunchFrom(s.act+cu.DevicePtr(4*k0*F), x, n, s.lay, rowTable{dev: s.group(l), k0: k0, norm: post})
+		}); err != nil {
+			return err
+		}
+		k = k1
+	}
+	return nil
 }
 
 // rowAddrs writes the device addresses of rows (the cache's answer for the
@@ -898,3 +1022,6 @@ func (s *stepper) abort() {
 		atomic.StoreInt32((*int32)(unsafe.Add(s.host.p, s.readyOff+8*l+4)), 1)
 	}
 }
+
+// OverlapCounts implements engine.OverlapCounter.
+func (s *stepper) OverlapCounts() (split, early int64) { return s.splitLayers, s.earlyExperts }

@@ -128,3 +128,120 @@ func TestStepperLookahead(t *testing.T) {
 		})
 	}
 }
+
+// TestStepperOverlap: graph-segmented steps with overlap (hits' gate/up
+// launched while the misses copy) give the op-by-op path's bits, tokens and
+// cache counters, for both grouped executors, both schemes and both
+// transports, and overlap really split groups.
+func TestStepperOverlap(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+			art := testArtifact(t, arch, scheme)
+			cfg, err := art.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ex := range []string{"grouped-v1", "fused-topk-v1"} {
+				for _, tr := range []string{"staged", "registered"} {
+					t.Run(fmt.Sprintf("%s/%s/%s/%s", arch, scheme, ex, tr), func(t *testing.T) {
+						req := engine.Request{Prompt: promptIDs("Hits compute while misses copy."), Tokens: 20,
+							SuppressEOS: true, LogitSteps: 20}
+						o := engine.LoadOptions{Executor: ex, Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps}
+						want, wantC := generateMode(t, art, o, req, engine.StepOps)
+						o.StepMode, o.Overlap = "", engine.OverlapHitCompute
+						l, err := engine.Load(testBE, testBE.Rows(), art, o)
+						if err != nil {
+							t.Fatal(err)
+						}
+						defer func() {
+							if err := l.Close(); err != nil {
+								t.Error(err)
+							}
+						}()
+						if l.StepMode() != engine.StepGraphSegmented || l.OverlapMode() != engine.OverlapHitCompute {
+							t.Fatalf("step mode %s, overlap %s", l.StepMode(), l.OverlapMode())
+						}
+						got, err := l.Generate(req)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !reflect.DeepEqual(got.Tokens, want.Tokens) {
+							t.Fatalf("tokens %v, op by op %v", got.Tokens, want.Tokens)
+						}
+						for s := range want.Logits {
+							sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
+						}
+						c := l.Cache.Counters()
+						if gotC := [3]int64{c.Hits, c.Misses, c.H2DBytes}; gotC != wantC {
+							t.Fatalf("cache hits/misses/h2d %v, op by op %v", gotC, wantC)
+						}
+						split, early, ok := l.OverlapCounts()
+						if !ok || split == 0 || early < split {
+							t.Fatalf("overlap counts: %d split layers, %d early experts (ok=%v): no group was split", split, early, ok)
+						}
+					})
+				}
+			}
+		}
+	}
+	t.Run("refusals", func(t *testing.T) {
+		art := testArtifact(t, "olmoe-tiny", qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range []engine.LoadOptions{
+			{Executor: "grouped-v1", Overlap: engine.OverlapHitCompute}, // full residency: graph-full
+			{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute, StepMode: engine.StepGraphWait},
+			{Executor: "scalar-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute},
+		} {
+			if l, err := engine.Load(testBE, testBE.Rows(), art, o); err == nil {
+				l.Close()
+				t.Errorf("Load(%+v) succeeded", o)
+			}
+		}
+	})
+}
+
+// TestPrefetchOnDevice: next-layer prefetch on the CUDA backend (op by op)
+// keeps the tokens and logits of prefetch off, and it predicted and loaded
+// something.
+func TestPrefetchOnDevice(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, tr := range []string{"staged", "registered"} {
+			t.Run(arch+"/"+tr, func(t *testing.T) {
+				art := testArtifact(t, arch, qpack.SchemeInt4)
+				cfg, err := art.Config()
+				if err != nil {
+					t.Fatal(err)
+				}
+				req := engine.Request{Prompt: promptIDs("Guess the next layer."), Tokens: 20, SuppressEOS: true, LogitSteps: 20}
+				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps}
+				want, _ := generateMode(t, art, o, req, engine.StepOps)
+				o.StepMode, o.Prefetch = "", engine.PrefetchNextLayer
+				l, err := engine.Load(testBE, testBE.Rows(), art, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() {
+					if err := l.Close(); err != nil {
+						t.Error(err)
+					}
+				}()
+				got, err := l.Generate(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Tokens, want.Tokens) {
+					t.Fatalf("tokens %v, prefetch off %v", got.Tokens, want.Tokens)
+				}
+				for s := range want.Logits {
+					sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
+				}
+				if c := l.Cache.Counters(); c.PrefetchGroups == 0 || c.PrefetchIssued == 0 {
+					t.Fatalf("prefetch counters: %d groups predicted, %d experts issued", c.PrefetchGroups, c.PrefetchIssued)
+				}
+			})
+		}
+	}
+}

@@ -42,6 +42,9 @@ type Engine struct {
 	stepper Stepper // nil: op-by-op steps
 	// pf is next-layer prefetch (prefetch.go); nil: off.
 	pf *nextLayerPrefetch
+	// overlap: the stepper computes a group's hits while its misses copy
+	// (overlap.go).
+	overlap bool
 
 	// KV caches, [T, Hkv*hd] per layer.
 	kCache, vCache []backend.Tensor

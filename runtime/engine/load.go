@@ -30,6 +30,12 @@ type LoadOptions struct {
 	// StepMode "" or "auto" it forces StepOps, and a graph StepMode is an
 	// error.
 	Prefetch string
+	// Overlap: "" or "off" (the default) or "hit-compute" (compute a
+	// layer's resident experts while its misses copy, overlap.go). It needs
+	// graph-segmented steps: partial residency with StepMode "", "auto"
+	// or graph-segmented on a backend with a stepper; anything else is an
+	// error.
+	Overlap string
 }
 
 // Loaded is an engine with the residency machinery it runs on.
@@ -53,6 +59,13 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	prefetch, err := ParsePrefetch(o.Prefetch)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
+	}
+	overlap, err := ParseOverlap(o.Overlap)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if overlap == OverlapHitCompute && prefetch != PrefetchOff {
+		return nil, fmt.Errorf("engine: overlap %s runs in captured graph-segmented steps and prefetch %s op by op: choose one", overlap, prefetch)
 	}
 	stepMode := o.StepMode
 	if prefetch == PrefetchNextLayer {
@@ -118,7 +131,7 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err := eng.usePrefetch(prefetch); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
-	if err := eng.useStepper(stepMode, art.Layout()); err != nil {
+	if err := eng.useStepper(stepMode, art.Layout(), overlap == OverlapHitCompute); err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
 	c.Admit()

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -45,11 +46,15 @@ type StepSpec struct {
 	MaxSeq   int
 	// Mode is the requested step mode: "" or "auto" (graph-full at full
 	// residency, else graph-segmented), or one of the graph modes.
-	Mode   string
-	KCache []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
-	VCache []backend.Tensor
-	X      backend.Tensor // residual stream [D]
-	Logits backend.Tensor // [V]
+	Mode string
+	// Overlap asks a graph-segmented stepper to compute a layer's resident
+	// experts' gate/up while its misses copy (overlap.go); Experts then
+	// implements ResidentLeaser. Other modes refuse it.
+	Overlap bool
+	KCache  []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
+	VCache  []backend.Tensor
+	X       backend.Tensor // residual stream [D]
+	Logits  backend.Tensor // [V]
 }
 
 // Stepper runs whole steps on the device. Step runs token tok at position
@@ -93,16 +98,36 @@ type PublishedRows interface {
 
 // useStepper builds the backend's stepper when mode asks for one ("" and
 // "auto": when the backend has one; StepOps: never).
-func (e *Engine) useStepper(mode string, layout qpack.RecordLayout) error {
+//
+// With overlap the stepper must be graph-segmented (the only mode that
+// serves misses between captured segments) and the expert rows must lease
+// resident rows (ResidentLeaser); anything else is an error.
+func (e *Engine) useStepper(mode string, layout qpack.RecordLayout, overlap bool) error {
+	if overlap {
+		if _, ok := e.experts.(ResidentLeaser); !ok {
+			return fmt.Errorf("engine: overlap %s: the expert rows (%T) cannot lease resident rows", OverlapHitCompute, e.experts)
+		}
+		switch mode {
+		case "", "auto", StepGraphSegmented:
+		default:
+			return fmt.Errorf("engine: overlap %s needs step mode %s (or auto at partial residency), not %s", OverlapHitCompute, StepGraphSegmented, mode)
+		}
+	}
 	switch mode {
 	case "", "auto", StepGraphFull, StepGraphSegmented, StepGraphWait:
 	case StepOps:
+		if overlap {
+			return fmt.Errorf("engine: overlap %s needs step mode %s, not %s", OverlapHitCompute, StepGraphSegmented, mode)
+		}
 		return nil
 	default:
 		return fmt.Errorf("engine: step mode %q: want one of %v", mode, StepModes())
 	}
 	sb, ok := e.be.(StepperBackend)
 	if !ok {
+		if overlap {
+			return fmt.Errorf("engine: overlap %s: the %s backend issues op by op only (it needs %s steps)", OverlapHitCompute, e.be.Name(), StepGraphSegmented)
+		}
 		if mode != "" && mode != "auto" {
 			return fmt.Errorf("engine: step mode %s: the %s backend issues op by op only", mode, e.be.Name())
 		}
@@ -110,12 +135,22 @@ func (e *Engine) useStepper(mode string, layout qpack.RecordLayout) error {
 	}
 	st, err := sb.NewStepper(StepSpec{
 		Config: e.cfg, Weights: e.w, Experts: e.experts, Executor: e.exec.Name(), Layout: layout, Mode: mode,
-		MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, Logits: e.logits,
+		Overlap: overlap, MaxSeq: e.maxSeq, KCache: e.kCache, VCache: e.vCache, X: e.x, Logits: e.logits,
 	})
 	if err != nil {
 		return fmt.Errorf("engine: device stepper: %w", err)
 	}
+	if overlap && (st == nil || st.Mode() != StepGraphSegmented) {
+		got := StepOps
+		if st != nil {
+			got = st.Mode()
+			err = st.Close()
+		}
+		return errors.Join(fmt.Errorf("engine: overlap %s needs %s steps, and this device runs %s (full residency runs %s: nothing misses)",
+			OverlapHitCompute, StepGraphSegmented, got, StepGraphFull), err)
+	}
 	e.stepper = st // nil when the backend cannot step on this device
+	e.overlap = overlap
 	return nil
 }
 

@@ -1,0 +1,88 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// Miss/hit overlap (LoadOptions.Overlap "hit-compute").
+//
+// At partial residency a layer's routed group can mix resident experts
+// (hits) and experts the cache must copy from the host authority
+// (misses). Without overlap the device waits while the host acquires the
+// whole group (the misses' copies run on the copy stream and are published
+// after completion), and only then computes the group. With hit-compute
+// the graph-segmented stepper first leases the group's resident rows
+// (ResidentLeaser) and launches their gate/up projections on the compute
+// stream, then acquires the group, so the misses' copies run on the copy
+// stream while the hits compute; the misses' gate/up and the group's down
+// projection follow once the copies are published. Each expert's gate/up
+// output is computed by the same kernel rows whether it runs early or
+// late, and the down projection combines in routed order as before, so
+// the bits match overlap off.
+//
+// Only the captured graph-segmented step can do it (runtime/cuda): the op
+// by op step and the CPU backend compute a group with one executor call.
+
+// Overlap modes, the values of LoadOptions.Overlap.
+const (
+	// OverlapOff: the group is computed after all its rows are published
+	// (the default; "" means it too).
+	OverlapOff = "off"
+	// OverlapHitCompute computes the hits' gate/up while the misses copy.
+	OverlapHitCompute = "hit-compute"
+)
+
+// OverlapModes lists the values LoadOptions.Overlap accepts besides "".
+func OverlapModes() []string { return []string{OverlapOff, OverlapHitCompute} }
+
+// ParseOverlap returns the overlap mode of s ("" is OverlapOff) or an
+// error naming the modes.
+func ParseOverlap(s string) (string, error) {
+	switch s {
+	case "", OverlapOff:
+		return OverlapOff, nil
+	case OverlapHitCompute:
+		return OverlapHitCompute, nil
+	}
+	return "", fmt.Errorf("overlap %q: want one of %v", s, OverlapModes())
+}
+
+// ResidentLeaser is the part of the cache miss/hit overlap uses
+// (runtime/cache implements it): lease the rows of the group's experts
+// that are published now, without counting hits or touching the eviction
+// policy (the Acquire that follows counts the whole group).
+type ResidentLeaser interface {
+	// LeaseResident returns, for each id, its published row or nil, and
+	// a release function (idempotent) to call once the compute that read
+	// the rows has been issued. A leased row is not evicted until then.
+	LeaseResident(layer int, ids []int) (rows []backend.Tensor, release func(), err error)
+}
+
+// OverlapMode is the overlap mode in force: OverlapHitCompute when the
+// engine's stepper overlaps, else OverlapOff.
+func (e *Engine) OverlapMode() string {
+	if e.stepper != nil && e.overlap {
+		return OverlapHitCompute
+	}
+	return OverlapOff
+}
+
+// OverlapCounter is a Stepper that counts what overlap did: the layers
+// whose group mixed hits and misses (split), and the hit experts whose
+// gate/up was launched before the misses were published (early).
+type OverlapCounter interface {
+	OverlapCounts() (split, early int64)
+}
+
+// OverlapCounts reports the stepper's overlap counters since Load; ok is
+// false when overlap is off or the stepper does not count.
+func (e *Engine) OverlapCounts() (split, early int64, ok bool) {
+	oc, isCounter := e.stepper.(OverlapCounter)
+	if !e.overlap || !isCounter {
+		return 0, 0, false
+	}
+	split, early = oc.OverlapCounts()
+	return split, early, true
+}
