@@ -12,7 +12,9 @@
 #                             left alone): what each kernel costs by itself
 #   ncu-graph-full-graphs.csv the same run with --graph-profiling graph: each graph launch timed
 #                             whole (kernels plus the gaps between them on the device, no host)
-#   summary-*.txt, gen-*.json decode-bench.sh's single-request comparison of step modes
+#   summary-*.txt, gen-*.json decode-bench.sh's single-request comparison at c64 and c30 (registered):
+#                             graph-segmented with and without overlap, graph-wait, ops with and
+#                             without prefetch ($BENCH overrides the list)
 # The CSVs start with the generate output; `horizon-bench ceilings` is not involved.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,4 +68,4 @@ PY
 work=${WORK:-/tmp/decode-bench}
 mkdir -p "$work"
 [ -e "$work/olmoe-1b-7b-924-int4" ] || ln -s "$(realpath "$art")" "$work/olmoe-1b-7b-924-int4"
-WORK=$work OUT=$OUT bash scripts/decode-bench.sh olmoe-1b-7b 924 "${BENCH:-64:grouped-v1:auto 30:grouped-v1:graph-wait:registered 30:grouped-v1:graph-segmented:registered}" || true
+WORK=$work OUT=$OUT bash scripts/decode-bench.sh olmoe-1b-7b 924 "${BENCH:-64:grouped-v1:auto 30:grouped-v1:graph-segmented:registered 30:grouped-v1:graph-segmented:registered:hit-compute 30:grouped-v1:graph-wait:registered 30:grouped-v1:ops:registered 30:grouped-v1:ops:registered:off:next-layer}" || true
