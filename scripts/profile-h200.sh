@@ -24,15 +24,20 @@ mkdir -p "$OUT"
 if [ "${1:-}" = --find ]; then
 	art=$(python3 - "$2" <<'PY'
 import glob, json, os, sys
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "artifacts", "*", "artifact.json"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], "**", "artifact.json"), recursive=True)):
     a = json.load(open(f))
     syn = a["identity"]["source"].get("synthetic") or {}
-    if a["identity"]["arch"] == "olmoe-1b-7b" and syn.get("seed") == 924 and a["experts"]["routed_scheme"] == "int4":
+    if syn.get("arch") == "olmoe-1b-7b" and syn.get("seed") == 924 and a["experts"]["routed_scheme"] == "int4":
         print(os.path.dirname(f))
         break
+else:
+    print("profile-h200: artifacts found:", file=sys.stderr)
+    for f in glob.glob(os.path.join(sys.argv[1], "**", "artifact.json"), recursive=True):
+        a = json.load(open(f))
+        print(" ", f, a["identity"].get("arch"), a["identity"]["source"].get("synthetic"), file=sys.stderr)
 PY
 )
-	[ -n "$art" ] || { echo "profile-h200: no olmoe-1b-7b seed 924 int4 artifact under $2/artifacts" >&2; exit 1; }
+	[ -n "$art" ] || { echo "profile-h200: no olmoe-1b-7b seed 924 int4 artifact under $2" >&2; exit 1; }
 else
 	art=${1:?usage: profile-h200.sh ARTIFACT_DIR | --find CACHE_DIR}
 fi
