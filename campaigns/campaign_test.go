@@ -98,6 +98,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		{"smoke.yaml", 4, "cpu"},
 		{"residency39.yaml", 13, "cuda"},
 		{"residency-ablation.yaml", 14, "cuda"},
+		{"full-residency.yaml", 2, "cuda"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {

@@ -59,6 +59,37 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 	return red[0];
 }
 
+// NORM_REGS: how many of a thread's values a norm loads at once into
+// registers (n <= NORM_REGS * blockDim: 2048 with 256 threads).
+#define NORM_REGS 8
+
+// norm_load puts x[t + j*blockDim] (j < NORM_REGS, 0 past n) into xv with
+// every load issued before the first use: one memory round trip instead of
+// one per value. Only when n <= NORM_REGS * blockDim.
+__device__ __forceinline__ void norm_load(float* xv, const float* __restrict__ x, int n) {
+#pragma unroll
+	for (int j = 0; j < NORM_REGS; j++) {
+		const int i = threadIdx.x + j * blockDim.x;
+		xv[j] = i < n ? x[i] : 0.0f;
+	}
+}
+
+// sumsq_block is the block's sum of x[i]^2 in the rmsnorm order: each
+// thread sums its values t, t+blockDim, ... in order (FMA), then block_sum.
+// With xv (norm_load's registers, n <= NORM_REGS * blockDim) the values
+// come from registers, otherwise from x one by one; the sums are the same.
+__device__ __forceinline__ float sumsq_block(const float* __restrict__ x, const float* xv, int n, float* red) {
+	float ss = 0.0f;
+	if (xv != nullptr) {
+#pragma unroll
+		for (int j = 0; j < NORM_REGS; j++)
+			if (threadIdx.x + j * blockDim.x < n) ss = __fmaf_rn(xv[j], xv[j], ss);
+	} else {
+		for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(x[i], x[i], ss);
+	}
+	return block_sum(ss, red);
+}
+
 __device__ __forceinline__ float block_max(float v, float* red) {
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = (blockDim.x + 31) >> 5;
 #pragma unroll
@@ -207,25 +238,47 @@ struct NormSpec {
 // rmsnorm kernel's reduction (each thread sums the squares of values t,
 // t+blockDim, ... in order, then block_sum) and roundings: with 256-thread
 // blocks on both sides the staged values are the bits the rmsnorm kernel
-// writes, so a captured step can skip that launch.
+// writes, so a captured step can skip that launch. A thread's values and
+// weights are loaded together into registers (norm_load) when they fit.
 template <bool INT4>
 __device__ __forceinline__ void stage_block_norm(float* dst, const float* __restrict__ x, int n, NormSpec nm) {
 	__shared__ float red[32];
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < n; i += blockDim.x) ss = __fmaf_rn(x[i], x[i], ss);
-	ss = block_sum(ss, red);
+	const int n32 = (n + 31) & ~31;
+	float xv[NORM_REGS];
+	const bool regs = n32 <= NORM_REGS * (int)blockDim.x;
+	if (regs) norm_load(xv, x, n);
+	const float ss = sumsq_block(x, regs ? xv : nullptr, n, red);
 	const float mean = __fadd_rn(__fdiv_rn(ss, (float)n), nm.eps);
 	const float inv = (float)(1.0 / sqrt((double)mean));
-	const int n32 = (n + 31) & ~31;
-	for (int i = threadIdx.x; i < n32; i += blockDim.x) {
-		float v = 0.0f;
-		if (i < n) {
-			const float wv = nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
-			                                : reinterpret_cast<const float*>(nm.w)[i];
-			v = __fmul_rn(wv, __fmul_rn(x[i], inv));
+	if (regs) {
+		// Norm weights loaded together, then staged.
+		float wv[NORM_REGS];
+#pragma unroll
+		for (int j = 0; j < NORM_REGS; j++) {
+			const int i = threadIdx.x + j * blockDim.x;
+			wv[j] = i >= n ? 0.0f
+			        : nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
+			                         : reinterpret_cast<const float*>(nm.w)[i];
 		}
-		if (INT4) v = __fmul_rn(v, X_SCALE);
-		dst[xs_index(i)] = v;
+#pragma unroll
+		for (int j = 0; j < NORM_REGS; j++) {
+			const int i = threadIdx.x + j * blockDim.x;
+			if (i >= n32) break;
+			float v = i < n ? __fmul_rn(wv[j], __fmul_rn(xv[j], inv)) : 0.0f;
+			if (INT4) v = __fmul_rn(v, X_SCALE);
+			dst[xs_index(i)] = v;
+		}
+	} else {
+		for (int i = threadIdx.x; i < n32; i += blockDim.x) {
+			float v = 0.0f;
+			if (i < n) {
+				const float wv = nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
+				                                : reinterpret_cast<const float*>(nm.w)[i];
+				v = __fmul_rn(wv, __fmul_rn(x[i], inv));
+			}
+			if (INT4) v = __fmul_rn(v, X_SCALE);
+			dst[xs_index(i)] = v;
+		}
 	}
 	if (INT4) {
 		__syncthreads();

@@ -82,34 +82,37 @@ extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v
 }
 
 // qk_norm_rope_kv_step: qk_norm_step followed by rope_kv_step in one
-// launch, for norm groups that hold whole heads (g % hd == 0). Blocks
-// 0..nq/gq-1 normalise a group of q in place, then rotate its heads; block
-// qb+b normalises k group b straight into the cache row at pos = st[1],
-// rotates it there, and copies the same range of v into vc. The arithmetic
-// is rmsnorm_group's and rope_pair's, in the op-by-op order (norm, rope,
-// append), so the bits are the same.
-extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* q, const float* k, const float* v, float* kc,
-                                                                      float* vc, const void* qw, const void* kw,
-                                                                      int w_kind, int nh, int nkv, int hd, int gq,
-                                                                      int gk, const int* st, double theta, float eps) {
+// launch, for norm groups that hold whole heads (g % hd == 0), one block per
+// head: blocks 0..nh-1 take query head h, blocks nh..nh+nkv-1 key head b.
+// Each block computes its group's inv (rms_inv: rmsnorm_group's sum order,
+// so every block of a group gets the same bits), normalises only its head,
+// into qo (queries: q itself stays as projected, since other blocks of the
+// group still read it) or into the cache row at pos = st[1] (keys, which
+// also copy their head of v into vc), then rotates that head. The
+// arithmetic is rmsnorm_group's and rope_pair's in the op-by-op order
+// (norm, rope, append), so the bits are the same. qo must not alias q.
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo, const float* q, const float* k,
+                                                                      const float* v, float* kc, float* vc,
+                                                                      const void* qw, const void* kw, int w_kind, int nh,
+                                                                      int nkv, int hd, int gq, int gk, const int* st,
+                                                                      double theta, float eps) {
 	__shared__ float red[32];
-	const int pos = st[1], half = hd >> 1, kvn = nkv * hd, qb = nh * hd / gq;
-	float* g;
-	int n;
-	if ((int)blockIdx.x < qb) {
-		g = q + (size_t)blockIdx.x * gq, n = gq;
-		rmsnorm_group(g, g, qw, w_kind, gq, eps, red);
-	} else {
-		const int b = blockIdx.x - qb;
-		g = kc + (size_t)pos * kvn + (size_t)b * gk, n = gk;
-		rmsnorm_group(g, k + (size_t)b * gk, kw, w_kind, gk, eps, red);
-		for (int j = threadIdx.x; j < gk; j += blockDim.x) vc[(size_t)pos * kvn + (size_t)b * gk + j] = v[(size_t)b * gk + j];
+	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
+	const bool isq = (int)blockIdx.x < nh;
+	const int h = isq ? blockIdx.x : blockIdx.x - nh;  // head within q or k
+	const int g = isq ? gq : gk, g0 = h * hd / g * g;   // the head's group starts at g0
+	const float* x = isq ? q : k;
+	const void* w = isq ? qw : kw;
+	float* dst = isq ? qo + (size_t)h * hd : kc + (size_t)pos * kvn + (size_t)h * hd;
+	const float inv = rms_inv(x + g0, g, eps, red);
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		const int i = h * hd - g0 + j;  // index within the group
+		const float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
+		if (!isq) vc[(size_t)pos * kvn + (size_t)h * hd + j] = v[(size_t)h * hd + j];
 	}
 	__syncthreads();
-	for (int idx = threadIdx.x; idx < n / 2; idx += blockDim.x) {
-		const int h = idx / half, i = idx - h * half;
-		rope_pair(g + (size_t)h * hd, i, hd, pos, theta);
-	}
+	for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
 }
 
 // attention_step: attention_head over positions 0..st[1]. Launch: one block
@@ -134,8 +137,9 @@ extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, con
 // for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
 // need is not null, gives the layer a miss ticket when some rec is 0
 // (await_step then waits for the host). The
-// ids go to ids_host (mapped), then a system fence and *flag = 1. Launch: 1
-// block of 32 threads.
+// ids go to ids_host (mapped), then a system fence and *flag = 1. The tail
+// after the selection runs on lanes 0..k-1 at once. Launch: 1 block of 32
+// threads.
 #define ROUTE_MAX_PER_LANE 8
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
@@ -185,14 +189,19 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 		if (lane == 0) ids[r] = bi, w[r] = bv;
 	}
 	__syncwarp();
-	if (lane != 0) return;
+	// The tail runs on lanes r < k in parallel (it used to run on lane 0
+	// alone: k dependent table reads and mapped writes in series). Only
+	// the renormalising sum stays serial on lane 0, in k order.
 	if (norm) {
 		float s = 0.0f;
-		for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
-		for (int r = 0; r < k; r++) w[r] = __fdiv_rn(w[r], s);
+		if (lane == 0)
+			for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
+		s = __shfl_sync(FULL_MASK, s, 0);
+		for (int r = lane; r < k; r += 32) w[r] = __fdiv_rn(w[r], s);
+		__syncwarp();
 	}
 	int missing = 0;
-	for (int r = 0; r < k; r++) {
+	for (int r = lane; r < k; r += 32) {
 		tbl->wts[r] = w[r];
 		if (table != nullptr) {
 			const unsigned long long rec = table[ids[r]];
@@ -201,15 +210,19 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 		}
 		ids_host[r] = ids[r];
 	}
-	if (need != nullptr) {
+	missing = __any_sync(FULL_MASK, missing);
+	if (need != nullptr && lane == 0) {
 		// need[0]: 0, or the layer's miss ticket (need[1] counts the steps
 		// this layer missed); the host answers ticket T with ready >= T.
 		int t = 0;
 		if (missing) need[1] = t = need[1] + 1;
 		need[0] = t;
 	}
+	// Every lane's writes, then the flag: each writer fences, the warp
+	// synchronises, lane 0 raises the flag.
 	__threadfence_system();
-	*flag = 1;
+	__syncwarp();
+	if (lane == 0) *flag = 1;
 }
 
 // await_step is how a graph-wait step gets rows the cache had to load

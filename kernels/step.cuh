@@ -14,15 +14,20 @@
 //
 // Each thread sums the squares of values t, t+blockDim, ... in order;
 // block_sum combines them with a fixed tree; inv is computed in double and
-// rounded once, like the CPU reference. dst may alias x. w_kind: 1 FP16
-// weights, 2 FP32.
+// rounded once, like the CPU reference (rms_inv: the block's inv alone).
+// dst may alias x. w_kind: 1 FP16 weights, 2 FP32.
+__device__ __forceinline__ float rms_inv(const float* xg, int g, float eps, float* red) {
+	float xv[NORM_REGS];
+	const bool regs = g <= NORM_REGS * (int)blockDim.x;
+	if (regs) norm_load(xv, xg, g);
+	const float ss = sumsq_block(xg, regs ? xv : nullptr, g, red);
+	const float mean = __fadd_rn(__fdiv_rn(ss, (float)g), eps);
+	return (float)(1.0 / sqrt((double)mean));
+}
+
 __device__ __forceinline__ void rmsnorm_group(float* dg, const float* xg, const void* w, int w_kind, int g, float eps,
                                               float* red) {
-	float ss = 0.0f;
-	for (int i = threadIdx.x; i < g; i += blockDim.x) ss = __fmaf_rn(xg[i], xg[i], ss);
-	ss = block_sum(ss, red);
-	const float mean = __fadd_rn(__fdiv_rn(ss, (float)g), eps);
-	const float inv = (float)(1.0 / sqrt((double)mean));
+	const float inv = rms_inv(xg, g, eps, red);
 	for (int i = threadIdx.x; i < g; i += blockDim.x) {
 		float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
 		dg[i] = __fmul_rn(wv, __fmul_rn(xg[i], inv));

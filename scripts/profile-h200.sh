@@ -27,7 +27,7 @@ import glob, json, os, sys
 for f in sorted(glob.glob(os.path.join(sys.argv[1], "**", "artifact.json"), recursive=True)):
     a = json.load(open(f))
     syn = a["identity"]["source"].get("synthetic") or {}
-    if syn.get("arch") == "olmoe-1b-7b" and syn.get("seed") == 924 and a["experts"]["routed_scheme"] == "int4":
+    if syn.get("arch") == "olmoe-1b-7b" and syn.get("seed") == 924 and "int4" in a["dtypes"]["routed_scheme"]:
         print(os.path.dirname(f))
         break
 else:

@@ -76,6 +76,7 @@ type stepper struct {
 	bufs   []*Tensor
 	st     cu.DevicePtr // int32[4]: token, position
 	qkv    cu.DevicePtr // [Hq*hd + 2*Hkv*hd]
+	qn     cu.DevicePtr // [Hq*hd]: normalised, rotated q (qk_norm_rope_kv_step)
 	att    cu.DevicePtr // [Hq*hd]
 	rlog   cu.DevicePtr // router logits [E]
 	moe    cu.DevicePtr // [D]
@@ -260,7 +261,7 @@ func (s *stepper) setup() error {
 		dt  backend.DType
 	}
 	wants := []want{
-		{&s.st, 4, backend.Bytes}, {&s.qkv, Q + 2*KV, backend.F32}, {&s.att, Q, backend.F32},
+		{&s.st, 4, backend.Bytes}, {&s.qkv, Q + 2*KV, backend.F32}, {&s.qn, Q, backend.F32}, {&s.att, Q, backend.F32},
 		{&s.rlog, E, backend.F32}, {&s.moe, D, backend.F32}, {&s.act, s.A * s.lay.Gate.Rows, backend.F32},
 		{&s.groups, s.L * tableBytes, backend.Bytes}, {&s.masked, max(1, len(cfg.EOSTokenIDs)) * 4, backend.Bytes},
 		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes},
@@ -463,9 +464,12 @@ func (s *stepper) issueAttention(l int) error {
 		return err
 	}
 	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
+	qa := q // the query attention reads
 	if lw.QNorm != nil && lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0 {
+		// One block per head, queries out of place into qn.
 		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
-		if err := b.launch(b.k.qkNormRopeKVStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
+		qa = s.qn
+		if err := b.launch(b.k.qkNormRopeKVStep, cfg.NumHeads+cfg.NumKVHeads, block, 0, argPtr(s.qn), argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
 			argPtr(ptr(lw.QNorm)), argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads),
 			argInt(hd), argInt(gq), argInt(gk), argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps))); err != nil {
 			return err
@@ -473,7 +477,7 @@ func (s *stepper) issueAttention(l int) error {
 	} else if err := s.issueNormRope(l, q, k, v, kc, vc); err != nil {
 		return err
 	}
-	if err := b.launch(b.k.attentionStep, cfg.NumHeads, block, (s.spec.MaxSeq+attWarps*hd)*4, argPtr(s.att), argPtr(q),
+	if err := b.launch(b.k.attentionStep, cfg.NumHeads, block, (s.spec.MaxSeq+attWarps*hd)*4, argPtr(s.att), argPtr(qa),
 		argPtr(kc), argPtr(vc), argPtr(s.st), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd)); err != nil {
 		return err
 	}
