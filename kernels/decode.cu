@@ -137,13 +137,19 @@ extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, con
 // for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
 // need is not null, gives the layer a miss ticket when some rec is 0
 // (await_step then waits for the host). The
-// ids go to ids_host (mapped), then a system fence and *flag = 1. The tail
-// after the selection runs on lanes 0..k-1 at once. Launch: 1 block of 32
+// ids go to ids_out; with a flag, copy_n ints are then copied from
+// copy_src to copy_dst (graph-full publishes every layer's ids, kept in
+// device memory, from the last layer's routing: one system fence per step
+// instead of one per layer), then a system fence and *flag = 1. Without a
+// flag nothing is fenced. The selection is one rank pass (a value's rank =
+// how many values beat it; the k sequential rounds only when a NaN is
+// present); the tail runs on lanes 0..k-1 at once. Launch: 1 block of 32
 // threads.
 #define ROUTE_MAX_PER_LANE 8
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
-                                                           int* need, int* ids_host, volatile int* flag) {
+                                                           int* need, int* ids_out, volatile int* flag,
+                                                           const int* copy_src, int* copy_dst, int copy_n) {
 	__shared__ float p[32 * ROUTE_MAX_PER_LANE];
 	__shared__ int ids[64];
 	__shared__ float w[64];
@@ -165,28 +171,55 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 	}
 	__syncwarp();
 	float total = 0.0f;
-	if (lane == 0)
+	if (lane == 0) {
+		// In index order (unrolled: the loads run ahead, the adds stay in order).
+#pragma unroll 16
 		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
+	}
 	total = __shfl_sync(FULL_MASK, total, 0);
-	unsigned taken = 0;  // bit j: value j of this lane selected
+	bool nan = false;
 #pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) v[j] = __fdiv_rn(v[j], total);
-	for (int r = 0; r < k; r++) {
-		float bv = 0.0f;
-		int bi = -1;
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		v[j] = __fdiv_rn(v[j], total);
+		nan |= lane + 32 * j < E && v[j] != v[j];
+	}
+	__syncwarp();  // every lane read p for the total
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++)
+		if (lane + 32 * j < E) p[lane + 32 * j] = v[j];
+	__syncwarp();
+	if (!__any_sync(FULL_MASK, nan) && k <= E) {
+		// (p desc, index asc) is a strict total order on non-NaN values,
+		// so the value with rank r (r values beat it) is the one round r
+		// of the selection below picks: one pass instead of k rounds.
 #pragma unroll
 		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
 			const int i = lane + 32 * j;
-			if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
+			if (i >= E) continue;
+			int rank = 0;
+#pragma unroll 8
+			for (int o = 0; o < E; o++) rank += beats(p[o], o, v[j], i);
+			if (rank < k) ids[rank] = i, w[rank] = v[j];
 		}
+	} else {
+		unsigned taken = 0;  // bit j: value j of this lane selected
+		for (int r = 0; r < k; r++) {
+			float bv = 0.0f;
+			int bi = -1;
 #pragma unroll
-		for (int o = 16; o > 0; o >>= 1) {
-			float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-			int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-			if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+			for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+				const int i = lane + 32 * j;
+				if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) {
+				float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+				int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+				if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+			}
+			if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+			if (lane == 0) ids[r] = bi, w[r] = bv;
 		}
-		if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-		if (lane == 0) ids[r] = bi, w[r] = bv;
 	}
 	__syncwarp();
 	// The tail runs on lanes r < k in parallel (it used to run on lane 0
@@ -208,7 +241,7 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 			tbl->recs[r] = rec;
 			missing |= rec == 0;
 		}
-		ids_host[r] = ids[r];
+		ids_out[r] = ids[r];
 	}
 	missing = __any_sync(FULL_MASK, missing);
 	if (need != nullptr && lane == 0) {
@@ -217,6 +250,11 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
 		int t = 0;
 		if (missing) need[1] = t = need[1] + 1;
 		need[0] = t;
+	}
+	if (flag == nullptr) return;
+	if (copy_n > 0) {
+		__syncwarp();  // this warp's ids_out writes are visible to the copy
+		for (int i = lane; i < copy_n; i += 32) copy_dst[i] = copy_src[i];
 	}
 	// Every lane's writes, then the flag: each writer fences, the warp
 	// synchronises, lane 0 raises the flag.

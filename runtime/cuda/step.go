@@ -86,6 +86,7 @@ type stepper struct {
 	sd     cu.DevicePtr // Qwen: [D]
 	groups cu.DevicePtr // [L] GroupTable
 	tables cu.DevicePtr // graph-full: [L][E] row addresses
+	idsDev cu.DevicePtr // graph-full: [L][A] routed ids (route_step), published to the host by the last layer
 	masked cu.DevicePtr // EOS ids
 	need   cu.DevicePtr // graph-wait: [L][2] int32: miss ticket, miss count (route_step)
 	part   cu.DevicePtr // argmax: one candidate per block
@@ -272,7 +273,7 @@ func (s *stepper) setup() error {
 		wants = append(wants, want{&s.sgum, 2*S + 1, backend.F32}, want{&s.sa, S, backend.F32}, want{&s.sd, D, backend.F32})
 	}
 	if s.pinned != nil {
-		wants = append(wants, want{&s.tables, s.L * E * 8, backend.Bytes})
+		wants = append(wants, want{&s.tables, s.L * E * 8, backend.Bytes}, want{&s.idsDev, s.L * s.A * 4, backend.Bytes})
 	}
 	if s.pub != nil {
 		wants = append(wants, want{&s.need, s.L * 8, backend.Bytes})
@@ -499,8 +500,24 @@ func (s *stepper) issueAttention(l int) error {
 	if cfg.NormTopKProb {
 		norm = 1
 	}
+	ids := s.host.dev + cu.DevicePtr(s.idsAt(s.cur, l))
+	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
+	var copySrc, copyDst cu.DevicePtr
+	copyN := 0
+	if s.mode == engine.StepGraphFull {
+		// The host reads the ids only after the step: every layer writes
+		// them to device memory, and the last layer's routing publishes
+		// all of them with one system fence and its flag.
+		ids = s.idsDev + cu.DevicePtr(4*l*s.A)
+		if l < s.L-1 {
+			flag = 0
+		} else {
+			copySrc, copyDst, copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
+		}
+	}
 	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
-		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(s.host.dev+cu.DevicePtr(s.idsAt(s.cur, l))), argPtr(s.host.dev+cu.DevicePtr(s.flagAt(s.cur, l))))
+		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
+		argPtr(copySrc), argPtr(copyDst), argInt(copyN))
 }
 
 func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
