@@ -66,15 +66,7 @@ func TestStepperMatchesOps(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	l, err := engine.Load(testBE, testBE.Rows(), art, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := l.Close(); err != nil {
-			t.Error(err)
-		}
-	}()
+	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
 	}
@@ -84,6 +76,33 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// loadEngine loads art with o on the test backend; the engine is closed
+// when the test ends.
+func loadEngine(t *testing.T, art *qpack.Artifact, o engine.LoadOptions) *engine.Loaded {
+	t.Helper()
+	l, err := engine.Load(testBE, testBE.Rows(), art, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
+}
+
+// sameResult fails unless got has want's tokens and the bits of its logits.
+func sameResult(t *testing.T, what string, got, want engine.Result) {
+	t.Helper()
+	if !reflect.DeepEqual(got.Tokens, want.Tokens) {
+		t.Fatalf("tokens %v, %s %v", got.Tokens, what, want.Tokens)
+	}
+	for s := range want.Logits {
+		sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
+	}
 }
 
 // TestStepperLookahead: with lookahead (no logits read), graph-full steps
@@ -101,15 +120,7 @@ func TestStepperLookahead(t *testing.T) {
 			wantA, wantC := generateMode(t, art, o, reqA, engine.StepOps)
 			wantB, _ := generateMode(t, art, o, reqB, engine.StepOps)
 			o.StepMode = engine.StepGraphFull
-			l, err := engine.Load(testBE, testBE.Rows(), art, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Close(); err != nil {
-					t.Error(err)
-				}
-			}()
+			l := loadEngine(t, art, o)
 			gotA, err := l.Generate(reqA)
 			if err != nil {
 				t.Fatal(err)
@@ -149,15 +160,7 @@ func TestStepperOverlap(t *testing.T) {
 						o := engine.LoadOptions{Executor: ex, Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps}
 						want, wantC := generateMode(t, art, o, req, engine.StepOps)
 						o.StepMode, o.Overlap = "", engine.OverlapHitCompute
-						l, err := engine.Load(testBE, testBE.Rows(), art, o)
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer func() {
-							if err := l.Close(); err != nil {
-								t.Error(err)
-							}
-						}()
+						l := loadEngine(t, art, o)
 						if l.StepMode() != engine.StepGraphSegmented || l.OverlapMode() != engine.OverlapHitCompute {
 							t.Fatalf("step mode %s, overlap %s", l.StepMode(), l.OverlapMode())
 						}
@@ -165,12 +168,7 @@ func TestStepperOverlap(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						if !reflect.DeepEqual(got.Tokens, want.Tokens) {
-							t.Fatalf("tokens %v, op by op %v", got.Tokens, want.Tokens)
-						}
-						for s := range want.Logits {
-							sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
-						}
+						sameResult(t, "op by op", got, want)
 						c := l.Cache.Counters()
 						if gotC := [3]int64{c.Hits, c.Misses, c.H2DBytes}; gotC != wantC {
 							t.Fatalf("cache hits/misses/h2d %v, op by op %v", gotC, wantC)
@@ -219,25 +217,12 @@ func TestPrefetchOnDevice(t *testing.T) {
 				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps}
 				want, _ := generateMode(t, art, o, req, engine.StepOps)
 				o.StepMode, o.Prefetch = "", engine.PrefetchNextLayer
-				l, err := engine.Load(testBE, testBE.Rows(), art, o)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer func() {
-					if err := l.Close(); err != nil {
-						t.Error(err)
-					}
-				}()
+				l := loadEngine(t, art, o)
 				got, err := l.Generate(req)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got.Tokens, want.Tokens) {
-					t.Fatalf("tokens %v, prefetch off %v", got.Tokens, want.Tokens)
-				}
-				for s := range want.Logits {
-					sameBits(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s])
-				}
+				sameResult(t, "prefetch off", got, want)
 				if c := l.Cache.Counters(); c.PrefetchGroups == 0 || c.PrefetchIssued == 0 {
 					t.Fatalf("prefetch counters: %d groups predicted, %d experts issued", c.PrefetchGroups, c.PrefetchIssued)
 				}
