@@ -13,9 +13,11 @@
 #   GPU 1: at the same time, its own OLMoE-1B-7B seed 924 artifact
 #          (scripts/decode-bench.sh), then scripts/profile-h200.sh on it
 #          (Nsight Compute of a graph-full step, single-request comparisons
-#          from $BENCH). Nothing on GPU 1 copies experts from the host, and
-#          it finishes before the campaign's measured workers start (the
-#          campaign prepares two checkpoints first).
+#          from $BENCH). The default $BENCH includes two c30 runs with the
+#          registered transport (DMA from host memory) that can overlap the
+#          campaign's first workers; the campaign's configurations are full
+#          residency (graph-full: the host only polls a flag), the kind a
+#          neighbour disturbs least.
 #
 # Files back in $OUT: full-residency-v1.tar.gz (or its .state.tar.gz) and
 # call.tar.gz (tests log, campaign status and log, profile directory).
@@ -39,7 +41,7 @@ rc=$?
 echo "gpu tests: rc=$rc ($((SECONDS - t0)) s)"
 if [ $rc -ne 0 ]; then
 	grep -E -- "--- FAIL|panic" -A12 "$OUT/gpu0/tests.log" | head -80
-	kill -- -$prof 2>/dev/null
+	pkill -P $prof 2>/dev/null
 	kill $prof 2>/dev/null
 	wait
 	tar -czf "$OUT/call.tar.gz" -C "$OUT" gpu0 gpu1 && rm -rf "$OUT/gpu0" "$OUT/gpu1"
