@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"time"
 
 	"github.com/horizon-runmap/horizon/contracts"
@@ -98,6 +99,10 @@ func RunWorker(o WorkerOptions) (err error) {
 	if err != nil {
 		return fmt.Errorf("artifact tokenizer: %w", err)
 	}
+	tokSHA, _, err := editions.HashFile(filepath.Join(o.ArtifactDir, tokenizer.FileName))
+	if err != nil {
+		return fmt.Errorf("hash the artifact tokenizer: %w", err)
+	}
 	// Tokenisation happens before admission (contract timing).
 	encode := func(p contracts.Prompt) ([]int, error) {
 		ids, err := tok.Encode(p.Text)
@@ -154,7 +159,7 @@ func RunWorker(o WorkerOptions) (err error) {
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
 		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(), Overlap: l.OverlapMode(),
 		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
-		Regime: regime(opts.Capacity, mcfg.NumExperts),
+		Regime: regime(opts.Capacity, mcfg.NumExperts), TokenizerSHA256: tokSHA,
 	}
 	prefetching := l.PrefetchMode() != engine.PrefetchOff
 

@@ -187,6 +187,12 @@ type Setup struct {
 	// experts' gate/up while its misses copied; tokens never change).
 	// Records from before the field omit it, which means off.
 	Overlap string `json:"overlap,omitempty"`
+	// TokenizerSHA256 is the SHA-256 of the tokenizer.json the worker
+	// loaded from the artifact and encoded the prompts with (for a
+	// synthetic checkpoint, Horizon's byte-level description). Records
+	// from before the field omit it (the verifier reports the tokenizer
+	// check as unverified there).
+	TokenizerSHA256 string `json:"tokenizer_sha256,omitempty"`
 }
 
 // Preparation is the worker's work before admission.

@@ -21,6 +21,23 @@ type Options struct {
 	// executor outside it declares its own numerics, and its agreement with
 	// others is reported as a hint.
 	SharedNumerics []string
+
+	// ContractFile, when set, is a contract YAML file the edition may cite
+	// instead of a contract this project releases (check binding): the
+	// edition's contract must be that file's canonical form.
+	ContractFile string
+	// CampaignFile, when set, is the campaign YAML the edition claims to
+	// have run (campaigns/<name>.yaml): the frozen campaign must be it.
+	CampaignFile string
+	// TrustedKey, when set, is an ed25519 public key file
+	// (horizon-bench keygen): the edition's attestation.dsse.json must be a
+	// valid signature by it over manifest.json (check signature).
+	TrustedKey string
+	// Reproduction, when set, is a directory written by horizon-bench
+	// reproduce for this edition (check reproduction): its record must
+	// belong to the edition, its comparisons recompute from the two sets of
+	// raw records it keeps, and each claim is reported reproduced or not.
+	Reproduction string
 }
 
 // DefaultSharedNumerics are our executors: they share numerics by design
@@ -78,6 +95,11 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		{"claims", checkClaims},
 		{"invariants", checkInvariants},
 		{"consistency", checkConsistency},
+		{"binding", checkBinding},
+		{"physics", checkPhysics},
+		{"derived", checkDerived},
+		{"signature", checkSignature},
+		{"reproduction", checkReproduction},
 	} {
 		rep.Findings = append(rep.Findings, runCheck(c.name, c.run, v)...)
 	}

@@ -3,7 +3,7 @@ package main
 import "strings"
 
 // valueFlags are the flags that take a value in the next argument.
-var valueFlags = map[string]bool{"schemas": true}
+var valueFlags = map[string]bool{"schemas": true, "contract": true, "campaign": true, "trusted-key": true, "reproduction": true}
 
 // interspersed moves flags that follow the edition directory in front of it,
 // so that "horizon-verify <dir> --json" works: urfave/cli v2 (like package

@@ -49,6 +49,10 @@ names a directory of *.json schema files.
 			&cli.BoolFlag{Name: "json", Usage: "print findings and the summary as a JSON stream (one object per line)"},
 			&cli.StringFlag{Name: "schemas", Usage: "validate against the *.json schemas in `DIR` instead of the embedded ones"},
 			&cli.BoolFlag{Name: "list-ids", Usage: "list every finding ID with its check, severity and meaning, and exit"},
+			&cli.StringFlag{Name: "contract", Usage: "accept an edition citing the contract in `FILE` (YAML) instead of a released one"},
+			&cli.StringFlag{Name: "campaign", Usage: "require the frozen campaign to be the campaign in `FILE` (e.g. campaigns/smoke.yaml)"},
+			&cli.StringFlag{Name: "trusted-key", Usage: "require attestation.dsse.json signed by the ed25519 public key in `FILE` (horizon-bench keygen)"},
+			&cli.StringFlag{Name: "reproduction", Usage: "check the reproduction record in `DIR` (horizon-bench reproduce) against this edition"},
 		},
 		Action: func(c *cli.Context) error {
 			return run(c, stdout)
@@ -75,7 +79,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 	if err != nil {
 		return usageError("%v", err)
 	}
-	rep, verr := verifier.Verify(c.Args().First(), verifier.Options{Schemas: schemas})
+	rep, verr := verifier.Verify(c.Args().First(), verifier.Options{Schemas: schemas,
+		ContractFile: c.String("contract"), CampaignFile: c.String("campaign"),
+		TrustedKey: c.String("trusted-key"), Reproduction: c.String("reproduction")})
 	if c.Bool("json") {
 		err = writeJSON(stdout, rep, exitCode(rep, verr))
 	} else {
