@@ -46,8 +46,10 @@ func publish(dest string, force bool, write func(dir string) error) (err error) 
 		return err
 	}
 	if _, statErr := os.Lstat(dest); statErr == nil {
-		if !force {
-			return fmt.Errorf("%w: %s appeared during the run; pass --force to replace it", ErrEditionExists, dest)
+		// Something appeared (or was replaced) during the run: the same
+		// rule as before it, so that --force still replaces editions only.
+		if err := checkDestination(dest, force); err != nil {
+			return fmt.Errorf("%w (it appeared during the run)", err)
 		}
 		if err := exchange(tmp, dest); err != nil {
 			return fmt.Errorf("replace %s: %w", dest, err)

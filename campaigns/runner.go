@@ -157,8 +157,8 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if res.Dir == "" {
 		res.Dir = filepath.Join("editions", c.Edition)
 	}
-	if _, err := os.Stat(res.Dir); err == nil && !o.Force {
-		return res, fmt.Errorf("%w: %s already holds an edition; pass --force to replace it", ErrEditionExists, res.Dir)
+	if err := checkDestination(res.Dir, o.Force); err != nil {
+		return res, err
 	}
 	runDir := o.RunDir
 	if runDir == "" {

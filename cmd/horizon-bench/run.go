@@ -43,6 +43,9 @@ interrupted resumes where it stopped when started again (with the same
 executable: records of another build are redone). The edition is
 assembled next to its destination and renamed into place only when
 complete; an existing edition is replaced (atomically) only with --force.
+--out never replaces anything that is not an edition: a file, a symlink, an
+empty directory or a directory without a horizon manifest.json is refused
+(exit 2) with or without --force, and left as it was.
 
 --contract runs the campaign against a contract file instead of the built-in
 contract it names (the campaign must still declare that contract's hash).
@@ -65,8 +68,8 @@ run directory holds its own artifacts, and runs of different campaigns with
 different --run-dir never touch each other's files.
 
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
-(resumable); 2 invalid campaign, bad arguments, or the edition exists
-without --force; 1 any other failure (a failed or interrupted worker: the
+(resumable); 2 invalid campaign, bad arguments, the edition exists
+without --force, or --out names something that is not an edition; 1 any other failure (a failed or interrupted worker: the
 finished workers are kept, running again resumes).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "edition `DIR` (default editions/<edition>)"},
@@ -170,7 +173,7 @@ func runRun(c *cli.Context) error {
 		}
 		return cli.Exit(fmt.Sprintf("%s (run directory %s); run the same command again to resume (exit %d)",
 			msg, stopped.RunDir, exitStopped), exitStopped)
-	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists):
+	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists), errors.Is(err, campaigns.ErrNotEdition):
 		return cli.Exit(err.Error(), exitUsage)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("interrupted; finished workers are kept, run the same command again to resume")
