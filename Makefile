@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test verify-editions bench clean
+.PHONY: help setup build run test verify-editions reproduce-smoke bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -24,10 +24,16 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
+	$(MAKE) reproduce-smoke
 
 verify-editions: ## horizon-verify every edition committed under editions/
 	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \
 		echo "horizon-verify $$e"; $(GO) run ./cmd/horizon-verify "$$e"; done
+
+reproduce-smoke: ## rerun one smoke-cpu worker (olmoe-tiny-c6, partial residency, block 1) into out/repro-smoke; tokens and counters must be identical, and horizon-verify checks the record
+	rm -rf out/repro-smoke
+	$(GO) run ./cmd/horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke
+	$(GO) run ./cmd/horizon-verify editions/smoke-cpu --reproduction out/repro-smoke
 
 bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/

@@ -191,6 +191,7 @@ func TestSchemasMatchGoTypes(t *testing.T) {
 		{"horizon.campaign", editions.CampaignDoc{}, map[string]reflect.Type{"/campaign": reflect.TypeOf(campaigns.Campaign{})}},
 		{"horizon.synth", model.SynthInfo{}, nil},
 		{"horizon.artifact", qpack.ArtifactMeta{}, map[string]reflect.Type{"/identity/source/synthetic": reflect.TypeOf(model.SynthInfo{})}},
+		{"horizon.reproduction", editions.ReproductionDoc{}, nil},
 	}
 	var covered []string
 	for _, tc := range cases {

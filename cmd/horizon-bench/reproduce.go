@@ -1,8 +1,202 @@
 package main
 
-import "github.com/urfave/cli/v2"
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 
-// reproduceCommand: placeholder, implemented in this file by its owner.
+	"github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/editions"
+)
+
 func reproduceCommand() *cli.Command {
-	return &cli.Command{Name: "reproduce", Hidden: true, Action: func(*cli.Context) error { return usageError("reproduce: not built yet") }}
+	return &cli.Command{
+		Name:  "reproduce",
+		Usage: "rerun an edition's workers on this machine and record whether its tokens reproduce",
+		UsageText: "horizon-bench reproduce <edition-dir> --out DIR [--configs ID,...] [--blocks K,...] [--force]\n" +
+			"                  [--run-dir DIR] [--artifact-cache DIR] [--campaign-dir DIR] [--speed-tolerance F]",
+		Description: `Reruns chosen workers of a published edition from the edition's own frozen
+campaign.json and contract.json, on this machine: the artifacts are prepared
+as the original run prepared them, and each (configuration, block) worker is
+launched exactly as run launches it. Then it compares every rerun worker with
+the edition's worker of the same configuration and block, request by request:
+prompt ids and prompt token ids, output token ids, and the cache counters
+(hits, misses, evictions, h2d_bytes, h2d_copies, layer_misses, prefetch).
+Tokens and counters must be identical. Speed is reported, not enforced: the
+pooled decode rate of the rerun blocks against the edition's same blocks,
+as a ratio, within or outside the declared --speed-tolerance (default 0.10,
+i.e. a ratio in [0.90, 1.10]).
+
+It writes a reproduction directory, outside the edition:
+
+   DIR/reproduction.json                  the record (schema horizon.reproduction)
+   DIR/original/raw/<id>/block-<k>.json   byte copies of the edition's records
+   DIR/rerun/raw/<id>/block-<k>.json      the rerun workers' records
+   DIR/run/                               scratch: prepared artifacts (or --run-dir)
+
+The record holds the SHA-256 of the edition's manifest.json, this machine's
+environment, the tolerance and every comparison. horizon-verify checks it
+against the edition and recomputes each comparison from the two sets of raw
+records, then reports each claim as reproduced or not:
+
+   horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke &&
+   horizon-verify editions/smoke-cpu --reproduction out/repro-smoke
+
+--configs and --blocks choose the workers (default: every configuration,
+every block). DIR is assembled beside its destination and renamed into place
+when complete. An existing DIR is replaced only when it is empty, or a
+previous reproduction directory and --force is given; anything else is
+refused and left as it was. --campaign-dir resolves the campaign's relative
+hf.dir checkpoint paths (default campaigns/, where the campaign files live).
+A cuda edition needs the cuda-tagged build on a GPU machine.
+
+Exit status: 0 every chosen worker's prompts, tokens and counters are
+identical (whatever the speed ratio); 1 something differs (the first
+differences are printed; the directory is still written, as the evidence),
+or a worker failed; 2 usage: bad arguments, an unknown configuration, a
+block out of range, a directory that is not an intact edition, or an --out
+that may not be written.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Usage: "reproduction `DIR` (required; outside the edition)"},
+			&cli.StringFlag{Name: "configs", Usage: "configuration `IDS` to rerun, comma-separated (default all)"},
+			&cli.StringFlag{Name: "blocks", Usage: "`BLOCKS` to rerun of each, comma-separated, from 1 (default all)"},
+			&cli.BoolFlag{Name: "force", Usage: "replace a previous reproduction directory (never anything else)"},
+			&cli.StringFlag{Name: "run-dir", Usage: "run `DIR` for artifacts (default DIR/run)"},
+			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared with runs"},
+			&cli.StringFlag{Name: "campaign-dir", Usage: "`DIR` the campaign's relative hf.dir paths resolve against (default campaigns)"},
+			&cli.Float64Flag{Name: "speed-tolerance", Value: editions.DefaultSpeedTolerance, Usage: "declared speed tolerance `F`: a ratio in [1-F, 1+F] is within"},
+		},
+		Action: runReproduce,
+	}
+}
+
+// reproduceFlags are the reproduce command's flag values (flags after the
+// edition are parsed here too, as run does).
+type reproduceFlags struct {
+	out, configs, blocks, runDir, artifactCache, campaignDir string
+	force                                                    bool
+	tolerance                                                float64
+}
+
+func parseReproduceArgs(c *cli.Context) (string, campaigns.ReproduceOptions, error) {
+	f := reproduceFlags{out: c.String("out"), configs: c.String("configs"), blocks: c.String("blocks"), runDir: c.String("run-dir"),
+		artifactCache: c.String("artifact-cache"), campaignDir: c.String("campaign-dir"), force: c.Bool("force"), tolerance: c.Float64("speed-tolerance")}
+	var o campaigns.ReproduceOptions
+	args := c.Args().Slice()
+	if len(args) == 0 {
+		return "", o, usageError("reproduce: which edition? e.g. horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke")
+	}
+	fs := flag.NewFlagSet("reproduce", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.out, "out", f.out, "")
+	fs.StringVar(&f.configs, "configs", f.configs, "")
+	fs.StringVar(&f.blocks, "blocks", f.blocks, "")
+	fs.StringVar(&f.runDir, "run-dir", f.runDir, "")
+	fs.StringVar(&f.artifactCache, "artifact-cache", f.artifactCache, "")
+	fs.StringVar(&f.campaignDir, "campaign-dir", f.campaignDir, "")
+	fs.BoolVar(&f.force, "force", f.force, "")
+	fs.Float64Var(&f.tolerance, "speed-tolerance", f.tolerance, "")
+	if err := fs.Parse(args[1:]); err != nil {
+		return "", o, usageError("reproduce: %v", err)
+	}
+	if fs.NArg() > 0 {
+		return "", o, usageError("reproduce takes one edition directory, got also %q", fs.Args())
+	}
+	if f.out == "" {
+		return "", o, usageError("reproduce: --out DIR is required (a directory outside the edition)")
+	}
+	if !(f.tolerance > 0 && f.tolerance < 1) {
+		return "", o, usageError("reproduce: --speed-tolerance %v is not in (0, 1)", f.tolerance)
+	}
+	o = campaigns.ReproduceOptions{Edition: args[0], Out: f.out, RunDir: f.runDir, ArtifactCache: f.artifactCache,
+		CampaignDir: f.campaignDir, Force: f.force, SpeedTolerance: f.tolerance}
+	for _, id := range strings.Split(f.configs, ",") {
+		if id = strings.TrimSpace(id); id != "" {
+			o.Configs = append(o.Configs, id)
+		}
+	}
+	for _, s := range strings.Split(f.blocks, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		b, err := strconv.Atoi(s)
+		if err != nil {
+			return "", o, usageError("reproduce: --blocks %q: %q is not a block number", f.blocks, s)
+		}
+		o.Blocks = append(o.Blocks, b)
+	}
+	return args[0], o, nil
+}
+
+// reproduceCUDA is true in cuda-tagged builds (reproduce_cuda.go): without
+// it, a cuda edition is refused before any artifact is prepared, instead of
+// failing at its first worker minutes later.
+var reproduceCUDA bool
+
+func runReproduce(c *cli.Context) error {
+	edition, o, err := parseReproduceArgs(c)
+	if err != nil {
+		return err
+	}
+	o.CheckDevice = func(device string) error {
+		if device == "cuda" && !reproduceCUDA {
+			return errors.New("the edition ran on cuda and this horizon-bench was built without CUDA support; " +
+				"build it with `make cuda` and reproduce on a machine with an NVIDIA GPU")
+		}
+		return nil
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this executable to start workers: %w", err)
+	}
+	o.Launch = func(a campaigns.WorkerArgs) (*exec.Cmd, error) {
+		return exec.Command(exe, append([]string{"worker"}, a.Flags()...)...), nil
+	}
+	o.Progress = campaigns.NewLog(os.Stderr)
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		o.Progress = campaigns.NewBar(os.Stderr)
+	}
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := campaigns.Reproduce(ctx, o)
+	switch {
+	case errors.Is(err, campaigns.ErrReproduceUsage), errors.Is(err, campaigns.ErrEditionExists):
+		return cli.Exit("reproduce: "+err.Error(), exitUsage)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("reproduce: interrupted; nothing was written to %s", o.Out)
+	case err != nil:
+		return fmt.Errorf("reproduce: %w (nothing was written to %s)", err, o.Out)
+	}
+	w := c.App.Writer
+	d := res.Doc
+	fmt.Fprintf(w, "reproduction of %s (manifest sha256 %s) on %s (%s, %s) written to %s\n",
+		d.Edition, d.EditionManifestSHA256, d.Environment.Hostname, d.Environment.Device, d.Environment.CPU, res.Dir)
+	for _, cf := range d.Configurations {
+		verdict := "tokens, prompts and counters IDENTICAL"
+		if !cf.Identical {
+			verdict = "DIFFERENT"
+		}
+		within := "within"
+		if !cf.WithinTolerance {
+			within = "outside"
+		}
+		fmt.Fprintf(w, "  %s blocks %v: %s; pooled decode %.2f tok/s vs the edition's %.2f: ratio %.3f, %s ±%g (reported, not enforced)\n",
+			cf.ConfigID, cf.Blocks, verdict, cf.RerunPooledDecodeTokS, cf.OriginalPooledDecodeTokS, cf.SpeedRatio, within, d.SpeedTolerance)
+	}
+	fmt.Fprintf(w, "verify it: horizon-verify %s --reproduction %s\n", edition, res.Dir)
+	if !d.Identical {
+		return cli.Exit("reproduce: the edition was NOT reproduced:\n  "+strings.Join(campaigns.Differences(d, 10), "\n  "), 1)
+	}
+	return nil
 }
