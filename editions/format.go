@@ -24,6 +24,9 @@ const (
 	ClaimsFile   = "claims.json"
 	ReportMD     = "report.md"
 	ReportHTML   = "report.html"
+	// AttestationFile is the optional DSSE-signed in-toto statement over
+	// manifest.json (horizon-bench attest); the manifest does not list it.
+	AttestationFile = "attestation.dsse.json"
 )
 
 // RawPath is the raw record of one worker: raw/<config>/block-<k>.json

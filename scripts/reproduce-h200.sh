@@ -11,7 +11,8 @@
 #   partial residency: editions/residency-ablation olmoe-0924-c30-grouped-registered (3 blocks)
 # Both share one prepared artifact (synthetic OLMoE-1B-7B seed 924, int4) in
 # /dev/shm. Files back in $OUT: repro-<edition>-<config>/ (reproduction.json,
-# original/ and rerun/ raw records), reproduce-*.log and verify-*.txt.
+# original/ and rerun/ raw records) packed as repro-<edition>-<config>.tar.gz,
+# reproduce-*.log and verify-*.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/reproduce-h200}
@@ -35,5 +36,7 @@ for pair in full-residency-v1:olmoe-0924-c64-grouped residency-ablation:olmoe-09
 		echo "horizon-verify --reproduction: exit $?"
 		grep -E "reproduc|error|summary|passed|failed" "$OUT/verify-$ed-$cfg.txt" | head -20
 	fi
+	# the device tool returns files a few levels deep only: pack the directory
+	tar -czf "$dir.tar.gz" -C "$OUT" "$(basename "$dir")" && rm -rf "$dir"
 done
 exit $rc

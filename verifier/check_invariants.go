@@ -17,10 +17,19 @@ var invariantIDs = map[string]string{
 	"request_artifact_reads": IDInvArtifactReads,
 }
 
+// IDInvRequiredZeroUnobserved replaces invariants.unknown (a hint, now
+// retired and never reported): "required_zero" means an observed zero, so a
+// build that did not observe the counter has not met the contract.
+var IDInvRequiredZeroUnobserved = def("invariants", "invariants.required-zero-unobserved", Error,
+	"a required-zero observation is UNKNOWN, UNSUPPORTED or absent: the contract requires an observed zero, and an unobserved counter is no zero")
+
 // Check 6: every observation the contract requires to be zero on the
-// worker's device ("required_zero") is 0 wherever the counter existed. A
-// counter that did not exist (UNKNOWN or UNSUPPORTED) leaves the invariant
-// unverified: a hint, never a pass. Writing 0 in a configuration for an
+// worker's device ("required_zero") is an observed 0. A counter that did
+// not exist (UNKNOWN or UNSUPPORTED) or is absent fails the invariant, an
+// error (invariants.required-zero-unobserved): the contract requires the
+// zero to be observed, so an unverified invariant is not met. (Until this
+// change it was the hint invariants.unknown, which is retired: its ID stays
+// in the catalogue with that meaning and is never reported.) Writing 0 in a configuration for an
 // observation its raw records do not have is an error. (Claims that do so are
 // caught in check 5 with the same finding ID.)
 //
@@ -70,8 +79,8 @@ func checkInvariants(v *view, fs *findings) {
 				})
 			}
 			if unobserved > 0 {
-				fs.add(IDInvUnknown, where.path, "", 0, status,
-					"configuration %s: %s is %s in %d of %d places: the zero invariant is unverified there, not passed",
+				fs.add(IDInvRequiredZeroUnobserved, where.path, "", 0, status,
+					"configuration %s: %s is %s in %d of %d places: the contract requires an observed zero, and an unobserved counter is no zero",
 					c.id, o.name, status, unobserved, total)
 			}
 		}

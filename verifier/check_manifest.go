@@ -8,8 +8,9 @@ import (
 )
 
 // Check 1: every file the manifest lists exists with its size and SHA-256,
-// no other file exists, and the manifest itself is well-formed. (Its schema
-// validation is part of check 2, like every other document's.)
+// no other file exists (attestation.dsse.json aside), and the manifest
+// itself is well-formed. (Its schema validation is part of check 2, like
+// every other document's.)
 func checkManifest(v *view, fs *findings) {
 	e := v.e
 	m := e.Manifest
@@ -73,6 +74,12 @@ func checkManifest(v *view, fs *findings) {
 		if !en.regular {
 			fs.add(IDManifestNotRegular, p, "", "a regular file", en.mode.String(),
 				"%s is not a regular file (symlinks are not followed)", p)
+			continue
+		}
+		// The attestation signs manifest.json's hash, so the manifest cannot
+		// list it; it is the one unlisted file an edition may hold (check
+		// signature reads it).
+		if p == editions.AttestationFile {
 			continue
 		}
 		fs.add(IDManifestUnlisted, p, "", "listed in manifest.json", "not listed",

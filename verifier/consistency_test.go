@@ -24,9 +24,10 @@ func TestDeclaredDifferentNumericsIsAHint(t *testing.T) {
 		obj(t, d, "campaign", "configurations", 1)["executor"] = "grouped-v1"
 	})
 	refreeze(t, dir, editions.CampaignFile, "campaign")
+	reaggregate(t, dir) // the claims' statements and the reports name the executor
 	rehash(t, dir)
 
-	rep, err := Verify(dir, Options{Schemas: nil, SharedNumerics: []string{"scalar-v1"}})
+	rep, err := Verify(dir, Options{Schemas: nil, SharedNumerics: []string{"scalar-v1"}, ContractFile: fixtureContractFile(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,14 +36,77 @@
 //  5. claims: each claim's value is its source value rounded as declared,
 //     numerator / denominator equals the source, statuses are valid.
 //  6. invariants: the contract's required-zero observations (the cache
-//     counters) are 0 where they were observed; UNKNOWN is a hint; a 0
-//     written for UNKNOWN or UNSUPPORTED is an error.
+//     counters) are observed zeros: a non-zero is an error, and so is
+//     UNKNOWN, UNSUPPORTED or absent (invariants.required-zero-unobserved;
+//     "required_zero" asks for an observed zero, and the former hint
+//     invariants.unknown is retired); a 0 written for UNKNOWN or
+//     UNSUPPORTED is an error.
 //  7. consistency: configurations with the same checkpoint, expert format,
 //     device and numerics family produce identical greedy token streams and
 //     prompt tokens; a run that departs from the majority is reported.
 //     Executors outside Options.SharedNumerics (default scalar-v1,
 //     grouped-v1, fused-topk-v1) declare numerics of their own and are
 //     compared by token agreement only (a hint).
+//  8. binding: claims are bound. Claim <config>.<metric> must cite
+//     configs/<config>.json#/metrics/<metric> (never claims.json, never
+//     another configuration's file), with the ratio its metric is defined
+//     by (decode_tokens / decode_seconds, output_tokens / runtime_seconds,
+//     none for the rest), the metric's unit and decimals, and the
+//     statement the verifier regenerates from the configuration document
+//     with its own generator (held to campaigns.Claims by a test). Every
+//     configuration claims pooled decode, overall output, TTFT mean and
+//     H2D bytes, plus the RSS and VRAM peaks where it observed them.
+//     Evidence and publication are no higher than the campaign's (E1 < E2
+//     < E3 < E4, internal < public); reproduction is always not_attempted
+//     (a reproduction is a separate record, never upgraded inside the
+//     edition). Contracts are pinned: the contract's canonical hash must be
+//     a released contract's (releasedContracts, held to contracts/*.yaml by
+//     a test), or else the canonical hash of the YAML given by
+//     Options.ContractFile (--contract; then a hint says it was accepted
+//     that way). With Options.CampaignFile (--campaign) the frozen campaign
+//     must hold every key the YAML declares with an equal value, and the
+//     same configuration ids in the same order. Weak spots: the campaign
+//     comparison is generic, so keys the frozen campaign adds beyond the
+//     YAML are taken as the loader's defaults, unchecked; a metric is bound
+//     to its configuration's document, which check 4 recomputes, but a
+//     claim set the runner would not write (an extra metric) is an error
+//     only because its id is unknown.
+//  9. physics: the raw records describe a run that can have happened, so a
+//     forger who re-derives every aggregate, claim and hash still has to
+//     get the physics right. Cache: hits + misses = layers x top_k x
+//     (prompt_tokens + N - 1), one copy of record_bytes per miss and
+//     prefetched record, one eviction per load at partial residency, none
+//     at full, placement = capacity x layers records, and identical cache
+//     settings give identical per-request counters (against the majority).
+//     Time: the wall clock bounds preparation + warmup + requests (work <=
+//     wall + 0.05 s, wall - work <= max(1 s, 10%)), token timestamps
+//     strictly increase, the VRAM timeline spans the worker, workers never
+//     overlap, no two requests share their timings. Environment: one
+//     build (the manifest's tool), one host, GPU and driver; each worker
+//     ran its campaign configuration (checkpoint, expert format,
+//     transport, prefetch, overlap). Memory: on CUDA the VRAM peaks hold
+//     the placed experts; a missing timeline among timelines is an error.
+//     Tokens: EOS ids and tokenizer pinned by the checkpoint (and, for
+//     synthetic presets, the preset's EOS ids), prompt ids identical per
+//     tokenizer and, byte-level synthetic, the UTF-8 bytes of the
+//     contract's text; records without setup.tokenizer_sha256 are a hint.
+//     It cannot catch a uniformly faked run: timings, wall clocks and VRAM
+//     timeline rescaled together, or every block of a configuration that
+//     shares its cache settings with no other changed alike, or HF prompt
+//     and EOS ids changed in every worker; only a reproduction or a
+//     trusted signature speaks to that.
+//  10. derived: the files people read say what the JSON says. report.md and
+//     report.html are required, and so is every plot they show. Their
+//     results and cache-invariants tables are parsed (the section headings
+//     "Results" and "Cache contract invariants") and every cell compared
+//     with configs/<id>.json formatted as its column says (the verifier's
+//     own header -> JSON pointer, scale, decimals map, a copy of
+//     campaigns/fields.go's); each configuration has exactly one row; the
+//     contract line's id and hash and the claim count must match. Weak
+//     spots: a column the verifier does not know is a hint (unverified),
+//     the prose (caveats, ceilings sections, definitions) is not checked,
+//     and a plot is checked only for presence and the PNG signature, never
+//     against the data it draws.
 //
 // Verify never panics on a corrupt edition. It returns an error (wrapping
 // ErrUnreadable) only when the edition cannot be read at all: the directory

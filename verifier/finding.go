@@ -210,7 +210,7 @@ var (
 	IDInvAuthority      = def("invariants", "invariants.authority-writes", Error, "authority writes observed non-zero (the contract requires 0)")
 	IDInvHash           = def("invariants", "invariants.request-hash-bytes", Error, "request-time hash work observed non-zero (the contract requires 0)")
 	IDInvArtifactReads  = def("invariants", "invariants.request-artifact-reads", Error, "request-time artifact reads observed non-zero (the contract requires 0)")
-	IDInvUnknown        = def("invariants", "invariants.unknown", Hint, "a required-zero counter was not observed (UNKNOWN/UNSUPPORTED): the invariant is unverified, not passed")
+	IDInvUnknown        = def("invariants", "invariants.unknown", Hint, "retired, never reported: an unobserved required zero is now the error invariants.required-zero-unobserved")
 	IDInvOther          = def("invariants", "invariants.required-zero", Error, "another observation the contract requires to be zero is non-zero")
 	IDInvZeroForUnknown = def("invariants", "invariants.zero-for-unknown", Error, "a 0 is written (config or claim) where the raw record says UNKNOWN or UNSUPPORTED")
 

@@ -10,13 +10,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
 // reaggregate rewrites each configuration document's aggregates from the
 // raw records present (creating the document from the first raw record when
-// it does not exist yet), then every claim from its sources. It is the
-// fixture's own writer: the formulas of DESIGN section 8, written again.
+// it does not exist yet), then every claim from its sources (and its
+// statement from its configuration document), then the
+// reports' tables and claim count (rerenderReports). It is the fixture's
+// own writer: the formulas of DESIGN section 8, written again.
 func reaggregate(t testing.TB, dir string) {
 	t.Helper()
 	for _, id := range configIDs(t, dir) {
@@ -50,14 +53,24 @@ func reaggregate(t testing.TB, dir string) {
 			}
 		})
 	}
+	defer rerenderReports(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, editions.ClaimsFile)); err != nil {
 		writeDoc(t, dir, editions.ClaimsFile, fixClaims(t, dir))
 		return
+	}
+	// A careful forger also rewrites each statement from its (possibly
+	// edited) configuration document, as the runner would.
+	statements := map[string]string{}
+	for _, c := range fixClaims(t, dir).Claims {
+		statements[c.ID] = c.Statement
 	}
 	edit(t, dir, editions.ClaimsFile, func(doc map[string]any) {
 		claims, _ := doc["claims"].([]any)
 		for _, c := range claims {
 			c := c.(map[string]any)
+			if s, ok := statements[c["id"].(string)]; ok {
+				c["statement"] = s
+			}
 			src := obj(t, c, "source")
 			v := sourceValue(t, dir, src)
 			src["value"] = v
@@ -182,32 +195,25 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	return d
 }
 
-// fixClaims writes four claims per configuration from the configuration
-// documents on disk.
+// fixClaims writes the claims the runner writes (campaigns.Claims: pooled
+// decode, overall output, TTFT mean, H2D bytes, and the RSS and VRAM peaks
+// where observed) from the configuration documents on disk. The runner's
+// own function is used on purpose: the verifier regenerates the claims'
+// statements with code of its own, and the fixture proves the two agree.
 func fixClaims(t testing.TB, dir string) *editions.ClaimsDoc {
 	t.Helper()
-	doc := &editions.ClaimsDoc{Schema: editions.SchemaClaims, Version: editions.Version, Edition: fixEdition}
+	var docs []editions.ConfigDoc
 	for _, id := range configIDs(t, dir) {
-		f := editions.ConfigPath(id)
-		ref := func(p string) *editions.SourceRef {
-			r := &editions.SourceRef{File: f, Pointer: p}
-			r.Value = sourceValue(t, dir, map[string]any{"file": f, "pointer": p})
-			return r
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(editions.ConfigPath(id))))
+		if err != nil {
+			continue // a configuration without a document claims nothing
 		}
-		add := func(name, statement, unit, p string, dec int, num, den string) {
-			c := editions.Claim{ID: id + "." + name, Statement: statement, Unit: unit, Decimals: dec,
-				Source: *ref(p), Evidence: "E1", Validation: "valid", Publication: "internal", Reproduction: "not_attempted"}
-			c.Value = fixRound(c.Source.Value, dec)
-			if num != "" {
-				c.Numerator, c.Denominator = ref(num), ref(den)
-			}
-			doc.Claims = append(doc.Claims, c)
+		d, err := LoadConfig(b)
+		if err != nil {
+			continue
 		}
-		add("pooled_decode_tok_s", "Pooled decode rate of "+id, "tokens/s", "/metrics/pooled_decode_tok_s", 2, "/metrics/decode_tokens", "/metrics/decode_seconds")
-		add("overall_output_tok_s", "Overall output rate of "+id, "tokens/s", "/metrics/overall_output_tok_s", 2, "/metrics/output_tokens", "/metrics/runtime_seconds")
-		add("ttft_mean_s", "Mean time to first token of "+id, "s", "/metrics/ttft_mean_s", 4, "", "")
-		add("rss_peak_bytes", "Peak worker RSS of "+id, "bytes", "/metrics/rss_peak_bytes", 0, "", "")
-		add("d2h_expert_bytes", "Expert D2H bytes during measured requests of "+id, "bytes", "/invariants/d2h_expert_bytes", 0, "", "")
+		docs = append(docs, *d)
 	}
-	return doc
+	c := campaigns.Claims(&campaigns.Campaign{Edition: fixEdition, Evidence: "E1", Publication: "internal"}, docs)
+	return &c
 }

@@ -5,13 +5,22 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"html"
+	"image"
+	"image/png"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
+	"gopkg.in/yaml.v3"
+
+	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/schemas"
@@ -112,9 +121,12 @@ func newFixture(t testing.TB) string {
 			writeDoc(t, dir, editions.RawPath(c.id, b), fixRaw(k, ci, c.id, c.capacity, c.executor, b, contractHash))
 		}
 	}
-	writeFile(t, dir, editions.ReportMD, "# fixture edition\n\nTwo tiny configurations on the CPU.\n")
-	writeFile(t, dir, editions.ReportHTML, "<!doctype html><title>fixture</title><p>Two tiny configurations.</p>\n")
-	reaggregate(t, dir)
+	// The fixture's contract is not a released one: the verifier accepts
+	// it only when told to (Options.ContractFile, --contract), so the
+	// fixture writes its YAML beside the edition (fixtureOptions).
+	writeContractYAML(t, k, fixtureContractFile(dir))
+	writePlot(t, dir, fixPlot)
+	reaggregate(t, dir) // configs, claims and the reports' tables
 	rehash(t, dir)
 	// Everything written must satisfy the writer's own schema check.
 	for _, id := range configIDs(t, dir) {
@@ -351,4 +363,269 @@ func findingsText(fs []Finding) string {
 		b.WriteString("  " + string(f.Severity) + " " + f.ID + " " + f.Where() + ": " + f.Message + "\n")
 	}
 	return b.String()
+}
+
+// ---------------------------------------------------------------------------
+// The fixture's contract file, plot and reports.
+
+// fixPlot is the one plot the fixture's reports show.
+const fixPlot = "plots/decode_tok_s.png"
+
+// fixtureContractFile is where newFixture writes the YAML of the fixture's
+// contract: beside the edition, never inside it.
+func fixtureContractFile(dir string) string {
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r // an edition named through a symlink (editions/latest)
+	}
+	return filepath.Join(filepath.Dir(dir), fixEdition+"-contract.yaml")
+}
+
+// writeContractYAML writes contract k as YAML (its yaml tags: the form
+// contracts.LoadFile reads).
+func writeContractYAML(t testing.TB, k *contracts.Contract, path string) {
+	t.Helper()
+	b, err := yaml.Marshal(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writePlot writes a small valid PNG at rel.
+func writePlot(t testing.TB, dir, rel string) {
+	t.Helper()
+	img := image.NewGray(image.Rect(0, 0, 4, 4))
+	for i := range img.Pix {
+		img.Pix[i] = uint8(i * 16)
+	}
+	var b bytes.Buffer
+	if err := png.Encode(&b, img); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, rel, b.String())
+}
+
+// fixField is one report column, written the way campaigns/fields.go
+// writes it: the fixture's own report writer (the verifier has a third,
+// independent copy).
+type fixField struct {
+	header string
+	right  bool
+	value  func(d *editions.ConfigDoc) string
+}
+
+func fixObs(o editions.Obs[int64], scale float64, decimals int) string {
+	if !o.Ok() {
+		return o.Status
+	}
+	return fmt.Sprintf("%.*f", decimals, float64(o.Value)/scale)
+}
+
+var fixResultFields = []fixField{
+	{"configuration", false, func(d *editions.ConfigDoc) string { return d.ID }},
+	{"checkpoint", false, func(d *editions.ConfigDoc) string { return campaigns.CheckpointLabel(d.Checkpoint) }},
+	{"executor", false, func(d *editions.ConfigDoc) string {
+		if d.SeedExecutor != "" {
+			return d.Executor + " (seed: " + d.SeedExecutor + ")"
+		}
+		return d.Executor
+	}},
+	{"capacity (experts/layer)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%d/%d", d.Capacity, d.ExpertsPerLayer) }},
+	{"regime", false, func(d *editions.ConfigDoc) string { return d.Regime }},
+	{"pooled decode (tok/s)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.2f", d.Metrics.PooledDecodeTokS) }},
+	{"block spread (tok/s)", true, func(d *editions.ConfigDoc) string {
+		return fmt.Sprintf("%.2f-%.2f", d.Metrics.BlockSpread.Min, d.Metrics.BlockSpread.Max)
+	}},
+	{"overall output (tok/s)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.2f", d.Metrics.OverallOutputTokS) }},
+	{"TTFT mean (ms)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.1f", d.Metrics.TTFTMeanS*1e3) }},
+	{"response mean (s)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.3f", d.Metrics.ResponseMeanS) }},
+	{"H2D (MiB)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.1f", float64(d.Metrics.H2DBytes)/(1<<20)) }},
+	{"misses", true, func(d *editions.ConfigDoc) string { return fmt.Sprint(d.Metrics.Misses) }},
+	{"RSS peak (MiB)", true, func(d *editions.ConfigDoc) string { return fixObs(d.Metrics.RSSPeakBytes, 1<<20, 1) }},
+	{"VRAM peak (GiB)", true, func(d *editions.ConfigDoc) string { return fixObs(d.Metrics.VRAMPeakBytes, 1<<30, 2) }},
+	{"requests", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%d (%d blocks)", d.Requests, d.Blocks) }},
+}
+
+var fixInvariantFields = []fixField{
+	{"configuration", false, func(d *editions.ConfigDoc) string { return d.ID }},
+	{"expert D2H (bytes)", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.D2HExpertBytes, 1, 0) }},
+	{"writebacks", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.Writebacks, 1, 0) }},
+	{"authority writes", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.AuthorityWrites, 1, 0) }},
+	{"request SHA work (bytes)", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.RequestHashBytes, 1, 0) }},
+	{"request artifact reads", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.RequestArtifactReads, 1, 0) }},
+}
+
+func fixMDTable(fields []fixField, docs []*editions.ConfigDoc) string {
+	var b strings.Builder
+	cell := func(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
+	b.WriteString("|")
+	for _, f := range fields {
+		b.WriteString(" " + cell(f.header) + " |")
+	}
+	b.WriteString("\n|")
+	for _, f := range fields {
+		if f.right {
+			b.WriteString(" ---: |")
+		} else {
+			b.WriteString(" --- |")
+		}
+	}
+	b.WriteString("\n")
+	for _, d := range docs {
+		b.WriteString("|")
+		for _, f := range fields {
+			b.WriteString(" " + cell(f.value(d)) + " |")
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func fixHTMLTable(fields []fixField, docs []*editions.ConfigDoc) string {
+	var b strings.Builder
+	b.WriteString("<table>\n<tr>")
+	for _, f := range fields {
+		b.WriteString("<th>" + html.EscapeString(f.header) + "</th>")
+	}
+	b.WriteString("</tr>\n")
+	for _, d := range docs {
+		b.WriteString("<tr>")
+		for _, f := range fields {
+			if f.right {
+				b.WriteString(`<td class="r">`)
+			} else {
+				b.WriteString("<td>")
+			}
+			b.WriteString(html.EscapeString(f.value(d)) + "</td>")
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>")
+	return b.String()
+}
+
+// reportInputs reads what the reports show from the edition's JSON: the
+// configuration documents in campaign order, the contract's id and hash
+// and the claim count.
+func reportInputs(t testing.TB, dir string) (docs []*editions.ConfigDoc, contractID, contractSHA string, claims int) {
+	t.Helper()
+	for _, id := range configIDs(t, dir) {
+		b, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(editions.ConfigPath(id))))
+		if err != nil {
+			continue
+		}
+		d, err := LoadConfig(b)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		docs = append(docs, d)
+	}
+	k := readTree(t, dir, editions.ContractFile)
+	contractID, _ = k["id"].(string)
+	contractSHA, _ = k["sha256"].(string)
+	if cl, err := os.ReadFile(filepath.Join(dir, editions.ClaimsFile)); err == nil {
+		if c, err := LoadClaims(cl); err == nil {
+			claims = len(c.Claims)
+		}
+	}
+	return docs, contractID, contractSHA, claims
+}
+
+// writeFixtureReports writes the fixture's report.md and report.html: the
+// contract line, the claim count, the results table, the plot and the
+// cache-invariants table, in the runner's formats.
+func writeFixtureReports(t testing.TB, dir string) {
+	t.Helper()
+	docs, id, sha, claims := reportInputs(t, dir)
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Edition %s\n\nverifier fixture\n\n", fixEdition)
+	fmt.Fprintf(&md, "Contract **%s** (sha256 `%s`): %d prompts x %d blocks, %d output tokens per request. Device: **cpu**. Claims: %d in claims.json.\n\n",
+		id, sha, 2, fixBlocks, fixN, claims)
+	md.WriteString("## Results\n\n" + fixMDTable(fixResultFields, docs) + "\n")
+	fmt.Fprintf(&md, "![Pooled decode rate against capacity](%s)\n\n", fixPlot)
+	md.WriteString("## Cache contract invariants\n\nSummed over the measured requests; the contract requires observed zeros.\n\n")
+	md.WriteString(fixMDTable(fixInvariantFields, docs))
+	writeFile(t, dir, editions.ReportMD, md.String())
+
+	var h strings.Builder
+	fmt.Fprintf(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Edition %s</title>\n</head>\n<body>\n<h1>Edition %s</h1>\n<p>verifier fixture</p>\n", fixEdition, fixEdition)
+	fmt.Fprintf(&h, "<p>Contract <strong>%s</strong> (sha256 <code>%s</code>): %d prompts x %d blocks, %d output tokens per request.\nDevice: <strong>cpu</strong>. Claims: %d in <a href=\"claims.json\">claims.json</a>.</p>\n",
+		html.EscapeString(id), sha, 2, fixBlocks, fixN, claims)
+	h.WriteString("\n<h2>Results</h2>\n" + fixHTMLTable(fixResultFields, docs) + "\n")
+	fmt.Fprintf(&h, "<figure><img src=\"%s\" alt=\"Pooled decode rate against capacity\" width=\"600\"><figcaption>Pooled decode rate against capacity</figcaption></figure>\n", fixPlot)
+	h.WriteString("\n<h2>Cache contract invariants</h2>\n<p>Summed over the measured requests; the contract requires observed zeros.</p>\n")
+	h.WriteString(fixHTMLTable(fixInvariantFields, docs) + "\n</body>\n</html>\n")
+	writeFile(t, dir, editions.ReportHTML, h.String())
+}
+
+var (
+	mdClaimCount   = regexp.MustCompile(`Claims: \d+ in claims\.json\.`)
+	htmlClaimCount = regexp.MustCompile(`Claims: \d+ in <a href="claims\.json">`)
+	htmlTableRe    = regexp.MustCompile(`(?s)<table>.*?</table>`)
+)
+
+// rerenderReports brings the reports of any edition in line with its JSON,
+// as a careful forger would: a fixture without reports gets them written;
+// otherwise the results and cache-invariants tables of report.md and
+// report.html are rewritten from the configuration documents and the claim
+// count from claims.json, everything else left as it is.
+func rerenderReports(t testing.TB, dir string) {
+	t.Helper()
+	mdPath := filepath.Join(dir, editions.ReportMD)
+	if _, err := os.Stat(mdPath); err != nil {
+		writeFixtureReports(t, dir)
+		return
+	}
+	docs, _, _, claims := reportInputs(t, dir)
+	if b, err := os.ReadFile(mdPath); err == nil {
+		s := string(b)
+		for _, x := range []struct {
+			title  string
+			fields []fixField
+		}{{"Results", fixResultFields}, {"Cache contract invariants", fixInvariantFields}} {
+			s = replaceMDTable(s, x.title, fixMDTable(x.fields, docs))
+		}
+		s = mdClaimCount.ReplaceAllString(s, fmt.Sprintf("Claims: %d in claims.json.", claims))
+		writeFile(t, dir, editions.ReportMD, s)
+	}
+	hp := filepath.Join(dir, editions.ReportHTML)
+	if b, err := os.ReadFile(hp); err == nil {
+		s := string(b)
+		for _, x := range []struct {
+			title  string
+			fields []fixField
+		}{{"Results", fixResultFields}, {"Cache contract invariants", fixInvariantFields}} {
+			head := "<h2>" + x.title + "</h2>"
+			i := strings.Index(s, head)
+			if i < 0 {
+				continue
+			}
+			loc := htmlTableRe.FindStringIndex(s[i:])
+			if loc == nil {
+				continue
+			}
+			s = s[:i+loc[0]] + fixHTMLTable(x.fields, docs) + s[i+loc[1]:]
+		}
+		s = htmlClaimCount.ReplaceAllString(s, fmt.Sprintf(`Claims: %d in <a href="claims.json">`, claims))
+		writeFile(t, dir, editions.ReportHTML, s)
+	}
+}
+
+// replaceMDTable replaces the first table under "## <title>" with table.
+func replaceMDTable(s, title, table string) string {
+	lines := strings.SplitAfter(s, "\n")
+	i := 0
+	for ; i < len(lines) && strings.TrimSpace(lines[i]) != "## "+title; i++ {
+	}
+	for ; i < len(lines) && !strings.HasPrefix(lines[i], "|"); i++ {
+	}
+	j := i
+	for ; j < len(lines) && strings.HasPrefix(lines[j], "|"); j++ {
+	}
+	if i >= len(lines) {
+		return s
+	}
+	return strings.Join(lines[:i], "") + table + strings.Join(lines[j:], "")
 }

@@ -25,6 +25,13 @@ func TestFixtureGolden(t *testing.T) {
 		if err := os.CopyFS(goldenFixture, os.DirFS(dir)); err != nil {
 			t.Fatal(err)
 		}
+		b, err := os.ReadFile(fixtureContractFile(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(fixtureContractFile(goldenFixture), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	want := readTreeFiles(t, dir)
 	got := readTreeFiles(t, goldenFixture)
@@ -40,7 +47,9 @@ func TestFixtureGolden(t *testing.T) {
 			t.Errorf("%s: not written by the generator (run with -update)", p)
 		}
 	}
-	rep, err := Verify(goldenFixture, Options{Schemas: fixtureSchemas(t)})
+	// The fixture's contract is not released: its YAML is committed beside
+	// the edition (testdata/editions/fixture-cpu-contract.yaml).
+	rep, err := Verify(goldenFixture, fixtureOptions(t, goldenFixture, fixtureSchemas(t)))
 	if err != nil || !rep.Passed() {
 		t.Fatalf("committed fixture does not verify: %v\n%s", err, findingsText(rep.Findings))
 	}

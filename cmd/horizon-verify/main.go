@@ -31,6 +31,8 @@ func newApp(stdout, stderr io.Writer) *cli.App {
    claims       each claim equals its source value rounded as declared; valid statuses
    invariants   required-zero cache counters are 0 where observed (UNKNOWN is a hint)
    consistency  same checkpoint, expert format and numerics => identical greedy tokens
+   signature    attestation.dsse.json (horizon-bench attest) signs this manifest.json;
+                with --trusted-key it must be that key's signature (unsigned: a hint)
 
 Each finding is an error (the edition is wrong) or a hint (something could not be
 verified), with a stable ID, the file, a JSON pointer, the expected and found values.

@@ -19,6 +19,10 @@ var bin string
 
 const fixture = "../../verifier/testdata/editions/fixture-cpu"
 
+// fixtureContract is the fixture's (unreleased, cut-down) contract, which
+// it verifies clean against only when named (--contract).
+const fixtureContract = "../../verifier/testdata/editions/fixture-cpu-contract.yaml"
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "horizon-verify-")
 	if err != nil {
@@ -71,12 +75,14 @@ func TestExitCodes(t *testing.T) {
 		code int
 		want []string // substrings of stdout+stderr
 	}{
-		{"valid edition", func(t *testing.T) []string { return []string{copyFixture(t)} }, exitPass,
-			[]string{"PASS: 0 errors, 2 hints (exit 0)", "invariants.unknown", "recompute    PASS"}},
-		{"flags after the directory", func(t *testing.T) []string { return []string{copyFixture(t), "--json"} }, exitPass,
+		{"valid edition", func(t *testing.T) []string { return []string{"--contract", fixtureContract, copyFixture(t)} }, exitPass,
+			[]string{"PASS: 0 errors, 2 hints (exit 0)", "binding.contract-explicit", "recompute    PASS"}},
+		{"unreleased contract not named", func(t *testing.T) []string { return []string{copyFixture(t)} }, exitFail,
+			[]string{"binding.contract-unpinned", "FAIL: 1 error"}},
+		{"flags after the directory", func(t *testing.T) []string { return []string{copyFixture(t), "--json", "--contract", fixtureContract} }, exitPass,
 			[]string{`"message_type":"summary"`, `"exit_code":0`}},
 		{"schemas from a directory", func(t *testing.T) []string {
-			return []string{"--schemas", "../../schemas", copyFixture(t)}
+			return []string{"--schemas", "../../schemas", "--contract", fixtureContract, copyFixture(t)}
 		}, exitPass, []string{"schema       PASS"}},
 		{"tampered file", func(t *testing.T) []string {
 			dir := copyFixture(t)
@@ -86,7 +92,7 @@ func TestExitCodes(t *testing.T) {
 			}
 			f.WriteString("one more line\n")
 			f.Close()
-			return []string{dir}
+			return []string{"--contract", fixtureContract, dir}
 		}, exitFail, []string{"manifest.hash-mismatch", "manifest.size-mismatch", "report.md", "FAIL: 2 errors"}},
 		{"no arguments", func(*testing.T) []string { return nil }, exitUsage, []string{"want exactly one edition directory"}},
 		{"two directories", func(t *testing.T) []string { return []string{fixture, fixture} }, exitUsage, []string{"got 2 arguments"}},

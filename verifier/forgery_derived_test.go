@@ -1,0 +1,66 @@
+package verifier
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// Consistent forgeries against the derived files: the JSON stays honest
+// (and every hash is re-derived), and the number a reader sees is not.
+func init() {
+	forgeries = append(forgeries,
+		forgery{family: "derived", name: "number in report.md's results table edited", want: IDDerivedCell,
+			apply: func(t *testing.T, dir string) {
+				forge(t, dir)
+				editReportCell(t, dir, editions.ReportMD, regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| )(\d+)(\.\d\d \|)`))
+				rehash(t, dir)
+			}},
+		forgery{family: "derived", name: "number in report.html's results table edited", want: IDDerivedCell,
+			apply: func(t *testing.T, dir string) {
+				forge(t, dir)
+				// The sixth cell of the first data row is pooled decode.
+				editReportCell(t, dir, editions.ReportHTML, regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>)(\d+)(\.\d\d</td>)`))
+				rehash(t, dir)
+			}},
+		forgery{family: "derived", name: "plot deleted from the manifest and the disk", want: IDDerivedPlotMissing,
+			apply: func(t *testing.T, dir string) {
+				forge(t, dir)
+				b, err := os.ReadFile(filepath.Join(dir, editions.ReportMD))
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := regexp.MustCompile(`!\[[^\]]*\]\((plots/[^)]+\.png)\)`).FindStringSubmatch(string(b))
+				if m == nil {
+					t.Skip("report.md shows no plot")
+				}
+				remove(t, dir, m[1])
+				rehash(t, dir)
+			}},
+	)
+}
+
+// editReportCell raises the integer part of the first number re matches
+// (groups: before, integer part, after) by 7 in a report file.
+func editReportCell(t *testing.T, dir, rel string, re *regexp.Regexp) {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	loc := re.FindStringSubmatchIndex(s)
+	if loc == nil {
+		t.Fatalf("%s: no cell to edit", rel)
+	}
+	n, err := strconv.Atoi(s[loc[4]:loc[5]])
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, dir, rel, s[:loc[4]]+strconv.Itoa(n+7)+s[loc[5]:])
+}

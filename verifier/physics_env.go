@@ -1,0 +1,194 @@
+package verifier
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// One run, one environment. An edition is one campaign run by one build on
+// one host: every worker process is the same binary (environment.build,
+// which is also the manifest's tool block, written by the same run), on the
+// same host, GPU and driver. And each worker ran what the frozen campaign
+// declares for its configuration. The campaign is read generically
+// (campaign.json, /campaign/configurations/<i>):
+//
+//	checkpoint/synthetic/{arch,seed}   raw checkpoint kind "synthetic", arch, seed
+//	checkpoint/hf/{dir,revision}       raw checkpoint kind "hf", dir, revision
+//	expert_format                      "int4" -> qpack-int4-b256-v1, "fp16" -> fp16
+//	capacity                           compared as a number where check contract
+//	                                   could not read it as an integer
+//	transport, prefetch, overlap       raw setup; absent on either side means the
+//	                                   documented default (staged, off, off)
+//	step_mode                          only where the campaign declares it (today's
+//	                                   campaigns do not; absent in raw means ops)
+//
+// Executor and an integer capacity are check contract's
+// (contract.campaign-config); spares and staging are not compared (the
+// campaign's 0 means "top-k", the record holds the resolved number).
+//
+// What this cannot catch: a forger who rewrites every worker's build, or the
+// campaign together with every record, stays consistent; the frozen campaign
+// is bound to a campaign file only by check binding (Options.CampaignFile).
+
+var (
+	IDPhysBuild = def("physics", "physics.build", Error,
+		"a worker's environment.build (version, vcs_revision, vcs_modified) differs from the manifest's tool block: one edition is one build")
+	IDPhysHost = def("physics", "physics.host", Error,
+		"a worker's hostname, GPU or driver differs from the majority of the edition's workers: one edition is one host")
+	IDPhysCampaignSetup = def("physics", "physics.campaign-setup", Error,
+		"a worker's checkpoint, expert format, capacity, transport, prefetch, overlap or step mode differs from what the campaign declares for its configuration")
+)
+
+// expertFormats maps a campaign's expert_format to the artifact's.
+var campaignExpertFormats = map[string]string{"int4": "qpack-int4-b256-v1", "fp16": "fp16"}
+
+func checkEnvironment(v *view, ws []physWorker, fs *findings) {
+	tool := v.e.Manifest.Tool
+	var hosts []string
+	for _, pw := range ws {
+		w := pw.w
+		b := w.rec.Environment.Build
+		var diff []string
+		for _, x := range [][3]string{
+			{"version", tool.Version, b.Version},
+			{"vcs_revision", tool.VCSRevision, b.VCSRevision},
+			{"vcs_modified", tool.VCSModified, b.VCSModified},
+		} {
+			if x[1] != x[2] {
+				diff = append(diff, fmt.Sprintf("%s %q (manifest %q)", x[0], x[2], x[1]))
+			}
+		}
+		if len(diff) > 0 {
+			fs.add(IDPhysBuild, w.path, "/environment/build",
+				map[string]string{"version": tool.Version, "vcs_revision": tool.VCSRevision, "vcs_modified": tool.VCSModified},
+				map[string]string{"version": b.Version, "vcs_revision": b.VCSRevision, "vcs_modified": b.VCSModified},
+				"the worker was built otherwise than the edition's tool (%s): %s", editions.ManifestFile, strings.Join(diff, ", "))
+		}
+		hosts = append(hosts, hostKey(w))
+	}
+	if ref := majorityIndex(hosts); ref >= 0 {
+		for i, pw := range ws {
+			if hosts[i] != hosts[ref] {
+				e, f := ws[ref].w.rec.Environment, pw.w.rec.Environment
+				fs.add(IDPhysHost, pw.w.path, "/environment",
+					map[string]string{"hostname": e.Hostname, "gpu": e.GPU, "driver": e.Driver},
+					map[string]string{"hostname": f.Hostname, "gpu": f.GPU, "driver": f.Driver},
+					"the worker ran on another host, GPU or driver than the majority of the edition's workers (e.g. %s)", ws[ref].w.path)
+			}
+		}
+	}
+	checkCampaignSetup(v, fs)
+}
+
+func hostKey(w *worker) string {
+	e := w.rec.Environment
+	return strconv.Quote(e.Hostname) + " " + strconv.Quote(e.GPU) + " " + strconv.Quote(e.Driver)
+}
+
+// checkCampaignSetup holds each worker to its campaign configuration.
+func checkCampaignSetup(v *view, fs *findings) {
+	cd := v.e.docs[editions.CampaignFile]
+	if cd == nil || cd.tree == nil {
+		return // check contract reports the missing campaign
+	}
+	x, err := resolve(cd.tree, "/campaign/configurations")
+	if err != nil {
+		return
+	}
+	list, _ := x.([]any)
+	for i, item := range list {
+		m, _ := item.(map[string]any)
+		id, _ := m["id"].(string)
+		c := v.byID[id]
+		if c == nil {
+			continue // check contract reports it
+		}
+		base := ptr("campaign", "configurations", i)
+		for _, w := range c.workers {
+			for _, d := range campaignDiffs(m, w.rec) {
+				fs.add(IDPhysCampaignSetup, w.path, d.ptr, d.want, d.got,
+					"the campaign (%s#%s) declares %s %v for %s; the worker ran %v", editions.CampaignFile, base, d.what, d.want, id, d.got)
+			}
+		}
+	}
+}
+
+type setupDiff struct {
+	what, ptr string
+	want, got any
+}
+
+// campaignDiffs compares one raw record with its campaign configuration m.
+func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
+	var out []setupDiff
+	str := func(k string) (string, bool) { s, ok := m[k].(string); return s, ok }
+	ck := r.Checkpoint
+	if cp, ok := m["checkpoint"].(map[string]any); ok {
+		if syn, ok := cp["synthetic"].(map[string]any); ok {
+			arch, _ := syn["arch"].(string)
+			seed := jsonNumberText(syn["seed"])
+			got := ""
+			if ck.Seed != nil {
+				got = strconv.FormatInt(*ck.Seed, 10)
+			}
+			if ck.Kind != "synthetic" || ck.Arch != arch || got != seed {
+				out = append(out, setupDiff{"checkpoint", "/checkpoint", map[string]any{"kind": "synthetic", "arch": arch, "seed": seed},
+					map[string]any{"kind": ck.Kind, "arch": ck.Arch, "seed": got}})
+			}
+		} else if hf, ok := cp["hf"].(map[string]any); ok {
+			dir, _ := hf["dir"].(string)
+			rev, _ := hf["revision"].(string)
+			if ck.Kind != "hf" || ck.Dir != dir || ck.Revision != rev {
+				out = append(out, setupDiff{"checkpoint", "/checkpoint", map[string]any{"kind": "hf", "dir": dir, "revision": rev},
+					map[string]any{"kind": ck.Kind, "dir": ck.Dir, "revision": ck.Revision}})
+			}
+		}
+	}
+	if f, ok := str("expert_format"); ok {
+		if want, known := campaignExpertFormats[f]; !known || r.Artifact.ExpertFormat != want {
+			if !known {
+				want = "no known artifact format (campaign " + strconv.Quote(f) + ")"
+			}
+			out = append(out, setupDiff{"expert_format", "/artifact/expert_format", want, r.Artifact.ExpertFormat})
+		}
+	}
+	if x, present := m["capacity"]; present {
+		if _, isInt := asInt(x); !isInt { // an integer is check contract's
+			n, isNum := x.(json.Number)
+			f, err := strconv.ParseFloat(string(n), 64)
+			if !isNum || err != nil || f != float64(r.Setup.Capacity) {
+				out = append(out, setupDiff{"capacity", "/setup/capacity", x, r.Setup.Capacity})
+			}
+		}
+	}
+	s := r.Setup
+	for _, x := range []struct {
+		member, got, def string
+		always           bool // absent in the campaign means the default
+	}{
+		{"transport", s.Transport, defaultTransport, true},
+		{"prefetch", s.Prefetch, defaultPrefetch, true},
+		{"overlap", s.Overlap, defaultOverlap, true},
+		{"step_mode", s.StepMode, defaultStepMode, false},
+	} {
+		want, ok := str(x.member)
+		if !ok && !x.always {
+			continue
+		}
+		want = orDefault(want, x.def)
+		if got := orDefault(x.got, x.def); got != want {
+			out = append(out, setupDiff{x.member, "/setup/" + x.member, want, got})
+		}
+	}
+	return out
+}
+
+// jsonNumberText is the literal of a JSON number ("" for anything else).
+func jsonNumberText(x any) string {
+	n, _ := x.(json.Number)
+	return string(n)
+}
