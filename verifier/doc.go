@@ -17,9 +17,11 @@
 //
 //  1. manifest: every listed file is present with its size and SHA-256, no
 //     unlisted file exists, paths are clean and sorted.
+//
 //  2. schema: every JSON document is one object, names the schema its path
 //     calls for, is version 1, decodes into its Go type and validates
 //     against its JSON Schema (a SchemaSet).
+//
 //  3. contract: the frozen contract's and campaign's canonical hashes
 //     (CanonicalHash, the form package contracts documents, implemented
 //     here again); the campaign's configurations are the configs/ files and
@@ -29,24 +31,29 @@
 //     agree with TTFT, runtime and decode time; the warmup is marked
 //     excluded and not measured; every observation is recorded as the
 //     contract requires for the device (a number, UNKNOWN, UNSUPPORTED).
+//
 //  4. recompute: pooled decode, overall output rate, TTFT and response
 //     means, the sums behind them, VRAM and RSS peaks, H2D bytes, hits,
 //     misses and block spread are rederived from raw and compared exactly
 //     (float64 sums in block, then prompt order).
+//
 //  5. claims: each claim's value is its source value rounded as declared,
 //     numerator / denominator equals the source, statuses are valid.
+//
 //  6. invariants: the contract's required-zero observations (the cache
 //     counters) are observed zeros: a non-zero is an error, and so is
 //     UNKNOWN, UNSUPPORTED or absent (invariants.required-zero-unobserved;
 //     "required_zero" asks for an observed zero, and the former hint
 //     invariants.unknown is retired); a 0 written for UNKNOWN or
 //     UNSUPPORTED is an error.
+//
 //  7. consistency: configurations with the same checkpoint, expert format,
 //     device and numerics family produce identical greedy token streams and
 //     prompt tokens; a run that departs from the majority is reported.
 //     Executors outside Options.SharedNumerics (default scalar-v1,
 //     grouped-v1, fused-topk-v1) declare numerics of their own and are
 //     compared by token agreement only (a hint).
+//
 //  8. binding: claims are bound. Claim <config>.<metric> must cite
 //     configs/<config>.json#/metrics/<metric> (never claims.json, never
 //     another configuration's file), with the ratio its metric is defined
@@ -71,6 +78,7 @@
 //     to its configuration's document, which check 4 recomputes, but a
 //     claim set the runner would not write (an extra metric) is an error
 //     only because its id is unknown.
+//
 //  9. physics: the raw records describe a run that can have happened, so a
 //     forger who re-derives every aggregate, claim and hash still has to
 //     get the physics right. Cache: hits + misses = layers x top_k x
@@ -95,6 +103,7 @@
 //     shares its cache settings with no other changed alike, or HF prompt
 //     and EOS ids changed in every worker; only a reproduction or a
 //     trusted signature speaks to that.
+//
 //  10. derived: the files people read say what the JSON says. report.md and
 //     report.html are required, and so is every plot they show. Their
 //     results and cache-invariants tables are parsed (the section headings
@@ -108,14 +117,45 @@
 //     and a plot is checked only for presence and the PNG signature, never
 //     against the data it draws.
 //
+//  11. signature: attestation.dsse.json, the one file the manifest does not
+//     list, is a DSSE envelope over an in-toto Statement v1 whose subject is
+//     manifest.json's SHA-256 (package attest). With Options.TrustedKey a
+//     missing, malformed, wrong-key or other-manifest signature is an
+//     error; without it an unsigned edition is a hint (signature.unsigned)
+//     and a signed one too (signature.unverified: whose key, not checked).
+//
+//  12. reproduction: with Options.Reproduction, the directory horizon-bench
+//     reproduce wrote: its record names this edition's manifest SHA-256,
+//     its original records are byte copies of the edition's, its rerun
+//     records are workers of this edition's campaign, and every comparison
+//     it states (prompts, tokens, cache counters, pooled decode ratio
+//     against the declared tolerance) is recomputed from the two record
+//     sets. Each claim then gets one verdict: reproduced, not reproduced
+//     (an error: tokens or counters differ), outside the speed tolerance
+//     (a hint: speed is reported, not enforced) or not rerun.
+//
+// What only a reproduction or a trusted signature can catch, because the
+// records of one edition stay self-consistent: a uniformly faster fake run
+// (every token timestamp, wall clock and VRAM sample rescaled together);
+// cache counters changed alike in every block of a configuration that
+// shares its cache settings with no other configuration (replaying routing
+// traces would catch it; the records do not keep the routing yet); a
+// Hugging Face checkpoint's prompt and EOS ids changed in every worker
+// (the verifier runs no tokenizer); and any edition written from scratch
+// by someone willing to get all of the above right. Tests pin the first two
+// (TestUniformlyFasterFakeNeedsASignatureOrAReproduction: the fake passes
+// every check, and a trusted key rejects it; TestCacheIdentityNeedsASibling),
+// so the admission stays true.
+//
 // Verify never panics on a corrupt edition. It returns an error (wrapping
 // ErrUnreadable) only when the edition cannot be read at all: the directory
 // cannot be listed or manifest.json is missing or does not decode. A check
 // that crashes becomes an internal.panic finding and the others still run.
 //
-// Weak spots, admitted: the verifier trusts the raw records themselves (it
-// can recompute aggregates, not rerun the model), so a writer that forges
-// consistent raw records passes; timings are checked for consistency, not
-// plausibility; and the contract and campaign are read through the members
+// Weak spots, admitted: the verifier trusts what the raw records can be
+// held to (it recomputes aggregates and checks their physics, it does not
+// rerun the model: that is reproduction's job); timings are checked for
+// consistency and against the wall clock, not against what the hardware
+// could do; and the contract and campaign are read through the members
 // listed in contract_terms.go, so a format change there needs a change here.
 package verifier

@@ -18,27 +18,56 @@ import (
 
 func newApp(stdout, stderr io.Writer) *cli.App {
 	return &cli.App{
-		Name:      "horizon-verify",
-		Usage:     "verify a Horizon benchmark edition from its raw records",
-		UsageText: "horizon-verify <edition-dir> [--json] [--schemas <dir>]   (or: horizon-verify --list-ids)",
-		Description: `Reads editions/<name>/ and runs seven checks, in this order:
+		Name:  "horizon-verify",
+		Usage: "verify a Horizon benchmark edition from its raw records",
+		UsageText: "horizon-verify <edition-dir> [--json] [--schemas DIR] [--contract FILE] [--campaign FILE]\n" +
+			"                 [--trusted-key FILE] [--reproduction DIR]   (or: horizon-verify --list-ids)",
+		Description: `Reads editions/<name>/ and runs these checks, in this order:
 
-   manifest     every listed file present with its size and SHA-256, nothing unlisted
-   schema       every JSON document validates against its JSON Schema
-   contract     the frozen contract's hash; declared blocks and prompts in order;
-                exactly N tokens, no EOS, consistent timestamps; warmup excluded
-   recompute    every aggregate of configs/*.json rederived from raw/ and compared exactly
-   claims       each claim equals its source value rounded as declared; valid statuses
-   invariants   required-zero cache counters are 0 where observed (UNKNOWN is a hint)
-   consistency  same checkpoint, expert format and numerics => identical greedy tokens
-   signature    attestation.dsse.json (horizon-bench attest) signs this manifest.json;
-                with --trusted-key it must be that key's signature (unsigned: a hint)
+   manifest      every listed file present with its size and SHA-256, nothing unlisted
+   schema        every JSON document validates against its JSON Schema
+   contract      the frozen contract's hash; declared blocks and prompts in order;
+                 exactly N tokens, no EOS, consistent timestamps; warmup excluded
+   recompute     every aggregate of configs/*.json rederived from raw/ and compared exactly
+   claims        each claim equals its source value rounded as declared; valid statuses
+   invariants    required-zero cache counters are observed zeros (UNKNOWN is an error)
+   consistency   same checkpoint, expert format and numerics => identical greedy tokens
+   binding       each claim cites its own configuration's metric with the statement the
+                 verifier regenerates; every required metric is claimed; evidence and
+                 publication no higher than the campaign's; the contract is a released
+                 one (or --contract FILE), the campaign is --campaign FILE if given
+   physics       cache counters obey the cache's arithmetic and agree across blocks and
+                 configurations with the same cache settings; wall clocks bound the work;
+                 timestamps strictly increase; no two requests share timings; one build,
+                 host and GPU; VRAM holds the placed experts; EOS, tokenizer and prompt ids
+                 pinned by the checkpoint
+   derived       report.md and report.html tables equal the JSON; plots present
+   signature     attestation.dsse.json (horizon-bench attest) signs this manifest.json;
+                 with --trusted-key it must be that key's signature (unsigned: a hint)
+   reproduction  with --reproduction DIR (horizon-bench reproduce): the record belongs to
+                 this edition, its comparisons recompute from both sets of raw records,
+                 and each claim is reported reproduced or not
+
+Examples:
+
+   horizon-verify editions/smoke-cpu
+   horizon-verify editions/smoke-cpu --campaign campaigns/smoke.yaml --json
+   horizon-verify editions/smoke-cpu --trusted-key ~/.horizon/horizon.pub
+   horizon-verify editions/smoke-cpu --reproduction out/repro-smoke
 
 Each finding is an error (the edition is wrong) or a hint (something could not be
 verified), with a stable ID, the file, a JSON pointer, the expected and found values.
 --list-ids prints every ID. With --json the output is a stream of JSON objects, one
 per line: {"message_type":"finding",...} for each finding, then one
 {"message_type":"summary",...}.
+
+What no check of one edition can catch: a forger who fakes a whole run
+consistently. A uniformly faster fake (every timestamp, wall clock and VRAM
+sample rescaled together), cache counters changed alike in every block of a
+configuration that shares its cache settings with no other, or a Hugging Face
+checkpoint's prompt and EOS ids changed in every worker all leave the records
+self-consistent. Only a reproduction on hardware you trust (--reproduction) or a
+signature by a key you trust (--trusted-key) speaks to those.
 
 Schemas are the ones embedded in this binary (package schemas) unless --schemas
 names a directory of *.json schema files.
