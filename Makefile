@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test verify-editions reproduce-smoke bench clean
+.PHONY: help setup build run test verify-editions reproduce-smoke attest-check bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -25,6 +25,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
 	$(MAKE) reproduce-smoke
+	$(MAKE) attest-check
 
 verify-editions: ## horizon-verify every edition committed under editions/
 	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \
@@ -34,6 +35,17 @@ reproduce-smoke: ## rerun one smoke-cpu worker (olmoe-tiny-c6, partial residency
 	rm -rf out/repro-smoke
 	$(GO) run ./cmd/horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke
 	$(GO) run ./cmd/horizon-verify editions/smoke-cpu --reproduction out/repro-smoke
+
+attest-check: ## sign a copy of smoke-cpu with a fresh key; horizon-verify --trusted-key must pass with that key and fail with another
+	rm -rf out/attest-check && mkdir -p out/attest-check
+	cp -r editions/smoke-cpu out/attest-check/smoke-cpu
+	$(GO) run ./cmd/horizon-bench keygen --out out/attest-check/key
+	$(GO) run ./cmd/horizon-bench keygen --out out/attest-check/other
+	$(GO) run ./cmd/horizon-bench attest out/attest-check/smoke-cpu --key out/attest-check/key/horizon.key
+	$(GO) run ./cmd/horizon-verify out/attest-check/smoke-cpu --trusted-key out/attest-check/key/horizon.pub
+	@if $(GO) run ./cmd/horizon-verify out/attest-check/smoke-cpu --trusted-key out/attest-check/other/horizon.pub >out/attest-check/wrong-key.txt 2>&1; then \
+		echo "attest-check: a signature by another key passed --trusted-key"; cat out/attest-check/wrong-key.txt; exit 1; \
+	else grep -q signature.wrong-key out/attest-check/wrong-key.txt && echo "attest-check: the wrong key fails (signature.wrong-key), as it must"; fi
 
 bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/
