@@ -93,7 +93,7 @@
 //     build (the manifest's tool), one host, GPU and driver; each worker
 //     ran its campaign configuration (checkpoint, expert format,
 //     transport, prefetch, overlap). Memory: on CUDA the VRAM peaks hold
-//     the placed experts; a missing timeline among timelines is an error.
+//     the placed experts, on every device the RSS peak the host authority; a missing timeline among timelines is an error.
 //     Tokens: EOS ids and tokenizer pinned by the checkpoint (and, for
 //     synthetic presets, the preset's EOS ids), prompt ids identical per
 //     tokenizer and, byte-level synthetic, the UTF-8 bytes of the

@@ -24,6 +24,7 @@ func init() {
 		forgery{family: "physics", name: "one worker's vcs_revision changed", want: IDPhysBuild, apply: forgeRevision},
 		forgery{family: "physics", name: "a configuration's transport changed", want: IDPhysCampaignSetup, apply: forgeTransport},
 		forgery{family: "physics", name: "VRAM peak lowered below the placement", want: IDPhysVRAMFloor, apply: forgeVRAMFloor},
+		forgery{family: "physics", name: "RSS peaks lowered below the host authority", want: IDPhysRSSFloor, apply: forgeRSSFloor},
 		forgery{family: "physics", name: "EOS set changed with a token replaced by the old EOS id", want: IDPhysEOSPreset, apply: forgeEOS},
 		forgery{family: "physics", name: "prompt token ids altered in every worker", want: IDPhysPromptBytes, apply: forgePromptIDs},
 	)
@@ -349,6 +350,25 @@ func forgePromptIDs(t *testing.T, dir string) {
 				ids := arr(t, d, "requests", 0, "prompt_token_ids")
 				bumpToken(t, d, ids, 0)
 			})
+		}
+	}
+	forge(t, dir)
+}
+
+// forgeRSSFloor lowers every worker's RSS peak to half its host authority
+// (a run that "needed" less host memory than the experts it holds), then
+// re-derives the aggregates and claims.
+func forgeRSSFloor(t *testing.T, dir string) {
+	for _, id := range configIDs(t, dir) {
+		for _, p := range rawPathsOf(t, dir, id) {
+			d := readTree(t, dir, p)
+			o := obj(t, d, "observations")
+			if _, ok := o["rss_peak_bytes"].(json.Number); !ok {
+				t.Skip("this edition did not observe RSS")
+			}
+			auth := numInt(t, at(t, d, "preparation", "authority_bytes"))
+			o["rss_peak_bytes"] = json.Number(strconv.FormatInt(auth/2, 10))
+			writeRaw(t, dir, p, d)
 		}
 	}
 	forge(t, dir)

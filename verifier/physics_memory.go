@@ -9,7 +9,10 @@ import "strconv"
 // part of the device's, so its peak never exceeds the device's. The
 // sampler that measures the peaks also writes the VRAM timeline: in an
 // edition whose CUDA workers carry timelines, a CUDA worker without one
-// dropped it.
+// dropped it. On every device the host authority (a complete host-RAM
+// copy of every expert record, preparation.authority_bytes, itself checked
+// against experts x layers x record_bytes) is resident from preparation to
+// the last request, so the worker's RSS peak is at least its size.
 //
 // What this cannot catch: peaks lowered but kept above the placement (the
 // non-expert weights, KV cache and workspace are not modelled here), or a
@@ -18,6 +21,8 @@ import "strconv"
 var (
 	IDPhysVRAMFloor = def("physics", "physics.vram-floor", Error,
 		"on cuda a VRAM peak (device or process) is below the resident expert bytes the worker placed (preparation.h2d_bytes), or the process peak exceeds the device peak")
+	IDPhysRSSFloor = def("physics", "physics.rss-floor", Error,
+		"the worker's RSS peak is below the host authority it holds resident (preparation.authority_bytes)")
 	IDPhysTimelineMissing = def("physics", "physics.vram-timeline-missing", Error,
 		"a cuda worker has no VRAM timeline while other cuda workers of the edition have one")
 )
@@ -27,6 +32,10 @@ func checkMemoryFloor(ws []physWorker, fs *findings) {
 	for _, pw := range ws {
 		w := pw.w
 		r := w.rec
+		if rss := r.Observations.RSSPeakBytes; rss.Ok() && rss.Value < r.Preparation.AuthorityBytes {
+			fs.add(IDPhysRSSFloor, w.path, "/observations/rss_peak_bytes", ">= "+itoa64(r.Preparation.AuthorityBytes), rss.Value,
+				"the RSS peak is below the %d bytes of the host authority the worker kept resident", r.Preparation.AuthorityBytes)
+		}
 		if r.Environment.Device != "cuda" {
 			continue
 		}

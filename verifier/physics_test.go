@@ -157,6 +157,10 @@ func TestPhysicsFindings(t *testing.T) {
 			r := rec(v, 0, 0)
 			r.Observations.VRAMPeakBytes = editions.Observed(r.Preparation.H2DBytes - 1)
 		}},
+		{"RSS peak below the host authority", false, IDPhysRSSFloor, func(t *testing.T, v *view) {
+			r := rec(v, 0, 1)
+			r.Observations.RSSPeakBytes = editions.Observed(r.Preparation.AuthorityBytes - 1)
+		}},
 		{"process peak above the device peak", true, IDPhysVRAMFloor, func(t *testing.T, v *view) {
 			r := rec(v, 0, 0)
 			r.Observations.VRAMProcessPeakBytes = editions.Observed(r.Observations.VRAMPeakBytes.Value + 1)

@@ -7,6 +7,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -106,6 +107,9 @@ func run(c *cli.Context, stdout io.Writer) error {
 	if c.NArg() != 1 {
 		return usageError("want exactly one edition directory, got %d arguments (see --help)", c.NArg())
 	}
+	if err := checkOptionPaths(c); err != nil {
+		return err
+	}
 	schemas, err := loadSchemas(c.String("schemas"))
 	if err != nil {
 		return usageError("%v", err)
@@ -142,4 +146,30 @@ func runMain(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "horizon-verify: %s\n", msg)
 	}
 	return code
+}
+
+// checkOptionPaths makes a flag that names a missing file or directory a
+// usage error (exit 2, one line) before anything is verified: a typo in
+// --trusted-key must not read as "the edition is wrong". What the files
+// hold is judged by the checks, as findings.
+func checkOptionPaths(c *cli.Context) error {
+	for _, f := range []struct {
+		flag string
+		dir  bool
+	}{{"contract", false}, {"campaign", false}, {"trusted-key", false}, {"reproduction", true}} {
+		p := c.String(f.flag)
+		if p == "" {
+			continue
+		}
+		st, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return usageError("--%s %s: %v", f.flag, p, errors.Unwrap(err))
+		case f.dir && !st.IsDir():
+			return usageError("--%s %s is not a directory (horizon-bench reproduce writes one)", f.flag, p)
+		case !f.dir && !st.Mode().IsRegular():
+			return usageError("--%s %s is not a regular file", f.flag, p)
+		}
+	}
+	return nil
 }

@@ -99,6 +99,15 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", func(t *testing.T) []string { return []string{"--frobnicate", fixture} }, exitUsage, []string{"frobnicate"}},
 		{"bad schemas directory", func(t *testing.T) []string { return []string{"--schemas", t.TempDir(), fixture} }, exitUsage,
 			[]string{"no *.json files"}},
+		{"missing --trusted-key file", func(t *testing.T) []string {
+			return []string{fixture, "--trusted-key", filepath.Join(t.TempDir(), "nope.pub")}
+		}, exitUsage, []string{"--trusted-key", "no such file"}},
+		{"missing --contract file", func(t *testing.T) []string { return []string{"--contract", "nope.yaml", fixture} }, exitUsage,
+			[]string{"--contract nope.yaml"}},
+		{"--campaign names a directory", func(t *testing.T) []string { return []string{"--campaign", t.TempDir(), fixture} }, exitUsage,
+			[]string{"is not a regular file"}},
+		{"--reproduction names a file", func(t *testing.T) []string { return []string{"--reproduction", "main.go", fixture} }, exitUsage,
+			[]string{"is not a directory"}},
 		{"no such edition", func(t *testing.T) []string { return []string{filepath.Join(t.TempDir(), "nope")} }, exitUnreadable,
 			[]string{"edition.unreadable", "UNREADABLE"}},
 		{"no manifest", func(t *testing.T) []string {

@@ -74,7 +74,7 @@ func TestTrustedKey(t *testing.T) {
 		{"signed, right key (flag first)", []string{"--trusted-key", pub, signed}, "", base},
 		{"signed, wrong key", []string{signed, "--trusted-key", otherPub}, "signature.wrong-key", exitFail},
 		{"unsigned, key given", []string{copyFixture(t), "--trusted-key", pub}, "signature.missing", exitFail},
-		{"key file unreadable", []string{signed, "--trusted-key", filepath.Join(t.TempDir(), "none.pub")}, "signature.unreadable-key", exitFail},
+		{"key file is not a key", []string{signed, "--trusted-key", notAKey(t)}, "signature.unreadable-key", exitFail},
 		{"signed, no key", []string{signed}, "signature.unverified", base},
 		{"unsigned, no key", []string{copyFixture(t)}, "signature.unsigned", base},
 	} {
@@ -90,4 +90,15 @@ func TestTrustedKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// notAKey writes a file that exists but holds no public key (a missing
+// file is a usage error, tested in main_test.go).
+func notAKey(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "notes.pub")
+	if err := os.WriteFile(p, []byte("not a PEM block\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
