@@ -13,6 +13,7 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/plan"
 )
 
 // DefaultMaxSeq bounds prompt + generated tokens when Options.MaxSeq is 0.
@@ -45,6 +46,13 @@ type Engine struct {
 	// overlap: the stepper computes a group's hits while its misses copy
 	// (overlap.go).
 	overlap bool
+	// The step plans (forward.go): body for prompt positions before the
+	// last, full (head and select) for the last one and every decode step.
+	body, full *plan.Plan
+	// groupIDs, groupWeights hold the routed group of the layer being run
+	// (the plan's group buffer, on the host in the op-by-op interpreter).
+	groupIDs     []int
+	groupWeights []float32
 
 	// KV caches, [T, Hkv*hd] per layer.
 	kCache, vCache []backend.Tensor
@@ -99,6 +107,9 @@ func New(o Options) (*Engine, error) {
 	e.logits = alloc(cfg.VocabSize)
 	if err != nil {
 		return nil, fmt.Errorf("engine: allocate buffers for %d positions: %w", maxSeq, err)
+	}
+	if err := e.buildPlans(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
 	}
 	return e, nil
 }

@@ -72,27 +72,30 @@ func (e *Engine) Generate(req Request) (Result, error) {
 	if e.stepper != nil {
 		return e.generateDevice(req, res, t0)
 	}
-	pos := 0
-	for _, t := range req.Prompt {
-		if err := e.step(t, pos); err != nil {
+	// The prompt's positions before the last run the plan without its head;
+	// the last one and every decode step run it whole, ending in the
+	// selected token.
+	n := len(req.Prompt)
+	for pos, t := range req.Prompt[:n-1] {
+		if _, err := e.run(e.body, t, pos, masked); err != nil {
 			return Result{}, fmt.Errorf("prefill position %d: %w", pos, err)
 		}
-		pos++
 	}
+	next, err := e.run(e.full, req.Prompt[n-1], n-1, masked)
+	if err != nil {
+		return Result{}, fmt.Errorf("prefill position %d: %w", n-1, err)
+	}
+	pos := n
 	for {
 		if err := e.keepLogits(&res, req); err != nil {
 			return Result{}, err
-		}
-		next, err := e.be.Argmax(e.logits, masked)
-		if err != nil {
-			return Result{}, fmt.Errorf("select token %d: %w", len(res.Tokens), err)
 		}
 		res.Tokens = append(res.Tokens, next)
 		res.TokenNs = append(res.TokenNs, time.Since(t0).Nanoseconds())
 		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
 			break
 		}
-		if err := e.step(next, pos); err != nil {
+		if next, err = e.run(e.full, next, pos, masked); err != nil {
 			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
 		}
 		pos++
