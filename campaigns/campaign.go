@@ -1,5 +1,4 @@
-// Package campaigns runs benchmark campaigns and turns their raw records
-// into editions.
+// Package campaigns defines benchmark campaigns and runs them: the runner.
 //
 // A campaign (YAML, see smoke.yaml) names an edition, the contract it runs
 // (id and canonical SHA-256), a device and a list of configurations: a
@@ -24,6 +23,19 @@
 // re-executes itself). Everything a run produces stays in its run directory
 // until the edition is complete, so a killed run resumes where it stopped
 // and an editions directory never holds half an edition.
+//
+// The package is in three parts, and this one never imports runtime/:
+//
+//	campaigns         the definition (Campaign, strict decode, Validate),
+//	                  the runner (processes, journal, locks, publication,
+//	                  reproduce) and record conformance (CheckRecord)
+//	campaigns/worker  the runtime side: one worker process (worker.Run),
+//	                  artifact preparation, and worker.Runtime, which
+//	                  answers what the runner must know of the runtime
+//	                  (the Runtime interface: names, shapes, artifacts,
+//	                  ceilings)
+//	campaigns/report  aggregates, claims, plots and reports, from edition
+//	                  documents only (no runner, no runtime)
 package campaigns
 
 import (
@@ -41,10 +53,6 @@ import (
 
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
-	"github.com/horizon-runmap/horizon/runtime/cache"
-	"github.com/horizon-runmap/horizon/runtime/engine"
-	"github.com/horizon-runmap/horizon/runtime/executor"
-	"github.com/horizon-runmap/horizon/runtime/model"
 )
 
 // Campaign is a parsed campaign file. Zero values are replaced by the
@@ -90,7 +98,7 @@ type Configuration struct {
 	// Capacity is the published expert rows per routed layer, top-k up to
 	// the expert count.
 	Capacity int `yaml:"capacity" json:"capacity"`
-	// Executor is ours: scalar-v1, grouped-v1 or fused-topk-v1.
+	// Executor is ours, one of executor.Names(): scalar-v1 or grouped-v1.
 	Executor string `yaml:"executor" json:"executor"`
 	// SeedExecutor is the executor name the seed's campaign used for this
 	// configuration; it must map to Executor (see SeedExecutors).
@@ -150,7 +158,7 @@ type HF struct {
 var SeedExecutors = map[string]string{
 	"PRODUCT-core scalar": "scalar-v1",
 	"Grouped T3":          "grouped-v1",
-	"top4-fused-v1":       "fused-topk-v1",
+	"top4-fused-v1":       "grouped-v1", // editions before issue 13 name it fused-topk-v1 (executor.Retired)
 }
 
 // Expert formats of a configuration.
@@ -196,13 +204,13 @@ func Parse(b []byte, name string) (*Campaign, error) {
 			c.Configurations[i].ExpertFormat = "int4"
 		}
 		if c.Configurations[i].Transport == "" {
-			c.Configurations[i].Transport = cache.DefaultTransport
+			c.Configurations[i].Transport = TransportStaged
 		}
 		if c.Configurations[i].Prefetch == "" {
-			c.Configurations[i].Prefetch = engine.PrefetchOff
+			c.Configurations[i].Prefetch = PrefetchOff
 		}
 		if c.Configurations[i].Overlap == "" {
-			c.Configurations[i].Overlap = engine.OverlapOff
+			c.Configurations[i].Overlap = OverlapOff
 		}
 	}
 	return &c, nil
@@ -230,8 +238,9 @@ func yamlError(err error) string {
 // Validate checks the campaign against its contract and the checkpoints it
 // names, after filling the contract's defaults (placement, policy). It
 // returns the first problem with one precise message, wrapping ErrInvalid.
-// contractSHA is the contract's canonical hash.
-func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
+// contractSHA is the contract's canonical hash; cat answers the runtime's
+// names and the checkpoints' shapes (worker.Runtime).
+func (c *Campaign) Validate(k *contracts.Contract, contractSHA string, cat Catalog) error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -268,13 +277,13 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
 			cfg.Policy = k.Cache.Policy
 		}
 		if cfg.Transport == "" {
-			cfg.Transport = cache.DefaultTransport
+			cfg.Transport = TransportStaged
 		}
 		if cfg.Prefetch == "" {
-			cfg.Prefetch = engine.PrefetchOff
+			cfg.Prefetch = PrefetchOff
 		}
 		if cfg.Overlap == "" {
-			cfg.Overlap = engine.OverlapOff
+			cfg.Overlap = OverlapOff
 		}
 		if !idPattern.MatchString(cfg.ID) {
 			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
@@ -283,51 +292,52 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string) error {
 			return bad("configurations[%d]: duplicate id %q", i, cfg.ID)
 		}
 		seen[cfg.ID] = true
-		if err := c.validateConfig(cfg, k); err != nil {
+		if err := c.validateConfig(cfg, k, cat); err != nil {
 			return bad("configuration %q: %v", cfg.ID, err)
 		}
 	}
 	return nil
 }
 
-func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract) error {
-	m, err := c.ModelConfig(cfg)
+func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract, cat Catalog) error {
+	m, err := cat.Shape(c, cfg)
 	if err != nil {
 		return err
 	}
+	n := cat.Names()
 	switch {
 	case !slices.Contains(expertFormats, cfg.ExpertFormat):
 		return fmt.Errorf("expert_format %q: want int4 or fp16", cfg.ExpertFormat)
-	case cfg.Capacity > m.NumExperts:
-		return fmt.Errorf("capacity %d is above the %d experts per layer of %s", cfg.Capacity, m.NumExperts, cfg.Checkpoint)
+	case cfg.Capacity > m.Experts:
+		return fmt.Errorf("capacity %d is above the %d experts per layer of %s", cfg.Capacity, m.Experts, cfg.Checkpoint)
 	case cfg.Capacity < m.TopK:
 		return fmt.Errorf("capacity %d is below top-k %d of %s: a layer must hold at least one routed group", cfg.Capacity, m.TopK, cfg.Checkpoint)
-	case !slices.Contains(executor.Names(), cfg.Executor):
-		return fmt.Errorf("executor %q is unknown (known: %s)", cfg.Executor, strings.Join(executor.Names(), ", "))
+	case !slices.Contains(n.Executors, cfg.Executor):
+		return fmt.Errorf("executor %q is unknown (known: %s)", cfg.Executor, strings.Join(n.Executors, ", "))
 	case cfg.Placement != k.Cache.InitialPlacement:
 		return fmt.Errorf("placement %q: contract %s prescribes the %s initial placement", cfg.Placement, k.ID, k.Cache.InitialPlacement)
-	case !slices.Contains(cache.Placements(), cfg.Placement):
-		return fmt.Errorf("placement %q is unknown (known: %v)", cfg.Placement, cache.Placements())
+	case !slices.Contains(n.Placements, cfg.Placement):
+		return fmt.Errorf("placement %q is unknown (known: %v)", cfg.Placement, n.Placements)
 	case cfg.Policy != k.Cache.Policy:
 		return fmt.Errorf("policy %q: contract %s prescribes %s eviction", cfg.Policy, k.ID, k.Cache.Policy)
-	case !slices.Contains(cache.Policies(), cfg.Policy):
-		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, cache.Policies())
+	case !slices.Contains(n.Policies, cfg.Policy):
+		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, n.Policies)
 	case cfg.Spares < 0 || cfg.Staging < 0:
 		return fmt.Errorf("spares %d, staging %d: want 0 (top-k) or more", cfg.Spares, cfg.Staging)
-	case !slices.Contains(cache.Transports(), cfg.Transport):
-		return fmt.Errorf("transport %q: want %s (the default) or %s", cfg.Transport, cache.TransportStaged, cache.TransportRegistered)
-	case cfg.Transport == cache.TransportRegistered && cfg.Staging != 0:
+	case !slices.Contains(n.Transports, cfg.Transport):
+		return fmt.Errorf("transport %q: want %s (the default) or %s", cfg.Transport, TransportStaged, TransportRegistered)
+	case cfg.Transport == TransportRegistered && cfg.Staging != 0:
 		return fmt.Errorf("staging %d with transport %s: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset", cfg.Staging, cfg.Transport)
-	case !slices.Contains(engine.PrefetchModes(), cfg.Prefetch):
-		return fmt.Errorf("prefetch %q: want %s (the default) or %s", cfg.Prefetch, engine.PrefetchOff, engine.PrefetchNextLayer)
-	case !slices.Contains(engine.OverlapModes(), cfg.Overlap):
-		return fmt.Errorf("overlap %q: want %s (the default) or %s", cfg.Overlap, engine.OverlapOff, engine.OverlapHitCompute)
-	case cfg.Overlap == engine.OverlapHitCompute && cfg.Prefetch != engine.PrefetchOff:
+	case !slices.Contains(n.Prefetch, cfg.Prefetch):
+		return fmt.Errorf("prefetch %q: want %s (the default) or %s", cfg.Prefetch, PrefetchOff, PrefetchNextLayer)
+	case !slices.Contains(n.Overlap, cfg.Overlap):
+		return fmt.Errorf("overlap %q: want %s (the default) or %s", cfg.Overlap, OverlapOff, OverlapHitCompute)
+	case cfg.Overlap == OverlapHitCompute && cfg.Prefetch != PrefetchOff:
 		return fmt.Errorf("overlap %s with prefetch %s: overlap runs in captured graph-segmented steps and prefetch op by op; choose one", cfg.Overlap, cfg.Prefetch)
-	case cfg.Overlap == engine.OverlapHitCompute && c.Device != "cuda":
+	case cfg.Overlap == OverlapHitCompute && c.Device != "cuda":
 		return fmt.Errorf("overlap %s on device %s: overlap needs CUDA's graph-segmented steps, and the %s backend issues op by op; use device cuda or overlap off", cfg.Overlap, c.Device, c.Device)
-	case cfg.Overlap == engine.OverlapHitCompute && cfg.Capacity == m.NumExperts:
-		return fmt.Errorf("overlap %s at full residency (capacity %d of %d): nothing misses, and full residency runs graph-full steps; overlap needs partial residency (graph-segmented)", cfg.Overlap, cfg.Capacity, m.NumExperts)
+	case cfg.Overlap == OverlapHitCompute && cfg.Capacity == m.Experts:
+		return fmt.Errorf("overlap %s at full residency (capacity %d of %d): nothing misses, and full residency runs graph-full steps; overlap needs partial residency (graph-segmented)", cfg.Overlap, cfg.Capacity, m.Experts)
 	}
 	if cfg.SeedExecutor != "" {
 		ours, ok := SeedExecutors[cfg.SeedExecutor]
@@ -372,37 +382,6 @@ func (c *Campaign) HFDir(cfg *Configuration) string {
 		return d
 	}
 	return filepath.Join(c.dir, d)
-}
-
-// ModelConfig returns the architecture of a configuration's checkpoint:
-// the preset of a synthetic one, config.json of an HF directory.
-func (c *Campaign) ModelConfig(cfg *Configuration) (model.Config, error) {
-	k := cfg.Checkpoint
-	switch {
-	case k.Synthetic != nil && k.HF != nil:
-		return model.Config{}, errors.New("checkpoint: give either synthetic or hf, not both")
-	case k.Synthetic != nil:
-		p, err := model.LookupPreset(k.Synthetic.Arch)
-		if err != nil {
-			return model.Config{}, fmt.Errorf("checkpoint: synthetic arch %q is unknown (known: %s)",
-				k.Synthetic.Arch, strings.Join(model.PresetNames(), ", "))
-		}
-		return p.Config, nil
-	case k.HF != nil:
-		if k.HF.Dir == "" {
-			return model.Config{}, errors.New("checkpoint: hf.dir is empty")
-		}
-		dir := c.HFDir(cfg)
-		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-			return model.Config{}, fmt.Errorf("checkpoint: hf.dir %s does not exist (download the checkpoint there, or fix the path; it is relative to the campaign file)", dir)
-		}
-		m, err := model.LoadConfig(dir)
-		if err != nil {
-			return model.Config{}, fmt.Errorf("checkpoint: %w", err)
-		}
-		return m, nil
-	}
-	return model.Config{}, errors.New("checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}")
 }
 
 // Config returns the configuration with the given id.

@@ -1,4 +1,4 @@
-package campaigns
+package campaigns_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/contracts"
 )
 
@@ -21,7 +22,7 @@ func TestGoodCampaigns(t *testing.T) {
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
-			c, _, _, err := Load(f, miniContract)
+			c, _, _, err := Load(f, miniContract, rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +42,7 @@ func TestBadCampaigns(t *testing.T) {
 		"unknown-field.bad.yml":          `line 7: unknown field "capacty"`,
 		"capacity-above-experts.bad.yml": `configuration "olmoe-c17": capacity 17 is above the 16 experts per layer of synthetic olmoe-tiny seed 1`,
 		"capacity-below-topk.bad.yml":    `configuration "olmoe-c3": capacity 3 is below top-k 4 of synthetic olmoe-tiny seed 1`,
-		"unknown-executor.bad.yml":       `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1, fused-topk-v1)`,
+		"unknown-executor.bad.yml":       `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1)`,
 		"missing-checkpoint.bad.yml":     `configuration "olmoe-c8": checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}`,
 		"missing-hf-dir.bad.yml":         `configuration "olmoe-c8": checkpoint: hf.dir testdata/no-such-checkpoint does not exist`,
 		"unknown-arch.bad.yml":           `configuration "olmoe-c8": checkpoint: synthetic arch "olmoe-huge" is unknown`,
@@ -70,7 +71,7 @@ func TestBadCampaigns(t *testing.T) {
 			if !ok {
 				t.Fatalf("no expected error for %s", f)
 			}
-			_, _, _, err := Load(f, miniContract)
+			_, _, _, err := Load(f, miniContract, rt)
 			if err == nil {
 				t.Fatal("loaded without error")
 			}
@@ -102,7 +103,7 @@ func TestCommittedCampaigns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {
-			c, k, _, err := Load(tc.file, "")
+			c, k, _, err := Load(tc.file, "", rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,7 +116,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		})
 	}
 	// residency39 keeps each seed executor mapped to ours.
-	c, _, _, err := Load("residency39.yaml", "")
+	c, _, _, err := Load("residency39.yaml", "", rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func TestCommittedCampaigns(t *testing.T) {
 	// The ablation measures the registered transport, miss/hit overlap and
 	// next-layer prefetch on configurations that differ from a twin in
 	// those fields only.
-	c, _, _, err = Load("residency-ablation.yaml", "")
+	c, _, _, err = Load("residency-ablation.yaml", "", rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestCommittedCampaigns(t *testing.T) {
 
 // The campaign hash ignores formatting and follows the defaults.
 func TestCampaignHash(t *testing.T) {
-	c1, _, _, err := Load("testdata/mini.good.yml", miniContract)
+	c1, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestCampaignHash(t *testing.T) {
 	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
-	c2, _, _, err := Load(p, miniContract)
+	c2, _, _, err := Load(p, miniContract, rt)
 	if err != nil {
 		t.Fatal(err)
 	}

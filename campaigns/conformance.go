@@ -38,7 +38,7 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 	case s.Capacity != cfg.Capacity || s.Executor != cfg.Executor || s.Placement != cfg.Placement || s.Policy != cfg.Policy:
 		return bad("ran capacity %d, %s, %s placement, %s policy; configured %d, %s, %s, %s",
 			s.Capacity, s.Executor, s.Placement, s.Policy, cfg.Capacity, cfg.Executor, cfg.Placement, cfg.Policy)
-	case s.Regime != regime(s.Capacity, s.Model.ExpertsPerLayer):
+	case s.Regime != Regime(s.Capacity, s.Model.ExpertsPerLayer):
 		return bad("regime %q for capacity %d of %d", s.Regime, s.Capacity, s.Model.ExpertsPerLayer)
 	case !r.Warmup.Excluded || r.Warmup.PromptID != k.Warmup.Prompt.ID || r.Warmup.N != k.Warmup.OutputTokens || len(r.Warmup.TokenIDs) != r.Warmup.N:
 		return bad("warmup: excluded %v, prompt %q, %d tokens; the contract's warmup is excluded, prompt %q, %d tokens",
@@ -72,6 +72,15 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 		}
 	}
 	return nil
+}
+
+// Regime names a capacity: "full" when every expert of a layer is
+// resident, else "partial".
+func Regime(capacity, experts int) string {
+	if capacity == experts {
+		return "full"
+	}
+	return "partial"
 }
 
 func checkRequest(k *contracts.Contract, eos []int, i int, q *editions.Request) error {

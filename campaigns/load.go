@@ -12,8 +12,10 @@ import (
 
 // Load reads a campaign and its contract and validates one against the
 // other. contractPath selects a contract file (tests use small contracts);
-// "" takes the built-in contract the campaign names. Nothing is written.
-func Load(campaignPath, contractPath string) (*Campaign, *contracts.Contract, string, error) {
+// "" takes the built-in contract the campaign names; cat answers the
+// runtime's names and the checkpoints' shapes (worker.Runtime). Nothing is
+// written.
+func Load(campaignPath, contractPath string, cat Catalog) (*Campaign, *contracts.Contract, string, error) {
 	c, err := LoadFile(campaignPath)
 	if err != nil {
 		return nil, nil, "", err
@@ -34,7 +36,7 @@ func Load(campaignPath, contractPath string) (*Campaign, *contracts.Contract, st
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if err := c.Validate(k, sum); err != nil {
+	if err := c.Validate(k, sum, cat); err != nil {
 		return nil, nil, "", fmt.Errorf("campaign %s: %w", campaignPath, err)
 	}
 	return c, k, sum, nil

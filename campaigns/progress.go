@@ -8,9 +8,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// progressTokens starts the worker's progress lines: "tokens <n>" after
+// ProgressTokens starts the worker's progress lines: "tokens <n>" after
 // each request (the warmup included) with the tokens it produced.
-const progressTokens = "tokens"
+const ProgressTokens = "tokens"
 
 // Progress follows a run. Calls come from one goroutine at a time.
 type Progress interface {

@@ -52,8 +52,10 @@ type ReproduceOptions struct {
 	// error refuses the reproduction (ErrReproduceUsage).
 	CheckDevice func(device string) error
 	Launch      WorkerLauncher
-	Progress    Progress // nil is quiet
-	Now         func() time.Time
+	// Runtime prepares the artifacts (worker.Runtime); required.
+	Runtime  Runtime
+	Progress Progress // nil is quiet
+	Now      func() time.Time
 }
 
 // ReproduceResult is a finished reproduction. Doc.Identical says whether
@@ -95,6 +97,9 @@ func Reproduce(ctx context.Context, o ReproduceOptions) (ReproduceResult, error)
 		o.Progress = quiet{}
 	}
 	res := ReproduceResult{Dir: o.Out}
+	if o.Runtime == nil {
+		return res, errors.New("campaigns: ReproduceOptions.Runtime is nil (pass worker.Runtime{})")
+	}
 	if !(o.SpeedTolerance > 0 && o.SpeedTolerance < 1) {
 		return res, fmt.Errorf("%w: speed tolerance %v is not in (0, 1)", ErrReproduceUsage, o.SpeedTolerance)
 	}
@@ -332,7 +337,7 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 	for _, cfg := range p.configs {
 		sub.Configurations = append(sub.Configurations, *cfg)
 	}
-	arts, _, err := prepareAll(ctx, &sub, runDir, o.ArtifactCache, nil, prog.Say)
+	arts, _, err := prepareAll(ctx, o.Runtime, &sub, runDir, o.ArtifactCache, nil, prog.Say)
 	if err != nil {
 		return editions.ReproductionDoc{}, err
 	}

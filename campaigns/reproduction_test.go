@@ -1,4 +1,4 @@
-package campaigns
+package campaigns_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/verifier"
 )
@@ -133,7 +134,7 @@ func TestReproductionDocument(t *testing.T) {
 
 func reproduceMini(t *testing.T, edition, out string, configs []string, blocks []int, force bool) (ReproduceResult, error) {
 	t.Helper()
-	return Reproduce(context.Background(), ReproduceOptions{
+	return Reproduce(context.Background(), ReproduceOptions{Runtime: rt,
 		Edition: edition, Configs: configs, Blocks: blocks, Out: out, Force: force, Launch: testLauncher,
 		RunDir: newRunDir(t), Progress: &countingProgress{},
 	})

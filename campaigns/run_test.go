@@ -1,4 +1,4 @@
-package campaigns
+package campaigns_test
 
 import (
 	"context"
@@ -13,6 +13,9 @@ import (
 	"sync"
 	"testing"
 
+	. "github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/report"
+	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
@@ -54,12 +57,12 @@ func newRunDir(t *testing.T) string {
 		if sharedArtifacts, sharedErr = os.MkdirTemp("", "horizon-campaigns-test-"); sharedErr != nil {
 			return
 		}
-		c, _, _, err := Load("testdata/mini.good.yml", miniContract)
+		c, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
 		if err != nil {
 			sharedErr = err
 			return
 		}
-		_, sharedErr = prepareArtifacts(context.Background(), c, sharedArtifacts, func(string) {})
+		_, sharedErr = rt.PrepareArtifacts(context.Background(), c, sharedArtifacts, func(string) {})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)
@@ -100,9 +103,9 @@ func testWorker(args []string) error {
 	if fd > 0 {
 		progress = os.NewFile(uintptr(fd), "progress")
 	}
-	return RunWorker(WorkerOptions{
+	return worker.Run(worker.Options{
 		Contract: k, ContractSHA: sha, Campaign: c, Config: cfg, Block: a.Block, ArtifactDir: a.Artifact, Out: a.Out,
-		Device: WorkerDevice{Name: "cpu", Backend: be, Rows: rows, Threads: max(c.Threads, 1)}, Started: WorkerStarted(), Progress: progress,
+		Device: worker.Device{Name: "cpu", Backend: be, Rows: rows, Threads: max(c.Threads, 1)}, Started: worker.Started(), Progress: progress,
 	})
 }
 
@@ -114,7 +117,7 @@ func testLauncher(a WorkerArgs) (*exec.Cmd, error) {
 
 // countingProgress counts what a run reports.
 type countingProgress struct {
-	quiet
+	Quiet
 	workers int
 	tokens  int64
 }
@@ -128,7 +131,7 @@ func runMini(t *testing.T, out, runDir string, force bool, launch WorkerLauncher
 		launch = testLauncher
 	}
 	p := &countingProgress{}
-	res, err := Run(context.Background(), RunOptions{
+	res, err := Run(context.Background(), RunOptions{Runtime: rt,
 		Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir, Force: force,
 		Launch: launch, Progress: p,
 	})
@@ -141,7 +144,7 @@ func runMini(t *testing.T, out, runDir string, force bool, launch WorkerLauncher
 func checkEdition(t *testing.T, dir string) {
 	t.Helper()
 	var m editions.Manifest
-	if err := readJSONStrict(filepath.Join(dir, editions.ManifestFile), &m); err != nil {
+	if err := ReadJSONStrict(filepath.Join(dir, editions.ManifestFile), &m); err != nil {
 		t.Fatal(err)
 	}
 	if err := editions.CheckManifest(dir, m); err != nil {
@@ -164,7 +167,7 @@ func checkEdition(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	var claims editions.ClaimsDoc
-	if err := readJSONStrict(filepath.Join(dir, editions.ClaimsFile), &claims); err != nil {
+	if err := ReadJSONStrict(filepath.Join(dir, editions.ClaimsFile), &claims); err != nil {
 		t.Fatal(err)
 	}
 	docs := map[string]any{}
@@ -172,7 +175,7 @@ func checkEdition(t *testing.T, dir string) {
 		cfg := &c.Configurations[i]
 		var recs []*editions.RawRecord
 		for b := 1; b <= k.Blocks; b++ {
-			r, err := readRecord(filepath.Join(dir, editions.RawPath(cfg.ID, b)))
+			r, err := ReadRecord(filepath.Join(dir, editions.RawPath(cfg.ID, b)))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +184,7 @@ func checkEdition(t *testing.T, dir string) {
 			}
 			recs = append(recs, r)
 		}
-		want, err := Aggregate(c, cfg, recs)
+		want, err := report.Aggregate(reportView(t, c), &report.Configuration{ID: cfg.ID, SeedExecutor: cfg.SeedExecutor}, recs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,11 +207,11 @@ func checkEdition(t *testing.T, dir string) {
 		t.Fatal("no claims")
 	}
 	for _, cl := range claims.Claims {
-		v, err := lookup(docs[cl.Source.File], cl.Source.Pointer)
+		v, err := Lookup(docs[cl.Source.File], cl.Source.Pointer)
 		if err != nil {
 			t.Fatalf("claim %s: %v", cl.ID, err)
 		}
-		if f, _ := v.(float64); f != cl.Source.Value || Round(f, cl.Decimals) != cl.Value {
+		if f, _ := v.(float64); f != cl.Source.Value || report.Round(f, cl.Decimals) != cl.Value {
 			t.Errorf("claim %s: value %v, source %v (%v)", cl.ID, cl.Value, cl.Source.Value, v)
 		}
 	}
@@ -229,7 +232,7 @@ func TestRunPublishesAndReproduces(t *testing.T) {
 	// The run directory keeps only the prepared artifacts.
 	ents, _ := os.ReadDir(runDir)
 	for _, e := range ents {
-		if e.Name() != artifactsDir && e.Name() != lockFile {
+		if e.Name() != ArtifactsDir && e.Name() != LockFile {
 			t.Errorf("run directory still holds %s", e.Name())
 		}
 	}
@@ -240,8 +243,8 @@ func TestRunPublishesAndReproduces(t *testing.T) {
 	if err := SameTokens(a, b); err != nil {
 		t.Fatal(err)
 	}
-	ra, _ := readRecord(filepath.Join(a, editions.RawPath("olmoe-tiny-c16", 1)))
-	rb, _ := readRecord(filepath.Join(b, editions.RawPath("olmoe-tiny-c16", 1)))
+	ra, _ := ReadRecord(filepath.Join(a, editions.RawPath("olmoe-tiny-c16", 1)))
+	rb, _ := ReadRecord(filepath.Join(b, editions.RawPath("olmoe-tiny-c16", 1)))
 	if ra.StartedAt == rb.StartedAt {
 		t.Error("the second run reused the first run's records")
 	}
@@ -311,7 +314,7 @@ func TestRunStopsAndResumes(t *testing.T) {
 		if launch == nil {
 			launch = testLauncher
 		}
-		return Run(context.Background(), RunOptions{
+		return Run(context.Background(), RunOptions{Runtime: rt,
 			Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
 			Launch: launch, ShouldStop: stop,
 		})
@@ -378,7 +381,7 @@ func TestRunRedoesOtherBuild(t *testing.T) {
 		launched++
 		return testLauncher(a)
 	}
-	opts := RunOptions{Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
+	opts := RunOptions{Runtime: rt, Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
 		Launch: counting, Build: "build-a", ShouldStop: func() bool { return launched >= 1 }}
 	if res, err := Run(context.Background(), opts); !errors.Is(err, ErrStopped) || res.Ran != 1 {
 		t.Fatalf("first build: ran %d, %v", res.Ran, err)
@@ -408,7 +411,7 @@ func TestRunSharedArtifactCache(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = Run(context.Background(), RunOptions{
+			_, errs[i] = Run(context.Background(), RunOptions{Runtime: rt,
 				Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: outs[i], RunDir: runDirs[i],
 				Launch: testLauncher, ArtifactCache: cache,
 			})
@@ -420,7 +423,7 @@ func TestRunSharedArtifactCache(t *testing.T) {
 			t.Fatalf("run %d: %v", i, err)
 		}
 	}
-	ents, err := os.ReadDir(filepath.Join(cache, artifactsDir))
+	ents, err := os.ReadDir(filepath.Join(cache, ArtifactsDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -432,7 +435,7 @@ func TestRunSharedArtifactCache(t *testing.T) {
 		t.Fatalf("the cache holds %v, want the two artifacts only", names)
 	}
 	for _, d := range runDirs {
-		if _, err := os.Stat(filepath.Join(d, artifactsDir)); !os.IsNotExist(err) {
+		if _, err := os.Stat(filepath.Join(d, ArtifactsDir)); !os.IsNotExist(err) {
 			t.Errorf("%s has its own artifacts", d)
 		}
 	}
@@ -447,7 +450,7 @@ func TestBadCampaignWritesNothing(t *testing.T) {
 	for _, f := range files {
 		tmp := t.TempDir()
 		out, runDir := filepath.Join(tmp, "editions", "x"), filepath.Join(tmp, "run")
-		_, err := Run(context.Background(), RunOptions{Campaign: f, Contract: miniContract, Out: out, RunDir: runDir, Launch: testLauncher})
+		_, err := Run(context.Background(), RunOptions{Runtime: rt, Campaign: f, Contract: miniContract, Out: out, RunDir: runDir, Launch: testLauncher})
 		if !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", f, err)
 		}
@@ -467,4 +470,22 @@ func TestEditionTokensMatch(t *testing.T) {
 	if err := SameTokens(a, b); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rt is this build's runtime side, as the CLI passes it.
+var rt = worker.Runtime{}
+
+// reportView is the report side's view of a campaign, read from its frozen
+// document as the runner hands it over.
+func reportView(t *testing.T, c *Campaign) *report.Campaign {
+	t.Helper()
+	doc, err := c.Doc()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := report.CampaignFromDoc(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
 }

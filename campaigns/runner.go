@@ -19,9 +19,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
-	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
 // Files of a run directory (runs/<edition>/ by default):
@@ -70,6 +70,9 @@ type RunOptions struct {
 	RunDir   string // "" means runs/<edition>
 	Force    bool   // replace an existing edition (atomically)
 	Launch   WorkerLauncher
+	// Runtime validates the campaign, prepares its artifacts and computes
+	// the ceilings section (worker.Runtime); required.
+	Runtime  Runtime
 	Progress Progress // nil is quiet
 	// Build identifies the program the workers run (the CLI passes the
 	// SHA-256 of its executable). It is part of every work key, so a run
@@ -149,7 +152,10 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if prog == nil {
 		prog = quiet{}
 	}
-	c, k, _, err := Load(o.Campaign, o.Contract)
+	if o.Runtime == nil {
+		return RunResult{}, errors.New("campaigns: RunOptions.Runtime is nil (pass worker.Runtime{})")
+	}
+	c, k, _, err := Load(o.Campaign, o.Contract, o.Runtime)
 	if err != nil {
 		return RunResult{}, err
 	}
@@ -197,7 +203,7 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	arts, left, err := prepareAll(ctx, c, runDir, o.ArtifactCache, o.ShouldStop, prog.Say)
+	arts, left, err := prepareAll(ctx, o.Runtime, c, runDir, o.ArtifactCache, o.ShouldStop, prog.Say)
 	if err != nil {
 		return res, err
 	}
@@ -215,11 +221,11 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	}
 	artSHA := map[string]string{}
 	for id, dir := range arts {
-		a, err := qpack.Open(dir)
+		sum, err := o.Runtime.ArtifactSHA256(dir)
 		if err != nil {
 			return res, err
 		}
-		artSHA[id] = a.Meta.ArtifactSHA256
+		artSHA[id] = sum
 	}
 
 	var plan, todo []worker
@@ -289,8 +295,8 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		records[w.cfg.ID] = append(records[w.cfg.ID], rec)
 	}
 	prog.Say("aggregating and writing the edition")
-	in := EditionInput{Campaign: c, CampaignDoc: campDoc, Contract: k, ContractDoc: contractDoc, Records: records, RunDir: runDir}
-	if err := publish(res.Dir, o.Force, func(dir string) error { return WriteEdition(dir, in) }); err != nil {
+	in := report.EditionInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Records: records, RunDir: runDir, Ceilings: o.Runtime.CeilingsSection}
+	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteEdition(dir, in) }); err != nil {
 		return res, err
 	}
 	// The edition holds the records now; the run directory keeps only the
@@ -364,7 +370,7 @@ func runWorker(ctx context.Context, launch WorkerLauncher, args WorkerArgs, prog
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
 			name, val, _ := strings.Cut(sc.Text(), " ")
-			if name == progressTokens {
+			if name == ProgressTokens {
 				if n, err := strconv.ParseInt(val, 10, 64); err == nil {
 					prog.Tokens(n)
 				}
@@ -487,7 +493,7 @@ const artifactCacheLock = "artifacts.lock"
 // set (holding its lock for each) or else under runDir/artifacts. Before
 // each it asks stop; when stop says true it returns how many artifacts were
 // left, and no directories.
-func prepareAll(ctx context.Context, c *Campaign, runDir, cache string, stop func() bool, say func(string)) (map[string]string, int, error) {
+func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache string, stop func() bool, say func(string)) (map[string]string, int, error) {
 	base := runDir
 	if cache != "" {
 		base = cache
@@ -495,7 +501,7 @@ func prepareAll(ctx context.Context, c *Campaign, runDir, cache string, stop fun
 	var keys []string
 	groups := map[string][]Configuration{}
 	for i := range c.Configurations {
-		key := c.artifactKey(&c.Configurations[i])
+		key := c.ArtifactKey(&c.Configurations[i])
 		if _, ok := groups[key]; !ok {
 			keys = append(keys, key)
 		}
@@ -518,7 +524,7 @@ func prepareAll(ctx context.Context, c *Campaign, runDir, cache string, stop fun
 		}
 		sub := *c
 		sub.Configurations = groups[key]
-		d, err := prepareArtifacts(ctx, &sub, base, say)
+		d, err := rt.PrepareArtifacts(ctx, &sub, base, say)
 		unlock()
 		if err != nil {
 			return nil, 0, err
@@ -534,7 +540,7 @@ func prepareAll(ctx context.Context, c *Campaign, runDir, cache string, stop fun
 // preparing while the lock is held. ok is false when stop said true (or
 // ctx ended) while waiting.
 func lockArtifactCache(ctx context.Context, cache string, stop func() bool, say func(string)) (unlock func(), ok bool, err error) {
-	if err := os.MkdirAll(filepath.Join(cache, artifactsDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(cache, ArtifactsDir), 0o755); err != nil {
 		return nil, false, err
 	}
 	f, err := os.OpenFile(filepath.Join(cache, artifactCacheLock), os.O_RDWR|os.O_CREATE, 0o644)
@@ -563,7 +569,7 @@ func lockArtifactCache(ctx context.Context, cache string, stop func() bool, say 
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	stale, err := staleUnder(filepath.Join(cache, artifactsDir))
+	stale, err := staleUnder(filepath.Join(cache, ArtifactsDir))
 	if err == nil {
 		err = removeAll(stale)
 	}

@@ -1,4 +1,4 @@
-package campaigns
+package campaigns_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	. "github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
@@ -39,11 +41,11 @@ configurations:
 	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, k, sha, err := Load(path, miniContract)
+	c, k, sha, err := Load(path, miniContract, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	arts, err := prepareArtifacts(context.Background(), c, filepath.Join(dir, "run"), func(string) {})
+	arts, err := rt.PrepareArtifacts(context.Background(), c, filepath.Join(dir, "run"), func(string) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +55,9 @@ configurations:
 		be := cpu.New(1)
 		rows := cache.NewCPUDevice(be)
 		out := filepath.Join(dir, cfg.ID+".json")
-		err := RunWorker(WorkerOptions{
+		err := worker.Run(worker.Options{
 			Contract: k, ContractSHA: sha, Campaign: c, Config: cfg, Block: 1, ArtifactDir: arts[cfg.ID], Out: out,
-			Device: WorkerDevice{Name: "cpu", Backend: be, Rows: rows, Threads: 1},
+			Device: worker.Device{Name: "cpu", Backend: be, Rows: rows, Threads: 1},
 		})
 		rows.Close()
 		if err != nil {
@@ -68,7 +70,7 @@ configurations:
 		if err := schemas.Validate(b); err != nil {
 			t.Fatalf("%s: %v", cfg.ID, err)
 		}
-		if recs[cfg.ID], err = readRecord(out); err != nil {
+		if recs[cfg.ID], err = ReadRecord(out); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -45,7 +45,7 @@ var (
 )
 
 // claimMetric is one metric the runner claims per configuration
-// (campaigns.Claims), written again here: its unit and decimals, the
+// (report.Claims (campaigns/report)), written again here: its unit and decimals, the
 // pointers of its ratio, whether a configuration must claim it, and its
 // statement.
 type claimMetric struct {
@@ -99,7 +99,7 @@ func claimMetricNamed(name string) (claimMetric, bool) {
 
 // claimStatement regenerates the statement of claim <d.ID>.<m.name> from
 // the configuration document alone. TestClaimStatementsMatchRunner holds it
-// to campaigns.Claims.
+// to report.Claims (campaigns/report).
 func claimStatement(d *editions.ConfigDoc, m claimMetric) string {
 	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, checkpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 	return who + ": " + m.statement(d)

@@ -144,7 +144,7 @@ const (
 )
 
 // resultColumns and invariantColumns are the report tables' columns by
-// header (campaigns/fields.go writes them; this is the verifier's own copy).
+// header (campaigns/report/fields.go writes them; this is the verifier's own copy).
 var resultColumns = map[string]derivedColumn{
 	"configuration": strCol("/id"),
 	"checkpoint": func(d any) (string, error) {

@@ -60,7 +60,7 @@
 //     by (decode_tokens / decode_seconds, output_tokens / runtime_seconds,
 //     none for the rest), the metric's unit and decimals, and the
 //     statement the verifier regenerates from the configuration document
-//     with its own generator (held to campaigns.Claims by a test). Every
+//     with its own generator (held to report.Claims (campaigns/report) by a test). Every
 //     configuration claims pooled decode, overall output, TTFT mean and
 //     H2D bytes, plus the RSS and VRAM peaks where it observed them.
 //     Evidence and publication are no higher than the campaign's (E1 < E2
@@ -110,7 +110,7 @@
 //     "Results" and "Cache contract invariants") and every cell compared
 //     with configs/<id>.json formatted as its column says (the verifier's
 //     own header -> JSON pointer, scale, decimals map, a copy of
-//     campaigns/fields.go's); each configuration has exactly one row; the
+//     campaigns/report/fields.go's); each configuration has exactly one row; the
 //     contract line's id and hash and the claim count must match. Weak
 //     spots: a column the verifier does not know is a hint (unverified),
 //     the prose (caveats, ceilings sections, definitions) is not checked,

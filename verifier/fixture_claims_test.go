@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -195,7 +195,7 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	return d
 }
 
-// fixClaims writes the claims the runner writes (campaigns.Claims: pooled
+// fixClaims writes the claims the runner writes (report.Claims: pooled
 // decode, overall output, TTFT mean, H2D bytes, and the RSS and VRAM peaks
 // where observed) from the configuration documents on disk. The runner's
 // own function is used on purpose: the verifier regenerates the claims'
@@ -214,6 +214,6 @@ func fixClaims(t testing.TB, dir string) *editions.ClaimsDoc {
 		}
 		docs = append(docs, *d)
 	}
-	c := campaigns.Claims(&campaigns.Campaign{Edition: fixEdition, Evidence: "E1", Publication: "internal"}, docs)
+	c := report.Claims(&report.Campaign{Edition: fixEdition, Evidence: "E1", Publication: "internal"}, docs)
 	return &c
 }

@@ -20,7 +20,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/schemas"
@@ -407,7 +407,7 @@ func writePlot(t testing.TB, dir, rel string) {
 	writeFile(t, dir, rel, b.String())
 }
 
-// fixField is one report column, written the way campaigns/fields.go
+// fixField is one report column, written the way campaigns/report/fields.go
 // writes it: the fixture's own report writer (the verifier has a third,
 // independent copy).
 type fixField struct {
@@ -425,7 +425,7 @@ func fixObs(o editions.Obs[int64], scale float64, decimals int) string {
 
 var fixResultFields = []fixField{
 	{"configuration", false, func(d *editions.ConfigDoc) string { return d.ID }},
-	{"checkpoint", false, func(d *editions.ConfigDoc) string { return campaigns.CheckpointLabel(d.Checkpoint) }},
+	{"checkpoint", false, func(d *editions.ConfigDoc) string { return report.CheckpointLabel(d.Checkpoint) }},
 	{"executor", false, func(d *editions.ConfigDoc) string {
 		if d.SeedExecutor != "" {
 			return d.Executor + " (seed: " + d.SeedExecutor + ")"

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -163,6 +164,7 @@ func runReproduce(c *cli.Context) error {
 	o.Launch = func(a campaigns.WorkerArgs) (*exec.Cmd, error) {
 		return exec.Command(exe, append([]string{"worker"}, a.Flags()...)...), nil
 	}
+	o.Runtime = worker.Runtime{}
 	o.Progress = campaigns.NewLog(os.Stderr)
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		o.Progress = campaigns.NewBar(os.Stderr)

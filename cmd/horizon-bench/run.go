@@ -16,6 +16,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -160,7 +161,7 @@ func runRun(c *cli.Context) error {
 	}
 	res, err := campaigns.Run(ctx, campaigns.RunOptions{
 		Campaign: campaign, Contract: f.contract, Out: f.out,
-		RunDir: f.runDir, Force: f.force, Launch: launch, Progress: prog,
+		RunDir: f.runDir, Force: f.force, Launch: launch, Runtime: worker.Runtime{}, Progress: prog,
 		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
 	})
 	var stopped *campaigns.StoppedError

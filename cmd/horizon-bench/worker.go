@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/runtime/observe"
 )
 
@@ -55,7 +56,7 @@ raw record atomically to --out. Progress lines go to --progress-fd.`,
 }
 
 func runWorkerCmd(c *cli.Context) (err error) {
-	started := campaigns.WorkerStarted()
+	started := worker.Started()
 	camp, contract, sha, err := campaigns.LoadFrozen(c.String("campaign"), c.String("contract"))
 	if err != nil {
 		return err
@@ -78,7 +79,7 @@ func runWorkerCmd(c *cli.Context) (err error) {
 		return err
 	}
 	defer dev.Close()
-	wd := campaigns.WorkerDevice{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows, VRAM: sampler}
+	wd := worker.Device{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows, VRAM: sampler}
 	if camp.Device == "cpu" {
 		wd.Threads = camp.Threads
 		if wd.Threads == 0 {
@@ -97,7 +98,7 @@ func runWorkerCmd(c *cli.Context) (err error) {
 		defer f.Close()
 		progress = f
 	}
-	return campaigns.RunWorker(campaigns.WorkerOptions{
+	return worker.Run(worker.Options{
 		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Block: c.Int("block"),
 		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
 	})

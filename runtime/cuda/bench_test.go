@@ -257,7 +257,7 @@ func BenchmarkMatVecW4A16(b *testing.B) {
 }
 
 // BenchmarkExperts: a routed group of the real models through the grouped
-// kernels (gate/up+SiLU, down+combine, both = fused-topk-v1's step) and,
+// kernels (gate/up+SiLU, down+combine, both = grouped-v1's step) and,
 // for comparison, scalar-v1 (5 launches per expert). Expert rows rotate
 // through ~1.5 GB of records, so every group reads cold rows like decode
 // does. Target for the grouped kernels: >= 60%. Variants: gate/up with 4+4

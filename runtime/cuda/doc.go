@@ -34,9 +34,12 @@
 //
 // Every output of an expert projection is computed by the same per-row
 // reduction in the scalar (ExpertMatVec), grouped (ExpertGateUp,
-// ExpertDownCombine) and fused (FusedExperts) paths, so the three executors
-// give bit-identical results, and repeated runs give bit-identical outputs
-// (no atomics, no scheduling-dependent order).
+// ExpertDownCombine) and fused (FusedExperts: the grouped kernels back to
+// back) paths, so the executors (scalar-v1 per expert, grouped-v1 per
+// group) give bit-identical results, and repeated runs give bit-identical
+// outputs (no atomics, no scheduling-dependent order). Captured steps launch
+// the structure of the engine's executor's Strategy (step.go), not one
+// chosen by name.
 //
 // # Tensors
 //
@@ -60,7 +63,7 @@
 // # Captured steps
 //
 // The engine's decode step is also available as CUDA graphs (step.go,
-// engine.Stepper): graph-full at full residency (one graph per step,
+// device.Stepper): graph-full at full residency (one graph per step,
 // routing on the GPU, expert rows read through a device table, the next
 // decode step launched before the host reads the token), graph-segmented
 // at partial residency (graphs cut at each layer's routing read, where the

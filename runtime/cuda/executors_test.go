@@ -28,7 +28,7 @@ var expertCases = []struct {
 	{"odd group of 7", qpack.SchemeInt4, 256, 256, 7},
 }
 
-// TestExecutorsBitIdentical runs scalar-v1, grouped-v1 and fused-topk-v1 on
+// TestExecutorsBitIdentical runs every executor (scalar-v1, grouped-v1) on
 // the GPU at the real models' shapes: their outputs must be bit-identical to
 // each other (one per-row reduction, k-ordered combine) and close to the
 // CPU backend's.

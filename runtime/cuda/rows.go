@@ -13,10 +13,10 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
-	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
-// Rows implements cache.Device on the backend's GPU: rows are device
+// Rows implements device.Device on the backend's GPU: rows are device
 // allocations (backend Bytes tensors, so executors read them directly),
 // staging buffers are cuMemHostAlloc'd pinned memory, RegisterHost
 // page-locks caller memory with cuMemHostRegister (read-only), copies run
@@ -27,15 +27,15 @@ type Rows struct {
 	b *Backend
 	// regs is what RegisterHost registered: CopyHostToRow refuses any other
 	// source (the driver would silently do a pageable, synchronous copy).
-	regs cache.HostRanges
+	regs device.HostRanges
 }
 
-var _ cache.Device = (*Rows)(nil)
+var _ device.Device = (*Rows)(nil)
 
 // Rows returns the backend's cache device.
 func (b *Backend) Rows() *Rows { return b.rows }
 
-// Name implements cache.Device.
+// Name implements device.Device.
 func (r *Rows) Name() string { return fmt.Sprintf("cuda:%d", r.b.ordinal) }
 
 // row is one expert row: its own allocation (AllocRow) or a part of a
@@ -58,14 +58,14 @@ type rowSlab struct {
 	live int
 }
 
-var _ cache.RowsAllocator = (*Rows)(nil)
+var _ device.RowsAllocator = (*Rows)(nil)
 
 // rowAlign keeps every row of a slab 256-byte aligned (the kernels' 16-byte
 // loads need 16; 256 keeps rows on whole L2 sectors).
 const rowAlign = 256
 
-// AllocRow implements cache.Device.
-func (r *Rows) AllocRow(n int) (cache.Row, error) {
+// AllocRow implements device.Device.
+func (r *Rows) AllocRow(n int) (device.Row, error) {
 	t, err := r.b.allocSync(n, backend.Bytes)
 	if err != nil {
 		return nil, err
@@ -73,9 +73,9 @@ func (r *Rows) AllocRow(n int) (cache.Row, error) {
 	return row{t: t}, nil
 }
 
-// AllocRows implements cache.RowsAllocator: count rows of n bytes carved
+// AllocRows implements device.RowsAllocator: count rows of n bytes carved
 // from one zeroed allocation.
-func (r *Rows) AllocRows(n, count int) ([]cache.Row, error) {
+func (r *Rows) AllocRows(n, count int) ([]device.Row, error) {
 	if n <= 0 || count <= 0 {
 		return nil, fmt.Errorf("cuda device: AllocRows(%d, %d): sizes must be positive", n, count)
 	}
@@ -85,16 +85,16 @@ func (r *Rows) AllocRows(n, count int) ([]cache.Row, error) {
 		return nil, fmt.Errorf("cuda device: %d rows of %d bytes in one allocation: %w", count, n, err)
 	}
 	sl := &rowSlab{mem: mem, live: count}
-	out := make([]cache.Row, count)
+	out := make([]device.Row, count)
 	for i := range out {
 		out[i] = row{t: &Tensor{ptr: mem.ptr + cu.DevicePtr(i*stride), n: n, dt: backend.Bytes, bytes: stride, b: r.b, view: true}, slab: sl}
 	}
 	return out, nil
 }
 
-// FreeRow implements cache.Device. A slab row frees the slab with the last
+// FreeRow implements device.Device. A slab row frees the slab with the last
 // of its rows.
-func (r *Rows) FreeRow(rw cache.Row) error {
+func (r *Rows) FreeRow(rw device.Row) error {
 	cr, ok := rw.(row)
 	if !ok {
 		return fmt.Errorf("cuda device: FreeRow: foreign row %T", rw)
@@ -122,8 +122,8 @@ type staging struct {
 
 func (s *staging) Host() []byte { return s.mem.bytes() }
 
-// AllocStaging implements cache.Device with page-locked host memory.
-func (r *Rows) AllocStaging(n int) (cache.Staging, error) {
+// AllocStaging implements device.Device with page-locked host memory.
+func (r *Rows) AllocStaging(n int) (device.Staging, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("cuda device: AllocStaging(%d): size must be positive", n)
 	}
@@ -138,8 +138,8 @@ func (r *Rows) AllocStaging(n int) (cache.Staging, error) {
 	return s, nil
 }
 
-// FreeStaging implements cache.Device.
-func (r *Rows) FreeStaging(st cache.Staging) error {
+// FreeStaging implements device.Device.
+func (r *Rows) FreeStaging(st device.Staging) error {
 	s, ok := st.(*staging)
 	if !ok {
 		return fmt.Errorf("cuda device: FreeStaging: foreign buffer %T", st)
@@ -151,9 +151,9 @@ func (r *Rows) FreeStaging(st cache.Staging) error {
 	return r.b.o.do(func() error { return s.mem.free() })
 }
 
-// CopyToRow implements cache.Device: cuMemcpyHtoDAsync on the copy stream,
+// CopyToRow implements device.Device: cuMemcpyHtoDAsync on the copy stream,
 // then an event recorded behind it.
-func (r *Rows) CopyToRow(dst cache.Row, src cache.Staging, n int) (cache.Event, error) {
+func (r *Rows) CopyToRow(dst device.Row, src device.Staging, n int) (device.Event, error) {
 	cr, ok := dst.(row)
 	if !ok {
 		return nil, fmt.Errorf("cuda device: CopyToRow: foreign row %T", dst)
@@ -186,7 +186,7 @@ func (r *Rows) CopyToRow(dst cache.Row, src cache.Staging, n int) (cache.Event, 
 	return ev, nil
 }
 
-// RegisterHost implements cache.Device with Backend.RegisterHost
+// RegisterHost implements device.Device with Backend.RegisterHost
 // (cuMemHostRegister, PORTABLE|READ_ONLY: the host authority is
 // PROT_READ).
 func (r *Rows) RegisterHost(mem []byte) (func() error, error) {
@@ -206,10 +206,10 @@ func (r *Rows) RegisterHost(mem []byte) (func() error, error) {
 	}, nil
 }
 
-// CopyHostToRow implements cache.Device: cuMemcpyHtoDAsync from registered
+// CopyHostToRow implements device.Device: cuMemcpyHtoDAsync from registered
 // (page-locked) host memory on the copy stream, then an event recorded
 // behind it, like CopyToRow.
-func (r *Rows) CopyHostToRow(dst cache.Row, src []byte, n int) (cache.Event, error) {
+func (r *Rows) CopyHostToRow(dst device.Row, src []byte, n int) (device.Event, error) {
 	cr, ok := dst.(row)
 	if !ok {
 		return nil, fmt.Errorf("cuda device: CopyHostToRow: foreign row %T", dst)
@@ -243,13 +243,13 @@ func (r *Rows) CopyHostToRow(dst cache.Row, src []byte, n int) (cache.Event, err
 	return ev, nil
 }
 
-// RecordCompute implements cache.Device without a round trip: the record
+// RecordCompute implements device.Device without a round trip: the record
 // is enqueued on the owner like a launch (so it lands on the compute stream
 // behind every op issued before the call) and the event is returned at
 // once. Every later Query or Wait runs on the owner after the record, in
 // queue order; if the record fails, the owner's sticky error makes that
 // Query fail, which the cache treats as an unconfirmed event.
-func (r *Rows) RecordCompute() (cache.Event, error) {
+func (r *Rows) RecordCompute() (device.Event, error) {
 	b := r.b
 	ev := &event{b: b}
 	err := b.o.async(func() error { return b.recordInto(ev, b.compute) })
@@ -291,7 +291,7 @@ func (b *Backend) recordInto(ev *event, s cu.Stream) error {
 	return nil
 }
 
-// event implements cache.Event. The first Query or Wait that sees it
+// event implements device.Event. The first Query or Wait that sees it
 // complete remembers the outcome and returns the CUDA event to the pool.
 type event struct {
 	b  *Backend
@@ -304,7 +304,7 @@ type event struct {
 	err  error
 }
 
-// Query implements cache.Event.
+// Query implements device.Event.
 func (e *event) Query() (bool, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -338,7 +338,7 @@ func (e *event) Query() (bool, error) {
 	return false, nil
 }
 
-// Wait implements cache.Event by polling: a blocking cuEventSynchronize
+// Wait implements device.Event by polling: a blocking cuEventSynchronize
 // would stall the owner thread, and with it every other caller. It polls
 // without sleeping for the first eventSpin (a Query is a cheap owner
 // hand-off, and expert copies of a few MB finish within a few hundred µs:

@@ -12,12 +12,13 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
-	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/device"
+	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// A captured decode step (engine.Stepper). The step's kernels are captured
+// A captured decode step (device.Stepper). The step's kernels are captured
 // once into CUDA graphs and replayed, so a step costs one or a few graph
 // launches instead of ~20 launches per layer from Go.
 //
@@ -55,22 +56,26 @@ import (
 // Fusions, each with the op-by-op path's rounding (so the bits match):
 // every RMSNorm is computed by its consumers while they stage their input
 // (q|k|v, router, gate/up, shared gate|up|mix, lm_head), so no norm kernel
-// runs; q|k|v is one matvec over the fused weight (engine.LayerWeights.QKV);
+// runs; q|k|v is one matvec over the fused weight (device.LayerWeights.QKV);
 // q/k norm + RoPE + KV append is one launch; o_proj adds the residual in
 // its epilogue; the routed down projection adds the residual (no shared
 // expert); Qwen's shared gate|up|mix is one matvec and its gated add plus
 // residual one launch.
 type stepper struct {
 	b    *Backend
-	spec engine.StepSpec
+	spec device.StepSpec
 	cfg  model.Config
 	lay  qpack.RecordLayout
 	mode string
-	L, A int
+	// strategy is the launch structure of the routed experts, asked of
+	// the engine's executor (StepSpec.Executor): the executor decides what
+	// the captured step launches, as Forward does op by op.
+	strategy executor.Strategy
+	L, A     int
 
-	pinned engine.PinnedRows     // graph-full only
-	pub    engine.PublishedRows  // graph-wait only
-	lease  engine.ResidentLeaser // graph-segmented with overlap only
+	pinned device.PinnedRows     // graph-full only
+	pub    device.PublishedRows  // graph-wait only
+	lease  device.ResidentLeaser // graph-segmented with overlap only
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -129,60 +134,65 @@ type stepper struct {
 	splitLayers, earlyExperts int64
 }
 
-var _ engine.StepperBackend = (*Backend)(nil)
+var _ device.StepperBackend = (*Backend)(nil)
 
-// NewStepper implements engine.StepperBackend. It returns (nil, nil) when
+// NewStepper implements device.StepperBackend. It returns (nil, nil) when
 // the device cannot run captured steps (kernels cannot write mapped host
 // memory): the engine then issues op by op.
-func (b *Backend) NewStepper(spec engine.StepSpec) (engine.Stepper, error) {
+func (b *Backend) NewStepper(spec device.StepSpec) (device.Stepper, error) {
 	if !b.results.ok {
 		return nil, nil
 	}
 	s := &stepper{b: b, spec: spec, cfg: spec.Config, lay: spec.Layout, L: spec.Config.NumLayers, A: spec.Config.TopK}
+	if spec.Executor == nil {
+		return nil, fmt.Errorf("cuda: stepper: no executor")
+	}
+	s.strategy = spec.Executor.Strategy()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	p, _ := spec.Experts.(engine.PinnedRows)
+	p, _ := spec.Experts.(device.PinnedRows)
 	full := p != nil && p.FullResidency()
-	pub, _ := spec.Experts.(engine.PublishedRows)
+	pub, _ := spec.Experts.(device.PublishedRows)
 	switch spec.Mode {
 	case "", "auto":
-		s.mode = engine.StepGraphSegmented
+		s.mode = device.StepGraphSegmented
 		if full {
-			s.mode = engine.StepGraphFull
+			s.mode = device.StepGraphFull
 		}
-	case engine.StepGraphFull:
+	case device.StepGraphFull:
 		if !full {
 			return nil, fmt.Errorf("cuda: stepper: %s needs full residency", spec.Mode)
 		}
 		s.mode = spec.Mode
-	case engine.StepGraphWait:
+	case device.StepGraphWait:
 		if pub == nil {
 			return nil, fmt.Errorf("cuda: stepper: %s needs a cache that lists its published rows", spec.Mode)
 		}
 		s.mode = spec.Mode
-	case engine.StepGraphSegmented:
+	case device.StepGraphSegmented:
 		s.mode = spec.Mode
 	default:
 		return nil, fmt.Errorf("cuda: stepper: step mode %q", spec.Mode)
 	}
 	switch s.mode {
-	case engine.StepGraphFull:
+	case device.StepGraphFull:
 		s.pinned = p
-	case engine.StepGraphWait:
+	case device.StepGraphWait:
 		s.pub = pub
 		s.answered = make([]int32, s.L)
 		s.tableSeq = make([]uint64, s.L)
 	}
 	if spec.Overlap {
-		lr, ok := spec.Experts.(engine.ResidentLeaser)
+		lr, ok := spec.Experts.(device.ResidentLeaser)
 		switch {
-		case s.mode != engine.StepGraphSegmented:
-			return nil, fmt.Errorf("cuda: stepper: overlap needs %s steps, not %s", engine.StepGraphSegmented, s.mode)
+		case s.mode != device.StepGraphSegmented:
+			return nil, fmt.Errorf("cuda: stepper: overlap needs %s steps, not %s", device.StepGraphSegmented, s.mode)
 		case !ok:
 			return nil, fmt.Errorf("cuda: stepper: overlap: the expert rows (%T) cannot lease resident rows", spec.Experts)
-		case spec.Executor == "scalar-v1":
-			return nil, fmt.Errorf("cuda: stepper: overlap needs a grouped executor (grouped-v1 or fused-topk-v1); scalar-v1 interleaves each expert's gate/up and down")
+		case s.strategy != executor.PerGroup:
+			return nil, fmt.Errorf("cuda: stepper: overlap needs the %s strategy (grouped-v1); %s is %s: it interleaves each expert's gate/up and down",
+				executor.PerGroup, spec.Executor.Name(), s.strategy)
 		}
 		s.lease = lr
 	}
@@ -203,10 +213,8 @@ func (s *stepper) check() error {
 	if s.lay.Scheme != qpack.SchemeInt4 && s.lay.Scheme != qpack.SchemeFP16 {
 		return fmt.Errorf("cuda: stepper: expert scheme %q", s.lay.Scheme)
 	}
-	switch s.spec.Executor {
-	case "scalar-v1", "grouped-v1", "fused-topk-v1":
-	default:
-		return fmt.Errorf("cuda: stepper: executor %q", s.spec.Executor)
+	if !s.strategy.Valid() {
+		return fmt.Errorf("cuda: stepper: executor %s: strategy %s", s.spec.Executor.Name(), s.strategy)
 	}
 	hd := cfg.HeadDim()
 	if hd > 256 || hd%2 != 0 {
@@ -238,7 +246,7 @@ const (
 // argmaxChunk is the logits one argmax_step block scans (two per thread).
 const argmaxChunk = 2048
 
-// Mode implements engine.Stepper.
+// Mode implements device.Stepper.
 func (s *stepper) Mode() string { return s.mode }
 
 // setup allocates the buffers, fills the full-residency tables and captures
@@ -352,7 +360,7 @@ func (s *stepper) setup() error {
 		return g, nil
 	}
 	slots := 1
-	if s.mode == engine.StepGraphFull {
+	if s.mode == device.StepGraphFull {
 		slots = 2
 	}
 	for slot := range slots {
@@ -362,7 +370,7 @@ func (s *stepper) setup() error {
 				return err
 			}
 		}
-		if s.mode == engine.StepGraphSegmented {
+		if s.mode == device.StepGraphSegmented {
 			continue
 		}
 		s.body[slot], err = capture("step", func() error {
@@ -384,7 +392,7 @@ func (s *stepper) setup() error {
 		}
 	}
 	s.cur = 0
-	if s.mode != engine.StepGraphSegmented {
+	if s.mode != device.StepGraphSegmented {
 		return nil
 	}
 	segment := func(l int, gateUp bool) func() error {
@@ -504,7 +512,7 @@ func (s *stepper) issueAttention(l int) error {
 	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
 	var copySrc, copyDst cu.DevicePtr
 	copyN := 0
-	if s.mode == engine.StepGraphFull {
+	if s.mode == device.StepGraphFull {
 		// The host reads the ids only after the step: every layer writes
 		// them to device memory, and the last layer's routing publishes
 		// all of them with one system fence and its flag.
@@ -523,12 +531,13 @@ func (s *stepper) issueAttention(l int) error {
 func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
 
 // issueExperts: the routed experts of layer l in the executor's launch
-// structure (grouped-v1 and fused-topk-v1: one gate/up and one down launch
-// for the group; scalar-v1: one of each per expert, combined in k order),
-// then Qwen's shared expert, then the residual add.
+// structure, its Strategy (executor.PerGroup, grouped-v1: one gate/up and
+// one down launch for the group; executor.PerExpert, scalar-v1: one of each
+// per expert, combined in k order), then Qwen's shared expert, then the
+// residual add.
 func (s *stepper) issueExperts(l int) error { return s.issueExpertsFrom(l, true) }
 
-// issueExpertsFrom is issueExperts; without gateUp the grouped executors'
+// issueExpertsFrom is issueExperts; without gateUp the PerGroup strategy's
 // routed gate/up is left out (overlap issued it outside the segment:
 // gateUpRuns).
 func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
@@ -544,7 +553,8 @@ func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
 			return err
 		}
 	}
-	if s.spec.Executor == "scalar-v1" {
+	switch s.strategy {
+	case executor.PerExpert:
 		F := s.lay.Gate.Rows
 		for k := range s.A {
 			act := s.act + cu.DevicePtr(4*k*F)
@@ -558,7 +568,7 @@ func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
 		if !shared {
 			return b.launch(b.k.add, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(x), argPtr(s.moe), argInt(D))
 		}
-	} else {
+	case executor.PerGroup:
 		if gateUp {
 			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: post}); err != nil {
 				return err
@@ -570,6 +580,8 @@ func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
 		if err := b.downLaunchFrom(s.moe, s.act, s.A, s.lay, rowTable{dev: grp}, 0, false); err != nil {
 			return err
 		}
+	default:
+		return fmt.Errorf("cuda: stepper: executor strategy %s", s.strategy) // check refused it
 	}
 	S := cfg.SharedFFN
 	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, post); err != nil {
@@ -663,10 +675,10 @@ type pending struct {
 	suppress  bool
 }
 
-// SetLookahead implements engine.Stepper.
+// SetLookahead implements device.Stepper.
 func (s *stepper) SetLookahead(on bool) { s.lookahead = on }
 
-// Step implements engine.Stepper.
+// Step implements device.Stepper.
 //
 // In graph-full mode with lookahead, a step that runs the head also launches
 // the next decode step right away: that step reads the token and position
@@ -695,7 +707,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			atomic.StoreInt32(s.flag(slot, i), 0)
 		}
 		g, h := s.body[slot], s.heads[slot][mask]
-		if s.mode == engine.StepGraphSegmented {
+		if s.mode == device.StepGraphSegmented {
 			g = s.segs[0]
 		}
 		return b.o.async(func() error {
@@ -707,7 +719,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			if err := g.launch(b.compute); err != nil {
 				return err
 			}
-			if head && s.mode == engine.StepGraphFull {
+			if head && s.mode == device.StepGraphFull {
 				return h.launch(b.compute)
 			}
 			return nil
@@ -715,7 +727,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	}
 	launch := func(g *graph) error { return b.o.async(func() error { return g.launch(b.compute) }) }
 	switch s.mode {
-	case engine.StepGraphFull:
+	case device.StepGraphFull:
 		slot := -1
 		if a := s.ahead; a != nil {
 			s.ahead = nil
@@ -762,7 +774,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			return 0, nil
 		}
 		return s.token(slot), nil
-	case engine.StepGraphWait:
+	case device.StepGraphWait:
 		if err := launchStep(0, set, false); err != nil {
 			return 0, err
 		}
@@ -809,7 +821,7 @@ func (s *stepper) token(slot int) int {
 	return int(atomic.LoadInt32((*int32)(unsafe.Add(s.host.p, s.slotBytes*slot+s.tokOff))))
 }
 
-// Close implements engine.Stepper: it waits for the device, then frees the
+// Close implements device.Stepper: it waits for the device, then frees the
 // graphs, buffers and mapped memory.
 func (s *stepper) Close() error {
 	b := s.b
@@ -1044,5 +1056,5 @@ func (s *stepper) abort() {
 	}
 }
 
-// OverlapCounts implements engine.OverlapCounter.
+// OverlapCounts implements device.OverlapCounter.
 func (s *stepper) OverlapCounts() (split, early int64) { return s.splitLayers, s.earlyExperts }

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/runtime/cpu"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
@@ -142,8 +143,9 @@ func TestStepperLookahead(t *testing.T) {
 
 // TestStepperOverlap: graph-segmented steps with overlap (hits' gate/up
 // launched while the misses copy) give the op-by-op path's bits, tokens and
-// cache counters, for both grouped executors, both schemes and both
-// transports, and overlap really split groups.
+// cache counters, for every executor of the PerGroup strategy (overlap
+// splits the group's gate/up launch; PerExpert has none to split), both
+// schemes and both transports, and overlap really split groups.
 func TestStepperOverlap(t *testing.T) {
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
@@ -152,7 +154,7 @@ func TestStepperOverlap(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, ex := range []string{"grouped-v1", "fused-topk-v1"} {
+			for _, ex := range perGroupExecutors(t) {
 				for _, tr := range []string{"staged", "registered"} {
 					t.Run(fmt.Sprintf("%s/%s/%s/%s", arch, scheme, ex, tr), func(t *testing.T) {
 						req := engine.Request{Prompt: promptIDs("Hits compute while misses copy."), Tokens: 20,
@@ -229,4 +231,28 @@ func TestPrefetchOnDevice(t *testing.T) {
 			})
 		}
 	}
+}
+
+// perGroupExecutors lists the executors whose Strategy is
+// executor.PerGroup, asking each executor rather than naming them.
+func perGroupExecutors(t *testing.T) []string {
+	t.Helper()
+	l, err := qpack.NewRecordLayout(qpack.SchemeInt4, 256, 256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, name := range executor.Names() {
+		ex, err := executor.New(name, cpu.New(1), l, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ex.Strategy() == executor.PerGroup {
+			out = append(out, name)
+		}
+	}
+	if len(out) == 0 {
+		t.Fatal("no executor has the per-group strategy")
+	}
+	return out
 }

@@ -13,7 +13,7 @@ import (
 // LoadOptions select how an artifact is run. Zero values take the defaults
 // noted on each field.
 type LoadOptions struct {
-	Executor  string // routed-expert strategy; "" means scalar-v1
+	Executor  string // routed-expert executor, one of executor.Names(); "" means scalar-v1
 	Capacity  int    // published expert rows per layer; 0 means every expert (full residency)
 	Placement string // initial placement; "" means canonical (experts 0..c-1)
 	Policy    string // eviction policy; "" means lru

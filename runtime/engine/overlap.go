@@ -3,7 +3,7 @@ package engine
 import (
 	"fmt"
 
-	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // Miss/hit overlap (LoadOptions.Overlap "hit-compute").
@@ -25,13 +25,10 @@ import (
 // Only the captured graph-segmented step can do it (runtime/cuda): the op
 // by op step and the CPU backend compute a group with one executor call.
 
-// Overlap modes, the values of LoadOptions.Overlap.
+// Overlap modes, the values of LoadOptions.Overlap (see runtime/device).
 const (
-	// OverlapOff: the group is computed after all its rows are published
-	// (the default; "" means it too).
-	OverlapOff = "off"
-	// OverlapHitCompute computes the hits' gate/up while the misses copy.
-	OverlapHitCompute = "hit-compute"
+	OverlapOff        = device.OverlapOff
+	OverlapHitCompute = device.OverlapHitCompute
 )
 
 // OverlapModes lists the values LoadOptions.Overlap accepts besides "".
@@ -49,16 +46,11 @@ func ParseOverlap(s string) (string, error) {
 	return "", fmt.Errorf("overlap %q: want one of %v", s, OverlapModes())
 }
 
-// ResidentLeaser is the part of the cache miss/hit overlap uses
-// (runtime/cache implements it): lease the rows of the group's experts
-// that are published now, without counting hits or touching the eviction
-// policy (the Acquire that follows counts the whole group).
-type ResidentLeaser interface {
-	// LeaseResident returns, for each id, its published row or nil, and
-	// a release function (idempotent) to call once the compute that read
-	// the rows has been issued. A leased row is not evicted until then.
-	LeaseResident(layer int, ids []int) (rows []backend.Tensor, release func(), err error)
-}
+// ResidentLeaser and OverlapCounter are defined in runtime/device.
+type (
+	ResidentLeaser = device.ResidentLeaser
+	OverlapCounter = device.OverlapCounter
+)
 
 // OverlapMode is the overlap mode in force: OverlapHitCompute when the
 // engine's stepper overlaps, else OverlapOff.
@@ -67,13 +59,6 @@ func (e *Engine) OverlapMode() string {
 		return OverlapHitCompute
 	}
 	return OverlapOff
-}
-
-// OverlapCounter is a Stepper that counts what overlap did: the layers
-// whose group mixed hits and misses (split), and the hit experts whose
-// gate/up was launched before the misses were published (early).
-type OverlapCounter interface {
-	OverlapCounts() (split, early int64)
 }
 
 // OverlapCounts reports the stepper's overlap counters since Load; ok is

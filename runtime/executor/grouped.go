@@ -7,9 +7,14 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// Grouped is grouped-v1: the gate/up/activation of every routed expert of
-// the token in one step, then every down projection and the weighted combine
-// in a second step, both addressing experts through the group's row table.
+// Grouped is grouped-v1, the PerGroup strategy: the gate/up/activation of
+// every routed expert of the token in one step, then every down projection
+// and the weighted combine in a second step, both addressing experts through
+// the group's row table. How it differs: a group is two backend steps
+// whatever its size. On the CPU each is one parallel pass over the A experts
+// (ExpertGateUp, ExpertDownCombine) where scalar-v1 parallelises each matrix
+// alone; on CUDA each is one launch reading the A rows through the table,
+// op by op and in captured steps alike, where scalar-v1 launches per expert.
 type Grouped struct {
 	be     backend.Backend
 	layout qpack.RecordLayout
@@ -30,6 +35,9 @@ func NewGrouped(be backend.Backend, layout qpack.RecordLayout, maxGroup int) (*G
 // Name implements Executor.
 func (g *Grouped) Name() string { return "grouped-v1" }
 
+// Strategy implements Executor.
+func (g *Grouped) Strategy() Strategy { return PerGroup }
+
 // Forward implements Executor.
 func (g *Grouped) Forward(out, x backend.Tensor, rows []backend.Tensor, weights []float32) error {
 	if len(rows) != g.groupN || len(weights) != len(rows) {
@@ -42,47 +50,4 @@ func (g *Grouped) Forward(out, x backend.Tensor, rows []backend.Tensor, weights 
 		return fmt.Errorf("grouped-v1 down: %w", err)
 	}
 	return nil
-}
-
-// FusedTopK is fused-topk-v1: gate, up, activation and down of the whole
-// routed group fused into one backend step.
-type FusedTopK struct {
-	be     backend.Backend
-	layout qpack.RecordLayout
-}
-
-// NewFusedTopK returns fused-topk-v1.
-func NewFusedTopK(be backend.Backend, layout qpack.RecordLayout) *FusedTopK {
-	return &FusedTopK{be: be, layout: layout}
-}
-
-// Name implements Executor.
-func (f *FusedTopK) Name() string { return "fused-topk-v1" }
-
-// Forward implements Executor.
-func (f *FusedTopK) Forward(out, x backend.Tensor, rows []backend.Tensor, weights []float32) error {
-	if len(weights) != len(rows) {
-		return fmt.Errorf("fused-topk-v1: %d rows for %d weights", len(rows), len(weights))
-	}
-	if err := f.be.FusedExperts(out, rows, f.layout, x, weights); err != nil {
-		return fmt.Errorf("fused-topk-v1: %w", err)
-	}
-	return nil
-}
-
-// Names lists the executor strategies New accepts.
-func Names() []string { return []string{"scalar-v1", "grouped-v1", "fused-topk-v1"} }
-
-// New returns the named strategy for records of layout and routed groups of
-// topK experts.
-func New(name string, be backend.Backend, layout qpack.RecordLayout, topK int) (Executor, error) {
-	switch name {
-	case "scalar-v1":
-		return NewScalar(be, layout)
-	case "grouped-v1":
-		return NewGrouped(be, layout, topK)
-	case "fused-topk-v1":
-		return NewFusedTopK(be, layout), nil
-	}
-	return nil, fmt.Errorf("unknown executor %q (known: %v)", name, Names())
 }

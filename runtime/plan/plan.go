@@ -252,7 +252,7 @@ func (p *Plan) Count(op Op) int {
 
 // String lists the plan, one instruction a line:
 //
-//	  5 L0 route           x[1,64] -> xn[1,64] group[1,2]  after 4
+//	5 L0 route           x[1,64] -> xn[1,64] group[1,2]  after 4
 func (p *Plan) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "plan %s T=%d head=%v: %d instructions\n", p.Config.Arch, p.T, p.Head, len(p.Instrs))

@@ -1,4 +1,4 @@
-package campaigns
+package report
 
 import (
 	"fmt"
@@ -129,63 +129,4 @@ func SumObs(obs []editions.Obs[int64]) editions.Obs[int64] {
 func Round(v float64, decimals int) float64 {
 	p := math.Pow(10, float64(decimals))
 	return math.Round(v*p) / p
-}
-
-// Claims lists the edition's claims: for each configuration its pooled
-// decode rate (with numerator and denominator), overall output rate
-// (likewise), TTFT mean, H2D bytes, and the RSS and VRAM peaks where they
-// were observed. Every value is its source rounded to Decimals.
-func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
-	out := editions.ClaimsDoc{Schema: editions.SchemaClaims, Version: editions.Version, Edition: c.Edition, Claims: []editions.Claim{}}
-	for i := range docs {
-		d := &docs[i]
-		file := editions.ConfigPath(d.ID)
-		ref := func(ptr string, v float64) *editions.SourceRef {
-			return &editions.SourceRef{File: file, Pointer: ptr, Value: v}
-		}
-		who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
-		add := func(metric, unit string, decimals int, v float64, statement string, num, den *editions.SourceRef) {
-			out.Claims = append(out.Claims, editions.Claim{
-				ID: d.ID + "." + metric, Statement: statement, Value: Round(v, decimals), Unit: unit, Decimals: decimals,
-				Source: *ref("/metrics/"+metric, v), Numerator: num, Denominator: den,
-				Evidence: c.Evidence, Validation: "valid", Publication: c.Publication, Reproduction: "not_attempted",
-			})
-		}
-		m := d.Metrics
-		add("pooled_decode_tok_s", "tokens/s", 2, m.PooledDecodeTokS,
-			fmt.Sprintf("%s: pooled decode rate over %d measured requests, sum(N-1) / sum(decode seconds), first-token wait excluded", who, d.Requests),
-			ref("/metrics/decode_tokens", float64(m.DecodeTokens)), ref("/metrics/decode_seconds", m.DecodeSeconds))
-		add("overall_output_tok_s", "tokens/s", 2, m.OverallOutputTokS,
-			fmt.Sprintf("%s: overall output rate over %d measured requests, sum(N) / sum(runtime seconds), admission to last token", who, d.Requests),
-			ref("/metrics/output_tokens", float64(m.OutputTokens)), ref("/metrics/runtime_seconds", m.RuntimeSeconds))
-		add("ttft_mean_s", "s", 4, m.TTFTMeanS,
-			fmt.Sprintf("%s: mean time to first token (admission to first token, prefill included) over %d measured requests", who, d.Requests), nil, nil)
-		add("h2d_bytes", "bytes", 0, float64(m.H2DBytes),
-			fmt.Sprintf("%s: host-to-device expert bytes summed over %d measured requests (not a rate)", who, d.Requests), nil, nil)
-		if m.RSSPeakBytes.Ok() {
-			add("rss_peak_bytes", "bytes", 0, float64(m.RSSPeakBytes.Value),
-				fmt.Sprintf("%s: whole-worker RSS peak (VmHWM), maximum over %d workers", who, d.Blocks), nil, nil)
-		}
-		if m.VRAMPeakBytes.Ok() {
-			add("vram_peak_bytes", "bytes", 0, float64(m.VRAMPeakBytes.Value),
-				fmt.Sprintf("%s: device-wide whole-worker VRAM peak (preparation and warmup included), maximum over %d workers", who, d.Blocks), nil, nil)
-		}
-	}
-	return out
-}
-
-// CheckpointLabel says what kind of checkpoint a configuration ran:
-// "synthetic olmoe-1b-7b seed 924" or "hf <dir>@<revision>".
-func CheckpointLabel(k editions.Checkpoint) string {
-	if k.Kind == "synthetic" {
-		seed := "?"
-		if k.Seed != nil {
-			seed = fmt.Sprint(*k.Seed)
-		}
-		return fmt.Sprintf("synthetic %s seed %s", k.Arch, seed)
-	}
-	if k.Revision != "" {
-		return fmt.Sprintf("hf %s %s@%s", k.Arch, k.Dir, k.Revision)
-	}
-	return fmt.Sprintf("hf %s %s", k.Arch, k.Dir)
 }

@@ -1,22 +1,21 @@
-package campaigns
+package report
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/horizon-runmap/horizon/ceilings"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
-// EditionInput is everything an edition is made from.
+// EditionInput is everything an edition is made from: the frozen campaign
+// and contract documents, the raw records, and the one section that needs
+// the runtime's knowledge of architectures.
 type EditionInput struct {
-	Campaign    *Campaign
 	CampaignDoc editions.CampaignDoc
-	Contract    *contracts.Contract
 	ContractDoc editions.ContractDoc
 	// Records are each configuration's raw records in block order.
 	Records map[string][]*editions.RawRecord
@@ -25,14 +24,34 @@ type EditionInput struct {
 	RunDir string
 	// Now stamps the manifest; nil means time.Now.
 	Now func() time.Time
+	// Ceilings, for cuda editions, returns the Markdown of the speeds
+	// beside their ceilings for the raw records already written under the
+	// edition directory it is given (heading level 3), or a line saying why
+	// they were not computed. It comes from outside because the ceilings
+	// need the architectures' tensor shapes (runtime/model); the runner
+	// passes its Runtime's CeilingsSection. nil leaves the section out.
+	Ceilings func(editionDir string) string
 }
+
+// reporters are the report formats of an edition, by file.
+var reporters = []struct {
+	file  string
+	write Reporter
+}{{editions.ReportMD, Markdown}, {editions.ReportHTML, HTML}}
 
 // WriteEdition writes a complete edition into dir: the raw records, the
 // frozen campaign and contract, one aggregate per configuration, the
 // claims, the plots and both reports, and manifest.json last. Every JSON
 // document is validated against its schema as it is written.
 func WriteEdition(dir string, in EditionInput) error {
-	c := in.Campaign
+	c, err := CampaignFromDoc(in.CampaignDoc)
+	if err != nil {
+		return err
+	}
+	k, err := contracts.FromJSON(in.ContractDoc.Contract)
+	if err != nil {
+		return fmt.Errorf("frozen contract: %w", err)
+	}
 	var docs []editions.ConfigDoc
 	for i := range c.Configurations {
 		cfg := &c.Configurations[i]
@@ -70,19 +89,18 @@ func WriteEdition(dir string, in EditionInput) error {
 	if err != nil {
 		return err
 	}
-	r := buildReport(in, docs, plots, len(claims.Claims))
-	if c.Device == "cuda" {
-		r.Ceilings = ceilingsMarkdown(dir)
+	r := buildReport(c, k, in.ContractDoc.SHA256, in.Records, docs, plots, len(claims.Claims))
+	if c.Device == "cuda" && in.Ceilings != nil {
+		r.Ceilings = in.Ceilings(dir)
 	}
-	if err := editions.WriteFileAtomic(filepath.Join(dir, editions.ReportMD), renderMD(r)); err != nil {
-		return err
-	}
-	html, err := renderHTML(r)
-	if err != nil {
-		return fmt.Errorf("report.html: %w", err)
-	}
-	if err := editions.WriteFileAtomic(filepath.Join(dir, editions.ReportHTML), html); err != nil {
-		return err
+	for _, f := range reporters {
+		var b bytes.Buffer
+		if err := f.write(&b, &r); err != nil {
+			return fmt.Errorf("%s: %w", f.file, err)
+		}
+		if err := editions.WriteFileAtomic(filepath.Join(dir, f.file), b.Bytes()); err != nil {
+			return err
+		}
 	}
 	now := time.Now
 	if in.Now != nil {
@@ -93,19 +111,4 @@ func WriteEdition(dir string, in EditionInput) error {
 		return err
 	}
 	return editions.WriteDoc(filepath.Join(dir, editions.ManifestFile), &m)
-}
-
-// ceilingsMarkdown is package ceilings' sections for the raw records
-// already written under dir, at heading level 3; where they cannot be
-// computed (an architecture that is not a synthetic preset), a line that
-// says why. It never fails the edition: the report only describes it.
-func ceilingsMarkdown(dir string) string {
-	confs, err := ceilings.LoadEdition(dir)
-	if err == nil {
-		var b strings.Builder
-		if err = ceilings.WriteSections(&b, confs, nil, ceilings.DefaultOptions(), 3); err == nil {
-			return b.String()
-		}
-	}
-	return fmt.Sprintf("Not computed: %v.\n", err)
 }

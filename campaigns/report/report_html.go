@@ -1,8 +1,8 @@
-package campaigns
+package report
 
 import (
-	"bytes"
 	"html/template"
+	"io"
 )
 
 var htmlReport = template.Must(template.New("report").Parse(`<!DOCTYPE html>
@@ -94,12 +94,8 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 {{end}}</table>{{end}}
 `))
 
-// renderHTML renders report.html; its tables come from the same field
-// lists as report.md.
-func renderHTML(r report) ([]byte, error) {
-	var b bytes.Buffer
-	if err := htmlReport.Execute(&b, r); err != nil {
-		return nil, err
-	}
-	return b.Bytes(), nil
+// HTML writes report.html; its tables come from the same field lists as
+// report.md.
+func HTML(w io.Writer, r *Report) error {
+	return htmlReport.Execute(w, r)
 }

@@ -1,21 +1,18 @@
-package campaigns
+package worker
 
 import (
+	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 
+	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
-
-// artifactsDir holds the prepared artifacts inside a run directory.
-const artifactsDir = "artifacts"
 
 // scheme maps a configuration's expert_format to the artifact scheme.
 func scheme(format string) qpack.Scheme {
@@ -25,37 +22,19 @@ func scheme(format string) qpack.Scheme {
 	return qpack.SchemeInt4
 }
 
-var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
-
-// artifactKey names the artifact of a configuration; configurations with
-// the same checkpoint and expert format share it.
-func (c *Campaign) artifactKey(cfg *Configuration) string {
-	k := cfg.Checkpoint
-	if k.Synthetic != nil {
-		return fmt.Sprintf("synthetic-%s-seed%d-%s", unsafeName.ReplaceAllString(k.Synthetic.Arch, "-"), k.Synthetic.Seed, cfg.ExpertFormat)
-	}
-	abs, err := filepath.Abs(c.HFDir(cfg))
-	if err != nil {
-		abs = c.HFDir(cfg)
-	}
-	sum := sha256.Sum256([]byte(abs + "\x00" + k.HF.Revision))
-	base := unsafeName.ReplaceAllString(filepath.Base(abs), "-")
-	return fmt.Sprintf("hf-%s-%s-%s", base, hex.EncodeToString(sum[:6]), cfg.ExpertFormat)
-}
-
 // prepareArtifacts makes sure every distinct (checkpoint, expert format) of
 // the campaign has a verified artifact under runDir/artifacts and returns
 // their directories by configuration id. An artifact already there is
 // reused after its files are hashed against artifact.json and its identity
 // is checked; a broken one is prepared again. Synthetic checkpoints are
 // synthesised next to it and removed once prepared.
-func prepareArtifacts(ctx context.Context, c *Campaign, runDir string, say func(string)) (map[string]string, error) {
+func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string, say func(string)) (map[string]string, error) {
 	dirs := map[string]string{}
 	done := map[string]bool{}
 	for i := range c.Configurations {
 		cfg := &c.Configurations[i]
-		key := c.artifactKey(cfg)
-		dir := filepath.Join(runDir, artifactsDir, key)
+		key := c.ArtifactKey(cfg)
+		dir := filepath.Join(runDir, campaigns.ArtifactsDir, key)
 		dirs[cfg.ID] = dir
 		if done[key] {
 			continue
@@ -88,7 +67,7 @@ func prepareArtifacts(ctx context.Context, c *Campaign, runDir string, say func(
 
 // checkArtifact verifies an existing artifact; an absent one gives an error
 // wrapping os.ErrNotExist.
-func checkArtifact(c *Campaign, cfg *Configuration, dir string) error {
+func checkArtifact(c *campaigns.Campaign, cfg *campaigns.Configuration, dir string) error {
 	if _, err := os.Stat(filepath.Join(dir, qpack.MetaFile)); err != nil {
 		return err
 	}
@@ -114,7 +93,7 @@ func checkArtifact(c *Campaign, cfg *Configuration, dir string) error {
 // makeArtifact synthesises (if needed) and prepares one artifact. Both
 // steps write into temporary siblings that are renamed at the end, so a
 // killed preparation leaves nothing that looks finished.
-func makeArtifact(ctx context.Context, c *Campaign, cfg *Configuration, dir string) error {
+func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir string) error {
 	ckpt := ""
 	if s := cfg.Checkpoint.Synthetic; s != nil {
 		ckpt = dir + ".checkpoint"
@@ -130,4 +109,17 @@ func makeArtifact(ctx context.Context, c *Campaign, cfg *Configuration, dir stri
 	}
 	_, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme(cfg.ExpertFormat), Ctx: ctx})
 	return err
+}
+
+// synthInfo is the synthetic recipe an artifact was prepared from.
+func synthInfo(art *qpack.Artifact) (model.SynthInfo, error) {
+	raw := art.Meta.Identity.Source.Synthetic
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return model.SynthInfo{}, fmt.Errorf("artifact %s was not prepared from a synthetic checkpoint", art.Dir)
+	}
+	var info model.SynthInfo
+	if err := json.Unmarshal(raw, &info); err != nil {
+		return model.SynthInfo{}, fmt.Errorf("artifact %s synthetic identity: %w", art.Dir, err)
+	}
+	return info, nil
 }

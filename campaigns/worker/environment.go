@@ -1,10 +1,7 @@
-package campaigns
+package worker
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
-	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -12,12 +9,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/horizon-runmap/horizon/editions"
-	"github.com/horizon-runmap/horizon/runtime/model"
-	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
 // environment describes the machine a worker runs on.
-func environment(d WorkerDevice) editions.Environment {
+func environment(d Device) editions.Environment {
 	env := editions.Environment{
 		Device: d.Name, Hostname: editions.Unknown, OS: runtime.GOOS + "/" + runtime.GOARCH,
 		CPU: cpuModel(), CPUs: runtime.NumCPU(), Threads: d.Threads,
@@ -57,17 +52,4 @@ func cpuModel() string {
 		}
 	}
 	return editions.Unknown
-}
-
-// synthInfo is the synthetic recipe an artifact was prepared from.
-func synthInfo(art *qpack.Artifact) (model.SynthInfo, error) {
-	raw := art.Meta.Identity.Source.Synthetic
-	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
-		return model.SynthInfo{}, fmt.Errorf("artifact %s was not prepared from a synthetic checkpoint", art.Dir)
-	}
-	var info model.SynthInfo
-	if err := json.Unmarshal(raw, &info); err != nil {
-		return model.SynthInfo{}, fmt.Errorf("artifact %s synthetic identity: %w", art.Dir, err)
-	}
-	return info, nil
 }

@@ -1,4 +1,4 @@
-package campaigns
+package report
 
 import (
 	"fmt"
@@ -95,15 +95,15 @@ var invariantFields = []field{
 	}},
 }
 
-// table is a rendered table: headers and rows of cells.
-type table struct {
+// Table is a rendered table: headers and rows of cells.
+type Table struct {
 	Headers []string
 	Right   []bool
 	Rows    [][]string
 }
 
-func makeTable(fields []field, docs []editions.ConfigDoc) table {
-	t := table{}
+func makeTable(fields []field, docs []editions.ConfigDoc) Table {
+	t := Table{}
 	for _, f := range fields {
 		t.Headers = append(t.Headers, f.Header())
 		t.Right = append(t.Right, f.Right)

@@ -1,4 +1,4 @@
-package campaigns
+package report
 
 import (
 	"bytes"
@@ -48,8 +48,8 @@ type series struct {
 
 // writePlots renders the figures as PNGs under dir/plots and returns them
 // for the reports, in figure order.
-func writePlots(dir string, docs []editions.ConfigDoc) ([]figureRef, error) {
-	var out []figureRef
+func writePlots(dir string, docs []editions.ConfigDoc) ([]FigureRef, error) {
+	var out []FigureRef
 	for _, f := range figures {
 		var ss []*series
 		for i := range docs {
@@ -67,7 +67,7 @@ func writePlots(dir string, docs []editions.ConfigDoc) ([]figureRef, error) {
 			ss[j].pts = append(ss[j].pts, plotter.XY{X: float64(d.Capacity), Y: v})
 		}
 		if len(ss) == 0 {
-			out = append(out, figureRef{Title: f.title, Note: f.absent})
+			out = append(out, FigureRef{Title: f.title, Note: f.absent})
 			continue
 		}
 		b, err := renderFigure(f, ss)
@@ -78,7 +78,7 @@ func writePlots(dir string, docs []editions.ConfigDoc) ([]figureRef, error) {
 		if err := editions.WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(rel)), b); err != nil {
 			return nil, err
 		}
-		out = append(out, figureRef{Title: f.title, File: rel})
+		out = append(out, FigureRef{Title: f.title, File: rel})
 	}
 	return out, nil
 }

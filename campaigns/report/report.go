@@ -1,4 +1,4 @@
-package campaigns
+package report
 
 import (
 	"fmt"
@@ -9,9 +9,9 @@ import (
 	"github.com/horizon-runmap/horizon/editions"
 )
 
-// report is what report.md and report.html show; both render this one
+// Report is what report.md and report.html show; both render this one
 // value, so they say the same things.
-type report struct {
+type Report struct {
 	Edition     string
 	Description string
 	Contract    *contracts.Contract
@@ -21,9 +21,9 @@ type report struct {
 	// Checkpoints says plainly which kind of checkpoint each model was.
 	Checkpoints []string
 	Caveats     []string
-	Results     table
-	Invariants  table
-	Plots       []figureRef
+	Results     Table
+	Invariants  Table
+	Plots       []FigureRef
 	Workers     []string
 	Claims      int
 	// Ceilings is the Markdown of package ceilings' sections (cuda
@@ -32,22 +32,26 @@ type report struct {
 	Ceilings string
 }
 
-// figureRef is one figure, or the reason it is absent.
-type figureRef struct {
+// FigureRef is one figure, or the reason it is absent.
+type FigureRef struct {
 	Title string
 	File  string // plots/<name>.png, "" when absent
 	Note  string
 }
 
-func buildReport(in EditionInput, docs []editions.ConfigDoc, plots []figureRef, claims int) report {
-	r := report{
-		Edition: in.Campaign.Edition, Description: strings.TrimSpace(in.Campaign.Description),
-		Contract: in.Contract, ContractSHA: in.ContractDoc.SHA256, Device: in.Campaign.Device,
+// buildReport assembles the report of an edition from its campaign, its
+// contract (and the contract's hash), its records and aggregates, its plots
+// and the number of its claims.
+func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records map[string][]*editions.RawRecord,
+	docs []editions.ConfigDoc, plots []FigureRef, claims int) Report {
+	r := Report{
+		Edition: c.Edition, Description: strings.TrimSpace(c.Description),
+		Contract: k, ContractSHA: contractSHA, Device: c.Device,
 		Results: makeTable(configFields, docs), Invariants: makeTable(invariantFields, docs),
 		Plots: plots, Claims: claims,
 	}
-	for _, cfg := range in.Campaign.Configurations {
-		if recs := in.Records[cfg.ID]; len(recs) > 0 {
+	for _, cfg := range c.Configurations {
+		if recs := records[cfg.ID]; len(recs) > 0 {
 			r.Env = recs[0].Environment
 			break
 		}
@@ -103,8 +107,8 @@ func buildReport(in EditionInput, docs []editions.ConfigDoc, plots []figureRef, 
 	r.Caveats = append(r.Caveats,
 		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
 		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
-		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", in.Contract.Timing.Clock))
-	if in.Campaign.Device == "cpu" {
+		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", k.Timing.Clock))
+	if c.Device == "cpu" {
 		r.Caveats = append(r.Caveats, "On the cpu device the expert cache's rows live in host memory: H2D counts copies from the host authority into cache rows, VRAM is UNSUPPORTED, and speed says nothing about a GPU.")
 	}
 	return r

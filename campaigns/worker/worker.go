@@ -1,4 +1,4 @@
-package campaigns
+package worker
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -18,8 +19,8 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/tokenizer"
 )
 
-// WorkerDevice is the compute device a worker runs on.
-type WorkerDevice struct {
+// Device is the compute device a worker runs on.
+type Device struct {
 	Name    string          // "cpu" or "cuda"
 	Backend backend.Backend // the compute backend
 	Rows    cache.Device    // where expert rows live
@@ -28,7 +29,7 @@ type WorkerDevice struct {
 	Driver  string          // GPU driver version, "" on the CPU
 	// VRAM samples device memory through the whole worker (NVML): the
 	// worker process starts it first thing, so preparation and warmup are
-	// inside the peak, and RunWorker stops it after the last request. nil:
+	// inside the peak, and Run stops it after the last request. nil:
 	// the device cannot (UNSUPPORTED on the CPU, UNKNOWN elsewhere).
 	VRAM observe.VRAMSampler
 	// H2DBandwidth measures the pinned host-to-device bandwidth (nil: the
@@ -36,31 +37,32 @@ type WorkerDevice struct {
 	H2DBandwidth func() (float64, error)
 }
 
-// WorkerOptions is one worker: one configuration, one block.
-type WorkerOptions struct {
+// Options is one worker: one configuration, one block.
+type Options struct {
 	Contract    *contracts.Contract
 	ContractSHA string
-	Campaign    *Campaign
-	Config      *Configuration
+	Campaign    *campaigns.Campaign
+	Config      *campaigns.Configuration
 	Block       int    // 1..contract blocks
 	ArtifactDir string // the prepared artifact
 	Out         string // where the raw record goes (written atomically)
-	Device      WorkerDevice
+	Device      Device
 	// Started is when the worker process started: preparation is measured
 	// from it.
 	Started time.Time
-	// Progress receives progress lines (see progressLine); nil discards.
+	// Progress receives progress lines (campaigns.ProgressTokens); nil
+	// discards.
 	Progress io.Writer
 }
 
-// RunWorker measures one block: it loads the artifact into a host
+// Run measures one block: it loads the artifact into a host
 // authority and a cache with the configuration's capacity (engine.Load),
 // runs the contract's warmup (excluded), then the block's prompts in
 // contract order on the same evolving cache, each between
 // cache.BeginRequest and cache.EndRequest, and writes the raw record
 // atomically to o.Out. The record is checked against the contract before
 // it is written.
-func RunWorker(o WorkerOptions) (err error) {
+func Run(o Options) (err error) {
 	k, cfg := o.Contract, o.Config
 	if o.Block < 1 || o.Block > k.Blocks {
 		return fmt.Errorf("block %d: contract %s has blocks 1..%d", o.Block, k.ID, k.Blocks)
@@ -159,7 +161,7 @@ func RunWorker(o WorkerOptions) (err error) {
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
 		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(), Overlap: l.OverlapMode(),
 		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
-		Regime: regime(opts.Capacity, mcfg.NumExperts), TokenizerSHA256: tokSHA,
+		Regime: campaigns.Regime(opts.Capacity, mcfg.NumExperts), TokenizerSHA256: tokSHA,
 	}
 	prefetching := l.PrefetchMode() != engine.PrefetchOff
 
@@ -174,7 +176,7 @@ func RunWorker(o WorkerOptions) (err error) {
 		Excluded: true, PromptID: k.Warmup.Prompt.ID, N: len(wres.Tokens), TokenIDs: wres.Tokens,
 		Seconds: time.Since(t).Seconds(),
 	}
-	fmt.Fprintf(progress, "%s %d\n", progressTokens, len(wres.Tokens))
+	fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(wres.Tokens))
 
 	for i, p := range k.Prompts {
 		l.Cache.BeginRequest()
@@ -192,12 +194,12 @@ func RunWorker(o WorkerOptions) (err error) {
 			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
 			Cache: requestCache(cc, prefetching),
 		})
-		fmt.Fprintf(progress, "%s %d\n", progressTokens, len(res.Tokens))
+		fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(res.Tokens))
 	}
 
 	rec.Observations = observeWorker(o.Device)
 	rec.FinishedAt = time.Now().UTC().Format(time.RFC3339Nano)
-	if err := CheckRecord(k, o.Campaign, cfg, o.Block, &rec); err != nil {
+	if err := campaigns.CheckRecord(k, o.Campaign, cfg, o.Block, &rec); err != nil {
 		return fmt.Errorf("the worker's own record breaks the contract: %w", err)
 	}
 	return editions.WriteDoc(o.Out, &rec)
@@ -206,7 +208,7 @@ func RunWorker(o WorkerOptions) (err error) {
 // checkCapabilities fails before any work when the contract requires an
 // observation this worker's device cannot make, rather than after a whole
 // block whose record would break the contract.
-func checkCapabilities(k *contracts.Contract, d WorkerDevice) error {
+func checkCapabilities(k *contracts.Contract, d Device) error {
 	for _, o := range k.Observations {
 		r := o.Requirement(d.Name)
 		if r != contracts.Required && r != contracts.RequiredZero {
@@ -253,7 +255,7 @@ func requestCache(c cache.Counters, prefetch bool) editions.RequestCache {
 }
 
 // observeWorker makes the whole-worker observations after the last request.
-func observeWorker(d WorkerDevice) editions.WorkerObservations {
+func observeWorker(d Device) editions.WorkerObservations {
 	var obs editions.WorkerObservations
 	absent := editions.UnknownObs[int64]()
 	absentF := editions.UnknownObs[float64]()
@@ -295,7 +297,7 @@ func observeWorker(d WorkerDevice) editions.WorkerObservations {
 }
 
 // identity describes the checkpoint and artifact of a configuration.
-func identity(c *Campaign, cfg *Configuration, art *qpack.Artifact) (editions.Checkpoint, editions.ArtifactRef, error) {
+func identity(c *campaigns.Campaign, cfg *campaigns.Configuration, art *qpack.Artifact) (editions.Checkpoint, editions.ArtifactRef, error) {
 	m := art.Meta
 	ck := editions.Checkpoint{SHA256: m.Identity.Source.CheckpointSHA256}
 	switch {
@@ -333,17 +335,10 @@ func modelOf(c model.Config) editions.Model {
 	}
 }
 
-func regime(capacity, experts int) string {
-	if capacity == experts {
-		return "full"
-	}
-	return "partial"
-}
-
 // processStarted is read while the Go runtime initialises packages, a few
 // milliseconds after the process started.
 var processStarted = time.Now()
 
-// WorkerStarted is when this process started (see processStarted): a
-// worker's preparation seconds are measured from it.
-func WorkerStarted() time.Time { return processStarted }
+// Started is when this process started (see processStarted): a worker's
+// preparation seconds are measured from it.
+func Started() time.Time { return processStarted }

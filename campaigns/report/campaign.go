@@ -1,0 +1,56 @@
+// Package report turns an edition's raw worker records into the rest of the
+// edition: one aggregate per configuration (Aggregate), the claims (Claims),
+// the plots and the two reports, report.md and report.html, and the
+// manifest (WriteEdition).
+//
+// It works from edition documents only (editions.CampaignDoc, ContractDoc,
+// RawRecord) and imports editions and contracts, never the runner
+// (package campaigns) or runtime/: what an edition says must follow from
+// its files, so the code that writes it must not need anything else. Its
+// one runtime-derived part, the ceilings section of cuda reports, comes in
+// as a function (EditionInput.Ceilings).
+//
+// Both reports render one Report value through a Reporter (vegeta style:
+// one small function per format), and their tables come from one field
+// list (fields.go), so the formats cannot disagree.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// Campaign is what the report side reads of a campaign: its identity and
+// the status of its claims, and its configurations in campaign order. It is
+// decoded from the frozen campaign document (CampaignFromDoc), so the
+// report side needs no campaign definition, validation or runtime.
+type Campaign struct {
+	Edition     string `json:"edition"`
+	Description string `json:"description"`
+	Device      string `json:"device"`
+	// Evidence and Publication are the status of every claim.
+	Evidence       string          `json:"evidence"`
+	Publication    string          `json:"publication"`
+	Configurations []Configuration `json:"configurations"`
+}
+
+// Configuration is what the report side reads of one configuration; the
+// rest of what it shows comes from the raw records.
+type Configuration struct {
+	ID string `json:"id"`
+	// SeedExecutor is the seed campaign's executor name, shown beside ours.
+	SeedExecutor string `json:"seed_executor"`
+}
+
+// CampaignFromDoc decodes the report's view of a frozen campaign. Fields it
+// does not show are ignored: the frozen document's hash and strict shape
+// are the runner's and the verifier's to check.
+func CampaignFromDoc(doc editions.CampaignDoc) (*Campaign, error) {
+	var c Campaign
+	if err := json.Unmarshal(doc.Campaign, &c); err != nil {
+		return nil, fmt.Errorf("frozen campaign: %w", err)
+	}
+	return &c, nil
+}

@@ -1,0 +1,86 @@
+package campaigns
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"regexp"
+)
+
+// The modes whose rules Validate states (the registered transport has no
+// staging ring, overlap excludes prefetch and needs cuda and partial
+// residency). They are the runtime's names (runtime/cache, runtime/engine)
+// spelled here so that this package does not import runtime/;
+// campaigns/worker's tests pin them to the runtime's constants.
+const (
+	TransportStaged     = "staged" // the default transport
+	TransportRegistered = "registered"
+	PrefetchOff         = "off" // the default prefetch
+	PrefetchNextLayer   = "next-layer"
+	OverlapOff          = "off" // the default overlap
+	OverlapHitCompute   = "hit-compute"
+)
+
+// Names are the runtime's names a configuration may use.
+type Names struct {
+	Executors, Placements, Policies, Transports, Prefetch, Overlap []string
+}
+
+// Shape is what validation needs of a checkpoint's architecture.
+type Shape struct {
+	Experts int // routed experts per layer
+	TopK    int
+}
+
+// Catalog answers what validating a campaign needs of the runtime: its
+// names and each checkpoint's shape. worker.Runtime implements it.
+type Catalog interface {
+	Names() Names
+	// Shape returns the shape of a configuration's checkpoint (a synthetic
+	// preset, or an HF directory's config.json resolved with c.HFDir), or
+	// why it has none, in one line that Validate reports.
+	Shape(c *Campaign, cfg *Configuration) (Shape, error)
+}
+
+// Runtime is everything the runner needs from the runtime side
+// (campaigns/worker) without importing it: the catalog for validation,
+// artifact preparation and identity, and the one report section that
+// needs the architectures' tensor shapes. The runner itself only launches
+// processes, journals, locks and publishes; the CLI passes worker.Runtime.
+type Runtime interface {
+	Catalog
+	// PrepareArtifacts makes sure every distinct (checkpoint, expert
+	// format) of c has a verified artifact under base/ArtifactsDir/<key>
+	// (key: Campaign.ArtifactKey) and returns their directories by
+	// configuration id.
+	PrepareArtifacts(ctx context.Context, c *Campaign, base string, say func(string)) (map[string]string, error)
+	// ArtifactSHA256 is a prepared artifact's identity (part of work keys).
+	ArtifactSHA256(dir string) (string, error)
+	// CeilingsSection is the report's ceilings section for the raw records
+	// under an edition directory (report.EditionInput.Ceilings).
+	CeilingsSection(editionDir string) string
+}
+
+// ArtifactsDir holds the prepared artifacts inside a run directory (or a
+// shared artifact cache).
+const ArtifactsDir = "artifacts"
+
+var unsafeName = regexp.MustCompile(`[^a-z0-9.-]+`)
+
+// ArtifactKey names the artifact of a configuration; configurations with
+// the same checkpoint and expert format share it.
+func (c *Campaign) ArtifactKey(cfg *Configuration) string {
+	k := cfg.Checkpoint
+	if k.Synthetic != nil {
+		return fmt.Sprintf("synthetic-%s-seed%d-%s", unsafeName.ReplaceAllString(k.Synthetic.Arch, "-"), k.Synthetic.Seed, cfg.ExpertFormat)
+	}
+	abs, err := filepath.Abs(c.HFDir(cfg))
+	if err != nil {
+		abs = c.HFDir(cfg)
+	}
+	sum := sha256.Sum256([]byte(abs + "\x00" + k.HF.Revision))
+	base := unsafeName.ReplaceAllString(filepath.Base(abs), "-")
+	return fmt.Sprintf("hf-%s-%s-%s", base, hex.EncodeToString(sum[:6]), cfg.ExpertFormat)
+}

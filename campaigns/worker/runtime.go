@@ -1,0 +1,111 @@
+// Package worker is the runtime side of a campaign: the only part of the
+// benchmark harness that imports runtime/. It measures one (configuration,
+// block) in its own process (Run: load the artifact, warm up, run the
+// block's prompts on one evolving cache, write the raw record), prepares
+// and verifies artifacts (runtime/model synthesis, runtime/qpack), and
+// answers what the runner (package campaigns) must know of the runtime
+// without importing it (Runtime: the names a configuration may use, a
+// checkpoint's shape, artifact preparation and identity, the ceilings
+// section of cuda reports).
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/ceilings"
+	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// Runtime implements campaigns.Runtime with this build's runtime. The CLI
+// hands it to campaigns.Run, campaigns.Reproduce and campaigns.Load.
+type Runtime struct{}
+
+var _ campaigns.Runtime = Runtime{}
+
+// Names lists the runtime's executors, placements, policies, transports,
+// prefetch and overlap modes.
+func (Runtime) Names() campaigns.Names {
+	return campaigns.Names{
+		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
+		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
+	}
+}
+
+// Shape returns the experts per layer and top-k of a configuration's
+// checkpoint: the preset of a synthetic one, config.json of an HF
+// directory.
+func (Runtime) Shape(c *campaigns.Campaign, cfg *campaigns.Configuration) (campaigns.Shape, error) {
+	m, err := modelConfig(c, cfg)
+	if err != nil {
+		return campaigns.Shape{}, err
+	}
+	return campaigns.Shape{Experts: m.NumExperts, TopK: m.TopK}, nil
+}
+
+func modelConfig(c *campaigns.Campaign, cfg *campaigns.Configuration) (model.Config, error) {
+	k := cfg.Checkpoint
+	switch {
+	case k.Synthetic != nil && k.HF != nil:
+		return model.Config{}, errors.New("checkpoint: give either synthetic or hf, not both")
+	case k.Synthetic != nil:
+		p, err := model.LookupPreset(k.Synthetic.Arch)
+		if err != nil {
+			return model.Config{}, fmt.Errorf("checkpoint: synthetic arch %q is unknown (known: %s)",
+				k.Synthetic.Arch, strings.Join(model.PresetNames(), ", "))
+		}
+		return p.Config, nil
+	case k.HF != nil:
+		if k.HF.Dir == "" {
+			return model.Config{}, errors.New("checkpoint: hf.dir is empty")
+		}
+		dir := c.HFDir(cfg)
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return model.Config{}, fmt.Errorf("checkpoint: hf.dir %s does not exist (download the checkpoint there, or fix the path; it is relative to the campaign file)", dir)
+		}
+		m, err := model.LoadConfig(dir)
+		if err != nil {
+			return model.Config{}, fmt.Errorf("checkpoint: %w", err)
+		}
+		return m, nil
+	}
+	return model.Config{}, errors.New("checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}")
+}
+
+// PrepareArtifacts prepares (or verifies and reuses) the artifacts of the
+// campaign's configurations under base/artifacts (see prepareArtifacts).
+func (Runtime) PrepareArtifacts(ctx context.Context, c *campaigns.Campaign, base string, say func(string)) (map[string]string, error) {
+	return prepareArtifacts(ctx, c, base, say)
+}
+
+// ArtifactSHA256 is the identity of a prepared artifact.
+func (Runtime) ArtifactSHA256(dir string) (string, error) {
+	a, err := qpack.Open(dir)
+	if err != nil {
+		return "", err
+	}
+	return a.Meta.ArtifactSHA256, nil
+}
+
+// CeilingsSection is package ceilings' sections for the raw records
+// already written under dir, at heading level 3; where they cannot be
+// computed (an architecture that is not a synthetic preset), a line that
+// says why. It never fails the edition: the report only describes it.
+func (Runtime) CeilingsSection(dir string) string {
+	confs, err := ceilings.LoadEdition(dir)
+	if err == nil {
+		var b strings.Builder
+		if err = ceilings.WriteSections(&b, confs, nil, ceilings.DefaultOptions(), 3); err == nil {
+			return b.String()
+		}
+	}
+	return fmt.Sprintf("Not computed: %v.\n", err)
+}

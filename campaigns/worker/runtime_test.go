@@ -1,0 +1,39 @@
+package worker
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/engine"
+)
+
+// TestRuntimeNamesMatchCampaigns pins the mode names package campaigns
+// spells (so that it need not import runtime/) to the runtime's own, and
+// checks that each is one the runtime lists.
+func TestRuntimeNamesMatchCampaigns(t *testing.T) {
+	n := Runtime{}.Names()
+	for _, tc := range []struct {
+		name, campaigns, runtime string
+		list                     []string
+	}{
+		{"default transport", campaigns.TransportStaged, cache.DefaultTransport, n.Transports},
+		{"staged transport", campaigns.TransportStaged, cache.TransportStaged, n.Transports},
+		{"registered transport", campaigns.TransportRegistered, cache.TransportRegistered, n.Transports},
+		{"prefetch off", campaigns.PrefetchOff, engine.PrefetchOff, n.Prefetch},
+		{"prefetch next-layer", campaigns.PrefetchNextLayer, engine.PrefetchNextLayer, n.Prefetch},
+		{"overlap off", campaigns.OverlapOff, engine.OverlapOff, n.Overlap},
+		{"overlap hit-compute", campaigns.OverlapHitCompute, engine.OverlapHitCompute, n.Overlap},
+	} {
+		if tc.campaigns != tc.runtime {
+			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)
+		}
+		if !slices.Contains(tc.list, tc.campaigns) {
+			t.Errorf("%s: %q is not among the runtime's %v", tc.name, tc.campaigns, tc.list)
+		}
+	}
+	if len(n.Executors) == 0 || len(n.Placements) == 0 || len(n.Policies) == 0 {
+		t.Errorf("empty name lists: %+v", n)
+	}
+}
