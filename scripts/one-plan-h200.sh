@@ -90,3 +90,7 @@ for cap in ("64-staged", "30-registered"):
     same = toks["old"] == toks["new"] and len(toks["new"]) == 1
     print(f"c{cap}: old median {statistics.median(row['old']):.1f} {row['old']}, new median {statistics.median(row['new']):.1f} {row['new']}, tokens identical across builds and rounds: {same}")
 PY
+# The device tool returns a handful of files, a few levels deep: pack
+# everything into one archive beside the summary.
+(cd "$OUT" && tar -czf /tmp/one-plan-h200.tar.gz --exclude=one-plan-h200.tar.gz . && find . -mindepth 1 ! -name summary.txt -delete && mv /tmp/one-plan-h200.tar.gz .)
+ls -la "$OUT"
