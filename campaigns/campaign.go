@@ -131,6 +131,14 @@ type Configuration struct {
 	// count), and excludes prefetch next-layer (op by op). Frozen
 	// campaigns from before the field omit it, which means off.
 	Overlap string `yaml:"overlap" json:"overlap,omitempty"`
+	// StepMode is how the worker issues each step (engine.LoadOptions
+	// .StepMode): auto (the default: on CUDA graph-full at full
+	// residency, graph-segmented below, op by op with prefetch; op by op on
+	// the CPU), ops, graph-full (full residency only), graph-segmented or
+	// graph-wait (CUDA only). Declaring it holds the code path fixed across
+	// capacities, so that a capacity step changes residency only. Frozen
+	// campaigns from before the field omit it, which means auto.
+	StepMode string `yaml:"step_mode" json:"step_mode,omitempty"`
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -212,6 +220,9 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		if c.Configurations[i].Overlap == "" {
 			c.Configurations[i].Overlap = OverlapOff
 		}
+		if c.Configurations[i].StepMode == "" {
+			c.Configurations[i].StepMode = StepAuto
+		}
 	}
 	return &c, nil
 }
@@ -285,6 +296,9 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string, cat Catal
 		if cfg.Overlap == "" {
 			cfg.Overlap = OverlapOff
 		}
+		if cfg.StepMode == "" {
+			cfg.StepMode = StepAuto
+		}
 		if !idPattern.MatchString(cfg.ID) {
 			return bad("configurations[%d]: id %q: ids become file names; use lowercase letters, digits and '-'", i, cfg.ID)
 		}
@@ -338,6 +352,16 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract, cat
 		return fmt.Errorf("overlap %s on device %s: overlap needs CUDA's graph-segmented steps, and the %s backend issues op by op; use device cuda or overlap off", cfg.Overlap, c.Device, c.Device)
 	case cfg.Overlap == OverlapHitCompute && cfg.Capacity == m.Experts:
 		return fmt.Errorf("overlap %s at full residency (capacity %d of %d): nothing misses, and full residency runs graph-full steps; overlap needs partial residency (graph-segmented)", cfg.Overlap, cfg.Capacity, m.Experts)
+	case !slices.Contains(n.StepModes, cfg.StepMode):
+		return fmt.Errorf("step_mode %q: want one of %s", cfg.StepMode, strings.Join(n.StepModes, ", "))
+	case c.Device != "cuda" && cfg.StepMode != StepAuto && cfg.StepMode != StepOps:
+		return fmt.Errorf("step_mode %s on device %s: captured steps are CUDA's; the %s backend issues op by op (use %s or %s)", cfg.StepMode, c.Device, c.Device, StepAuto, StepOps)
+	case cfg.StepMode == StepGraphFull && cfg.Capacity != m.Experts:
+		return fmt.Errorf("step_mode %s at capacity %d of %d: graph-full routes on the device through a table of every expert's row, so it needs full residency; use %s to hold one mode across capacities", cfg.StepMode, cfg.Capacity, m.Experts, StepGraphSegmented)
+	case cfg.Prefetch != PrefetchOff && cfg.StepMode != StepAuto && cfg.StepMode != StepOps:
+		return fmt.Errorf("step_mode %s with prefetch %s: prefetch predicts between layers on the host, so it runs op by op (step_mode %s or %s)", cfg.StepMode, cfg.Prefetch, StepAuto, StepOps)
+	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:
+		return fmt.Errorf("step_mode %s with overlap %s: overlap runs in graph-segmented steps (step_mode %s or %s)", cfg.StepMode, cfg.Overlap, StepAuto, StepGraphSegmented)
 	}
 	if cfg.SeedExecutor != "" {
 		ours, ok := SeedExecutors[cfg.SeedExecutor]

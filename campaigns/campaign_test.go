@@ -59,6 +59,11 @@ func TestBadCampaigns(t *testing.T) {
 		"overlap-prefetch.bad.yml":       `configuration "olmoe-c8": overlap hit-compute with prefetch next-layer: overlap runs in captured graph-segmented steps and prefetch op by op; choose one`,
 		"overlap-cpu.bad.yml":            `configuration "olmoe-c8": overlap hit-compute on device cpu: overlap needs CUDA's graph-segmented steps`,
 		"overlap-full.bad.yml":           `configuration "olmoe-c16": overlap hit-compute at full residency (capacity 16 of 16)`,
+		"step-mode.bad.yml":              `configuration "olmoe-c8": step_mode "graph-everything": want one of auto, ops, graph-full, graph-segmented, graph-wait`,
+		"step-mode-cpu.bad.yml":          `configuration "olmoe-c8": step_mode graph-segmented on device cpu: captured steps are CUDA's`,
+		"step-mode-full.bad.yml":         `configuration "olmoe-c8": step_mode graph-full at capacity 8 of 16: graph-full routes on the device`,
+		"step-mode-prefetch.bad.yml":     `configuration "olmoe-c8": step_mode graph-segmented with prefetch next-layer: prefetch predicts between layers on the host`,
+		"step-mode-overlap.bad.yml":      `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
@@ -163,7 +168,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		case "overlap":
 			a.Overlap = b.Overlap
 		case "prefetch":
-			a.Prefetch = b.Prefetch
+			a.Prefetch, a.StepMode = b.Prefetch, b.StepMode // prefetch runs op by op
 		}
 		if reflect.DeepEqual(*twin, *cfg) || !reflect.DeepEqual(a, b) {
 			t.Errorf("%s differs from %s in more or less than the %s", tw.id, tw.twin, tw.differ)
@@ -172,6 +177,9 @@ func TestCommittedCampaigns(t *testing.T) {
 	for _, cfg := range c.Configurations {
 		if variants[cfg.ID] {
 			continue
+		}
+		if cfg.StepMode != StepGraphSegmented {
+			t.Errorf("%s: step_mode %s: the ablation holds graph-segmented steps at every capacity", cfg.ID, cfg.StepMode)
 		}
 		if cfg.Transport != "staged" || cfg.Prefetch != "off" || cfg.Overlap != "off" {
 			t.Errorf("%s: transport %s, prefetch %s, overlap %s: only the twins' variants leave the defaults",

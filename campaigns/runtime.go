@@ -21,11 +21,15 @@ const (
 	PrefetchNextLayer   = "next-layer"
 	OverlapOff          = "off" // the default overlap
 	OverlapHitCompute   = "hit-compute"
+	StepAuto            = "auto" // the default step mode
+	StepOps             = "ops"
+	StepGraphFull       = "graph-full"
+	StepGraphSegmented  = "graph-segmented"
 )
 
 // Names are the runtime's names a configuration may use.
 type Names struct {
-	Executors, Placements, Policies, Transports, Prefetch, Overlap []string
+	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.

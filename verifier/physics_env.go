@@ -180,6 +180,9 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 			continue
 		}
 		want = orDefault(want, x.def)
+		if x.member == "step_mode" && want == "auto" {
+			want = autoStepMode(r)
+		}
 		if got := orDefault(x.got, x.def); got != want {
 			out = append(out, setupDiff{x.member, "/setup/" + x.member, want, got})
 		}
@@ -191,4 +194,19 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 func jsonNumberText(x any) string {
 	n, _ := x.(json.Number)
 	return string(n)
+}
+
+// autoStepMode is the step mode a campaign's step_mode auto resolves to
+// (runtime/engine's rule, stated again here): op by op on the CPU and with
+// next-layer prefetch; on CUDA graph-full at full residency, else
+// graph-segmented.
+func autoStepMode(r *editions.RawRecord) string {
+	s := r.Setup
+	switch {
+	case r.Environment.Device != "cuda", orDefault(s.Prefetch, defaultPrefetch) != defaultPrefetch:
+		return "ops"
+	case s.Capacity == s.Model.ExpertsPerLayer:
+		return "graph-full"
+	}
+	return "graph-segmented"
 }

@@ -37,6 +37,7 @@ func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
+		StepModes: engine.StepModes(),
 	}
 }
 

@@ -25,6 +25,10 @@ func TestRuntimeNamesMatchCampaigns(t *testing.T) {
 		{"prefetch next-layer", campaigns.PrefetchNextLayer, engine.PrefetchNextLayer, n.Prefetch},
 		{"overlap off", campaigns.OverlapOff, engine.OverlapOff, n.Overlap},
 		{"overlap hit-compute", campaigns.OverlapHitCompute, engine.OverlapHitCompute, n.Overlap},
+		{"step mode auto", campaigns.StepAuto, "auto", n.StepModes},
+		{"step mode ops", campaigns.StepOps, engine.StepOps, n.StepModes},
+		{"step mode graph-full", campaigns.StepGraphFull, engine.StepGraphFull, n.StepModes},
+		{"step mode graph-segmented", campaigns.StepGraphSegmented, engine.StepGraphSegmented, n.StepModes},
 	} {
 		if tc.campaigns != tc.runtime {
 			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)

@@ -132,7 +132,8 @@ func Run(o Options) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		MaxSeq: maxSeq,
+		StepMode: cfg.StepMode,
+		MaxSeq:   maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
