@@ -558,7 +558,7 @@ func (c *Cache) tryHit(l *layer, ids []int) (rows []backend.Tensor, release func
 	for _, e := range ids {
 		l.policy.Hit(e)
 	}
-	l.counters.hits.Add(int64(len(ids)))
+	l.counters.countGroup(len(ids), 0)
 	rows, release = c.leaseLocked(l, g, ids)
 	return rows, release, true, nil
 }

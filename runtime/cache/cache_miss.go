@@ -46,7 +46,7 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 		for _, e := range ids {
 			l.policy.Hit(e)
 		}
-		l.counters.hits.Add(int64(len(ids)))
+		l.counters.countGroup(len(ids), 0)
 		rows, release := c.leaseLocked(l, g, ids)
 		l.mu.Unlock()
 		return rows, release, nil
@@ -95,9 +95,8 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 			l.policy.Hit(e)
 		}
 	}
-	l.counters.hits.Add(int64(len(ids) - len(missing)))
-	l.counters.misses.Add(int64(len(missing)))
-	l.counters.evictions.Add(int64(len(victims)))
+	l.counters.countGroup(len(ids)-len(missing), len(missing))
+	l.counters.countEvictions(len(victims))
 
 	if err := c.reclaimFinishedLocked(l); err != nil {
 		return nil, nil, c.setFault(fmt.Errorf("layer %d: after publishing generation %d: %w", l.index, ng.seq, err))
@@ -264,8 +263,7 @@ func (c *Cache) wait(j *copyJob) {
 		}
 		return
 	}
-	j.layer.counters.h2dBytes.Add(int64(c.size))
-	j.layer.counters.h2dCopies.Add(1)
+	j.layer.counters.countCopy(c.size)
 }
 
 // stagingSlot is one buffer of the staging ring. c.missMu guards it.

@@ -158,6 +158,29 @@ type layerCounters struct {
 	prefetchGroups, prefetchPredicted, prefetchRouted, prefetchOverlap atomic.Int64
 }
 
+// The group counters have one increment each, in these methods, whatever
+// path served the group (Acquire's all-hit fast path, its miss
+// transaction, a miss transaction that found the group loaded by another,
+// RecordHits for groups a graph-full step routed on the device) and
+// whatever evicted (a miss transaction, a prefetch). TestCountersHaveOneIncrement
+// holds the package to it, so that no path can count differently.
+
+// countGroup counts one served routed group: hits for the experts that
+// were resident, misses for the ones this transaction copied in.
+func (k *layerCounters) countGroup(hits, misses int) {
+	k.hits.Add(int64(hits))
+	k.misses.Add(int64(misses))
+}
+
+// countEvictions counts experts discarded to make room.
+func (k *layerCounters) countEvictions(n int) { k.evictions.Add(int64(n)) }
+
+// countCopy counts one host-to-device record copy that completed.
+func (k *layerCounters) countCopy(bytes int) {
+	k.h2dBytes.Add(int64(bytes))
+	k.h2dCopies.Add(1)
+}
+
 // Counters returns the totals since New (initial placement included; see
 // Preparation and BeginRequest for the split).
 func (c *Cache) Counters() Counters {

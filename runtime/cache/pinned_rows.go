@@ -76,7 +76,7 @@ func (c *Cache) RecordHits(layer int, ids []int) error {
 	for _, e := range ids {
 		l.policy.Hit(e)
 	}
-	l.counters.hits.Add(int64(len(ids)))
+	l.counters.countGroup(len(ids), 0)
 	return nil
 }
 

@@ -223,7 +223,7 @@ func (c *Cache) prefetch(l *layer, ids []int) error {
 		p.Insert(e)
 		p.fresh[e] = true
 	}
-	l.counters.evictions.Add(int64(len(victims)))
+	l.counters.countEvictions(len(victims))
 	l.counters.prefetchLoaded.Add(int64(len(missing)))
 	if err := c.reclaimFinishedLocked(l); err != nil {
 		c.setFault(fmt.Errorf("layer %d: after publishing prefetched generation %d: %w", l.index, ng.seq, err))
