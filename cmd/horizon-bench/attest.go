@@ -6,9 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -60,24 +58,15 @@ failure.`,
 // run, it parses flags that follow the edition directory itself (urfave/cli
 // stops at the first argument).
 func parseAttestArgs(c *cli.Context) (dir, key string, err error) {
+	if dir, err = trailingFlags(c, positional{"edition", "edition directory",
+		"horizon-bench attest editions/smoke-cpu --key ~/.horizon/horizon.key"}); err != nil {
+		return "", "", err
+	}
 	key = c.String("key")
-	args := c.Args().Slice()
-	if len(args) == 0 {
-		return "", "", usageError("attest: which edition? e.g. horizon-bench attest editions/smoke-cpu --key ~/.horizon/horizon.key")
-	}
-	fs := flag.NewFlagSet("attest", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&key, "key", key, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return "", "", usageError("attest: %v", err)
-	}
-	if fs.NArg() > 0 {
-		return "", "", usageError("attest takes one edition directory, got also %q", fs.Args())
-	}
 	if key == "" {
 		return "", "", usageError("attest: --key FILE is required (a private key from horizon-bench keygen)")
 	}
-	return args[0], key, nil
+	return dir, key, nil
 }
 
 func runAttest(c *cli.Context) error {

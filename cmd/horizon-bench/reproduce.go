@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -91,36 +89,21 @@ type reproduceFlags struct {
 }
 
 func parseReproduceArgs(c *cli.Context) (string, campaigns.ReproduceOptions, error) {
+	var o campaigns.ReproduceOptions
+	edition, err := trailingFlags(c, positional{"edition", "edition directory",
+		"horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke"})
+	if err != nil {
+		return "", o, err
+	}
 	f := reproduceFlags{out: c.String("out"), configs: c.String("configs"), blocks: c.String("blocks"), runDir: c.String("run-dir"),
 		artifactCache: c.String("artifact-cache"), campaignDir: c.String("campaign-dir"), force: c.Bool("force"), tolerance: c.Float64("speed-tolerance")}
-	var o campaigns.ReproduceOptions
-	args := c.Args().Slice()
-	if len(args) == 0 {
-		return "", o, usageError("reproduce: which edition? e.g. horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke")
-	}
-	fs := flag.NewFlagSet("reproduce", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.out, "out", f.out, "")
-	fs.StringVar(&f.configs, "configs", f.configs, "")
-	fs.StringVar(&f.blocks, "blocks", f.blocks, "")
-	fs.StringVar(&f.runDir, "run-dir", f.runDir, "")
-	fs.StringVar(&f.artifactCache, "artifact-cache", f.artifactCache, "")
-	fs.StringVar(&f.campaignDir, "campaign-dir", f.campaignDir, "")
-	fs.BoolVar(&f.force, "force", f.force, "")
-	fs.Float64Var(&f.tolerance, "speed-tolerance", f.tolerance, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return "", o, usageError("reproduce: %v", err)
-	}
-	if fs.NArg() > 0 {
-		return "", o, usageError("reproduce takes one edition directory, got also %q", fs.Args())
-	}
 	if f.out == "" {
 		return "", o, usageError("reproduce: --out DIR is required (a directory outside the edition)")
 	}
 	if !(f.tolerance > 0 && f.tolerance < 1) {
 		return "", o, usageError("reproduce: --speed-tolerance %v is not in (0, 1)", f.tolerance)
 	}
-	o = campaigns.ReproduceOptions{Edition: args[0], Out: f.out, RunDir: f.runDir, ArtifactCache: f.artifactCache,
+	o = campaigns.ReproduceOptions{Edition: edition, Out: f.out, RunDir: f.runDir, ArtifactCache: f.artifactCache,
 		CampaignDir: f.campaignDir, Force: f.force, SpeedTolerance: f.tolerance}
 	for _, id := range strings.Split(f.configs, ",") {
 		if id = strings.TrimSpace(id); id != "" {
@@ -137,7 +120,7 @@ func parseReproduceArgs(c *cli.Context) (string, campaigns.ReproduceOptions, err
 		}
 		o.Blocks = append(o.Blocks, b)
 	}
-	return args[0], o, nil
+	return edition, o, nil
 }
 
 // reproduceCUDA is true in cuda-tagged builds (reproduce_cuda.go): without

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -84,9 +82,8 @@ finished workers are kept, running again resumes).`,
 	}
 }
 
-// runFlags are the run command's flag values. urfave/cli stops parsing
-// at the first argument, so flags after the campaign file
-// (`run campaigns/smoke.yaml --out DIR`) are parsed here.
+// runFlags are the run command's flag values (flags after the campaign
+// file, `run campaigns/smoke.yaml --out DIR`, are parsed by trailingFlags).
 type runFlags struct {
 	out, runDir, contract, artifactCache string
 	force                                bool
@@ -99,35 +96,16 @@ type runFlags struct {
 const exitStopped = 75
 
 func parseRunArgs(c *cli.Context) (string, runFlags, error) {
+	campaign, err := trailingFlags(c, positional{"campaign", "campaign file", "horizon-bench run campaigns/smoke.yaml"})
+	if err != nil {
+		return "", runFlags{}, err
+	}
 	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force"),
 		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after")}
-	args := c.Args().Slice()
-	if len(args) == 0 {
-		return "", f, usageError("run: which campaign? e.g. horizon-bench run campaigns/smoke.yaml")
-	}
-	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.StringVar(&f.out, "out", f.out, "")
-	fs.StringVar(&f.runDir, "run-dir", f.runDir, "")
-	fs.StringVar(&f.contract, "contract", f.contract, "")
-	fs.BoolVar(&f.force, "force", f.force, "")
-	fs.StringVar(&f.artifactCache, "artifact-cache", f.artifactCache, "")
-	fs.DurationVar(&f.stopAfter, "stop-after", f.stopAfter, "")
-	if err := fs.Parse(args[1:]); err != nil {
-		return "", f, usageError("run: %v", err)
-	}
-	fs.Visit(func(fl *flag.Flag) {
-		if fl.Name == "stop-after" {
-			f.stopAfterSet = true
-		}
-	})
 	if f.stopAfterSet && f.stopAfter < 0 {
 		return "", f, usageError("run: --stop-after %v is negative", f.stopAfter)
 	}
-	if fs.NArg() > 0 {
-		return "", f, usageError("run takes one campaign file, got also %q", fs.Args())
-	}
-	return args[0], f, nil
+	return campaign, f, nil
 }
 
 func runRun(c *cli.Context) error {
