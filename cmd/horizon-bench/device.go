@@ -1,38 +1,37 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 
-	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
-// device is a compute backend with the cache device its expert rows live on.
-type device struct {
-	backend.Backend
-	Rows  cache.Device
-	close func() error
+// The cpu device is registered here: its rows device (cache.CPUDevice)
+// lives in the cache package, which the CPU backend does not import. The
+// cuda device registers itself in cuda-tagged builds (device_cuda.go
+// imports runtime/cuda for that).
+func init() {
+	device.Register("cpu", func(o device.Options) (*device.Opened, error) {
+		be := cpu.New(o.Threads)
+		rows := cache.NewCPUDevice(be)
+		return &device.Opened{Backend: be, Rows: rows, Close: rows.Close}, nil
+	})
 }
 
-// Close stops the device's streams.
-func (d *device) Close() error { return d.close() }
-
-// openDevice returns the compute backend named by --device.
-func openDevice(name string, threads int) (*device, error) {
+// openDevice opens the device named by --device (or a campaign's device)
+// through runtime/device.
+func openDevice(name string, threads int) (*device.Opened, error) {
 	switch name {
-	case "cpu":
-		be := cpu.New(threads)
-		rows := cache.NewCPUDevice(be)
-		return &device{Backend: be, Rows: rows, close: rows.Close}, nil
-	case "cuda":
-		return openCUDA()
+	case "cpu", "cuda":
 	default:
 		return nil, usageError("--device %q: want cpu or cuda", name)
 	}
-}
-
-// openCUDA is replaced in cuda-tagged builds.
-var openCUDA = func() (*device, error) {
-	return nil, fmt.Errorf("--device cuda: this horizon-bench was built without CUDA support; build it with `make cuda` (needs the CUDA headers, which the Makefile installs) and run it on a machine with an NVIDIA GPU")
+	d, err := device.Open(name, device.Options{Threads: threads})
+	if errors.Is(err, device.ErrUnknownDevice) && name == "cuda" {
+		return nil, fmt.Errorf("--device cuda: this horizon-bench was built without CUDA support; build it with `make cuda` (needs the CUDA headers, which the Makefile installs) and run it on a machine with an NVIDIA GPU")
+	}
+	return d, err
 }

@@ -13,25 +13,6 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/observe"
 )
 
-// Device observation hooks. They are nil until a cuda-tagged build opens
-// the cuda device (openCUDA in device_cuda.go sets them), so they stay nil
-// on the cpu device of every build; while nil, the observations are
-// UNSUPPORTED on the cpu device and UNKNOWN on cuda (and a contract that
-// requires them there fails the worker at its start):
-//
-//   - h2dBandwidth measures pinned host-to-device bandwidth on the opened
-//     device, in bytes per second (256 MiB copies, median of 5); an error
-//     makes it UNKNOWN.
-//   - gpuInfo names the GPU and the driver version; "" for either makes it
-//     UNKNOWN.
-//
-// VRAM needs no hook: on cuda the worker starts runtime/observe's NVML
-// sampler (which a build without the cuda tag reports as unsupported).
-var (
-	h2dBandwidth func(d *device) (float64, error)
-	gpuInfo      func(d *device) (name, driver string)
-)
-
 func workerCommand() *cli.Command {
 	return &cli.Command{
 		Name:   "worker",
@@ -86,11 +67,27 @@ func runWorkerCmd(c *cli.Context) (err error) {
 			wd.Threads = runtime.GOMAXPROCS(0)
 		}
 	}
-	if h2dBandwidth != nil {
-		wd.H2DBandwidth = func() (float64, error) { return h2dBandwidth(dev) }
+	// What the opened device can observe beyond its ops: on cuda the
+	// pinned H2D bandwidth (256 MiB copies, median of 5) and the GPU's
+	// name and driver. A device without them leaves those observations
+	// UNSUPPORTED on the cpu and UNKNOWN on cuda; an error makes one
+	// UNKNOWN, and the reason goes to stderr (the record keeps none). VRAM
+	// needs nothing here: on cuda the worker starts runtime/observe's NVML
+	// sampler above.
+	if dev.MeasureH2D != nil {
+		wd.H2DBandwidth = func() (float64, error) {
+			bw, err := dev.MeasureH2D()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "worker: H2D bandwidth will be UNKNOWN: %v\n", err)
+			}
+			return bw, err
+		}
 	}
-	if gpuInfo != nil {
-		wd.GPU, wd.Driver = gpuInfo(dev)
+	if dev.Info != nil {
+		var err error
+		if wd.GPU, wd.Driver, err = dev.Info(); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: GPU name or driver version will be UNKNOWN: %v\n", err)
+		}
 	}
 	var progress io.Writer
 	if fd := c.Int("progress-fd"); fd > 0 {
