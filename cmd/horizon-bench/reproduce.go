@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
@@ -140,18 +138,13 @@ func runReproduce(c *cli.Context) error {
 		}
 		return nil
 	}
-	exe, err := os.Executable()
+	launch, _, err := selfLauncher()
 	if err != nil {
-		return fmt.Errorf("find this executable to start workers: %w", err)
+		return err
 	}
-	o.Launch = func(a campaigns.WorkerArgs) (*exec.Cmd, error) {
-		return exec.Command(exe, append([]string{"worker"}, a.Flags()...)...), nil
-	}
+	o.Launch = launch
 	o.Runtime = worker.Runtime{}
-	o.Progress = campaigns.NewLog(os.Stderr)
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		o.Progress = campaigns.NewBar(os.Stderr)
-	}
+	o.Progress = stderrProgress()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	res, err := campaigns.Reproduce(ctx, o)

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
@@ -114,9 +112,9 @@ func runRun(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	exe, err := os.Executable()
+	launch, exe, err := selfLauncher()
 	if err != nil {
-		return fmt.Errorf("find this executable to start workers: %w", err)
+		return err
 	}
 	// The workers run this executable: its hash keys their journal entries,
 	// so resuming with a rebuilt binary redoes the old binary's workers.
@@ -124,13 +122,7 @@ func runRun(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("hash this executable: %w", err)
 	}
-	launch := func(a campaigns.WorkerArgs) (*exec.Cmd, error) {
-		return exec.Command(exe, append([]string{"worker"}, a.Flags()...)...), nil
-	}
-	var prog campaigns.Progress = campaigns.NewLog(os.Stderr)
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		prog = campaigns.NewBar(os.Stderr)
-	}
+	prog := stderrProgress()
 	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var shouldStop func() bool
