@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# one-plan-h200.sh: the H200 checks of issue 13's first part (the plan in the
-# engine, runtime/device, executors by strategy), in one device call on one
-# GPU. Build here from clean clones (so every record names its revision):
+# one-plan-h200.sh: the H200 checks of issue 13 (one model, one plan: the
+# plan in the engine and in the CUDA stepper, runtime/device, the one cache
+# protocol, executors by strategy, devices opened by name), in one device
+# call on one GPU. Build here from clean clones (so every record names its revision):
 #
 #   carry/horizon-bench-cuda, carry/cuda.test, carry/horizon-verify  (HEAD)
 #   carry/old/horizon-bench-cuda                                   (the old build, e.g. 50c0b05)
@@ -53,6 +54,17 @@ for pair in full-residency-v1:olmoe-0924-c64-grouped residency-ablation:olmoe-09
 	grep -E "IDENTICAL|DIFFER|differ" "$OUT/reproduce-$ed-$cfg.log" | tee -a "$summary"
 	carry/horizon-verify "editions/$ed" --reproduction "$dir" >"$OUT/verify-$ed-$cfg.txt" 2>&1
 	echo "horizon-verify --reproduction: exit $?" | tee -a "$summary"
+	# The device is opened by name (device.Open): the worker's records must
+	# still carry the GPU, its driver and the measured H2D bandwidth.
+	python3 - "$dir" <<'PY' | tee -a "$summary"
+import glob, json, sys
+fs = sorted(glob.glob(sys.argv[1] + "/rerun/raw/*/block-1.json"))
+for f in fs:
+    d = json.load(open(f)); e = d.get("environment", {}); o = d.get("observations", {})
+    print(f"  records: device {e.get('device')}, gpu {e.get('gpu')}, driver {e.get('driver')}, h2d_bandwidth_bytes_per_s {o.get('h2d_bandwidth_bytes_per_s')}")
+if not fs:
+    print("  records: none found")
+PY
 	tar -czf "$dir.tar.gz" -C "$OUT" "$(basename "$dir")" && rm -rf "$dir"
 done
 

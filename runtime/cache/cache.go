@@ -14,9 +14,11 @@ import (
 // Sentinel errors; test with errors.Is.
 var (
 	// ErrFaulted wraps the cause of an ambiguous failure after publication.
-	// Once returned, every later Acquire returns the same error.
+	// Once returned, every later Lease, Serve and Prefetch returns the same
+	// error.
 	ErrFaulted = errors.New("expert cache faulted")
-	// ErrClosed is returned by Acquire after Close.
+	// ErrClosed is returned by Snapshot, Lease, Serve and Prefetch after
+	// Close.
 	ErrClosed = errors.New("expert cache closed")
 	// ErrNoVictim: a miss needs to evict more experts than are published,
 	// outside the routed group and not leased. The previous generation
@@ -50,7 +52,7 @@ type Options struct {
 	// the transfer ring shared by all layers: at least 1 with the staged
 	// transport, 0 with the registered transport (which has no ring).
 	Staging int
-	// GroupSize is the largest routed group Acquire serves (top-k), in
+	// GroupSize is the largest routed group a Lease takes (top-k), in
 	// 1..Capacity.
 	GroupSize int
 	// Policy names the eviction policy (see Policies); "" is "lru".
@@ -185,7 +187,9 @@ type row struct {
 	leases int // outstanding leases (any generation)
 	// read is the compute event recorded by the latest release: it
 	// completes after every read of the row issued before that release.
-	// nil when no consumer has read the row since it was loaded.
+	// nil when no consumer has read the row since it was loaded, and
+	// always nil at full residency, where releases record no event (the
+	// row is never reused; Close records one).
 	read Event
 }
 
@@ -455,73 +459,6 @@ func (c *Cache) setFault(cause error) error {
 	return c.fault.Load().err
 }
 
-// Acquire implements engine.ExpertRows: it returns, in the order of ids,
-// the rows holding the routed group of a layer, and a release function to
-// call once the compute that reads them has been issued (the release
-// records a compute-stream event; the rows are reused only after it
-// completes). Release is idempotent.
-//
-// An all-hit group is served from the published generation under the
-// layer's lock, which is never held across a device wait. A group with a
-// miss runs a serialised miss transaction (see the package documentation).
-func (c *Cache) Acquire(layer int, ids []int) ([]backend.Tensor, func(), error) {
-	if err := c.faultErr(); err != nil {
-		return nil, nil, err
-	}
-	l, err := c.checkGroup(layer, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	rows, release, hit, err := c.tryHit(l, ids)
-	if err != nil || hit {
-		return rows, release, err
-	}
-	c.missMu.Lock()
-	defer c.missMu.Unlock()
-	if err := c.faultErr(); err != nil {
-		return nil, nil, err
-	}
-	return c.miss(l, ids)
-}
-
-// LeaseResident implements engine.ResidentLeaser: for each id its
-// published row (nil when the expert is not published), leased until the
-// returned release is called. It counts nothing and leaves the eviction
-// policy alone: the Acquire of the same group that follows counts every
-// hit and miss. A leased row is never a victim, so rows returned here stay
-// the experts' rows while the caller computes on them.
-func (c *Cache) LeaseResident(layer int, ids []int) ([]backend.Tensor, func(), error) {
-	if err := c.faultErr(); err != nil {
-		return nil, nil, err
-	}
-	l, err := c.checkGroup(layer, ids)
-	if err != nil {
-		return nil, nil, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, nil, ErrClosed
-	}
-	g := l.gen.Load()
-	var idx []int
-	rows := make([]backend.Tensor, len(ids))
-	for i, e := range ids {
-		r := int(g.rowOf[e])
-		if r < 0 {
-			continue
-		}
-		idx = append(idx, r)
-		l.rows[r].leases++
-		rows[i] = l.rows[r].tensor
-	}
-	if len(idx) == 0 {
-		return rows, func() {}, nil
-	}
-	var once sync.Once
-	return rows, func() { once.Do(func() { c.release(l, idx) }) }, nil
-}
-
 // checkGroup validates a request.
 func (c *Cache) checkGroup(layer int, ids []int) (*layer, error) {
 	if layer < 0 || layer >= len(c.layers) {
@@ -541,75 +478,21 @@ func (c *Cache) checkGroup(layer int, ids []int) (*layer, error) {
 	return c.layers[layer], nil
 }
 
-// tryHit serves an all-hit group. hit is false when some expert is not
-// published (nothing was changed then).
-func (c *Cache) tryHit(l *layer, ids []int) (rows []backend.Tensor, release func(), hit bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed {
-		return nil, nil, false, ErrClosed
-	}
-	g := l.gen.Load()
-	for _, e := range ids {
-		if g.rowOf[e] < 0 {
-			return nil, nil, false, nil
-		}
-	}
-	for _, e := range ids {
-		l.policy.Hit(e)
-	}
-	l.counters.countGroup(len(ids), 0)
-	rows, release = c.leaseLocked(l, g, ids)
-	return rows, release, true, nil
-}
-
-// leaseLocked takes one lease on the row of every id in g and returns the
-// rows and the release function. l.mu is held.
-func (c *Cache) leaseLocked(l *layer, g *generation, ids []int) ([]backend.Tensor, func()) {
-	idx := make([]int, len(ids))
-	rows := make([]backend.Tensor, len(ids))
-	for i, e := range ids {
-		r := int(g.rowOf[e])
-		idx[i] = r
-		l.rows[r].leases++
-		rows[i] = l.rows[r].tensor
-	}
-	var once sync.Once
-	return rows, func() { once.Do(func() { c.release(l, idx) }) }
-}
-
-// errEvent is an event that could not be recorded: it never reports
-// success, so its row is never reclaimed.
-type errEvent struct{ err error }
-
-func (e errEvent) Wait() error          { return e.err }
-func (e errEvent) Query() (bool, error) { return false, e.err }
-
-// release ends a lease: it records a compute event, under the layer lock
-// so that the event stored on a row is always the latest recorded, and
-// drops the lease count. A failure to record faults the cache: the reads
-// may still be running and there is no event to wait for.
-func (c *Cache) release(l *layer, idx []int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	ev, err := c.dev.RecordCompute()
-	if err != nil {
-		err = fmt.Errorf("layer %d: record compute event at release: %w", l.index, err)
-		c.setFault(err)
-		ev = errEvent{err}
-	}
-	for _, r := range idx {
-		rw := l.rows[r]
-		rw.leases--
-		rw.read = ev
-	}
-}
+// fullResidency reports whether every expert of every layer is published
+// for good (Capacity equals the expert count): no miss can happen, so no
+// row is ever retired, reclaimed or rewritten, and the layers' snapshots
+// are pinned.
+func (c *Cache) fullResidency() bool { return c.opts.Capacity == c.nexp }
 
 // Close frees every row and staging buffer, and unregisters the authority
-// (registered transport), after waiting for the last compute event of each
-// row. It fails with ErrLeased, freeing nothing, while any lease is held;
-// Acquire returns ErrClosed afterwards either way. The device and the
-// authority belong to the caller; close the cache before the authority.
+// (registered transport), after waiting for the compute that read the
+// rows: the last compute event of each row and, at full residency, where
+// releases record no event (see lease.Release), one compute event recorded
+// now, which covers every read issued before Close. It fails with
+// ErrLeased, freeing nothing, while any lease is held; Snapshot, Lease,
+// Serve and Prefetch return ErrClosed afterwards either way. The device
+// and the authority belong to the caller; close the cache before the
+// authority.
 func (c *Cache) Close() error {
 	c.missMu.Lock()
 	defer c.missMu.Unlock()
@@ -632,6 +515,15 @@ func (c *Cache) Close() error {
 	}
 	if leased > 0 {
 		return fmt.Errorf("cache: close: %d leases outstanding: %w", leased, ErrLeased)
+	}
+	if c.fullResidency() && len(c.layers) > 0 {
+		ev, err := c.dev.RecordCompute()
+		if err != nil {
+			// Reads may still be running and no event covers them:
+			// leave the memory allocated.
+			return fmt.Errorf("cache: close: record the final compute event (full residency): %w", err)
+		}
+		events = append(events, ev)
 	}
 	var errs []error
 	for _, ev := range events {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // TestResidency runs the artifact's experts through caches of several
@@ -45,7 +46,7 @@ func TestResidency(t *testing.T) {
 			step := func() int64 {
 				for l := 0; l < cfg.NumLayers; l++ {
 					ids := randomGroup(r, cfg.NumExperts, cfg.TopK)
-					rows, release, err := c.Acquire(l, ids)
+					rows, release, err := device.Acquire(c, l, ids)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -113,7 +114,7 @@ func TestRowsServeExecutors(t *testing.T) {
 		return out
 	}
 	for _, ids := range [][]int{{0, 1, 2, 3}, {9, 1, 12, 5}} { // hits, then misses
-		rows, release, err := c.Acquire(2, ids)
+		rows, release, err := device.Acquire(c, 2, ids)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -143,9 +144,9 @@ func TestCountersJSON(t *testing.T) {
 	c.Admit()
 	c.Admit() // idempotent
 	c.BeginRequest()
-	_, rel, _ := c.Acquire(1, []int{3})
+	_, rel, _ := device.Acquire(c, 1, []int{3})
 	rel()
-	_, rel, _ = c.Acquire(1, []int{3})
+	_, rel, _ = device.Acquire(c, 1, []int{3})
 	rel()
 	d, err := c.EndRequest()
 	if err != nil {

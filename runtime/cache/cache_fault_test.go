@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 const faultRecord = 100
@@ -45,7 +46,7 @@ func (s snapshot) equal(o snapshot) bool {
 
 func mustAcquire(t *testing.T, c *Cache, auth *Authority, ids ...int) ([]backend.Tensor, func()) {
 	t.Helper()
-	rows, release, err := c.Acquire(0, ids)
+	rows, release, err := device.Acquire(c, 0, ids)
 	if err != nil {
 		t.Fatalf("Acquire(%v): %v", ids, err)
 	}
@@ -175,7 +176,7 @@ func TestFailureBeforePublication(t *testing.T) {
 			h2d := c.Counters().H2DCopies
 			fd.set(func(fd *faultDevice) { tc.inject(fd, fd.copies) })
 
-			_, _, err := c.Acquire(0, []int{5, 6})
+			_, _, err := device.Acquire(c, 0, []int{5, 6})
 			want := errInjected
 			if fd.foreignSource {
 				want = ErrNotRegistered
@@ -201,7 +202,7 @@ func TestFailureBeforePublication(t *testing.T) {
 			// Hits still work.
 			_, rel = mustAcquire(t, c, auth, 1, 3)
 			rel()
-			_, _, err = c.Acquire(0, []int{5, 6})
+			_, _, err = device.Acquire(c, 0, []int{5, 6})
 			if tc.nextMissErr != nil {
 				if !errors.Is(err, tc.nextMissErr) || errors.Is(err, ErrFaulted) {
 					t.Fatalf("next miss = %v, want %v", err, tc.nextMissErr)
@@ -211,7 +212,7 @@ func TestFailureBeforePublication(t *testing.T) {
 			if err != nil {
 				t.Fatalf("next miss: %v", err)
 			}
-			rows, rel, _ := c.Acquire(0, []int{5, 6})
+			rows, rel, _ := device.Acquire(c, 0, []int{5, 6})
 			checkRow(t, auth, rows[0], 0, 5)
 			checkRow(t, auth, rows[1], 0, 6)
 			rel()
@@ -236,7 +237,7 @@ func TestAmbiguousFailureFaults(t *testing.T) {
 				trigger: func(t *testing.T, c *Cache, auth *Authority) error {
 					_, rel := mustAcquire(t, c, auth, 0, 1)
 					rel()
-					_, _, err := c.Acquire(0, []int{4})
+					_, _, err := device.Acquire(c, 0, []int{4})
 					if res, _ := c.Resident(0); !slices.Contains(res, 4) {
 						t.Errorf("expert 4 not published (%v): the failure was meant to come after publication", res)
 					}
@@ -250,7 +251,7 @@ func TestAmbiguousFailureFaults(t *testing.T) {
 				trigger: func(t *testing.T, c *Cache, auth *Authority) error {
 					_, rel := mustAcquire(t, c, auth, 0)
 					rel()
-					_, _, err := c.Acquire(0, []int{0})
+					_, _, err := device.Acquire(c, 0, []int{0})
 					return err
 				},
 			},
@@ -265,7 +266,7 @@ func TestAmbiguousFailureFaults(t *testing.T) {
 				}
 				fd.set(func(fd *faultDevice) { fd.computeQuery, fd.recordErr = nil, nil })
 				for _, ids := range [][]int{{0}, {1}, {5}, {2, 3}} {
-					_, _, err2 := c.Acquire(0, ids)
+					_, _, err2 := device.Acquire(c, 0, ids)
 					if !errors.Is(err2, ErrFaulted) || err2.Error() != err.Error() {
 						t.Fatalf("Acquire(%v) after the fault = %v, want the sticky %v", ids, err2, err)
 					}
@@ -293,7 +294,7 @@ func TestReclaimWaitFailureKeepsGeneration(t *testing.T) {
 			t.Fatalf("row states %v, want expert 0's row retired", st)
 		}
 		before := snap(c)
-		_, _, err := c.Acquire(0, []int{3}) // needs 0's row back
+		_, _, err := device.Acquire(c, 0, []int{3}) // needs 0's row back
 		if !errors.Is(err, errInjected) || errors.Is(err, ErrFaulted) {
 			t.Fatalf("Acquire = %v, want the injected error without a fault", err)
 		}
@@ -333,7 +334,7 @@ func TestVictimWaitsForComputeEvent(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			rows, rel, err := c.Acquire(0, []int{3}) // evicts 1; needs 0's row
+			rows, rel, err := device.Acquire(c, 0, []int{3}) // evicts 1; needs 0's row
 			if err == nil {
 				rel()
 			}
@@ -376,7 +377,7 @@ func TestPublicationWaitsForCopies(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			rows, rel, err := c.Acquire(0, []int{6, 7})
+			rows, rel, err := device.Acquire(c, 0, []int{6, 7})
 			if err == nil {
 				rel()
 			}
@@ -424,7 +425,7 @@ func TestLeasePinsOlderGeneration(t *testing.T) {
 			fd.onCopy = func() {
 				fd.set(func(fd *faultDevice) { fd.onCopy = nil }) // fd.mu is not held while hooks run
 				// Expert 0 is the victim of the running miss; lease it now.
-				rows, rel, err := c.Acquire(0, []int{0})
+				rows, rel, err := device.Acquire(c, 0, []int{0})
 				if err != nil {
 					t.Error(err)
 					return
@@ -443,7 +444,7 @@ func TestLeasePinsOlderGeneration(t *testing.T) {
 		checkRow(t, auth, held[0], 0, 0)
 
 		before := snap(c)
-		_, _, err := c.Acquire(0, []int{3}) // the only unpublished row is leased
+		_, _, err := device.Acquire(c, 0, []int{3}) // the only unpublished row is leased
 		if !errors.Is(err, ErrNoSpare) {
 			t.Fatalf("Acquire = %v, want ErrNoSpare while the retired row is leased", err)
 		}
@@ -468,14 +469,14 @@ func TestCloseAndLeases(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, rel, err := c.Acquire(1, []int{4, 5})
+		_, rel, err := device.Acquire(c, 1, []int{4, 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if err := c.Close(); !errors.Is(err, ErrLeased) {
 			t.Fatalf("Close with a lease = %v, want ErrLeased", err)
 		}
-		if _, _, err := c.Acquire(0, []int{0}); !errors.Is(err, ErrClosed) {
+		if _, _, err := device.Acquire(c, 0, []int{0}); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Acquire after Close = %v, want ErrClosed", err)
 		}
 		registered := 0
@@ -529,7 +530,7 @@ func TestAcquireRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := c.Acquire(tc.layer, tc.ids)
+			_, _, err := device.Acquire(c, tc.layer, tc.ids)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Acquire(%d, %v) = %v, want %q", tc.layer, tc.ids, err, tc.want)
 			}

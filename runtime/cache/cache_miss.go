@@ -3,12 +3,11 @@ package cache
 import (
 	"fmt"
 	"slices"
-
-	"github.com/horizon-runmap/horizon/runtime/backend"
 )
 
-// miss runs one miss transaction for a routed group of layer l. c.missMu
-// is held; l.mu is taken only for bookkeeping, never across a device wait.
+// miss runs one miss transaction for the routed group of lease s, of
+// layer l. c.missMu is held; l.mu is taken only for bookkeeping, never
+// across a device wait.
 //
 //  1. Under the layer lock: capture the published generation g; compute the
 //     missing experts; choose victims with the policy among published
@@ -20,19 +19,26 @@ import (
 //     authority -> spare rows (registered) on the copy stream (load),
 //     waiting for every copy's completion event.
 //  4. Under the layer lock: publish g' = g - victims + missing, retire the
-//     victims, commit the policy, count, and lease the group.
+//     victims, commit the policy, count the evictions.
 //  5. Still under the lock: query the compute events of retired rows
-//     with no leases and turn finished ones into spares.
+//     with no leases and turn finished ones into spares; then lease the
+//     rows of the group that s does not hold yet (the loaded ones: the
+//     experts published at Lease are leased already, so they were no
+//     victims and kept their rows).
 //
+// It returns the group's hits (experts published in g) and misses (the
+// experts loaded) for Serve to count, 0 and 0 when it changed nothing.
 // Steps 1-3 never touch a published row, so a failure there aborts with
 // g still published (rows whose copy the device could not confirm are
-// quarantined). A failure in step 5 happens after g' is visible: it is
-// ambiguous and faults the cache.
-func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
+// quarantined) and nothing to count. A failure in step 5 happens after g'
+// is visible: it is ambiguous, faults the cache, and the group still
+// counts, its misses having been loaded.
+func (c *Cache) miss(s *lease) (hits, misses int, err error) {
+	l, ids := s.l, s.ids
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return nil, nil, ErrClosed
+		return 0, 0, fmt.Errorf("cache: serve group %v of layer %d: %w", ids, l.index, ErrClosed)
 	}
 	g := l.gen.Load()
 	var missing []int
@@ -43,13 +49,12 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 	}
 	if len(missing) == 0 {
 		// Another transaction loaded them while we waited for missMu.
-		for _, e := range ids {
-			l.policy.Hit(e)
-		}
-		l.counters.countGroup(len(ids), 0)
-		rows, release := c.leaseLocked(l, g, ids)
+		err := s.hitLocked(g)
 		l.mu.Unlock()
-		return rows, release, nil
+		if err != nil {
+			return 0, 0, err
+		}
+		return len(ids), 0, nil
 	}
 	nEvict := max(0, len(missing)-(c.opts.Capacity-g.size))
 	victims := l.policy.Victims(nEvict, func(e int) bool {
@@ -57,21 +62,21 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 	})
 	if len(victims) < nEvict {
 		l.mu.Unlock()
-		return nil, nil, fmt.Errorf("cache: layer %d: group %v misses %d experts, capacity %d leaves room for %d, and only %d of the other published experts are unleased: %w (release leases or raise the capacity)",
+		return 0, 0, fmt.Errorf("cache: layer %d: group %v misses %d experts, capacity %d leaves room for %d, and only %d of the other published experts are unleased: %w (release leases or raise the capacity)",
 			l.index, ids, len(missing), c.opts.Capacity, c.opts.Capacity-g.size, len(victims), ErrNoVictim)
 	}
 	l.mu.Unlock()
 
 	targets, err := c.reserve(l, len(missing))
 	if err != nil {
-		return nil, nil, fmt.Errorf("cache: layer %d: group %v: %w", l.index, ids, err)
+		return 0, 0, fmt.Errorf("cache: layer %d: group %v: %w", l.index, ids, err)
 	}
 	jobs := make([]copyJob, len(missing))
 	for i, e := range missing {
 		jobs[i] = copyJob{layer: l, row: targets[i], expert: e}
 	}
 	if err := c.load(jobs); err != nil {
-		return nil, nil, fmt.Errorf("cache: layer %d: load experts %v of group %v: %w (generation %d stays published)", l.index, missing, ids, err, g.seq)
+		return 0, 0, fmt.Errorf("cache: layer %d: load experts %v of group %v: %w (generation %d stays published)", l.index, missing, ids, err, g.seq)
 	}
 
 	l.mu.Lock()
@@ -82,7 +87,7 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 		for _, r := range targets {
 			l.rows[r].state = rowSpare
 		}
-		return nil, nil, err
+		return 0, 0, err
 	}
 	ng := c.publishLocked(l, g, victims, missing, targets)
 	for _, v := range victims {
@@ -95,14 +100,16 @@ func (c *Cache) miss(l *layer, ids []int) ([]backend.Tensor, func(), error) {
 			l.policy.Hit(e)
 		}
 	}
-	l.counters.countGroup(len(ids)-len(missing), len(missing))
+	hits, misses = len(ids)-len(missing), len(missing)
 	l.counters.countEvictions(len(victims))
 
 	if err := c.reclaimFinishedLocked(l); err != nil {
-		return nil, nil, c.setFault(fmt.Errorf("layer %d: after publishing generation %d: %w", l.index, ng.seq, err))
+		return hits, misses, c.setFault(fmt.Errorf("layer %d: after publishing generation %d: %w", l.index, ng.seq, err))
 	}
-	rows, release := c.leaseLocked(l, ng, ids)
-	return rows, release, nil
+	if err := s.leaseLocked(ng); err != nil {
+		return hits, misses, err
+	}
+	return hits, misses, nil
 }
 
 // publishLocked publishes g' = g - victims + missing (missing[i] loaded in

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // modelConfig is one run of the model-based test.
@@ -186,7 +187,7 @@ func runModel(t *testing.T, mc modelConfig) {
 			before, seq := c.Resident(l)
 			orderBefore := policyOrder(c, l)
 			cntBefore := c.Counters()
-			rows, release, err := c.Acquire(l, ids)
+			rows, release, err := device.Acquire(c, l, ids)
 			if !ok {
 				if !errors.Is(err, ErrNoVictim) {
 					t.Fatalf("step %d: Acquire(%d, %v) = %v, the model expects ErrNoVictim", step, l, ids, err)

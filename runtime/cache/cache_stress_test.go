@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // TestConcurrentConsumers runs goroutines that acquire groups on several
@@ -60,7 +62,7 @@ func TestConcurrentConsumers(t *testing.T) {
 					// consumers never wait on each other in a cycle).
 					acquire := func(l int, ids []int, retry bool) (done func(), ok bool) {
 						for {
-							rows, release, err := c.Acquire(l, ids)
+							rows, release, err := device.Acquire(c, l, ids)
 							if errors.Is(err, ErrNoVictim) || errors.Is(err, ErrNoSpare) {
 								backoff.Add(1)
 								if !retry {

@@ -6,10 +6,11 @@ import "sync/atomic"
 // code really increments (or, for the two device-to-host fields, a counter
 // no code path can increment; see below). Units are in the names.
 //
-//   - hits, misses: routed experts requested through Acquire that were /
-//     were not published when their group was served; counted when the
-//     group is served (an acquire that fails before publication counts
-//     neither).
+//   - hits, misses: routed experts of a leased group that were / were not
+//     published when the group was served; counted once per lease, by
+//     Lease.Serve, whatever path served it (a Serve that fails before
+//     publication counts neither, a second Serve nothing, and a Lease
+//     alone nothing).
 //   - evictions: published experts discarded to make room.
 //   - h2d_bytes, h2d_copies: host-to-device copies whose completion event
 //     reported success, including initial placement (before admission)
@@ -38,14 +39,14 @@ import "sync/atomic"
 //     predicted experts that were not published when their prefetch
 //     transaction ran (requested to load); prefetch_loaded those it
 //     published (the rest were skipped for want of a victim or spare row);
-//     prefetch_used those of them that a later Acquire of their layer
+//     prefetch_used those of them that a later Serve of their layer
 //     served as a hit before they were evicted (counted at that hit, so a
 //     request's delta can include experts loaded in an earlier request;
 //     since New, used <= loaded <= issued). prefetch_h2d_bytes are the
 //     prefetch copies' bytes, which h2d_bytes and h2d_copies also count:
 //     h2d_bytes = (misses + prefetch_loaded) * record size when no copy
 //     failed. prefetch_groups counts routed groups scored against a
-//     prediction (Routed); prefetch_predicted and prefetch_routed
+//     prediction (by their Lease); prefetch_predicted and prefetch_routed
 //     sum the sizes of those predictions and groups, prefetch_overlap their
 //     intersections: precision = overlap / predicted, recall = overlap /
 //     routed (PrefetchPrecision, PrefetchRecall).
@@ -158,15 +159,18 @@ type layerCounters struct {
 	prefetchGroups, prefetchPredicted, prefetchRouted, prefetchOverlap atomic.Int64
 }
 
-// The group counters have one increment each, in these methods, whatever
-// path served the group (Acquire's all-hit fast path, its miss
-// transaction, a miss transaction that found the group loaded by another,
-// RecordHits for groups a graph-full step routed on the device) and
-// whatever evicted (a miss transaction, a prefetch). TestCountersHaveOneIncrement
-// holds the package to it, so that no path can count differently.
+// The group counters have one increment each, in these methods, and
+// countGroup has one caller, Lease.Serve, whatever served the group (the
+// all-hit path under the layer lock, a miss transaction, a miss
+// transaction that found the group loaded by another) and whatever step
+// mode leased it (op by op, graph-full at full residency, graph-segmented
+// with or without overlap, graph-wait). Evictions are counted by whatever
+// evicted (a miss transaction, a prefetch), copies where their completion
+// is waited for. TestCountersHaveOneIncrement holds the package to it, so
+// that no path can count differently.
 
 // countGroup counts one served routed group: hits for the experts that
-// were resident, misses for the ones this transaction copied in.
+// were resident, misses for the ones its miss transaction copied in.
 func (k *layerCounters) countGroup(hits, misses int) {
 	k.hits.Add(int64(hits))
 	k.misses.Add(int64(misses))
@@ -285,8 +289,7 @@ func (c *Cache) EndRequest() (Counters, error) {
 
 // quiesce waits until no miss or prefetch transaction runs: a prefetch
 // holds missMu from the Prefetch call that starts it until it published or
-// gave up, and an Acquire that finds its group resident does not wait for
-// it. Between requests that is at most the prefetch issued for the last
+// gave up, and only a Lease of the prefetched layer waits for it. Between requests that is at most the prefetch issued for the last
 // routed layer in the request's last step; without the wait its counters
 // could straddle two requests.
 func (c *Cache) quiesce() {

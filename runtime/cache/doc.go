@@ -35,13 +35,33 @@
 // victim reuse after compute events, counters) is the same code.
 //
 // Generations and leases. A generation is an immutable map expert -> row of
-// one layer, published with an atomic pointer store. Acquire captures the
-// current generation and takes a lease on the rows of its routed group (the
-// top-k experts of a token); the release function records an event on the
-// compute stream. A row is reused only when no lease on it is held and the
-// compute event of its last release has completed, so a consumer of an
-// older generation keeps reading the expert it was given, whatever was
-// published since.
+// one layer, published with an atomic pointer store. Every consumer (every
+// step mode, miss/hit overlap, prefetch) uses one protocol,
+// device.ExpertRows (lease.go):
+//
+//   - Snapshot(layer) returns the layer's published generation: the row
+//     of every published expert, its sequence number, and Pinned at full
+//     residency, where no row ever moves (a captured step reads the rows
+//     through a device table of its own: graph-full once, graph-wait again
+//     whenever the sequence number changed). It counts nothing.
+//   - Lease(layer, ids) takes a lease on a routed group (the top-k experts
+//     of a token): it scores the layer's pending prediction, waits for the
+//     layer's prefetch in flight, and leases the rows of the group's
+//     experts published now (Lease.Resident: a consumer may compute on
+//     them while the misses copy). It counts nothing and leaves the
+//     eviction policy alone.
+//   - Lease.Serve serves the group: from the current generation when every
+//     expert is published, else through a miss transaction; it leases the
+//     rows not leased yet, and counts the group's hits and misses, the only
+//     place they are counted. A second Serve returns the same rows.
+//   - Lease.Release (idempotent) records an event on the compute stream
+//     and drops the leases.
+//
+// A row is reused only when no lease on it is held and the compute event
+// of its last release has completed, so a consumer of an older generation
+// keeps reading the expert it was given, whatever was published since. At
+// full residency no row is ever reused, so Release records no event; Close
+// records one final compute event and waits for it before freeing the rows.
 //
 // Miss transactions. A group with a missing expert runs a miss transaction;
 // transactions are serialised by one mutex. The transaction chooses victims
@@ -64,24 +84,24 @@
 // after publication (a compute event that cannot be queried while retiring
 // victims, a compute event that cannot be recorded at release) is
 // ambiguous: the new generation is visible and the cache can no longer
-// prove which rows are free, so the cache faults and every later Acquire
-// returns the same error, which wraps ErrFaulted.
+// prove which rows are free, so the cache faults and every later Lease,
+// Serve and Prefetch returns the same error, which wraps ErrFaulted.
 //
 // Speculative prefetch. Prefetch(layer, ids) takes a predicted routed
 // group and loads its unpublished experts through the miss machinery
 // (victims by policy, spare rows, copy stream, completion events,
 // publication only after every copy), in a goroutine that holds the
 // transaction mutex, so the caller's compute overlaps the copies and a
-// later Acquire that misses waits for it. It never evicts a leased or
-// predicted expert, loads fewer experts (or none) when victims or spare
-// rows are lacking, and leases nothing. An Acquire serves exactly the group
-// it is given, as before: a prefetched expert the group contains is a hit,
-// anything the prediction missed is a miss loaded synchronously, so a
-// prediction can cost copies and evictions but never change what a
-// consumer reads. Routed, called with the group the layer then routed
-// before its Acquire, scores the prediction (precision and recall
-// counters) and waits for the layer's prefetch, so that hits, misses and
-// evictions do not depend on goroutine timing. The engine's
+// later miss waits for it. It never evicts a leased or predicted expert,
+// loads fewer experts (or none) when victims or spare rows are lacking,
+// and leases nothing. A Serve serves exactly the group it was leased for,
+// as before: a prefetched expert the group contains is a hit, anything the
+// prediction missed is a miss loaded synchronously, so a prediction can
+// cost copies and evictions but never change what a consumer reads. The
+// Lease of the group the layer then routed scores the prediction
+// (precision and recall counters) and waits for the layer's prefetch, so
+// that hits, misses and evictions do not depend on goroutine timing. The
+// engine's
 // "next-layer" option (engine.LoadOptions.Prefetch) runs layer L+1's router
 // on layer L's input to predict; it is a declared configuration option,
 // off by default and off in every committed campaign (residency39
@@ -99,14 +119,16 @@
 //
 // # Concurrency and known weak spots
 //
-// Acquire and the release functions may be called from any goroutine. An
-// all-hit Acquire takes its layer's mutex for O(k) work (lease counts and
-// the LRU order need it); that mutex is never held across a device wait.
-// A miss transaction holds the transaction mutex across its copies, so
-// misses of different layers do not overlap; the first version accepts
-// that. A prefetch is such a transaction: a Prefetch call waits for the
-// previous prefetch if it still runs, and an Acquire that misses waits for
-// a prefetch of any layer, even one whose prediction it does not need.
+// Snapshot, Lease and Prefetch may be called from any goroutine; a lease's
+// Resident and Serve belong to the goroutine that took it, its Release to
+// any. A Lease and an all-hit Serve each take their layer's mutex for O(k)
+// work (lease counts and the LRU order need it); that mutex is never held
+// across a device wait. A miss transaction holds the transaction mutex
+// across its copies, so misses of different layers do not overlap; the
+// first version accepts that. A prefetch is such a transaction: a Prefetch
+// call waits for the previous prefetch if it still runs, a Lease waits for
+// its layer's prefetch, and a Serve that misses waits for a prefetch of
+// any layer, even one whose prediction it does not need.
 //
 // Victims are chosen before the copies; a consumer may lease a victim
 // through the still-published generation while the copies run. That is
@@ -114,8 +136,10 @@
 // but it means the victim was not the least recently used expert at
 // publication time. With leases held for long, a miss can fail with
 // ErrNoVictim or ErrNoSpare; the previous generation stays published and
-// the caller may release and retry. Quarantined rows and staging buffers
-// are never recovered.
+// the caller may release and retry. A lease holds the rows of its group's
+// resident experts from Lease, not only from Serve: in between they are no
+// victims for another consumer's miss of the layer. Quarantined rows and
+// staging buffers are never recovered.
 //
 // The compute-event rule assumes the device has one in-order compute
 // stream: Device.RecordCompute covers every read issued before it.

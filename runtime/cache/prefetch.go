@@ -10,16 +10,16 @@ import (
 // group before it routes it (the engine runs layer L+1's router on layer
 // L's input) calls Prefetch with the guess; the cache starts loading the
 // guessed experts that are not published, and the consumer later routes
-// for real and calls Acquire as always. A prefetched expert that the real
-// group contains is then a hit; anything the guess missed is a miss,
-// loaded by Acquire exactly as without prefetch; a wrong guess costs copies
-// and evictions, never correctness, because Acquire serves exactly the
-// group it is given. Routed, called with the real group before its
-// Acquire, scores the guess (precision and recall counters) and waits for
-// the layer's prefetch to finish.
+// for real and leases and serves the routed group as always (Lease, then
+// Lease.Serve). A prefetched expert that the real group contains is then
+// a hit; anything the guess missed is a miss, loaded by Serve exactly as
+// without prefetch; a wrong guess costs copies and evictions, never
+// correctness, because Serve serves exactly the group it was leased for.
+// The Lease of the real group scores the guess (precision and recall
+// counters) and waits for the layer's prefetch to finish (routed).
 //
 // A prefetch is an ordinary miss transaction without a lease: it holds
-// missMu (so it is serialised with every miss, and a later Acquire that
+// missMu (so it is serialised with every miss, and a later Serve that
 // misses waits for it), chooses victims with the layer's policy among
 // published experts that are neither predicted nor leased, reserves spare
 // rows, copies on the copy stream, waits for every copy's completion event
@@ -30,12 +30,12 @@ import (
 // Prefetch takes missMu before it returns and hands it to a goroutine
 // that runs the transaction, so the caller's next work (the compute of
 // layer L) overlaps the copies, and the order of transactions is the order
-// of the calls: an Acquire issued after Prefetch returned that misses runs
-// after the prefetch transaction, whatever the goroutine scheduler does.
-// A Prefetch issued while an earlier prefetch still runs waits for it.
+// of the calls: a miss issued after Prefetch returned runs after the
+// prefetch transaction, whatever the goroutine scheduler does. A Prefetch
+// issued while an earlier prefetch still runs waits for it.
 //
-// Routed waits for the layer's prefetch even when the routed group is
-// already resident. Without that wait an all-hit Acquire could touch the
+// Lease waits for the layer's prefetch even when the routed group is
+// already resident. Without that wait an all-hit Serve could touch the
 // eviction order before or after the prefetch chose its victims and
 // published, as the goroutines happen to run, and hits, misses and
 // evictions would vary from run to run. With it, they are a function of
@@ -45,24 +45,24 @@ import (
 
 // prefetchPolicy is a layer's eviction policy with its prefetch
 // bookkeeping. The first Prefetch on a layer wraps the layer's policy in
-// it (under the layer lock). Acquire calls Policy.Hit exactly once for
+// it (under the layer lock). Serve calls Policy.Hit exactly once for
 // every routed expert it serves as a hit, and Remove for every eviction,
 // so the wrapper sees when a prefetched expert is used, or evicted unused,
 // without a hook in the hit path. The layer lock guards every field.
 type prefetchPolicy struct {
 	Policy
 	counters *layerCounters
-	// fresh[e]: a prefetch published expert e and no Acquire has served
-	// it since.
+	// fresh[e]: a prefetch published expert e and no Serve has served it
+	// since.
 	fresh []bool
-	// predicted is the layer's latest prediction not yet scored by
-	// Routed; nil when none.
+	// predicted is the layer's latest prediction not yet scored by a
+	// Lease; nil when none.
 	predicted []int
 	// running is closed when the layer's prefetch transaction in flight
 	// has finished (published or given up); nil when none runs.
 	running chan struct{}
 	// failed is an error of a prefetch transaction (a device error, not a
-	// capacity shortfall) that the next Routed or Prefetch on the layer
+	// capacity shortfall) that the next Lease or Prefetch on the layer
 	// returns.
 	failed error
 }
@@ -91,17 +91,18 @@ func (c *Cache) prefetchStateLocked(l *layer) *prefetchPolicy {
 	return p
 }
 
-// Prefetch starts loading the experts of ids, a predicted routed group of
-// layer, that are not published, and records ids as the layer's pending
-// prediction for Routed. It returns once the transaction is
-// ordered (it holds the transaction mutex) but before its copies
-// complete; the experts become visible to Acquire when their generation is
-// published. It never evicts a leased or predicted expert, and loads
-// fewer experts, or none, when victims or spare rows are lacking. ids is
-// validated like an Acquire group. It returns the cache's fault, ErrClosed,
-// or the device error of an earlier prefetch on this layer that Routed did
-// not return (a prefetch runs after its call returned, so its error
-// surfaces later).
+// Prefetch implements device.ExpertRows: it starts loading the experts of
+// ids, a predicted routed group of layer, that are not published, and
+// records ids as the layer's pending prediction, which the layer's next
+// Lease scores. It returns once the transaction is ordered (it holds the
+// transaction mutex) but before its copies complete; the experts become
+// visible to leases when their generation is published. It never evicts a
+// leased or predicted expert, and loads fewer experts, or none, when
+// victims or spare rows are lacking. It leases nothing and counts no hit
+// or miss (only the prefetch_* counters). ids is validated like a leased
+// group. It returns the cache's fault, ErrClosed, or the device error of
+// an earlier prefetch on this layer that no Lease returned (a prefetch
+// runs after its call returned, so its error surfaces later).
 func (c *Cache) Prefetch(layer int, ids []int) error {
 	if err := c.faultErr(); err != nil {
 		return err
@@ -231,20 +232,16 @@ func (c *Cache) prefetch(l *layer, ids []int) error {
 	return nil
 }
 
-// Routed tells the cache that layer routed actual, before the Acquire of
-// that group: it scores the layer's pending prediction (the group of its
-// latest Prefetch) against actual, adding to the prefetch_groups,
-// prefetch_predicted, prefetch_routed and prefetch_overlap counters, clears
-// it, and waits until the layer's prefetch transaction, if one is in
-// flight, has finished, so that what the Acquire finds does not depend on
-// goroutine timing (see above). It returns the device error of a failed
-// prefetch of the layer, if any. Without a pending prediction it only
-// waits.
-func (c *Cache) Routed(layer int, actual []int) error {
-	if layer < 0 || layer >= len(c.layers) {
-		return fmt.Errorf("cache: layer %d outside 0..%d", layer, len(c.layers)-1)
-	}
-	l := c.layers[layer]
+// routed is a Lease's view of prefetch: layer l routed actual. It scores
+// the layer's pending prediction (the group of its latest Prefetch)
+// against actual, adding to the prefetch_groups, prefetch_predicted,
+// prefetch_routed and prefetch_overlap counters, clears it, and waits
+// until the layer's prefetch transaction, if one is in flight, has
+// finished, so that what the lease finds does not depend on goroutine
+// timing (see above). It returns the device error of a failed prefetch of
+// the layer, if any. Without a pending prediction it only waits; on a
+// layer nobody prefetched into it does nothing.
+func (c *Cache) routed(l *layer, actual []int) error {
 	l.mu.Lock()
 	p, ok := l.policy.(*prefetchPolicy)
 	if !ok {

@@ -9,12 +9,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // TestPrefetch walks the prefetch transaction through its cases on one
 // layer of 8 experts (capacity 4, canonical placement 0..3, groups of 2),
-// over both transports: what it publishes and evicts, what a later
-// Acquire finds, and the counters.
+// over both transports: what it publishes and evicts, what the routed
+// group's lease finds, and the counters (the Lease scores the prediction).
 func TestPrefetch(t *testing.T) {
 	type want struct {
 		resident                      []int
@@ -84,9 +86,6 @@ func TestPrefetch(t *testing.T) {
 				if err := c.Prefetch(0, tc.predicted); err != nil {
 					t.Fatal(err)
 				}
-				if err := c.Routed(0, tc.routed); err != nil {
-					t.Fatal(err)
-				}
 				_, rel := mustAcquire(t, c, auth, tc.routed...)
 				rel()
 				k, err := c.EndRequest()
@@ -123,7 +122,7 @@ func TestPrefetch(t *testing.T) {
 
 // TestPrefetchIsBestEffort: without victims (every other published expert
 // leased) or spare rows (quarantined), a prefetch loads nothing and is no
-// error; the routed group is then served by Acquire as always.
+// error; the routed group is then served by its lease as always.
 func TestPrefetchIsBestEffort(t *testing.T) {
 	t.Run("no victim", func(t *testing.T) {
 		c, auth, _ := newFaultCache(t, 8, Options{Capacity: 2, Spares: 2, Staging: 2, GroupSize: 2})
@@ -131,9 +130,7 @@ func TestPrefetchIsBestEffort(t *testing.T) {
 		if err := c.Prefetch(0, []int{4, 5}); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Routed(0, []int{4, 5}); err != nil {
-			t.Fatal(err)
-		}
+		awaitPrefetch(t, c, 0, 4, 5)
 		k := c.Counters()
 		if k.PrefetchIssued != 2 || k.PrefetchLoaded != 0 || k.Evictions != 0 {
 			t.Fatalf("issued %d loaded %d evicted %d, want 2, 0, 0", k.PrefetchIssued, k.PrefetchLoaded, k.Evictions)
@@ -146,16 +143,14 @@ func TestPrefetchIsBestEffort(t *testing.T) {
 		c, auth, fd := newFaultCache(t, 8, Options{Capacity: 3, Spares: 1, Staging: 1, GroupSize: 1})
 		// The one spare row is quarantined by a failed miss.
 		fd.set(func(fd *faultDevice) { fd.failCopyWaitAt = fd.copies + 1 })
-		if _, _, err := c.Acquire(0, []int{5}); !errors.Is(err, errInjected) {
+		if _, _, err := device.Acquire(c, 0, []int{5}); !errors.Is(err, errInjected) {
 			t.Fatalf("Acquire = %v, want the injected copy failure", err)
 		}
 		before, _ := c.Resident(0)
 		if err := c.Prefetch(0, []int{6}); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Routed(0, []int{6}); err != nil {
-			t.Fatal(err)
-		}
+		awaitPrefetch(t, c, 0, 6)
 		if after, _ := c.Resident(0); !slices.Equal(after, before) {
 			t.Fatalf("resident %v after a skipped prefetch, was %v", after, before)
 		}
@@ -169,7 +164,7 @@ func TestPrefetchIsBestEffort(t *testing.T) {
 
 // TestPrefetchDeviceError: a prefetch copy the device cannot confirm
 // leaves the generation as it was, quarantines the row, and its error
-// surfaces (not as a fault) from the layer's next Routed; the cache keeps
+// surfaces (not as a fault) from the layer's next Lease; the cache keeps
 // serving.
 func TestPrefetchDeviceError(t *testing.T) {
 	forTransports(t, func(t *testing.T, tr string) {
@@ -179,9 +174,8 @@ func TestPrefetchDeviceError(t *testing.T) {
 		if err := c.Prefetch(0, []int{5, 6}); err != nil {
 			t.Fatal(err)
 		}
-		err := c.Routed(0, []int{5, 6})
-		if !errors.Is(err, errInjected) || errors.Is(err, ErrFaulted) {
-			t.Fatalf("Routed = %v, want the injected error, not a fault", err)
+		if _, err := c.Lease(0, []int{5, 6}); !errors.Is(err, errInjected) || errors.Is(err, ErrFaulted) {
+			t.Fatalf("Lease = %v, want the injected error, not a fault", err)
 		}
 		if after := snap(c); !after.equal(before) {
 			t.Fatalf("failed prefetch changed the layer:\n before %+v\n after  %+v", before, after)
@@ -189,8 +183,10 @@ func TestPrefetchDeviceError(t *testing.T) {
 		if st := rowStates(c, 0); st[rowQuarantined] != 1 || st[rowLoading] != 0 {
 			t.Fatalf("row states %v", st)
 		}
-		if err := c.Routed(0, []int{5, 6}); err != nil {
+		if ls, err := c.Lease(0, []int{5, 6}); err != nil {
 			t.Fatalf("the error surfaced twice: %v", err)
+		} else {
+			ls.Release()
 		}
 		fd.set(func(fd *faultDevice) { fd.failCopyWaitAt = 0 })
 		_, rel := mustAcquire(t, c, auth, 5, 6)
@@ -199,8 +195,9 @@ func TestPrefetchDeviceError(t *testing.T) {
 }
 
 // TestPrefetchRunsBehindTheCall: Prefetch returns while its copies run;
-// the experts are published only after they completed; Routed and a
-// missing Acquire wait for the transaction, hits do not; Close waits too.
+// the experts are published only after they completed; a Snapshot does
+// not wait for the transaction, a Lease of the layer does (alone or
+// followed by Serve); Close waits too.
 func TestPrefetchRunsBehindTheCall(t *testing.T) {
 	forTransports(t, func(t *testing.T, tr string) {
 		c, auth, fd := newFaultCache(t, 8, withTransport(Options{Capacity: 4, Spares: 2, Staging: 2, GroupSize: 2}, tr))
@@ -219,13 +216,23 @@ func TestPrefetchRunsBehindTheCall(t *testing.T) {
 		if res, seq := c.Resident(0); !slices.Equal(res, []int{0, 1, 2, 3}) || seq != 1 {
 			t.Fatalf("published %v (generation %d) while the prefetch copies run", res, seq)
 		}
-		_, rel := mustAcquire(t, c, auth, 0, 1) // hits do not wait
-		rel()
+		if sn, err := c.Snapshot(0); err != nil || sn.Seq != 1 || sn.Rows[6] != nil || sn.Rows[0] == nil {
+			t.Fatalf("Snapshot while the prefetch copies run: %+v, %v; want generation 1 without the prefetched experts", sn, err)
+		}
 		routed := make(chan error, 1)
-		go func() { routed <- c.Routed(0, []int{6, 7}) }()
+		go func() {
+			ls, err := c.Lease(0, []int{6, 7})
+			if err == nil {
+				if res := ls.Resident(); res[0] == nil || res[1] == nil {
+					err = errors.New("the lease did not find the prefetched experts published")
+				}
+				ls.Release()
+			}
+			routed <- err
+		}()
 		missed := make(chan error, 1)
 		go func() {
-			rows, rel, err := c.Acquire(0, []int{6, 7})
+			rows, rel, err := device.Acquire(c, 0, []int{6, 7})
 			if err == nil {
 				err = errors.Join(rowErr(t, auth, rows[0], 0, 6), rowErr(t, auth, rows[1], 0, 7))
 				rel()
@@ -234,7 +241,7 @@ func TestPrefetchRunsBehindTheCall(t *testing.T) {
 		}()
 		select {
 		case err := <-routed:
-			t.Fatalf("Routed returned (%v) while the prefetch copies run", err)
+			t.Fatalf("Lease returned (%v) while the prefetch copies run", err)
 		case err := <-missed:
 			t.Fatalf("Acquire returned (%v) while the prefetch copies run", err)
 		case <-time.After(50 * time.Millisecond):
@@ -248,7 +255,7 @@ func TestPrefetchRunsBehindTheCall(t *testing.T) {
 		}
 		k := c.Counters()
 		if k.Misses != 0 || k.PrefetchLoaded != 2 || k.PrefetchUsed != 2 {
-			t.Fatalf("%d misses, %d prefetched, %d used: the Acquire should have found the prefetched experts", k.Misses, k.PrefetchLoaded, k.PrefetchUsed)
+			t.Fatalf("%d misses, %d prefetched, %d used: the lease should have found the prefetched experts", k.Misses, k.PrefetchLoaded, k.PrefetchUsed)
 		}
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
@@ -268,7 +275,10 @@ func TestPrefetchRejects(t *testing.T) {
 		"twice":     func() error { return c.Prefetch(0, []int{5, 5}) },
 		"too large": func() error { return c.Prefetch(0, []int{4, 5, 6}) },
 		"empty":     func() error { return c.Prefetch(0, nil) },
-		"routed":    func() error { return c.Routed(-1, []int{5}) },
+		"lease": func() error {
+			_, err := c.Lease(-1, []int{5})
+			return err
+		},
 	} {
 		if err := f(); err == nil {
 			t.Errorf("%s: no error", name)
@@ -280,8 +290,8 @@ func TestPrefetchRejects(t *testing.T) {
 }
 
 // TestPrefetchConcurrent runs consumers that predict, prefetch, route and
-// acquire on several layers at once, checking every acquired row holds its
-// expert from acquire to release, and the counters at the end. Under
+// lease on several layers at once, checking every served row holds its
+// expert from Serve to Release, and the counters at the end. Under
 // -race a prefetch copy into a row a consumer reads would show as a race.
 func TestPrefetchConcurrent(t *testing.T) {
 	const (
@@ -306,12 +316,8 @@ func TestPrefetchConcurrent(t *testing.T) {
 					group := func() []int { return r.Perm(experts)[:1+r.IntN(3)] }
 					for range iters {
 						l := r.IntN(layers)
-						if err := c.Routed(l, group()); err != nil {
-							errc <- err
-							return
-						}
 						ids := group()
-						rows, rel, err := c.Acquire(l, ids)
+						rows, rel, err := device.Acquire(c, l, ids)
 						if errors.Is(err, ErrNoVictim) || errors.Is(err, ErrNoSpare) {
 							runtime.Gosched()
 							continue
@@ -361,6 +367,94 @@ func TestPrefetchConcurrent(t *testing.T) {
 				if len(res) != 7 {
 					t.Fatalf("layer %d publishes %d experts, capacity 7", l, len(res))
 				}
+			}
+		})
+	}
+}
+
+// awaitPrefetch waits for layer's prefetch the way a consumer does, by
+// leasing the routed group ids, and releases the lease unserved.
+func awaitPrefetch(t *testing.T, c *Cache, layer int, ids ...int) {
+	t.Helper()
+	ls, err := c.Lease(layer, ids)
+	if err != nil {
+		t.Fatalf("Lease(%d, %v): %v", layer, ids, err)
+	}
+	ls.Release()
+}
+
+// TestLeaseScoresPrediction: the Lease of the routed group, not its
+// Serve, scores the layer's pending prediction (once: the prediction is
+// cleared) and waits for the layer's prefetch, so its resident rows
+// include what the prefetch loaded; hits and misses wait for Serve.
+func TestLeaseScoresPrediction(t *testing.T) {
+	type want struct {
+		groups, predicted, routed, overlap int64
+		resident                           []bool
+		hits, misses, used                 int64
+	}
+	cases := []struct {
+		name      string
+		predicted []int // nil: no Prefetch
+		routed    []int
+		want      want
+	}{
+		{"no prediction", nil, []int{0, 6}, want{resident: []bool{true, false}, hits: 1, misses: 1}},
+		{"right guess", []int{5, 6}, []int{6, 5}, want{1, 2, 2, 2, []bool{true, true}, 2, 0, 2}},
+		{"half right", []int{5, 6}, []int{5, 7}, want{1, 2, 2, 1, []bool{true, false}, 1, 1, 1}},
+		{"resident guess", []int{1, 2}, []int{2, 3}, want{1, 2, 2, 1, []bool{true, true}, 2, 0, 0}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, auth, _ := newFaultCache(t, 8, Options{Capacity: 4, Spares: 2, Staging: 2, GroupSize: 2})
+			c.BeginRequest()
+			if tc.predicted != nil {
+				if err := c.Prefetch(0, tc.predicted); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ls, err := c.Lease(0, tc.routed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ls.Release()
+			k := c.Counters()
+			w := tc.want
+			if k.PrefetchGroups != w.groups || k.PrefetchPredicted != w.predicted || k.PrefetchRouted != w.routed || k.PrefetchOverlap != w.overlap {
+				t.Fatalf("after Lease: scored %d groups (%d predicted, %d routed, %d overlap), want %d (%d, %d, %d)",
+					k.PrefetchGroups, k.PrefetchPredicted, k.PrefetchRouted, k.PrefetchOverlap, w.groups, w.predicted, w.routed, w.overlap)
+			}
+			if k.Hits != 0 || k.Misses != 0 || k.PrefetchUsed != 0 {
+				t.Fatalf("after Lease: %d hits, %d misses, %d used: a Lease counts none", k.Hits, k.Misses, k.PrefetchUsed)
+			}
+			for i, r := range ls.Resident() {
+				if (r != nil) != w.resident[i] {
+					t.Fatalf("Resident()[%d] = %v, want published %v (the Lease waits for the prefetch)", i, r, w.resident[i])
+				}
+				if r != nil {
+					checkRow(t, auth, r, 0, tc.routed[i])
+				}
+			}
+			rows, err := ls.Serve()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, e := range tc.routed {
+				checkRow(t, auth, rows[i], 0, e)
+			}
+			ls.Release()
+			k, err = c.EndRequest()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.Hits != w.hits || k.Misses != w.misses || k.PrefetchUsed != w.used || k.PrefetchGroups != w.groups {
+				t.Fatalf("after Serve: %d hits, %d misses, %d used, %d scored groups; want %d, %d, %d, %d",
+					k.Hits, k.Misses, k.PrefetchUsed, k.PrefetchGroups, w.hits, w.misses, w.used, w.groups)
+			}
+			// The prediction was cleared by the first Lease.
+			awaitPrefetch(t, c, 0, tc.routed...)
+			if got := c.Counters().PrefetchGroups; got != w.groups {
+				t.Fatalf("a second Lease scored again: %d groups", got)
 			}
 		})
 	}

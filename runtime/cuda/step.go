@@ -18,49 +18,53 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// A captured decode step (device.Stepper). The step's kernels are captured
-// once into CUDA graphs and replayed, so a step costs one or a few graph
-// launches instead of ~20 launches per layer from Go.
+// A captured decode step (device.Stepper): the decode step plan
+// (StepSpec.Plan, runtime/plan) issued instruction by instruction into CUDA
+// graphs (step_plan.go) that are replayed, so a step costs one or a few
+// graph launches instead of ~20 launches per layer from Go.
 //
 // What changes between steps lives in device memory: the step state
 // (token, position: kernels/decode.cu) and, per layer, the routed group's
 // row table (GroupTable: weights written by route_step, row addresses
-// gathered on the device from a table of resident rows, or written by the
-// host after the cache served the group).
+// gathered on the device from a table of rows, or written by the host after
+// the cache served the group). The host meets the cache only at the plan's
+// routed-rows instructions, through its one protocol (device.ExpertRows:
+// snapshot, lease, serve, release; step_serve.go).
 //
-//   - graph-full (full residency: no row ever moves): one graph for the
-//     whole step (embed, every layer with routing on the GPU) plus a head
-//     graph (lm_head, argmax). The host waits for the token, then reads
-//     every layer's routed ids from mapped memory and accounts them as
-//     cache hits (cache.RecordHits). With lookahead the next decode step is
-//     launched before the host waits (see Step).
-//   - graph-segmented (partial residency, the default there): L+1 graphs
-//     cut at the routing reads: segment 0 = embed + attention and routing
-//     of layer 0, segment l = experts of layer l-1 + attention and routing
-//     of layer l, segment L = experts of layer L-1. Between segments the
-//     host reads the routed ids, acquires the rows from the cache (misses
-//     are copied then, on the copy stream, published after completion),
-//     writes their addresses into the layer's table and launches the next
-//     segment.
-//     With overlap (StepSpec.Overlap) the host first leases the group's
-//     resident rows and launches their gate/up while the cache copies
+//   - graph-full (full residency: the snapshot is pinned, no row ever
+//     moves): one graph for the plan's body (embed, every layer with
+//     routing on the GPU through a device table of every layer's pinned
+//     rows) plus a head graph (head, select). The host waits for the token,
+//     then reads every layer's routed ids from mapped memory and serves a
+//     lease per layer to count the hits. With lookahead the next decode
+//     step is launched before the host waits (see Step).
+//   - graph-segmented (partial residency, the default there): the body cut
+//     before every routed-rows instruction, L+1 graphs: segment 0 = embed
+//     .. route of layer 0, segment l = routed-experts of layer l-1 .. route
+//     of layer l, segment L = routed-experts .. moe-residual of layer L-1.
+//     Between segments the host reads the routed ids, leases and serves
+//     the group (misses are copied then, on the copy stream, published
+//     after completion), writes the rows' addresses into the layer's table
+//     and launches the next segment.
+//     With overlap (StepSpec.Overlap) the host launches the gate/up of the
+//     rows the lease holds already (Lease.Resident) before Serve copies
 //     the misses; then the misses' gate/up and segment l+1 without the
 //     routed gate/up (rest[l+1]) follow. Each expert's gate/up rows run
 //     the same kernel code either way, so the bits do not change.
-//   - graph-wait (partial residency, on request): one graph per step like
-//     graph-full; routing gathers rows from a table of resident rows the
-//     host keeps in mapped memory; a layer with a missing expert waits on
-//     the device (await_step) until the host has loaded it through the
-//     cache and answered.
+//   - graph-wait (partial residency, on request): one body graph per step
+//     like graph-full; routing gathers rows from a table the host keeps in
+//     mapped memory from the layer's snapshot; a layer with a missing
+//     expert waits on the device (await_step) until the host has served
+//     the lease and answered.
 //
-// Fusions, each with the op-by-op path's rounding (so the bits match):
-// every RMSNorm is computed by its consumers while they stage their input
-// (q|k|v, router, gate/up, shared gate|up|mix, lm_head), so no norm kernel
-// runs; q|k|v is one matvec over the fused weight (device.LayerWeights.QKV);
-// q/k norm + RoPE + KV append is one launch; o_proj adds the residual in
-// its epilogue; the routed down projection adds the residual (no shared
-// expert); Qwen's shared gate|up|mix is one matvec and its gated add plus
-// residual one launch.
+// The instructions' kernels keep the op-by-op path's rounding, so the bits
+// match: attn-in's norm is staged by the q|k|v matvec over the fused
+// weight (device.LayerWeights.QKV), and q/k norm + RoPE + KV append is one
+// launch; attn-out adds the residual in o_proj's epilogue; route stages
+// its norm in the router; routed-experts and shared-expert stage xn from x
+// (no norm kernel runs); and moe-residual is folded into the instruction
+// before it where a kernel does both (downAddsResidual,
+// sharedAddsResidual).
 type stepper struct {
 	b    *Backend
 	spec device.StepSpec
@@ -72,10 +76,8 @@ type stepper struct {
 	// the captured step launches, as Forward does op by op.
 	strategy executor.Strategy
 	L, A     int
-
-	pinned device.PinnedRows     // graph-full only
-	pub    device.PublishedRows  // graph-wait only
-	lease  device.ResidentLeaser // graph-segmented with overlap only
+	// prog is the plan as the graphs are cut from it (step_plan.go).
+	prog *program
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -151,9 +153,19 @@ func (b *Backend) NewStepper(spec device.StepSpec) (device.Stepper, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
-	p, _ := spec.Experts.(device.PinnedRows)
-	full := p != nil && p.FullResidency()
-	pub, _ := spec.Experts.(device.PublishedRows)
+	prog, err := compile(spec.Plan, s.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: stepper: plan: %w", err)
+	}
+	s.prog = prog
+	if spec.Experts == nil {
+		return nil, fmt.Errorf("cuda: stepper: no expert rows")
+	}
+	snap, err := spec.Experts.Snapshot(0)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: stepper: snapshot of layer 0: %w", err)
+	}
+	full := snap.Pinned
 	switch spec.Mode {
 	case "", "auto":
 		s.mode = device.StepGraphSegmented
@@ -162,39 +174,26 @@ func (b *Backend) NewStepper(spec device.StepSpec) (device.Stepper, error) {
 		}
 	case device.StepGraphFull:
 		if !full {
-			return nil, fmt.Errorf("cuda: stepper: %s needs full residency", spec.Mode)
+			return nil, fmt.Errorf("cuda: stepper: %s needs full residency (a pinned snapshot)", spec.Mode)
 		}
 		s.mode = spec.Mode
-	case device.StepGraphWait:
-		if pub == nil {
-			return nil, fmt.Errorf("cuda: stepper: %s needs a cache that lists its published rows", spec.Mode)
-		}
-		s.mode = spec.Mode
-	case device.StepGraphSegmented:
+	case device.StepGraphWait, device.StepGraphSegmented:
 		s.mode = spec.Mode
 	default:
 		return nil, fmt.Errorf("cuda: stepper: step mode %q", spec.Mode)
 	}
-	switch s.mode {
-	case device.StepGraphFull:
-		s.pinned = p
-	case device.StepGraphWait:
-		s.pub = pub
+	if s.mode == device.StepGraphWait {
 		s.answered = make([]int32, s.L)
 		s.tableSeq = make([]uint64, s.L)
 	}
 	if spec.Overlap {
-		lr, ok := spec.Experts.(device.ResidentLeaser)
 		switch {
 		case s.mode != device.StepGraphSegmented:
 			return nil, fmt.Errorf("cuda: stepper: overlap needs %s steps, not %s", device.StepGraphSegmented, s.mode)
-		case !ok:
-			return nil, fmt.Errorf("cuda: stepper: overlap: the expert rows (%T) cannot lease resident rows", spec.Experts)
 		case s.strategy != executor.PerGroup:
 			return nil, fmt.Errorf("cuda: stepper: overlap needs the %s strategy (grouped-v1); %s is %s: it interleaves each expert's gate/up and down",
 				executor.PerGroup, spec.Executor.Name(), s.strategy)
 		}
-		s.lease = lr
 	}
 	s.ids = make([]int, s.A)
 	s.recs = make([]byte, 8*s.A)
@@ -280,10 +279,10 @@ func (s *stepper) setup() error {
 		S := cfg.SharedFFN
 		wants = append(wants, want{&s.sgum, 2*S + 1, backend.F32}, want{&s.sa, S, backend.F32}, want{&s.sd, D, backend.F32})
 	}
-	if s.pinned != nil {
+	if s.mode == device.StepGraphFull {
 		wants = append(wants, want{&s.tables, s.L * E * 8, backend.Bytes}, want{&s.idsDev, s.L * s.A * 4, backend.Bytes})
 	}
-	if s.pub != nil {
+	if s.mode == device.StepGraphWait {
 		wants = append(wants, want{&s.need, s.L * 8, backend.Bytes})
 	}
 	for _, w := range wants {
@@ -302,14 +301,17 @@ func (s *stepper) setup() error {
 			return fmt.Errorf("EOS ids: %w", err)
 		}
 	}
-	if s.pinned != nil {
+	if s.mode == device.StepGraphFull {
 		addr := make([]uint64, s.L*E)
 		for l := range s.L {
-			rows, err := s.pinned.PinnedRows(l)
+			snap, err := s.spec.Experts.Snapshot(l)
 			if err != nil {
 				return err
 			}
-			for e, r := range rows {
+			if !snap.Pinned {
+				return fmt.Errorf("layer %d: the snapshot is not pinned (generation %d)", l, snap.Seq)
+			}
+			for e, r := range snap.Rows {
 				t, err := b.tensorOf("stepper", "expert row", r, backend.Bytes)
 				if err != nil {
 					return err
@@ -337,7 +339,7 @@ func (s *stepper) setup() error {
 	}
 	s.host = mappedBuf{p: p, dev: d, n: size, ok: true}
 	clear(s.host.bytes())
-	if s.pub != nil {
+	if s.mode == device.StepGraphWait {
 		for l := range s.L {
 			if err := s.refreshTable(l); err != nil {
 				return err
@@ -373,20 +375,7 @@ func (s *stepper) setup() error {
 		if s.mode == device.StepGraphSegmented {
 			continue
 		}
-		s.body[slot], err = capture("step", func() error {
-			if err := s.issueEmbed(); err != nil {
-				return err
-			}
-			for l := range s.L {
-				if err := s.issueAttention(l); err != nil {
-					return err
-				}
-				if err := s.issueExperts(l); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		s.body[slot], err = capture("step", func() error { return s.issueBody(0, len(s.prog.body), true) })
 		if err != nil {
 			return err
 		}
@@ -395,223 +384,26 @@ func (s *stepper) setup() error {
 	if s.mode != device.StepGraphSegmented {
 		return nil
 	}
-	segment := func(l int, gateUp bool) func() error {
-		return func() error {
-			if l == 0 {
-				if err := s.issueEmbed(); err != nil {
-					return err
-				}
-			} else if err := s.issueExpertsFrom(l-1, gateUp); err != nil {
-				return err
-			}
-			if l < s.L {
-				return s.issueAttention(l)
-			}
-			return nil
-		}
-	}
-	s.segs = make([]*graph, s.L+1)
-	for l := 0; l <= s.L; l++ {
-		if s.segs[l], err = capture(fmt.Sprintf("segment %d", l), segment(l, true)); err != nil {
+	// Segment k runs from the (k-1)-th routed-rows instruction to the
+	// k-th; rest[k] is segment k without its first instruction's routed
+	// gate/up.
+	cuts := append(append([]int{0}, s.prog.cuts...), len(s.prog.body))
+	s.segs = make([]*graph, len(cuts)-1)
+	for k := range s.segs {
+		if s.segs[k], err = capture(fmt.Sprintf("segment %d", k), func() error { return s.issueBody(cuts[k], cuts[k+1], true) }); err != nil {
 			return err
 		}
 	}
-	if s.lease == nil {
+	if !s.spec.Overlap {
 		return nil
 	}
-	s.rest = make([]*graph, s.L+1)
-	for l := 1; l <= s.L; l++ {
-		if s.rest[l], err = capture(fmt.Sprintf("segment %d without the routed gate/up", l), segment(l, false)); err != nil {
+	s.rest = make([]*graph, len(s.segs))
+	for k := 1; k < len(s.segs); k++ {
+		if s.rest[k], err = capture(fmt.Sprintf("segment %d without the routed gate/up", k), func() error { return s.issueBody(cuts[k], cuts[k+1], false) }); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// ptr is a weight's device address (0 for nil).
-func ptr(t backend.Tensor) cu.DevicePtr {
-	if t == nil {
-		return 0
-	}
-	return t.(*Tensor).ptr
-}
-
-// wkind is the kernels' weight-kind argument: 1 FP16, 2 FP32.
-func wkind(t backend.Tensor) int {
-	if t.DType() == backend.F16 {
-		return 1
-	}
-	return 2
-}
-
-func (s *stepper) issueEmbed() error {
-	w := s.spec.Weights.Embed
-	D := s.cfg.HiddenSize
-	return s.b.launch(s.b.k.embedStep, s.b.elementwiseGrid(D), block, 0,
-		argPtr(ptr(s.spec.X)), argPtr(ptr(w)), argInt(wkind(w)), argPtr(s.st), argInt(D))
-}
-
-// norm asks a consumer kernel to stage RMSNorm(x)·w (one group over the
-// hidden size) instead of x: the captured step launches no norm kernel.
-func (s *stepper) norm(w backend.Tensor) normSpec {
-	return normSpec{w: ptr(w), kind: wkind(w), eps: float32(s.cfg.RMSNormEps)}
-}
-
-// issueAttention: input norm, q|k|v, q/k norm, RoPE + KV append,
-// attention, o_proj + residual, post-attention norm, router, routing.
-func (s *stepper) issueAttention(l int) error {
-	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
-	D, E, KV, hd := cfg.HiddenSize, cfg.NumExperts, cfg.KVDim(), cfg.HeadDim()
-	Q := cfg.NumHeads * hd
-	x := ptr(s.spec.X)
-	q, k, v := s.qkv, s.qkv+cu.DevicePtr(4*Q), s.qkv+cu.DevicePtr(4*(Q+KV))
-	bk := 0
-	if lw.QKVBias != nil {
-		bk = wkind(lw.QKVBias)
-	}
-	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), x, ptr(lw.QKVBias), bk, Q+2*KV, D, s.norm(lw.InputNorm)); err != nil {
-		return err
-	}
-	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
-	qa := q // the query attention reads
-	if lw.QNorm != nil && lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0 {
-		// One block per head, queries out of place into qn.
-		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
-		qa = s.qn
-		if err := b.launch(b.k.qkNormRopeKVStep, cfg.NumHeads+cfg.NumKVHeads, block, 0, argPtr(s.qn), argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
-			argPtr(ptr(lw.QNorm)), argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads),
-			argInt(hd), argInt(gq), argInt(gk), argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps))); err != nil {
-			return err
-		}
-	} else if err := s.issueNormRope(l, q, k, v, kc, vc); err != nil {
-		return err
-	}
-	if err := b.launch(b.k.attentionStep, cfg.NumHeads, block, (s.spec.MaxSeq+attWarps*hd)*4, argPtr(s.att), argPtr(qa),
-		argPtr(kc), argPtr(vc), argPtr(s.st), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd)); err != nil {
-		return err
-	}
-	if err := b.matvecF16Launch(x, ptr(lw.O), s.att, x, 2, D, Q, normSpec{}); err != nil {
-		return err
-	}
-	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), x, 0, 0, E, D, s.norm(lw.PostNorm)); err != nil {
-		return err
-	}
-	var table, need cu.DevicePtr
-	switch {
-	case s.pinned != nil:
-		table = s.tables + cu.DevicePtr(8*l*E)
-	case s.pub != nil:
-		table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
-		need = s.need + cu.DevicePtr(8*l)
-	}
-	norm := 0
-	if cfg.NormTopKProb {
-		norm = 1
-	}
-	ids := s.host.dev + cu.DevicePtr(s.idsAt(s.cur, l))
-	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
-	var copySrc, copyDst cu.DevicePtr
-	copyN := 0
-	if s.mode == device.StepGraphFull {
-		// The host reads the ids only after the step: every layer writes
-		// them to device memory, and the last layer's routing publishes
-		// all of them with one system fence and its flag.
-		ids = s.idsDev + cu.DevicePtr(4*l*s.A)
-		if l < s.L-1 {
-			flag = 0
-		} else {
-			copySrc, copyDst, copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
-		}
-	}
-	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
-		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
-		argPtr(copySrc), argPtr(copyDst), argInt(copyN))
-}
-
-func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
-
-// issueExperts: the routed experts of layer l in the executor's launch
-// structure, its Strategy (executor.PerGroup, grouped-v1: one gate/up and
-// one down launch for the group; executor.PerExpert, scalar-v1: one of each
-// per expert, combined in k order), then Qwen's shared expert, then the
-// residual add.
-func (s *stepper) issueExperts(l int) error { return s.issueExpertsFrom(l, true) }
-
-// issueExpertsFrom is issueExperts; without gateUp the PerGroup strategy's
-// routed gate/up is left out (overlap issued it outside the segment:
-// gateUpRuns).
-func (s *stepper) issueExpertsFrom(l int, gateUp bool) error {
-	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
-	D := cfg.HiddenSize
-	x := ptr(s.spec.X)
-	post := s.norm(lw.PostNorm) // every consumer of the post-attention norm computes it while staging x
-	shared := cfg.HasSharedExpert()
-	grp := s.group(l)
-	if s.pub != nil {
-		if err := b.launch(b.k.awaitStep, 1, 32, 0, argPtr(s.need+cu.DevicePtr(8*l)), argPtr(s.host.dev+cu.DevicePtr(s.readyOff+8*l)),
-			argPtr(s.host.dev+cu.DevicePtr(s.fixOff+8*l*s.A)), argPtr(grp), argInt(s.A)); err != nil {
-			return err
-		}
-	}
-	switch s.strategy {
-	case executor.PerExpert:
-		F := s.lay.Gate.Rows
-		for k := range s.A {
-			act := s.act + cu.DevicePtr(4*k*F)
-			if err := b.gateUpLaunchFrom(act, x, 1, s.lay, rowTable{dev: grp, k0: k, norm: post}); err != nil {
-				return err
-			}
-			if err := b.downLaunchFrom(s.moe, act, 1, s.lay, rowTable{dev: grp, k0: k}, 0, k > 0); err != nil {
-				return err
-			}
-		}
-		if !shared {
-			return b.launch(b.k.add, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(x), argPtr(s.moe), argInt(D))
-		}
-	case executor.PerGroup:
-		if gateUp {
-			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: post}); err != nil {
-				return err
-			}
-		}
-		if !shared {
-			return b.downLaunchFrom(x, s.act, s.A, s.lay, rowTable{dev: grp}, x, false)
-		}
-		if err := b.downLaunchFrom(s.moe, s.act, s.A, s.lay, rowTable{dev: grp}, 0, false); err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("cuda: stepper: executor strategy %s", s.strategy) // check refused it
-	}
-	S := cfg.SharedFFN
-	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, post); err != nil {
-		return err
-	}
-	if err := b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum),
-		argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S)); err != nil {
-		return err
-	}
-	if err := b.matvecF16Launch(s.sd, ptr(lw.SharedDown), s.sa, 0, 0, D, S, normSpec{}); err != nil {
-		return err
-	}
-	return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
-		argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))
-}
-
-func (s *stepper) issueHead(masked bool) error {
-	b, cfg := s.b, s.cfg
-	V, D := cfg.VocabSize, cfg.HiddenSize
-	logits := ptr(s.spec.Logits)
-	if err := b.matvecF16Launch(logits, ptr(s.spec.Weights.LMHead), ptr(s.spec.X), 0, 0, V, D, s.norm(s.spec.Weights.Norm)); err != nil {
-		return err
-	}
-	nm := 0
-	if masked {
-		nm = len(cfg.EOSTokenIDs)
-	}
-	return b.launch(b.k.argmaxStep, s.argG, 1024, 0, argPtr(logits), argInt(V), argPtr(s.masked), argInt(nm), argPtr(s.st),
-		argPtr(s.part), argPtr(s.ticket), argPtr(s.host.dev+cu.DevicePtr(s.slotBytes*s.cur+s.tokOff)),
-		argPtr(s.host.dev+cu.DevicePtr(s.flagAt(s.cur, s.L))))
 }
 
 // flagAt and idsAt are the offsets of flag i and of layer l's routed ids in
@@ -765,8 +557,9 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 		if err := s.wait(slot, last); err != nil {
 			return 0, err
 		}
-		for l := range s.L {
-			if err := s.pinned.RecordHits(l, s.layerIDs(slot, l)); err != nil {
+		for _, i := range s.prog.cuts {
+			l := s.prog.body[i].Layer
+			if err := s.countPinned(l, s.layerIDs(slot, l)); err != nil {
 				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
 			}
 		}
@@ -783,7 +576,8 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 				return 0, err
 			}
 		}
-		for l := range s.L {
+		for _, i := range s.prog.cuts {
+			l := s.prog.body[i].Layer
 			if err := s.serveLayer(l); err != nil {
 				s.abort()
 				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
@@ -793,11 +587,12 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 		if err := launchStep(0, set, false); err != nil {
 			return 0, err
 		}
-		for l := range s.L {
+		for k, i := range s.prog.cuts {
+			l := s.prog.body[i].Layer
 			if err := s.wait(0, l); err != nil {
 				return 0, err
 			}
-			if err := s.serveSegment(l); err != nil {
+			if err := s.serveSegment(k); err != nil {
 				return 0, fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
 			}
 		}
@@ -847,214 +642,3 @@ func (s *stepper) Close() error {
 		return errors.Join(errs...)
 	})
 }
-
-// issueNormRope is the unfused q/k norm (when the model has one) and RoPE +
-// KV append: for norms whose groups do not hold whole heads, and models
-// without a q/k norm (Qwen).
-func (s *stepper) issueNormRope(l int, q, k, v, kc, vc cu.DevicePtr) error {
-	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
-	KV, hd := cfg.KVDim(), cfg.HeadDim()
-	Q := cfg.NumHeads * hd
-	if lw.QNorm != nil {
-		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
-		if err := b.launch(b.k.qkNormStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(ptr(lw.QNorm)),
-			argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(Q), argInt(gq), argInt(gk), argF32(float32(cfg.RMSNormEps))); err != nil {
-			return err
-		}
-	}
-	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
-		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
-}
-
-// serveSegment is the host's side of layer l in a graph-segmented step,
-// once its routing is on the host: acquire the routed group from the cache
-// (misses are copied and published), write the rows' addresses into the
-// layer's table and launch segment l+1. With overlap, when the group mixes
-// hits and misses, the hits' rows are leased first and their gate/up
-// launched before the acquire, so they compute while the misses copy; the
-// misses' gate/up and rest[l+1] follow the acquire.
-func (s *stepper) serveSegment(l int) error {
-	b := s.b
-	ids := s.layerIDs(0, l)
-	var early []bool // early[k]: expert k's gate/up was launched before the acquire
-	if s.lease != nil {
-		hits, releaseHits, err := s.lease.LeaseResident(l, ids)
-		if err != nil {
-			return fmt.Errorf("lease resident experts of %v: %w", ids, err)
-		}
-		defer releaseHits()
-		n := 0
-		for _, r := range hits {
-			if r != nil {
-				n++
-			}
-		}
-		if n > 0 && n < len(ids) {
-			clear(s.recs)
-			for k, r := range hits {
-				if r == nil {
-					continue
-				}
-				if err := s.rowAddrs(l, ids[k:k+1], hits[k:k+1], s.recs[8*k:8*k+8]); err != nil {
-					return err
-				}
-			}
-			early = make([]bool, len(ids))
-			for k, r := range hits {
-				early[k] = r != nil
-			}
-			if err := b.upload(s.group(l), s.recs); err != nil {
-				return err
-			}
-			if err := s.gateUpRuns(l, early, true); err != nil {
-				return fmt.Errorf("hit gate/up: %w", err)
-			}
-			s.splitLayers++
-			s.earlyExperts += int64(n)
-		}
-	}
-	rows, release, err := s.spec.Experts.Acquire(l, ids)
-	if err != nil {
-		return fmt.Errorf("acquire experts %v: %w", ids, err)
-	}
-	defer release()
-	if err := s.rowAddrs(l, ids, rows, s.recs); err != nil {
-		return err
-	}
-	if err := b.upload(s.group(l), s.recs); err != nil {
-		return err
-	}
-	if early == nil {
-		return b.o.async(func() error { return s.segs[l+1].launch(b.compute) })
-	}
-	if err := s.gateUpRuns(l, early, false); err != nil {
-		return fmt.Errorf("miss gate/up: %w", err)
-	}
-	return b.o.async(func() error { return s.rest[l+1].launch(b.compute) })
-}
-
-// gateUpRuns launches layer l's routed gate/up for the experts k with
-// early[k] == want, one launch per run of consecutive such k (the kernel
-// takes a contiguous slice of the group's table and writes act[k]).
-func (s *stepper) gateUpRuns(l int, early []bool, want bool) error {
-	b := s.b
-	F := s.lay.Gate.Rows
-	post := s.norm(s.spec.Weights.Layers[l].PostNorm)
-	x := ptr(s.spec.X)
-	for k := 0; k < len(early); {
-		if early[k] != want {
-			k++
-			continue
-		}
-		k1 := k
-		for k1 < len(early) && early[k1] == want {
-			k1++
-		}
-		k0, n := k, k1-k
-		if err := b.o.async(func() error {
-			return b.gateUpLaunchFrom(s.act+cu.DevicePtr(4*k0*F), x, n, s.lay, rowTable{dev: s.group(l), k0: k0, norm: post})
-		}); err != nil {
-			return err
-		}
-		k = k1
-	}
-	return nil
-}
-
-// rowAddrs writes the device addresses of rows (the cache's answer for the
-// routed ids of layer l) into dst (8 bytes each).
-func (s *stepper) rowAddrs(l int, ids []int, rows []backend.Tensor, dst []byte) error {
-	for k, r := range rows {
-		t, ok := r.(*Tensor)
-		if !ok || t.n < s.lay.Size {
-			return fmt.Errorf("cuda: stepper: layer %d: expert %d: row %T is not a CUDA row of %d bytes", l, ids[k], r, s.lay.Size)
-		}
-		*(*uint64)(unsafe.Pointer(&dst[8*k])) = uint64(t.ptr)
-	}
-	return nil
-}
-
-// serveLayer is the host's side of layer l in a graph-wait step: wait for
-// the routing, acquire the group from the cache (which copies and publishes
-// any missing expert), and when the device found a missing row, hand it the
-// group's row addresses and answer its miss ticket. When the generation
-// changed, the layer's table is rebuilt for the next step. The lease is
-// released at once: the step that reads the rows was launched before, so
-// the compute event recorded now covers it.
-func (s *stepper) serveLayer(l int) error {
-	if err := s.wait(0, l); err != nil {
-		return err
-	}
-	ids := s.layerIDs(0, l)
-	E := s.cfg.NumExperts
-	table := unsafe.Slice((*uint64)(unsafe.Add(s.host.p, s.tableOff+8*l*E)), E)
-	missing := false
-	for _, e := range ids {
-		missing = missing || table[e] == 0
-	}
-	rows, release, err := s.spec.Experts.Acquire(l, ids)
-	if err != nil {
-		return fmt.Errorf("acquire experts %v: %w", ids, err)
-	}
-	defer release()
-	fix := unsafe.Slice((*byte)(unsafe.Add(s.host.p, s.fixOff+8*l*s.A)), 8*s.A)
-	if err := s.rowAddrs(l, ids, rows, fix); err != nil {
-		return err
-	}
-	if missing {
-		s.answered[l]++
-		atomic.StoreInt32((*int32)(unsafe.Add(s.host.p, s.readyOff+8*l)), s.answered[l])
-	} else {
-		// The device used the table's rows: they must be the cache's.
-		for k, e := range ids {
-			if got := *(*uint64)(unsafe.Pointer(&fix[8*k])); got != table[e] {
-				return fmt.Errorf("expert %d: the device table holds row %#x, the cache %#x", e, table[e], got)
-			}
-		}
-	}
-	return s.refreshTable(l)
-}
-
-// refreshTable rewrites layer l's table of resident rows when the cache's
-// generation changed since it was last written. Only the host writes the
-// table, and a step reads layer l's part only in its routing kernel, which
-// ran before the host served the layer; the next step's reads come after
-// this write (the next step is launched after the host served every layer).
-func (s *stepper) refreshTable(l int) error {
-	rows, seq, err := s.pub.PublishedRows(l)
-	if err != nil {
-		return err
-	}
-	if seq == s.tableSeq[l] && seq != 0 {
-		return nil
-	}
-	E := s.cfg.NumExperts
-	table := unsafe.Slice((*uint64)(unsafe.Add(s.host.p, s.tableOff+8*l*E)), E)
-	for e, r := range rows {
-		var addr uint64
-		if r != nil {
-			t, ok := r.(*Tensor)
-			if !ok || t.n < s.lay.Size {
-				return fmt.Errorf("cuda: stepper: layer %d: expert %d: row %T is not a CUDA row of %d bytes", l, e, r, s.lay.Size)
-			}
-			addr = uint64(t.ptr)
-		}
-		atomic.StoreUint64(&table[e], addr)
-	}
-	s.tableSeq[l] = seq
-	return nil
-}
-
-// abort makes every gate/up kernel waiting for the host trap instead of
-// waiting for an answer that will not come.
-func (s *stepper) abort() {
-	if s.pub == nil || !s.host.ok {
-		return
-	}
-	for l := range s.L {
-		atomic.StoreInt32((*int32)(unsafe.Add(s.host.p, s.readyOff+8*l+4)), 1)
-	}
-}
-
-// OverlapCounts implements device.OverlapCounter.
-func (s *stepper) OverlapCounts() (split, early int64) { return s.splitLayers, s.earlyExperts }

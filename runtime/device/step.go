@@ -56,8 +56,8 @@ type StepSpec struct {
 	// residency, else graph-segmented), or one of the graph modes.
 	Mode string
 	// Overlap asks a graph-segmented stepper to compute a layer's resident
-	// experts' gate/up while its misses copy (runtime/engine overlap.go); Experts then
-	// implements ResidentLeaser. Other modes refuse it.
+	// experts' gate/up (Lease.Resident) while its misses copy
+	// (Lease.Serve; runtime/engine overlap.go). Other modes refuse it.
 	Overlap bool
 	KCache  []backend.Tensor // [L] of [MaxSeq, Hkv*hd]
 	VCache  []backend.Tensor
@@ -88,22 +88,6 @@ type StepperBackend interface {
 	NewStepper(StepSpec) (Stepper, error)
 }
 
-// PinnedRows is the part of the cache a full-residency stepper uses: the row
-// of every expert of a layer for its device table, and the accounting of
-// the groups it routed on the device (runtime/cache implements it).
-type PinnedRows interface {
-	FullResidency() bool
-	PinnedRows(layer int) ([]backend.Tensor, error)
-	RecordHits(layer int, ids []int) error
-}
-
-// PublishedRows is the part of the cache a graph-wait stepper uses to keep
-// its table of resident rows: every published expert's row (nil where not
-// published) and the generation's sequence number.
-type PublishedRows interface {
-	PublishedRows(layer int) ([]backend.Tensor, uint64, error)
-}
-
 // Overlap modes: whether a graph-segmented step computes a layer's
 // resident experts' gate/up while its misses copy (runtime/engine
 // overlap.go explains the schedule).
@@ -114,17 +98,6 @@ const (
 	// OverlapHitCompute computes the hits' gate/up while the misses copy.
 	OverlapHitCompute = "hit-compute"
 )
-
-// ResidentLeaser is the part of the cache miss/hit overlap uses
-// (runtime/cache implements it): lease the rows of the group's experts
-// that are published now, without counting hits or touching the eviction
-// policy (the Acquire that follows counts the whole group).
-type ResidentLeaser interface {
-	// LeaseResident returns, for each id, its published row or nil, and
-	// a release function (idempotent) to call once the compute that read
-	// the rows has been issued. A leased row is not evicted until then.
-	LeaseResident(layer int, ids []int) (rows []backend.Tensor, release func(), err error)
-}
 
 // OverlapCounter is a Stepper that counts what overlap did: the layers
 // whose group mixed hits and misses (split), and the hit experts whose

@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 
+	"github.com/horizon-runmap/horizon/runtime/device"
 	"github.com/horizon-runmap/horizon/runtime/plan"
 )
 
@@ -170,21 +171,19 @@ func (e *Engine) route(l int) error {
 	return nil
 }
 
-// routedExperts is routed-experts: the cache serves the routed group's rows
-// (the plan's routed-rows point) and the executor strategy computes
-// e.moe from e.xn.
+// routedExperts is routed-experts: the cache leases and serves the routed
+// group's rows (the plan's routed-rows point; the Lease scores a pending
+// prediction of the layer and waits for its prefetch) and the executor
+// strategy computes e.moe from e.xn.
 func (e *Engine) routedExperts(l int) error {
 	ids, weights := e.groupIDs, e.groupWeights
-	if err := e.routed(l, ids); err != nil {
-		return err
-	}
-	rows, release, err := e.experts.Acquire(l, ids)
+	rows, release, err := device.Acquire(e.experts, l, ids)
 	if err != nil {
 		return fmt.Errorf("acquire experts %v: %w", ids, err)
 	}
 	// Next-layer prefetch (prefetch.go): predict layer l+1's group from
 	// e.xn and start loading its misses, so the copies overlap this
-	// layer's experts. Issued after this layer's Acquire, which therefore
+	// layer's experts. Issued after this layer's Serve, which therefore
 	// never waits for it; it writes only its own scratch.
 	if err := e.prefetchNext(l); err != nil {
 		release()

@@ -10,14 +10,16 @@ import (
 //
 // At partial residency a layer's routed group can mix resident experts
 // (hits) and experts the cache must copy from the host authority
-// (misses). Without overlap the device waits while the host acquires the
-// whole group (the misses' copies run on the copy stream and are published
-// after completion), and only then computes the group. With hit-compute
-// the graph-segmented stepper first leases the group's resident rows
-// (ResidentLeaser) and launches their gate/up projections on the compute
-// stream, then acquires the group, so the misses' copies run on the copy
-// stream while the hits compute; the misses' gate/up and the group's down
-// projection follow once the copies are published. Each expert's gate/up
+// (misses). Without overlap the device waits while the host serves the
+// whole group (Lease, then Serve: the misses' copies run on the copy
+// stream and are published after completion), and only then computes the
+// group. With hit-compute the graph-segmented stepper takes the group's
+// lease, launches the gate/up projections of its resident rows
+// (Lease.Resident) on the compute stream, then serves the lease
+// (Lease.Serve), so the misses' copies run on the copy stream while the
+// hits compute; the misses' gate/up and the group's down projection
+// follow once the copies are published. The lease counts the group once,
+// at Serve, exactly as without overlap. Each expert's gate/up
 // output is computed by the same kernel rows whether it runs early or
 // late, and the down projection combines in routed order as before, so
 // the bits match overlap off.
@@ -46,11 +48,8 @@ func ParseOverlap(s string) (string, error) {
 	return "", fmt.Errorf("overlap %q: want one of %v", s, OverlapModes())
 }
 
-// ResidentLeaser and OverlapCounter are defined in runtime/device.
-type (
-	ResidentLeaser = device.ResidentLeaser
-	OverlapCounter = device.OverlapCounter
-)
+// OverlapCounter is defined in runtime/device.
+type OverlapCounter = device.OverlapCounter
 
 // OverlapMode is the overlap mode in force: OverlapHitCompute when the
 // engine's stepper overlaps, else OverlapOff.

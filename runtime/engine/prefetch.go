@@ -8,22 +8,23 @@ import (
 
 // Speculative next-layer prefetch (LoadOptions.Prefetch "next-layer").
 //
-// In the op-by-op step, once layer l has routed and acquired its experts,
-// the engine multiplies layer l+1's router weights with layer l's router
-// input xn (the post-attention norm of layer l) into a scratch [E] buffer,
-// takes the top-k with layer l+1's normalisation, and hands that predicted
-// group to the cache's Prefetch, which loads the predicted misses on the
-// copy stream while layer l's experts compute. Layer l+1 then routes on
-// its own input, exactly as without prefetch, and acquires the group it
-// routed: prefetched experts are hits, anything mispredicted is loaded by
-// the ordinary miss path. The prediction writes only the scratch buffer,
-// so logits and tokens are bit-identical with prefetch on and off; only
-// transfers, evictions and hits move. Before acquiring, the engine tells
-// the cache the routed group (Cache.Routed), which scores the prediction
-// (precision and recall counters) and waits for the layer's prefetch to
-// finish, so the counters do not depend on goroutine timing. With the
-// prediction and the routing both top-k, precision and recall are equal;
-// they are kept apart for predictors whose guesses have another size.
+// In the op-by-op step, once layer l has routed and its experts were
+// served (device.Acquire: Lease, then Serve), the engine multiplies layer
+// l+1's router weights with layer l's router input xn (the post-attention
+// norm of layer l) into a scratch [E] buffer, takes the top-k with layer
+// l+1's normalisation, and hands that predicted group to the cache's
+// Prefetch, which loads the predicted misses on the copy stream while
+// layer l's experts compute. Layer l+1 then routes on its own input,
+// exactly as without prefetch, and leases and serves the group it routed:
+// prefetched experts are hits, anything mispredicted is loaded by the
+// ordinary miss path. The prediction writes only the scratch buffer, so
+// logits and tokens are bit-identical with prefetch on and off; only
+// transfers, evictions and hits move. The Lease of the routed group scores
+// the prediction (precision and recall counters) and waits for the
+// layer's prefetch to finish, so the counters do not depend on goroutine
+// timing. With the prediction and the routing both top-k, precision and
+// recall are equal; they are kept apart for predictors whose guesses have
+// another size.
 //
 // Captured device steps (runtime/cuda, Stepper) route on the device and
 // have no host point between layers to predict from, so prefetch forces
@@ -53,37 +54,23 @@ func ParsePrefetch(s string) (string, error) {
 	return "", fmt.Errorf("prefetch %q: want one of %v", s, PrefetchModes())
 }
 
-// ExpertPrefetcher is the part of the cache next-layer prefetch uses
-// (runtime/cache implements it): start loading a predicted group of a
-// layer, and, once the layer has routed, score the prediction against the
-// routed group and wait for the layer's prefetch.
-type ExpertPrefetcher interface {
-	Prefetch(layer int, ids []int) error
-	Routed(layer int, actual []int) error
-}
-
 // nextLayerPrefetch is the engine's prefetch state.
 type nextLayerPrefetch struct {
-	to     ExpertPrefetcher
 	logits backend.Tensor // [E] layer l+1's router applied to layer l's xn
 }
 
-// usePrefetch turns next-layer prefetch on when mode asks for it; the
-// engine's expert rows must implement ExpertPrefetcher.
+// usePrefetch turns next-layer prefetch on when mode asks for it (the
+// engine's expert rows prefetch through ExpertRows.Prefetch).
 func (e *Engine) usePrefetch(mode string) error {
 	if mode != PrefetchNextLayer {
 		e.pf = nil
 		return nil
 	}
-	to, ok := e.experts.(ExpertPrefetcher)
-	if !ok {
-		return fmt.Errorf("engine: prefetch %s: the expert rows (%T) cannot prefetch", mode, e.experts)
-	}
 	logits, err := e.be.Alloc(e.cfg.NumExperts)
 	if err != nil {
 		return fmt.Errorf("engine: prefetch %s: allocate the predicted router logits [%d]: %w", mode, e.cfg.NumExperts, err)
 	}
-	e.pf = &nextLayerPrefetch{to: to, logits: logits}
+	e.pf = &nextLayerPrefetch{logits: logits}
 	return nil
 }
 
@@ -94,18 +81,6 @@ func (e *Engine) PrefetchMode() string {
 		return PrefetchNextLayer
 	}
 	return PrefetchOff
-}
-
-// routed tells the cache that layer l routed ids (scoring the prediction,
-// waiting for the layer's prefetch); nothing without prefetch.
-func (e *Engine) routed(l int, ids []int) error {
-	if e.pf == nil {
-		return nil
-	}
-	if err := e.pf.to.Routed(l, ids); err != nil {
-		return fmt.Errorf("prefetch of experts: %w", err)
-	}
-	return nil
 }
 
 // prefetchNext predicts layer l+1's routed group from e.xn (layer l's
@@ -122,7 +97,7 @@ func (e *Engine) prefetchNext(l int) error {
 	if err != nil {
 		return fmt.Errorf("predict layer %d: router top-%d: %w", l+1, e.cfg.TopK, err)
 	}
-	if err := e.pf.to.Prefetch(l+1, ids); err != nil {
+	if err := e.experts.Prefetch(l+1, ids); err != nil {
 		return fmt.Errorf("prefetch layer %d experts %v: %w", l+1, ids, err)
 	}
 	return nil

@@ -31,8 +31,9 @@ func TestPrefetchNeverChangesTokens(t *testing.T) {
 	const tokens = 16
 	prompts := [][]int{promptIDs("Every expert stays in host memory."), promptIDs("Prefetch guesses.")}
 	var loadedPartial, usedPartial int64
-	// The counters are a function of the token stream (Cache.Routed waits
-	// for the layer's prefetch): every executor gets the same ones.
+	// The counters are a function of the token stream (the Lease of a
+	// routed group waits for the layer's prefetch): every executor gets
+	// the same ones.
 	counters := map[string]cache.Counters{}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		art := testArtifact(t, arch, qpack.SchemeInt4)

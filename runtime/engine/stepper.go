@@ -8,16 +8,15 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// The step interfaces (StepSpec, Stepper, StepperBackend, PinnedRows,
-// PublishedRows) and the step modes are defined in runtime/device, below
-// the engine and the device backends that implement them; these aliases
-// keep the engine's vocabulary.
+// The step interfaces (StepSpec, Stepper, StepperBackend) and the step
+// modes are defined in runtime/device, below the engine and the device
+// backends that implement them; these aliases keep the engine's
+// vocabulary. A stepper reaches the cache through StepSpec.Experts, the
+// one protocol of device.ExpertRows (Snapshot, Lease, Serve, Release).
 type (
 	StepSpec       = device.StepSpec
 	Stepper        = device.Stepper
 	StepperBackend = device.StepperBackend
-	PinnedRows     = device.PinnedRows
-	PublishedRows  = device.PublishedRows
 )
 
 // Step modes: how Generate issues a step (see runtime/device).
@@ -35,13 +34,10 @@ func StepModes() []string { return device.StepModes() }
 // "auto": when the backend has one; StepOps: never).
 //
 // With overlap the stepper must be graph-segmented (the only mode that
-// serves misses between captured segments) and the expert rows must lease
-// resident rows (ResidentLeaser); anything else is an error.
+// serves misses between captured segments; every ExpertRows leases a
+// group's resident rows, Lease.Resident); anything else is an error.
 func (e *Engine) useStepper(mode string, layout qpack.RecordLayout, overlap bool) error {
 	if overlap {
-		if _, ok := e.experts.(ResidentLeaser); !ok {
-			return fmt.Errorf("engine: overlap %s: the expert rows (%T) cannot lease resident rows", OverlapHitCompute, e.experts)
-		}
 		switch mode {
 		case "", "auto", StepGraphSegmented:
 		default:

@@ -1,0 +1,322 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/plan"
+)
+
+// issueBody issues body[lo:hi) into the stream being captured. Without
+// gateUp the first instruction, a routed-experts, leaves out its group's
+// gate/up (overlap issued it outside the segment: gateUpRuns).
+func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
+	for i := lo; i < hi; i++ {
+		in := s.prog.body[i]
+		var err error
+		switch in.Op {
+		case plan.OpEmbed:
+			err = s.issueEmbed()
+		case plan.OpAttnIn:
+			err = s.issueAttnIn(in.Layer)
+		case plan.OpAttention:
+			err = s.issueAttention(in.Layer)
+		case plan.OpAttnOut:
+			err = s.issueAttnOut(in.Layer)
+		case plan.OpRoute:
+			err = s.issueRoute(i, in.Layer)
+		case plan.OpRoutedExperts:
+			err = s.issueRoutedExperts(i, in.Layer, gateUp || i != lo)
+		case plan.OpSharedExpert:
+			err = s.issueSharedExpert(i, in.Layer)
+		case plan.OpMoEResidual:
+			err = s.issueMoEResidual(i)
+		default:
+			err = fmt.Errorf("%s has no kernel in a captured step", in.Op) // compile refused it
+		}
+		if err != nil {
+			return fmt.Errorf("instruction %d (%s): %w", i, in.Op, err)
+		}
+	}
+	return nil
+}
+
+// issueHead issues the head instructions: head (lm_head staging the final
+// norm) and select (argmax, EOS ids masked when masked).
+func (s *stepper) issueHead(masked bool) error {
+	for _, in := range s.prog.head {
+		var err error
+		switch in.Op {
+		case plan.OpHead:
+			err = s.issueLMHead()
+		case plan.OpSelect:
+			err = s.issueSelect(masked)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.Op, err)
+		}
+	}
+	return nil
+}
+
+// ptr is a weight's device address (0 for nil).
+func ptr(t backend.Tensor) cu.DevicePtr {
+	if t == nil {
+		return 0
+	}
+	return t.(*Tensor).ptr
+}
+
+// wkind is the kernels' weight-kind argument: 1 FP16, 2 FP32.
+func wkind(t backend.Tensor) int {
+	if t.DType() == backend.F16 {
+		return 1
+	}
+	return 2
+}
+
+// norm asks a consumer kernel to stage RMSNorm(x)·w (one group over the
+// hidden size) instead of x: the captured step launches no norm kernel.
+func (s *stepper) norm(w backend.Tensor) normSpec {
+	return normSpec{w: ptr(w), kind: wkind(w), eps: float32(s.cfg.RMSNormEps)}
+}
+
+// stagedNorm is the norm an instruction that reads xn stages from x: that
+// of the instruction that wrote xn (attn-in: the input norm, route: the
+// post-attention norm).
+func (s *stepper) stagedNorm(i int) (normSpec, error) {
+	j := s.prog.xnFrom[i]
+	if j < 0 {
+		return normSpec{}, fmt.Errorf("reads no xn")
+	}
+	w := s.spec.Weights.Layers[s.prog.body[j].Layer]
+	switch s.prog.body[j].Op {
+	case plan.OpAttnIn:
+		return s.norm(w.InputNorm), nil
+	case plan.OpRoute:
+		return s.norm(w.PostNorm), nil
+	}
+	return normSpec{}, fmt.Errorf("xn written by %s", s.prog.body[j].Op)
+}
+
+// issueEmbed is embed: x = E[token].
+func (s *stepper) issueEmbed() error {
+	w := s.spec.Weights.Embed
+	D := s.cfg.HiddenSize
+	return s.b.launch(s.b.k.embedStep, s.b.elementwiseGrid(D), block, 0,
+		argPtr(ptr(s.spec.X)), argPtr(ptr(w)), argInt(wkind(w)), argPtr(s.st), argInt(D))
+}
+
+// issueAttnIn is attn-in: q|k|v = W·rmsnorm(x) (+bias) in one matvec over
+// the fused weight (device.LayerWeights.QKV), then q/k norm + RoPE + KV
+// append in one launch (one block per head) when the norms hold whole
+// heads, else the unfused q/k norm and RoPE + KV append.
+func (s *stepper) issueAttnIn(l int) error {
+	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	D, KV, hd := cfg.HiddenSize, cfg.KVDim(), cfg.HeadDim()
+	Q := cfg.NumHeads * hd
+	q, k, v := s.qkv, s.qkv+cu.DevicePtr(4*Q), s.qkv+cu.DevicePtr(4*(Q+KV))
+	bk := 0
+	if lw.QKVBias != nil {
+		bk = wkind(lw.QKVBias)
+	}
+	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), ptr(s.spec.X), ptr(lw.QKVBias), bk, Q+2*KV, D, s.norm(lw.InputNorm)); err != nil {
+		return err
+	}
+	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
+	if s.headNorms(l) {
+		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
+		return b.launch(b.k.qkNormRopeKVStep, cfg.NumHeads+cfg.NumKVHeads, block, 0, argPtr(s.qn), argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
+			argPtr(ptr(lw.QNorm)), argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads),
+			argInt(hd), argInt(gq), argInt(gk), argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps)))
+	}
+	if lw.QNorm != nil {
+		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
+		if err := b.launch(b.k.qkNormStep, Q/gq+KV/gk, block, 0, argPtr(q), argPtr(k), argPtr(ptr(lw.QNorm)),
+			argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(Q), argInt(gq), argInt(gk), argF32(float32(cfg.RMSNormEps))); err != nil {
+			return err
+		}
+	}
+	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
+		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
+}
+
+// headNorms: layer l has q/k norms whose groups hold whole heads, so one
+// launch normalises, rotates and appends per head, writing the rotated
+// queries out of place (qn).
+func (s *stepper) headNorms(l int) bool {
+	lw, hd := &s.spec.Weights.Layers[l], s.cfg.HeadDim()
+	return lw.QNorm != nil && lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0
+}
+
+// issueAttention is attention over K, V[0..pos] of layer l.
+func (s *stepper) issueAttention(l int) error {
+	b, cfg := s.b, s.cfg
+	hd := cfg.HeadDim()
+	qa := s.qkv // the unfused path rotates q in place
+	if s.headNorms(l) {
+		qa = s.qn
+	}
+	return b.launch(b.k.attentionStep, cfg.NumHeads, block, (s.spec.MaxSeq+attWarps*hd)*4, argPtr(s.att), argPtr(qa),
+		argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l])), argPtr(s.st), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd))
+}
+
+// issueAttnOut is attn-out: o_proj with the residual added in its epilogue.
+func (s *stepper) issueAttnOut(l int) error {
+	cfg := s.cfg
+	x := ptr(s.spec.X)
+	return s.b.matvecF16Launch(x, ptr(s.spec.Weights.Layers[l].O), s.att, x, 2, cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim(), normSpec{})
+}
+
+// issueRoute is route: router logits over the staged post-attention norm,
+// then route_step (top-k, the group's weights and, by mode, its rows:
+// graph-full gathers them from the device table of pinned rows, graph-wait
+// from the host's table of resident rows, noting misses for await_step;
+// graph-segmented leaves them to the host). Route_step sets layer l's flag
+// when the host must see the ids; a graph-full step publishes every
+// layer's ids at the last route instead, with one system fence.
+func (s *stepper) issueRoute(i, l int) error {
+	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	E := cfg.NumExperts
+	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), ptr(s.spec.X), 0, 0, E, cfg.HiddenSize, s.norm(lw.PostNorm)); err != nil {
+		return err
+	}
+	var table, need cu.DevicePtr
+	switch s.mode {
+	case device.StepGraphFull:
+		table = s.tables + cu.DevicePtr(8*l*E)
+	case device.StepGraphWait:
+		table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
+		need = s.need + cu.DevicePtr(8*l)
+	}
+	norm := 0
+	if cfg.NormTopKProb {
+		norm = 1
+	}
+	ids := s.host.dev + cu.DevicePtr(s.idsAt(s.cur, l))
+	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
+	var copySrc, copyDst cu.DevicePtr
+	copyN := 0
+	if s.mode == device.StepGraphFull {
+		ids = s.idsDev + cu.DevicePtr(4*l*s.A)
+		if i != s.prog.lastRoute {
+			flag = 0
+		} else {
+			copySrc, copyDst, copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
+		}
+	}
+	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
+		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
+		argPtr(copySrc), argPtr(copyDst), argInt(copyN))
+}
+
+func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
+
+// issueRoutedExperts is routed-experts in the executor's launch structure,
+// its Strategy: executor.PerGroup (grouped-v1) one gate/up and one down
+// launch for the group, executor.PerExpert (scalar-v1) one of each per
+// expert, accumulated in k order. A graph-wait step first waits on the
+// device for the host's answer when the group had a miss (await_step).
+// Without gateUp the PerGroup gate/up is left out (overlap issued it).
+func (s *stepper) issueRoutedExperts(i, l int, gateUp bool) error {
+	b := s.b
+	x := ptr(s.spec.X)
+	xn, err := s.stagedNorm(i)
+	if err != nil {
+		return err
+	}
+	grp := s.group(l)
+	if s.mode == device.StepGraphWait {
+		if err := b.launch(b.k.awaitStep, 1, 32, 0, argPtr(s.need+cu.DevicePtr(8*l)), argPtr(s.host.dev+cu.DevicePtr(s.readyOff+8*l)),
+			argPtr(s.host.dev+cu.DevicePtr(s.fixOff+8*l*s.A)), argPtr(grp), argInt(s.A)); err != nil {
+			return err
+		}
+	}
+	switch s.strategy {
+	case executor.PerExpert:
+		F := s.lay.Gate.Rows
+		for k := range s.A {
+			act := s.act + cu.DevicePtr(4*k*F)
+			if err := b.gateUpLaunchFrom(act, x, 1, s.lay, rowTable{dev: grp, k0: k, norm: xn}); err != nil {
+				return err
+			}
+			if err := b.downLaunchFrom(s.moe, act, 1, s.lay, rowTable{dev: grp, k0: k}, 0, k > 0); err != nil {
+				return err
+			}
+		}
+		return nil
+	case executor.PerGroup:
+		if gateUp {
+			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}); err != nil {
+				return err
+			}
+		}
+		if s.prog.downAddsResidual(i, s.strategy) {
+			return b.downLaunchFrom(x, s.act, s.A, s.lay, rowTable{dev: grp}, x, false)
+		}
+		return b.downLaunchFrom(s.moe, s.act, s.A, s.lay, rowTable{dev: grp}, 0, false)
+	}
+	return fmt.Errorf("executor strategy %s", s.strategy) // check refused it
+}
+
+// issueSharedExpert is shared-expert (Qwen) with the moe-residual that
+// follows it (sharedAddsResidual, which compile requires): gate|up|mix in
+// one matvec over the staged norm, SiLU·up, down, then x = x + moe +
+// sigmoid(mix)·shared in one launch.
+func (s *stepper) issueSharedExpert(i, l int) error {
+	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	D, S := cfg.HiddenSize, cfg.SharedFFN
+	x := ptr(s.spec.X)
+	xn, err := s.stagedNorm(i)
+	if err != nil {
+		return err
+	}
+	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, xn); err != nil {
+		return err
+	}
+	if err := b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum),
+		argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S)); err != nil {
+		return err
+	}
+	if err := b.matvecF16Launch(s.sd, ptr(lw.SharedDown), s.sa, 0, 0, D, S, normSpec{}); err != nil {
+		return err
+	}
+	return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
+		argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))
+}
+
+// issueMoEResidual is moe-residual: x = x + moe, unless the instruction
+// before it already wrote x (residualFused).
+func (s *stepper) issueMoEResidual(i int) error {
+	if s.prog.residualFused(i, s.strategy) {
+		return nil
+	}
+	x, D := ptr(s.spec.X), s.cfg.HiddenSize
+	return s.b.launch(s.b.k.add, s.b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(x), argPtr(s.moe), argInt(D))
+}
+
+// issueLMHead is head: logits = W_lm · rmsnorm(x)·norm (the norm staged).
+func (s *stepper) issueLMHead() error {
+	cfg := s.cfg
+	return s.b.matvecF16Launch(ptr(s.spec.Logits), ptr(s.spec.Weights.LMHead), ptr(s.spec.X), 0, 0, cfg.VocabSize, cfg.HiddenSize, s.norm(s.spec.Weights.Norm))
+}
+
+// issueSelect is select: the greedy next token (argmax_step, EOS ids
+// excluded when masked), written to the device's step state and the
+// slot's token, and flag L set.
+func (s *stepper) issueSelect(masked bool) error {
+	b, cfg := s.b, s.cfg
+	nm := 0
+	if masked {
+		nm = len(cfg.EOSTokenIDs)
+	}
+	return b.launch(b.k.argmaxStep, s.argG, 1024, 0, argPtr(ptr(s.spec.Logits)), argInt(cfg.VocabSize), argPtr(s.masked), argInt(nm), argPtr(s.st),
+		argPtr(s.part), argPtr(s.ticket), argPtr(s.host.dev+cu.DevicePtr(s.slotBytes*s.cur+s.tokOff)),
+		argPtr(s.host.dev+cu.DevicePtr(s.flagAt(s.cur, s.L))))
+}
