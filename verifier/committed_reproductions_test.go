@@ -10,7 +10,8 @@ import (
 )
 
 // TestCommittedReproductionsVerify: every reproduction directory committed
-// under results/ (a reproduction.json beside original/ and rerun/) of an
+// under results/, one or two levels down (a reproduction.json beside
+// original/ and rerun/), of an
 // edition that is still committed checks against it, with 0 errors, and
 // reproduces at least one claim. So the H200 reproductions stay evidence:
 // editing an edition they reproduced, or the records they keep, fails CI.
@@ -19,9 +20,13 @@ import (
 // log line, and it still must name a manifest the repository's history
 // holds, which its README gives.
 func TestCommittedReproductionsVerify(t *testing.T) {
-	recs, err := filepath.Glob(filepath.Join("..", "results", "*", "*", editions.ReproductionFile))
-	if err != nil {
-		t.Fatal(err)
+	var recs []string
+	for _, depth := range [][]string{{"*", "*"}, {"*", "*", "*"}} { // results/<run>/[<part>/]<reproduction>
+		m, err := filepath.Glob(filepath.Join(append(append([]string{"..", "results"}, depth...), editions.ReproductionFile)...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, m...)
 	}
 	if len(recs) == 0 {
 		t.Skip("results/ holds no reproduction")
@@ -35,7 +40,8 @@ func TestCommittedReproductionsVerify(t *testing.T) {
 	}()
 	for _, rec := range recs {
 		dir := filepath.Dir(rec)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
+		name, _ := filepath.Rel(filepath.Join("..", "results"), dir)
+		t.Run(name, func(t *testing.T) {
 			b, err := os.ReadFile(rec)
 			if err != nil {
 				t.Fatal(err)
