@@ -49,6 +49,9 @@ func TestImportRules(t *testing.T) {
 		{"campaigns/report", nil, []string{"runtime/", "campaigns/worker", "ceilings"}},
 		{"verifier", nil, []string{"runtime/", "campaigns"}},
 		{"cmd/horizon-verify", nil, []string{"runtime/", "campaigns"}},
+		// eviction is a leaf (policies, placements, the replay of recorded
+		// routing) shared by the cache and the verifier.
+		{"eviction", nil, []string{"runtime/", "campaigns", "editions", "verifier", "contracts", "schemas", "cmd/"}},
 	} {
 		t.Run(tc.pkg, func(t *testing.T) {
 			for _, d := range deps(t, tc.pkg, tc.tags...) {

@@ -109,10 +109,10 @@ func (o Options) validate(experts int) (Options, error) {
 	case o.Transport == TransportRegistered && o.Staging != 0:
 		return o, fmt.Errorf("%d staging buffers with the %s transport, which copies from the page-locked authority and has no staging ring: want 0", o.Staging, o.Transport)
 	}
-	if _, ok := policies[o.Policy]; !ok {
+	if !slices.Contains(Policies(), o.Policy) {
 		return o, fmt.Errorf("unknown eviction policy %q (declared: %v)", o.Policy, Policies())
 	}
-	if _, ok := placements[o.Placement]; !ok {
+	if !slices.Contains(Placements(), o.Placement) {
 		return o, fmt.Errorf("unknown placement %q (declared: %v)", o.Placement, Placements())
 	}
 	return o, nil

@@ -1,4 +1,4 @@
-package cache
+package eviction
 
 import (
 	"fmt"
@@ -106,7 +106,7 @@ func newExpertList(n int) expertList {
 
 func (l *expertList) pushBack(e int) {
 	if l.in[e] {
-		panic(fmt.Sprintf("cache: policy: expert %d inserted twice", e))
+		panic(fmt.Sprintf("eviction: expert %d inserted twice", e))
 	}
 	l.in[e] = true
 	l.prev[e], l.next[e] = l.tail, -1
@@ -120,7 +120,7 @@ func (l *expertList) pushBack(e int) {
 
 func (l *expertList) remove(e int) {
 	if !l.in[e] {
-		panic(fmt.Sprintf("cache: policy: expert %d removed but not present", e))
+		panic(fmt.Sprintf("eviction: expert %d removed but not present", e))
 	}
 	l.in[e] = false
 	if l.prev[e] >= 0 {
