@@ -13,8 +13,8 @@
 #   ncu-<arch>-graphs.csv  --graph-profiling graph: each graph launch timed whole (kernels plus the
 #                          gaps between them on the device)
 # and prints, per instruction of the plan (runtime/plan), the kernels it launched in the last full
-# step, their time, their DRAM bytes, the time those bytes take at HBM_TBS (default 4.26 TB/s,
-# ../shared/GPU-NOTES.md's measured H200 figure) and the achieved bandwidth. summary.txt holds the
+# step, their time, their DRAM bytes, the time those bytes take at HBM_TBS (default 4.26 TB/s, the
+# measured H200 figure the issues use) and the achieved bandwidth. summary.txt holds the
 # tables; everything is packed into $OUT/instruction-profile.tar.gz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
