@@ -105,6 +105,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		{"residency39.yaml", 13, "cuda"},
 		{"residency-ablation.yaml", 14, "cuda"},
 		{"full-residency.yaml", 2, "cuda"},
+		{"smoke-cuda.yaml", 8, "cuda"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.file, func(t *testing.T) {

@@ -27,7 +27,7 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 	}
 	s := r.Setup
 	switch {
-	case r.Schema != editions.SchemaRaw || r.Version != editions.Version:
+	case r.Schema != editions.SchemaRaw || !editions.RawVersionKnown(r.Version):
 		return bad("schema %q version %d", r.Schema, r.Version)
 	case r.Edition != c.Edition || r.ConfigID != cfg.ID || r.Block != block:
 		return bad("record is for edition %q, configuration %q, block %d", r.Edition, r.ConfigID, r.Block)

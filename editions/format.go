@@ -14,7 +14,18 @@ const (
 	SchemaCampaign = "horizon.campaign"
 	SchemaContract = "horizon.contract"
 	Version        = 1
+	// RawVersion is the version of the raw records a worker writes now:
+	// 2 adds the routing traces (Warmup.RoutingTrace,
+	// Request.RoutingTrace), required from RawVersionTraces on. Raw
+	// records of version 1 (before traces) stay valid. Every other
+	// document is Version.
+	RawVersion       = 2
+	RawVersionTraces = 2
 )
+
+// RawVersionKnown reports whether v is a raw-record version this build
+// reads (1..RawVersion).
+func RawVersionKnown(v int) bool { return v >= 1 && v <= RawVersion }
 
 // File names inside an edition.
 const (
@@ -78,7 +89,7 @@ type BuildInfo struct {
 // aggregate from these.
 type RawRecord struct {
 	Schema     string      `json:"schema"`  // SchemaRaw
-	Version    int         `json:"version"` // Version
+	Version    int         `json:"version"` // RawVersion (1 before routing traces)
 	Edition    string      `json:"edition"`
 	ConfigID   string      `json:"config_id"`
 	Block      int         `json:"block"` // 1..contract blocks
@@ -216,6 +227,23 @@ type Warmup struct {
 	N        int     `json:"n"`
 	TokenIDs []int   `json:"token_ids"`
 	Seconds  float64 `json:"seconds"`
+	// RoutingTrace is what the cache was asked during the warmup (from
+	// RawVersionTraces on; absent before).
+	RoutingTrace *RoutingTrace `json:"routing_trace,omitempty"`
+}
+
+// RoutingTrace is the cache's routing trace of one request (runtime/cache
+// Options.Trace): every routed group leased and served, and every
+// predicted group prefetched, in call order, packed by package eviction's
+// codec. Replaying the worker's traces in order (warmup, then its
+// requests) from the setup's initial placement with its policy and
+// capacity (eviction.Model) reproduces every request's cache counters.
+type RoutingTrace struct {
+	Format string `json:"format"` // eviction.TraceFormat, "eviction-trace-v1"
+	Events int    `json:"events"` // number of events in Data
+	// Data is base64 (standard, padded) of the packed events: per event
+	// the bytes kind (1 lease, 2 prefetch), layer, n, then n expert ids.
+	Data string `json:"data"`
 }
 
 // Request is one measured request. Timestamps are ns from admission of the
@@ -233,6 +261,9 @@ type Request struct {
 	DecodeSeconds  float64      `json:"decode_seconds"`  // (token_ns[N-1] - token_ns[0]) / 1e9
 	RuntimeSeconds float64      `json:"runtime_seconds"` // token_ns[N-1] / 1e9
 	Cache          RequestCache `json:"cache"`
+	// RoutingTrace is what the cache was asked during the request (from
+	// RawVersionTraces on; absent before).
+	RoutingTrace *RoutingTrace `json:"routing_trace,omitempty"`
 }
 
 // RequestCache holds the cache counters of one request. The first five are

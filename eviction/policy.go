@@ -36,6 +36,8 @@ const DefaultPolicy = "lru"
 var policies = map[string]func(experts int) Policy{
 	"lru":  func(n int) Policy { return &listPolicy{name: "lru", touchOnHit: true, list: newExpertList(n)} },
 	"fifo": func(n int) Policy { return &listPolicy{name: "fifo", touchOnHit: false, list: newExpertList(n)} },
+	"lfu":  newLFU, // lfu.go
+	"arc":  newARC, // arc.go
 }
 
 // Policies returns the declared policy names, sorted.

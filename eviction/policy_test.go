@@ -1,6 +1,7 @@
 package eviction
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -54,7 +55,7 @@ func TestPolicies(t *testing.T) {
 	if p, _ := NewPolicy("", 1); p.Name() != "lru" {
 		t.Errorf("default policy %s", p.Name())
 	}
-	if _, err := NewPolicy("clock", 1); err == nil || !strings.Contains(err.Error(), "declared: [fifo lru]") {
+	if _, err := NewPolicy("clock", 1); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("declared: %v", Policies())) {
 		t.Errorf("unknown policy: %v", err)
 	}
 }

@@ -310,7 +310,7 @@ func checkReproWorker(v *view, dir, recFile string, i int, w editions.ReproWorke
 // with timings that follow from its timestamps.
 func checkRerunIdentity(v *view, rp, name string, orig, rerun *editions.RawRecord, fs *findings) bool {
 	var bad []string
-	if rerun.Schema != editions.SchemaRaw || rerun.Version != editions.Version {
+	if rerun.Schema != editions.SchemaRaw || !editions.RawVersionKnown(rerun.Version) {
 		bad = append(bad, fmt.Sprintf("schema %q version %d", rerun.Schema, rerun.Version))
 	}
 	if rerun.Edition != v.e.Manifest.Edition || rerun.ConfigID != orig.ConfigID || rerun.Block != orig.Block {

@@ -50,7 +50,12 @@ func checkSchemas(v *view, fs *findings) {
 		if want != "" && name != want {
 			fs.add(IDSchemaWrongName, p, "/schema", want, name, "a document at %s must be a %s", p, want)
 		}
-		if ver, ok := asInt(obj["version"]); !ok || ver != editions.Version {
+		if name == editions.SchemaRaw {
+			if ver, ok := asInt(obj["version"]); !ok || !editions.RawVersionKnown(int(ver)) {
+				fs.add(IDSchemaVersion, p, "/version", editions.RawVersion, obj["version"],
+					"this verifier knows versions 1..%d of %s", editions.RawVersion, name)
+			}
+		} else if ver, ok := asInt(obj["version"]); !ok || ver != editions.Version {
 			fs.add(IDSchemaVersion, p, "/version", editions.Version, obj["version"],
 				"this verifier knows version %d of %s", editions.Version, name)
 		}

@@ -104,7 +104,27 @@
 //     and EOS ids changed in every worker; only a reproduction or a
 //     trusted signature speaks to that.
 //
-//  10. derived: the files people read say what the JSON says. report.md and
+//  10. replay: raw records of version 2 carry the cache's routing trace
+//     of the warmup and of every request (eviction-trace-v1: every routed
+//     group leased and every predicted group prefetched, in call order).
+//     The verifier replays each worker's sequence (warmup, then its
+//     requests in order) through eviction.Model from the setup's initial
+//     placement with its policy and capacity, and every request's hits,
+//     misses, evictions, h2d_copies, h2d_bytes, layer_misses and, with
+//     prefetch on, prefetch counters must equal the record's exactly
+//     (replay.mismatch names the counter, both values, and the first event,
+//     position and layer, after which they diverge). A trace must agree
+//     with the tokens: prompt_tokens + N - 1 groups of top_k distinct
+//     experts per layer, one prediction per position for every layer but
+//     the first with prefetch on, none with it off (replay.trace). A
+//     version-2 record without a trace is an error; version-1 records
+//     (before traces) are a hint (replay.unverified). This closes the gap
+//     check physics leaves: counters changed alike in every block no
+//     longer pass, unless the forger also rewrites the traces into a
+//     routing that produces them, which a reproduction's tokens and
+//     counters then contradict.
+//
+//  11. derived: the files people read say what the JSON says. report.md and
 //     report.html are required, and so is every plot they show. Their
 //     results and cache-invariants tables are parsed (the section headings
 //     "Results" and "Cache contract invariants") and every cell compared
@@ -117,14 +137,14 @@
 //     and a plot is checked only for presence and the PNG signature, never
 //     against the data it draws.
 //
-//  11. signature: attestation.dsse.json, the one file the manifest does not
+//  12. signature: attestation.dsse.json, the one file the manifest does not
 //     list, is a DSSE envelope over an in-toto Statement v1 whose subject is
 //     manifest.json's SHA-256 (package attest). With Options.TrustedKey a
 //     missing, malformed, wrong-key or other-manifest signature is an
 //     error; without it an unsigned edition is a hint (signature.unsigned)
 //     and a signed one too (signature.unverified: whose key, not checked).
 //
-//  12. reproduction: with Options.Reproduction, the directory horizon-bench
+//  13. reproduction: with Options.Reproduction, the directory horizon-bench
 //     reproduce wrote: its record names this edition's manifest SHA-256,
 //     its original records are byte copies of the edition's, its rerun
 //     records are workers of this edition's campaign, and every comparison

@@ -99,6 +99,7 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		{"consistency", checkConsistency},
 		{"binding", checkBinding},
 		{"physics", checkPhysics},
+		{"replay", checkReplay},
 		{"derived", checkDerived},
 		{"signature", checkSignature},
 		{"reproduction", checkReproduction},

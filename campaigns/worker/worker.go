@@ -10,6 +10,7 @@ import (
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/eviction"
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/engine"
@@ -82,7 +83,7 @@ func Run(o Options) (err error) {
 		started = time.Now()
 	}
 	rec := editions.RawRecord{
-		Schema: editions.SchemaRaw, Version: editions.Version,
+		Schema: editions.SchemaRaw, Version: editions.RawVersion,
 		Edition: o.Campaign.Edition, ConfigID: cfg.ID, Block: o.Block,
 		Contract:  editions.ContractRef{ID: k.ID, SHA256: o.ContractSHA},
 		StartedAt: started.UTC().Format(time.RFC3339Nano),
@@ -134,6 +135,7 @@ func Run(o Options) (err error) {
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
 		StepMode: cfg.StepMode,
 		MaxSeq:   maxSeq,
+		Trace:    true,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -165,6 +167,11 @@ func Run(o Options) (err error) {
 		Regime: campaigns.Regime(opts.Capacity, mcfg.NumExperts), TokenizerSHA256: tokSHA,
 	}
 	prefetching := l.PrefetchMode() != engine.PrefetchOff
+	// The routing trace starts at admission: the verifier replays it from
+	// the initial placement, so nothing may have reached the cache yet.
+	if tr := l.Cache.TakeTrace(); len(tr) != 0 {
+		return fmt.Errorf("load %s: the cache was asked %d groups before the warmup; the routing trace would not replay from the initial placement", cfg.ID, len(tr))
+	}
 
 	// Warmup: excluded from every metric, but it runs on the same cache,
 	// which evolves from here on.
@@ -176,6 +183,9 @@ func Run(o Options) (err error) {
 	rec.Warmup = editions.Warmup{
 		Excluded: true, PromptID: k.Warmup.Prompt.ID, N: len(wres.Tokens), TokenIDs: wres.Tokens,
 		Seconds: time.Since(t).Seconds(),
+	}
+	if rec.Warmup.RoutingTrace, err = routingTrace(l.Cache.TakeTrace()); err != nil {
+		return fmt.Errorf("warmup: %w", err)
 	}
 	fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(wres.Tokens))
 
@@ -189,11 +199,15 @@ func Run(o Options) (err error) {
 		if err != nil {
 			return fmt.Errorf("request %d (%s): %w", i, p.ID, err)
 		}
+		trace, err := routingTrace(l.Cache.TakeTrace())
+		if err != nil {
+			return fmt.Errorf("request %d (%s): %w", i, p.ID, err)
+		}
 		rec.Requests = append(rec.Requests, editions.Request{
 			Index: i, PromptID: p.ID, PromptTokens: len(prompts[i]), PromptTokenIDs: prompts[i],
 			N: len(res.Tokens), TokenIDs: res.Tokens, TokenNs: res.TokenNs,
 			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
-			Cache: requestCache(cc, prefetching),
+			Cache: requestCache(cc, prefetching), RoutingTrace: trace,
 		})
 		fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(res.Tokens))
 	}
@@ -231,6 +245,15 @@ func checkCapabilities(k *contracts.Contract, d Device) error {
 		}
 	}
 	return nil
+}
+
+// routingTrace packs a request's routing trace for the raw record.
+func routingTrace(events []eviction.Event) (*editions.RoutingTrace, error) {
+	data, err := eviction.Encode(events)
+	if err != nil {
+		return nil, fmt.Errorf("encode the routing trace: %w", err)
+	}
+	return &editions.RoutingTrace{Format: eviction.TraceFormat, Events: len(events), Data: data}, nil
 }
 
 // requestCache turns cache counters into the record's: every counter exists

@@ -39,6 +39,7 @@ through the same prepare and generate commands.`,
 			reproduceCommand(),
 			keygenCommand(),
 			attestCommand(),
+			simulateCommand(),
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {},
 	}

@@ -42,6 +42,10 @@ func newApp(stdout, stderr io.Writer) *cli.App {
                  timestamps strictly increase; no two requests share timings; one build,
                  host and GPU; VRAM holds the placed experts; EOS, tokenizer and prompt ids
                  pinned by the checkpoint
+   replay        each worker's routing traces (raw record version 2) replayed through the
+                 declared placement, policy and capacity reproduce every request's cache
+                 counters exactly; traces agree with the token counts; records from before
+                 traces are a hint
    derived       report.md and report.html tables equal the JSON; plots present
    signature     attestation.dsse.json (horizon-bench attest) signs this manifest.json;
                  with --trusted-key it must be that key's signature (unsigned: a hint)

@@ -76,7 +76,7 @@ func TestExitCodes(t *testing.T) {
 		want []string // substrings of stdout+stderr
 	}{
 		{"valid edition", func(t *testing.T) []string { return []string{"--contract", fixtureContract, copyFixture(t)} }, exitPass,
-			[]string{"PASS: 0 errors, 2 hints (exit 0)", "binding.contract-explicit", "recompute    PASS"}},
+			[]string{"PASS: 0 errors, 3 hints (exit 0)", "binding.contract-explicit", "replay.unverified", "recompute    PASS"}},
 		{"unreleased contract not named", func(t *testing.T) []string { return []string{copyFixture(t)} }, exitFail,
 			[]string{"binding.contract-unpinned", "FAIL: 1 error"}},
 		{"flags after the directory", func(t *testing.T) []string { return []string{copyFixture(t), "--json", "--contract", fixtureContract} }, exitPass,

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/horizon-runmap/horizon/eviction"
 	"github.com/horizon-runmap/horizon/runtime/backend"
 )
 
@@ -63,6 +64,9 @@ type Options struct {
 	// Transport names how a miss moves a record from the host authority to
 	// its row (see Transports); "" is "staged".
 	Transport string
+	// Trace records every validated Lease and Prefetch as an
+	// eviction.Event (see TakeTrace). Off by default.
+	Trace bool
 }
 
 // Transports: how a copy reaches a row.
@@ -148,6 +152,12 @@ type Cache struct {
 
 	// Counted where a writeback would happen; see Counters.
 	d2hExpertBytes, writebacks atomic.Int64
+
+	// The routing trace (Options.Trace; trace.go). traceMu guards both;
+	// traceIDs is the arena the events' ids live in.
+	traceMu  sync.Mutex
+	trace    []eviction.Event
+	traceIDs []int
 
 	reqMu     sync.Mutex
 	admitted  bool

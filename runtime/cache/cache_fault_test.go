@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -72,7 +73,7 @@ func TestNewRejects(t *testing.T) {
 		{"capacity above experts", 2, with(func(o *Options) { o.Capacity = 7 }), nil, "capacity 7 outside 1..6"},
 		{"group above capacity", 2, with(func(o *Options) { o.GroupSize = 4; o.Spares = 4 }), nil, "group size 4 outside 1..3"},
 		{"spares below group", 2, with(func(o *Options) { o.Spares = 1 }), nil, "1 spare rows per layer, need at least the group size 2"},
-		{"unknown policy", 2, with(func(o *Options) { o.Policy = "lfu" }), nil, `unknown eviction policy "lfu" (declared: [fifo lru])`},
+		{"unknown policy", 2, with(func(o *Options) { o.Policy = "clock" }), nil, `unknown eviction policy "clock" (declared: ` + fmt.Sprint(Policies()) + `)`},
 		{"unknown placement", 2, with(func(o *Options) { o.Placement = "random" }), nil, `unknown placement "random" (declared: [canonical strided])`},
 		{"layers differ from authority", 3, good, nil, "3 layers x 6 experts, the authority holds 2 x 6"},
 		{"device out of row memory", 2, good, func(fd *faultDevice) { fd.failRowAt = 7 }, "allocate row 1 of layer 1 (5 rows of 100 bytes per layer: capacity 3 + 2 spares): injected device error; lower the capacity or spares"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/horizon-runmap/horizon/eviction"
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/device"
 )
@@ -90,6 +91,7 @@ func (c *Cache) Lease(layer int, ids []int) (device.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.record(eviction.KindLease, layer, ids)
 	if err := c.routed(l, ids); err != nil {
 		return nil, fmt.Errorf("cache: lease of layer %d after its prefetch failed: %w", layer, err)
 	}

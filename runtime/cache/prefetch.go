@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/horizon-runmap/horizon/eviction"
 )
 
 // Speculative prefetch. A consumer that can guess a layer's next routed
@@ -111,6 +113,7 @@ func (c *Cache) Prefetch(layer int, ids []int) error {
 	if err != nil {
 		return err
 	}
+	c.record(eviction.KindPrefetch, layer, ids)
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()

@@ -36,6 +36,9 @@ type LoadOptions struct {
 	// or graph-segmented on a backend with a stepper; anything else is an
 	// error.
 	Overlap string
+	// Trace turns on the cache's routing trace (cache.Options.Trace,
+	// Cache.TakeTrace).
+	Trace bool
 }
 
 // Loaded is an engine with the residency machinery it runs on.
@@ -119,7 +122,7 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	}
 	c, err := cache.New(dev, auth, cfg.NumLayers, cfg.NumExperts, cache.Options{
 		Capacity: capacity, Spares: spares, Staging: staging, GroupSize: cfg.TopK,
-		Policy: o.Policy, Placement: o.Placement, Transport: o.Transport,
+		Policy: o.Policy, Placement: o.Placement, Transport: o.Transport, Trace: o.Trace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("expert cache: %w", err)
