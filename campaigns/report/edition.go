@@ -85,11 +85,15 @@ func WriteEdition(dir string, in EditionInput) error {
 	if err := editions.WriteDoc(filepath.Join(dir, editions.ClaimsFile), &claims); err != nil {
 		return err
 	}
-	plots, err := writePlots(dir, docs)
+	routing, err := editionRouting(c, in.Records, docs)
 	if err != nil {
 		return err
 	}
-	r := buildReport(c, k, in.ContractDoc.SHA256, in.Records, docs, plots, len(claims.Claims))
+	plots, err := writePlots(dir, docs, routing)
+	if err != nil {
+		return err
+	}
+	r := buildReport(c, k, in.ContractDoc.SHA256, in.Records, docs, routing, plots, len(claims.Claims))
 	if c.Device == "cuda" && in.Ceilings != nil {
 		r.Ceilings = in.Ceilings(dir)
 	}

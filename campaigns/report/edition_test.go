@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/horizon-runmap/horizon/editions"
 )
 
 func readJSON(t *testing.T, path string, v any) {
@@ -27,29 +25,9 @@ func readJSON(t *testing.T, path string, v any) {
 // byte. campaigns' TestCommittedEditionsRegenerate does the same for the
 // cuda editions, with the runtime's ceilings section.
 func TestWriteEditionFromDocuments(t *testing.T) {
-	src := filepath.Join("..", "..", "editions", "smoke-cpu")
-	var in EditionInput
-	var m editions.Manifest
-	readJSON(t, filepath.Join(src, editions.CampaignFile), &in.CampaignDoc)
-	readJSON(t, filepath.Join(src, editions.ContractFile), &in.ContractDoc)
-	readJSON(t, filepath.Join(src, editions.ManifestFile), &m)
-	c, err := CampaignFromDoc(in.CampaignDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in.RunDir, in.Records = src, map[string][]*editions.RawRecord{}
+	in, m := loadEdition(t, "smoke-cpu")
+	src := in.RunDir
 	in.Ceilings = func(string) string { t.Error("ceilings asked for a cpu edition"); return "" }
-	for _, cfg := range c.Configurations {
-		for b := 1; ; b++ {
-			p := filepath.Join(src, filepath.FromSlash(editions.RawPath(cfg.ID, b)))
-			if _, err := os.Stat(p); err != nil {
-				break
-			}
-			var r editions.RawRecord
-			readJSON(t, p, &r)
-			in.Records[cfg.ID] = append(in.Records[cfg.ID], &r)
-		}
-	}
 	out := t.TempDir()
 	if err := WriteEdition(out, in); err != nil {
 		t.Fatal(err)

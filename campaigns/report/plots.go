@@ -25,6 +25,9 @@ type figure struct {
 	value func(d *editions.ConfigDoc) (float64, bool)
 	// absent explains a figure with no observed point.
 	absent string
+	// legendRight puts the legend top right (lines that fall with
+	// capacity).
+	legendRight bool
 }
 
 var figures = []figure{
@@ -40,6 +43,12 @@ var figures = []figure{
 		value: func(d *editions.ConfigDoc) (float64, bool) { return float64(d.Metrics.H2DBytes) / mib, true }},
 }
 
+// missesFigure is the routing figure of an edition with traces: for each
+// model, its measured requests' misses replayed under every policy
+// (editionRouting); it is not drawn for an edition without traces.
+var missesFigure = figure{name: "misses_by_policy", title: "Replayed misses of the measured requests against capacity, per policy",
+	y: "misses (measured requests)", legendRight: true}
+
 // series groups configurations by model and executor.
 type series struct {
 	label string
@@ -47,9 +56,22 @@ type series struct {
 }
 
 // writePlots renders the figures as PNGs under dir/plots and returns them
-// for the reports, in figure order.
-func writePlots(dir string, docs []editions.ConfigDoc) ([]FigureRef, error) {
+// for the reports, in figure order, then the misses figure when the
+// edition has routing traces.
+func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting) ([]FigureRef, error) {
 	var out []FigureRef
+	emit := func(f figure, ss []*series) error {
+		b, err := renderFigure(f, ss)
+		if err != nil {
+			return fmt.Errorf("plot %s: %w", f.name, err)
+		}
+		rel := "plots/" + f.name + ".png"
+		if err := editions.WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(rel)), b); err != nil {
+			return err
+		}
+		out = append(out, FigureRef{Title: f.title, File: rel})
+		return nil
+	}
 	for _, f := range figures {
 		var ss []*series
 		for i := range docs {
@@ -70,17 +92,33 @@ func writePlots(dir string, docs []editions.ConfigDoc) ([]FigureRef, error) {
 			out = append(out, FigureRef{Title: f.title, Note: f.absent})
 			continue
 		}
-		b, err := renderFigure(f, ss)
-		if err != nil {
-			return nil, fmt.Errorf("plot %s: %w", f.name, err)
-		}
-		rel := "plots/" + f.name + ".png"
-		if err := editions.WriteFileAtomic(filepath.Join(dir, filepath.FromSlash(rel)), b); err != nil {
+		if err := emit(f, ss); err != nil {
 			return nil, err
 		}
-		out = append(out, FigureRef{Title: f.title, File: rel})
+	}
+	if len(routing) > 0 {
+		if err := emit(missesFigure, missesSeries(routing)); err != nil {
+			return nil, err
+		}
 	}
 	return out, nil
+}
+
+// missesSeries is one line per model and policy: misses against capacity,
+// labelled by the configuration whose traces were replayed.
+func missesSeries(routing []modelRouting) []*series {
+	var ss []*series
+	for i := range routing {
+		mr := &routing[i]
+		for _, c := range mr.curves {
+			s := &series{label: fmt.Sprintf("%s, %s", mr.replay, c.policy)}
+			for j, capacity := range mr.caps {
+				s.pts = append(s.pts, plotter.XY{X: float64(capacity), Y: float64(c.misses[j])})
+			}
+			ss = append(ss, s)
+		}
+	}
+	return ss
 }
 
 func renderFigure(f figure, ss []*series) ([]byte, error) {
@@ -90,7 +128,7 @@ func renderFigure(f figure, ss []*series) ([]byte, error) {
 	p.Y.Label.Text = f.y
 	p.Y.Min = 0
 	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.Left = !f.legendRight
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
 		slices.SortFunc(s.pts, func(a, b plotter.XY) int {

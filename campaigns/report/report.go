@@ -40,10 +40,11 @@ type FigureRef struct {
 }
 
 // buildReport assembles the report of an edition from its campaign, its
-// contract (and the contract's hash), its records and aggregates, its plots
-// and the number of its claims.
+// contract (and the contract's hash), its records and aggregates, what its
+// routing traces say (nil without traces), its plots and the number of its
+// claims.
 func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records map[string][]*editions.RawRecord,
-	docs []editions.ConfigDoc, plots []FigureRef, claims int) Report {
+	docs []editions.ConfigDoc, routing []modelRouting, plots []FigureRef, claims int) Report {
 	r := Report{
 		Edition: c.Edition, Description: strings.TrimSpace(c.Description),
 		Contract: k, ContractSHA: contractSHA, Device: c.Device,
@@ -108,6 +109,11 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
 		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
 		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", k.Timing.Clock))
+	// Editions whose records carry routing traces: what the traces say
+	// of each model's routing (none otherwise).
+	for i := range routing {
+		r.Caveats = append(r.Caveats, routing[i].caveat())
+	}
 	if c.Device == "cpu" {
 		r.Caveats = append(r.Caveats, "On the cpu device the expert cache's rows live in host memory: H2D counts copies from the host authority into cache rows, VRAM is UNSUPPORTED, and speed says nothing about a GPU.")
 	}
