@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/eviction"
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/device"
 )
@@ -26,10 +27,23 @@ type modelConfig struct {
 
 // refLayer is the reference model of one layer: the published experts in
 // eviction order and the open leases per expert. It knows nothing about
-// rows.
+// rows. lru and fifo keep the order here, written out independently of
+// package eviction; every other policy (lfu, arc) is its own eviction.Policy
+// instance (pol), driven with the calls the cache must make: the model then
+// checks that the cache serves, refuses, leases and orders exactly as that
+// policy says.
 type refLayer struct {
 	order  []int
+	pol    eviction.Policy
 	leases map[int]int
+}
+
+// published is the layer's eviction order.
+func (rl *refLayer) published() []int {
+	if rl.pol != nil {
+		return rl.pol.Order()
+	}
+	return rl.order
 }
 
 type refModel struct {
@@ -42,13 +56,18 @@ type refModel struct {
 // refuse with ErrNoVictim. It does not change the model.
 func (m *refModel) acquire(l int, ids []int) (missing, victims []int, ok bool) {
 	rl := &m.layers[l]
+	order := rl.published()
 	for _, e := range ids {
-		if !slices.Contains(rl.order, e) {
+		if !slices.Contains(order, e) {
 			missing = append(missing, e)
 		}
 	}
-	need := max(0, len(missing)-(m.capacity-len(rl.order)))
-	for _, e := range rl.order {
+	need := max(0, len(missing)-(m.capacity-len(order)))
+	if rl.pol != nil {
+		victims = rl.pol.Victims(need, func(e int) bool { return !slices.Contains(ids, e) && rl.leases[e] == 0 })
+		return missing, victims, len(victims) == need
+	}
+	for _, e := range order {
 		if len(victims) == need {
 			break
 		}
@@ -62,6 +81,20 @@ func (m *refModel) acquire(l int, ids []int) (missing, victims []int, ok bool) {
 // commit applies a successful Acquire.
 func (m *refModel) commit(l int, ids, missing, victims []int) {
 	rl := &m.layers[l]
+	if rl.pol != nil {
+		for _, v := range victims {
+			rl.pol.Remove(v)
+		}
+		for _, e := range ids {
+			if slices.Contains(missing, e) {
+				rl.pol.Insert(e)
+			} else {
+				rl.pol.Hit(e)
+			}
+			rl.leases[e]++
+		}
+		return
+	}
 	rl.order = slices.DeleteFunc(rl.order, func(e int) bool { return slices.Contains(victims, e) })
 	for _, e := range ids {
 		switch {
@@ -88,6 +121,9 @@ func modelConfigs() []modelConfig {
 		{name: "lru-E16-c6-k4-strided", layers: 2, experts: 16, capacity: 6, group: 4, spares: 5, staging: 2, placement: "strided", maxOpen: 2, steps: 500},
 		{name: "lru-tight-E6-c2-k2", layers: 1, experts: 6, capacity: 2, group: 2, spares: 2, staging: 1, maxOpen: 1, steps: 300},
 		{name: "fifo-E12-c5-k3", layers: 2, experts: 12, capacity: 5, group: 3, spares: 3, staging: 3, policy: "fifo", maxOpen: 3, steps: 500},
+		{name: "lfu-E12-c5-k3", layers: 2, experts: 12, capacity: 5, group: 3, spares: 3, staging: 3, policy: "lfu", maxOpen: 3, steps: 500},
+		{name: "arc-E12-c5-k3", layers: 2, experts: 12, capacity: 5, group: 3, spares: 3, staging: 3, policy: "arc", maxOpen: 3, steps: 500},
+		{name: "arc-E16-c6-k4-strided", layers: 2, experts: 16, capacity: 6, group: 4, spares: 5, staging: 2, placement: "strided", policy: "arc", maxOpen: 2, steps: 500},
 		{name: "lru-full-E8-c8-k4", layers: 1, experts: 8, capacity: 8, group: 4, spares: 4, staging: 1, maxOpen: 3, steps: 200},
 		{name: "lru-E4-c1-k1", layers: 1, experts: 4, capacity: 1, group: 1, spares: 1, staging: 1, maxOpen: 1, steps: 200},
 	}
@@ -101,7 +137,7 @@ func modelConfigs() []modelConfig {
 			name:   fmt.Sprintf("random-%d", i),
 			layers: 1 + r.IntN(3), experts: e, capacity: c, group: k,
 			spares: k + r.IntN(3), staging: 1 + r.IntN(3),
-			policy:    []string{"lru", "fifo"}[r.IntN(2)],
+			policy:    eviction.Policies()[r.IntN(len(eviction.Policies()))],
 			placement: []string{"canonical", "strided"}[r.IntN(2)],
 			maxOpen:   r.IntN(4), steps: 300,
 		})
@@ -158,7 +194,18 @@ func runModel(t *testing.T, mc modelConfig) {
 	placed, _ := InitialPlacement(mc.placement, mc.experts, mc.capacity)
 	m := &refModel{capacity: mc.capacity, touchOnHit: mc.policy == "lru"}
 	for range mc.layers {
-		m.layers = append(m.layers, refLayer{order: slices.Clone(placed), leases: map[int]int{}})
+		rl := refLayer{order: slices.Clone(placed), leases: map[int]int{}}
+		if mc.policy != "lru" && mc.policy != "fifo" {
+			pol, err := eviction.NewPolicy(mc.policy, mc.experts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range placed {
+				pol.Insert(e)
+			}
+			rl.order, rl.pol = nil, pol
+		}
+		m.layers = append(m.layers, rl)
 	}
 	r := rand.New(rand.NewPCG(mc.seed, 99))
 	var (
@@ -297,11 +344,11 @@ func checkModel(t *testing.T, step int, c *Cache, auth *Authority, m *refModel, 
 		if len(res) != c.opts.Capacity {
 			t.Fatalf("step %d layer %d: %d experts published, capacity %d", step, li, len(res), c.opts.Capacity)
 		}
-		if want := slices.Sorted(slices.Values(rl.order)); !slices.Equal(res, want) {
+		if want := slices.Sorted(slices.Values(rl.published())); !slices.Equal(res, want) {
 			t.Fatalf("step %d layer %d: published %v, model %v", step, li, res, want)
 		}
-		if got := policyOrder(c, li); !slices.Equal(got, rl.order) {
-			t.Fatalf("step %d layer %d: eviction order %v, model %v", step, li, got, rl.order)
+		if got := policyOrder(c, li); !slices.Equal(got, rl.published()) {
+			t.Fatalf("step %d layer %d: eviction order %v, model %v", step, li, got, rl.published())
 		}
 		if li == lastLayer {
 			for _, e := range lastGroup {
