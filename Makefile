@@ -16,8 +16,8 @@ build: ## build the CLIs into bin/
 
 run: ## the main job: PERF-REAL-v1 smoke campaign on the CPU into out/smoke-cpu, then verify it
 	rm -rf out/smoke-cpu
-	$(GO) run ./cmd/horizon-bench run campaigns/smoke.yaml --out out/smoke-cpu
-	$(GO) run ./cmd/horizon-verify out/smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/smoke.yaml --out out/smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-verify out/smoke-cpu
 
 test: ## vet, every test, the cache's concurrency tests under -race, and horizon-verify on every committed edition (what CI runs)
 	$(GO) vet $(PKGS)

@@ -141,3 +141,15 @@ func CheckManifest(dir string, m Manifest) error {
 	}
 	return nil
 }
+
+// VersionText is the `--version` answer of a program built as b: the
+// module and its version, the VCS revision, time and modified flag, the Go
+// version, and whether the binary can drive CUDA devices.
+func (b BuildInfo) VersionText(program string, cuda bool) string {
+	dev := "cpu only"
+	if cuda {
+		dev = "cpu and cuda"
+	}
+	return fmt.Sprintf("%s %s (module %s)\nvcs revision %s, time %s, modified %s\n%s, devices: %s\n",
+		program, b.Version, b.Module, b.VCSRevision, b.VCSTime, b.VCSModified, b.GoVersion, dev)
+}

@@ -237,3 +237,42 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestExitCodesAndVersion: the exit-code table in --help holds. Usage
+// errors (unknown command, unknown flag, bad flag value, a missing campaign
+// file) exit 2 with one line on stderr, not the help; --version answers
+// with the build.
+func TestExitCodesAndVersion(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string // a substring of the one stderr line ("" for none)
+		stdout string // a substring of stdout
+	}{
+		{"version", []string{"--version"}, 0, "", "vcs revision"},
+		{"no command prints the help", nil, 0, "", "Exit codes"},
+		{"unknown command", []string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`, ""},
+		{"unknown flag", []string{"generate", "--bogus"}, exitUsage, "flag provided but not defined: -bogus", ""},
+		{"bad flag value", []string{"generate", "--tokens", "many"}, exitUsage, `invalid value "many"`, ""},
+		{"missing campaign file", []string{"run", filepath.Join(t.TempDir(), "none.yaml")}, exitUsage, "is not a campaign file", ""},
+		{"campaign is a directory", []string{"run", t.TempDir()}, exitUsage, "is not a campaign file", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := run(t, c.args...)
+			if r.code != c.code {
+				t.Fatalf("exit %d, want %d (stderr %q)", r.code, c.code, r.stderr)
+			}
+			if c.stderr != "" {
+				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+				if len(lines) != 1 || !strings.Contains(lines[0], c.stderr) {
+					t.Fatalf("stderr %q, want one line mentioning %q", r.stderr, c.stderr)
+				}
+			}
+			if !strings.Contains(r.stdout, c.stdout) {
+				t.Fatalf("stdout %q does not mention %q", r.stdout, c.stdout)
+			}
+		})
+	}
+}

@@ -5,3 +5,5 @@ package main
 // A cuda-tagged build registers the "cuda" device (runtime/cuda's init), so
 // that openDevice opens it by name.
 import _ "github.com/horizon-runmap/horizon/runtime/cuda"
+
+func init() { cudaBuild = true }

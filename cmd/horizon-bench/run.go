@@ -98,6 +98,9 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 	if err != nil {
 		return "", runFlags{}, err
 	}
+	if st, err := os.Stat(campaign); err != nil || st.IsDir() {
+		return "", runFlags{}, usageError("run: %s is not a campaign file (e.g. horizon-bench run campaigns/smoke.yaml)", campaign)
+	}
 	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force"),
 		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after")}
 	if f.stopAfterSet && f.stopAfter < 0 {

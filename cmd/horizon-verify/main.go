@@ -14,6 +14,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/verifier"
 )
 
@@ -89,7 +90,9 @@ names a directory of *.json schema files.
 			&cli.StringFlag{Name: "campaign", Usage: "require the frozen campaign to be the campaign in `FILE` (e.g. campaigns/smoke.yaml)"},
 			&cli.StringFlag{Name: "trusted-key", Usage: "require attestation.dsse.json signed by the ed25519 public key in `FILE` (horizon-bench keygen)"},
 			&cli.StringFlag{Name: "reproduction", Usage: "check the reproduction record in `DIR` (horizon-bench reproduce) against this edition"},
+			&cli.BoolFlag{Name: "version", Usage: "print the version (module, VCS revision and time, Go version) and exit"},
 		},
+		HideVersion: true,
 		Action: func(c *cli.Context) error {
 			return run(c, stdout)
 		},
@@ -101,6 +104,10 @@ names a directory of *.json schema files.
 }
 
 func run(c *cli.Context, stdout io.Writer) error {
+	if c.Bool("version") {
+		fmt.Fprint(stdout, editions.ReadBuildInfo().VersionText("horizon-verify", false))
+		return nil
+	}
 	if c.Bool("list-ids") {
 		if c.NArg() != 0 {
 			return usageError("--list-ids takes no edition directory")

@@ -94,6 +94,7 @@ func TestExitCodes(t *testing.T) {
 			f.Close()
 			return []string{"--contract", fixtureContract, dir}
 		}, exitFail, []string{"manifest.hash-mismatch", "manifest.size-mismatch", "report.md", "FAIL: 2 errors"}},
+		{"version", func(*testing.T) []string { return []string{"--version"} }, exitPass, []string{"horizon-verify", "vcs revision", "devices: cpu only"}},
 		{"no arguments", func(*testing.T) []string { return nil }, exitUsage, []string{"want exactly one edition directory"}},
 		{"two directories", func(t *testing.T) []string { return []string{fixture, fixture} }, exitUsage, []string{"got 2 arguments"}},
 		{"unknown flag", func(t *testing.T) []string { return []string{"--frobnicate", fixture} }, exitUsage, []string{"frobnicate"}},
