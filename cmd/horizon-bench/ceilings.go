@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
+	"strconv"
 
 	"github.com/urfave/cli/v2"
 
@@ -35,7 +37,9 @@ Flags go before the edition directories.`,
 			&cli.Float64Flag{Name: "hbm-tbps", Value: d.HBMBytesPerS / 1e12, Usage: "HBM bandwidth ceiling in TB/s"},
 			&cli.StringFlag{Name: "hbm-source", Value: d.HBMSource, Usage: "where the HBM figure comes from (printed)"},
 			&cli.Float64Flag{Name: "partial-factor", Value: d.PartialFactor, Usage: "bound on partial time / (full time + transfer time)"},
-			&cli.Float64Flag{Name: "vram-allowance-gib", Value: float64(d.VRAMAllowance) / (1 << 30), Usage: "VRAM allowed above resident weights + KV cache"},
+			&cli.Float64Flag{Name: "vram-allowance-gib", Value: float64(d.VRAMAllowance) / (1 << 30),
+				DefaultText: strconv.FormatFloat(math.Round(float64(d.VRAMAllowance)/(1<<30)*1000)/1000, 'f', -1, 64),
+				Usage:       "VRAM allowed above resident weights + KV cache"},
 			&cli.StringFlag{Name: "out", Value: "-", Usage: "Markdown file to write (- for stdout)"},
 		},
 		Action: runCeilings,

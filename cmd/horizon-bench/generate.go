@@ -61,7 +61,7 @@ expert count, --step-mode auto or graph-segmented, and --prefetch off.
 decode_seconds, decode_tok_s, and under "cache" the request's counters
 (hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...).`,
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact directory (from `horizon-bench prepare`)"},
+			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact `DIR` (from horizon-bench prepare)"},
 			&cli.StringFlag{Name: "arch", Value: defaultArch, Usage: "synthetic architecture to build when --artifact is not given"},
 			&cli.Uint64Flag{Name: "seed", Value: defaultSeed, Usage: "synthetic seed when --artifact is not given"},
 			&cli.StringFlag{Name: "experts", Value: "int4", Usage: "expert format of the on-the-fly artifact: int4 or fp16"},
