@@ -47,53 +47,15 @@ type policyCurve struct {
 // declared online policy and Belady's MIN.
 func routingPolicies() []string { return append(eviction.Policies(), eviction.PolicyBelady) }
 
-// traceEvents checks and decodes one routing trace.
-func traceEvents(t *editions.RoutingTrace) ([]eviction.Event, error) {
-	if t.Format != eviction.TraceFormat {
-		return nil, fmt.Errorf("routing trace format %q, want %q", t.Format, eviction.TraceFormat)
-	}
-	evs, err := eviction.Decode(t.Data)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) != t.Events {
-		return nil, fmt.Errorf("routing trace declares %d events and holds %d: %w", t.Events, len(evs), eviction.ErrTrace)
-	}
-	return evs, nil
-}
-
 // recordWorker returns a record's worker trace (warmup, then its
 // requests); false when the record carries no trace at all (written before
 // traces were recorded).
 func recordWorker(r *editions.RawRecord) (eviction.Worker, bool, error) {
-	have := 0
-	if r.Warmup.RoutingTrace != nil {
-		have++
+	reqs := make([]*editions.RoutingTrace, len(r.Requests))
+	for i := range r.Requests {
+		reqs[i] = r.Requests[i].RoutingTrace
 	}
-	for _, q := range r.Requests {
-		if q.RoutingTrace != nil {
-			have++
-		}
-	}
-	if have == 0 {
-		return eviction.Worker{}, false, nil
-	}
-	if have != 1+len(r.Requests) {
-		return eviction.Worker{}, false, fmt.Errorf("%d of the warmup and %d requests carry a routing trace", have, len(r.Requests))
-	}
-	var w eviction.Worker
-	var err error
-	if w.Warmup, err = traceEvents(r.Warmup.RoutingTrace); err != nil {
-		return w, false, fmt.Errorf("warmup: %w", err)
-	}
-	for i, q := range r.Requests {
-		evs, err := traceEvents(q.RoutingTrace)
-		if err != nil {
-			return w, false, fmt.Errorf("request %d: %w", i, err)
-		}
-		w.Requests = append(w.Requests, evs)
-	}
-	return w, true, nil
+	return editions.TraceWorker(r.Warmup.RoutingTrace, reqs)
 }
 
 // prefetchOff reports whether a configuration ran without prefetch.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/eviction"
 )
 
@@ -78,14 +79,6 @@ Editions written before routing traces were recorded cannot be simulated
 	}
 }
 
-// simTrace is a raw record's routing_trace.
-type simTrace struct {
-	Format string `json:"format"`
-	Events int    `json:"events"`
-	Data   string `json:"data"`
-}
-
-// simRecord is the part of a raw record the simulator reads.
 type simRecord struct {
 	Edition    string `json:"edition"`
 	ConfigID   string `json:"config_id"`
@@ -111,7 +104,7 @@ type simRecord struct {
 		Prefetch  string `json:"prefetch"`
 	} `json:"setup"`
 	Warmup struct {
-		RoutingTrace *simTrace `json:"routing_trace"`
+		RoutingTrace *editions.RoutingTrace `json:"routing_trace"`
 	} `json:"warmup"`
 	Requests []struct {
 		PromptTokens  int     `json:"prompt_tokens"`
@@ -120,7 +113,7 @@ type simRecord struct {
 		Cache         struct {
 			Misses int64 `json:"misses"`
 		} `json:"cache"`
-		RoutingTrace *simTrace `json:"routing_trace"`
+		RoutingTrace *editions.RoutingTrace `json:"routing_trace"`
 	} `json:"requests"`
 	Observations struct {
 		H2DBandwidth json.RawMessage `json:"h2d_bandwidth_bytes_per_s"` // a number, or "UNKNOWN"
@@ -156,21 +149,6 @@ func (c *simConfig) h2d() float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-// decodeTrace checks and decodes one routing_trace.
-func decodeTrace(t *simTrace) ([]eviction.Event, error) {
-	if t.Format != eviction.TraceFormat {
-		return nil, fmt.Errorf("routing trace format %q, want %q", t.Format, eviction.TraceFormat)
-	}
-	evs, err := eviction.Decode(t.Data)
-	if err != nil {
-		return nil, err
-	}
-	if len(evs) != t.Events {
-		return nil, fmt.Errorf("routing trace declares %d events and holds %d: %w", t.Events, len(evs), eviction.ErrTrace)
-	}
-	return evs, nil
 }
 
 // loadSimEdition reads every raw record of the edition at dir, by
@@ -264,34 +242,11 @@ func loadSimEdition(dir string) (string, []*simConfig, error) {
 // recordTraces returns a record's worker trace; false when the record has
 // none at all (written before traces were recorded).
 func recordTraces(r *simRecord) (eviction.Worker, bool, error) {
-	have := 0
-	if r.Warmup.RoutingTrace != nil {
-		have++
+	reqs := make([]*editions.RoutingTrace, len(r.Requests))
+	for i := range r.Requests {
+		reqs[i] = r.Requests[i].RoutingTrace
 	}
-	for _, q := range r.Requests {
-		if q.RoutingTrace != nil {
-			have++
-		}
-	}
-	if have == 0 {
-		return eviction.Worker{}, false, nil
-	}
-	if have != 1+len(r.Requests) {
-		return eviction.Worker{}, false, fmt.Errorf("%d of the warmup and %d requests carry a routing trace", have, len(r.Requests))
-	}
-	var w eviction.Worker
-	var err error
-	if w.Warmup, err = decodeTrace(r.Warmup.RoutingTrace); err != nil {
-		return w, false, fmt.Errorf("warmup: %w", err)
-	}
-	for i, q := range r.Requests {
-		evs, err := decodeTrace(q.RoutingTrace)
-		if err != nil {
-			return w, false, fmt.Errorf("request %d: %w", i, err)
-		}
-		w.Requests = append(w.Requests, evs)
-	}
-	return w, true, nil
+	return editions.TraceWorker(r.Warmup.RoutingTrace, reqs)
 }
 
 // fullReference finds the full-residency configuration of the same
