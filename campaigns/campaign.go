@@ -134,8 +134,8 @@ type Configuration struct {
 	// StepMode is how the worker issues each step (engine.LoadOptions
 	// .StepMode): auto (the default: on CUDA graph-full at full
 	// residency, graph-segmented below, op by op with prefetch; op by op on
-	// the CPU), ops, graph-full (full residency only), graph-segmented or
-	// graph-wait (CUDA only). Declaring it holds the code path fixed across
+	// the CPU), ops, graph-full or persistent (full residency only),
+	// graph-segmented or graph-wait (CUDA only). Declaring it holds the code path fixed across
 	// capacities, so that a capacity step changes residency only. Frozen
 	// campaigns from before the field omit it, which means auto.
 	StepMode string `yaml:"step_mode" json:"step_mode,omitempty"`
@@ -356,8 +356,8 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract, cat
 		return fmt.Errorf("step_mode %q: want one of %s", cfg.StepMode, strings.Join(n.StepModes, ", "))
 	case c.Device != "cuda" && cfg.StepMode != StepAuto && cfg.StepMode != StepOps:
 		return fmt.Errorf("step_mode %s on device %s: captured steps are CUDA's; the %s backend issues op by op (use %s or %s)", cfg.StepMode, c.Device, c.Device, StepAuto, StepOps)
-	case cfg.StepMode == StepGraphFull && cfg.Capacity != m.Experts:
-		return fmt.Errorf("step_mode %s at capacity %d of %d: graph-full routes on the device through a table of every expert's row, so it needs full residency; use %s to hold one mode across capacities", cfg.StepMode, cfg.Capacity, m.Experts, StepGraphSegmented)
+	case (cfg.StepMode == StepGraphFull || cfg.StepMode == StepPersistent) && cfg.Capacity != m.Experts:
+		return fmt.Errorf("step_mode %s at capacity %d of %d: %s routes on the device through a table of every expert's row, so it needs full residency; use %s to hold one mode across capacities", cfg.StepMode, cfg.Capacity, m.Experts, cfg.StepMode, StepGraphSegmented)
 	case cfg.Prefetch != PrefetchOff && cfg.StepMode != StepAuto && cfg.StepMode != StepOps:
 		return fmt.Errorf("step_mode %s with prefetch %s: prefetch predicts between layers on the host, so it runs op by op (step_mode %s or %s)", cfg.StepMode, cfg.Prefetch, StepAuto, StepOps)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:

@@ -59,7 +59,7 @@ func TestBadCampaigns(t *testing.T) {
 		"overlap-prefetch.bad.yml":       `configuration "olmoe-c8": overlap hit-compute with prefetch next-layer: overlap runs in captured graph-segmented steps and prefetch op by op; choose one`,
 		"overlap-cpu.bad.yml":            `configuration "olmoe-c8": overlap hit-compute on device cpu: overlap needs CUDA's graph-segmented steps`,
 		"overlap-full.bad.yml":           `configuration "olmoe-c16": overlap hit-compute at full residency (capacity 16 of 16)`,
-		"step-mode.bad.yml":              `configuration "olmoe-c8": step_mode "graph-everything": want one of auto, ops, graph-full, graph-segmented, graph-wait`,
+		"step-mode.bad.yml":              `configuration "olmoe-c8": step_mode "graph-everything": want one of auto, ops, graph-full, graph-segmented, graph-wait, persistent`,
 		"step-mode-cpu.bad.yml":          `configuration "olmoe-c8": step_mode graph-segmented on device cpu: captured steps are CUDA's`,
 		"step-mode-full.bad.yml":         `configuration "olmoe-c8": step_mode graph-full at capacity 8 of 16: graph-full routes on the device`,
 		"step-mode-prefetch.bad.yml":     `configuration "olmoe-c8": step_mode graph-segmented with prefetch next-layer: prefetch predicts between layers on the host`,

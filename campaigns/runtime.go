@@ -25,6 +25,7 @@ const (
 	StepOps             = "ops"
 	StepGraphFull       = "graph-full"
 	StepGraphSegmented  = "graph-segmented"
+	StepPersistent      = "persistent"
 )
 
 // Names are the runtime's names a configuration may use.

@@ -18,6 +18,35 @@
 #define FULL_MASK 0xffffffffu
 #define WARP 32
 
+// act_ldg loads an activation a kernel reads many times (staging). In the
+// kernels that run one op per launch the read-only path (__ldg) is safe: no
+// kernel reads what it writes. The persistent decode kernel
+// (persistent.cu, HZ_PERSISTENT) reads activations that other blocks of the
+// same launch wrote, which the non-coherent path may hold stale, so it
+// loads them through L2 (__ldcg). The values are the same either way.
+#ifdef HZ_PERSISTENT
+#define act_ldg(p) __ldcg(p)
+#else
+#define act_ldg(p) __ldg(p)
+#endif
+
+// GroupTable is a routed group's row table: recs[k] = device address of the
+// row holding expert k of the group, wts[k] = its routing weight. Its layout
+// is encodeTable's in runtime/cuda/experts.go (maxGroup there is 64).
+struct GroupTable {
+	unsigned long long recs[64];
+	float wts[64];
+};
+
+// VGrid is the block a kernel body runs as: bid of nblk. A launched kernel
+// passes VGrid{blockIdx.x, gridDim.x}; the persistent decode kernel passes
+// the virtual block (unit) it took from an instruction of nblk units, so a
+// body does exactly what block bid of an nblk-block launch does.
+struct VGrid {
+	int bid, nblk;
+};
+__device__ __forceinline__ VGrid launched_grid() { return VGrid{(int)blockIdx.x, (int)gridDim.x}; }
+
 // warp_sum is a butterfly over the 32 lanes: at each step lane i adds the
 // value of lane i^o. Float addition is commutative, so both lanes of a pair
 // compute the same bits and every lane ends with the same, fixed-tree sum.
@@ -39,6 +68,16 @@ __device__ __forceinline__ float silu_mul(float g, float u) {
 // experts in k order gives the same bits in every executor.
 __device__ __forceinline__ float add_scaled(float d, float a, float v) {
 	return __fadd_rn(d, __fmul_rn(a, v));
+}
+
+// silu_mul_span and add_span are SiLUMul (d = silu_mul(g, u)) and Add
+// (d = a + b) over n values for the block vg: one value per thread,
+// grid-stride (elementwise.cu, and the persistent decode kernel).
+__device__ __forceinline__ void silu_mul_span(float* d, const float* g, const float* u, int n, VGrid vg) {
+	for (int i = vg.bid * blockDim.x + threadIdx.x; i < n; i += vg.nblk * blockDim.x) d[i] = silu_mul(g[i], u[i]);
+}
+__device__ __forceinline__ void add_span(float* d, const float* a, const float* b, int n, VGrid vg) {
+	for (int i = vg.bid * blockDim.x + threadIdx.x; i < n; i += vg.nblk * blockDim.x) d[i] = __fadd_rn(a[i], b[i]);
 }
 
 // ---------------------------------------------------------------------------
@@ -171,7 +210,7 @@ __device__ __forceinline__ void stage_values(float* dst, int stride, const float
 				const int s = base + j * nt;
 				const int vi = s / q, i = (s - vi * q) << 2;
 				v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-				if (s < total && i < n) v[j] = __ldg(reinterpret_cast<const float4*>(src + (size_t)vi * n + i));
+				if (s < total && i < n) v[j] = act_ldg(reinterpret_cast<const float4*>(src + (size_t)vi * n + i));
 			}
 #pragma unroll
 			for (int j = 0; j < V; j++) {
@@ -311,9 +350,9 @@ struct XShared {
 struct XGlobal {
 	const float* p;  // global, plain layout; fp16 rows never read past cols
 	__device__ __forceinline__ float4 load4(int i) const {
-		return __ldg(reinterpret_cast<const float4*>(p + i));
+		return act_ldg(reinterpret_cast<const float4*>(p + i));
 	}
-	__device__ __forceinline__ float load1(int i) const { return __ldg(p + i); }
+	__device__ __forceinline__ float load1(int i) const { return act_ldg(p + i); }
 };
 
 // ---------------------------------------------------------------------------
@@ -382,8 +421,8 @@ struct X4Global {
 	const float* x;  // global, plain, unscaled; whole chunks readable
 	__device__ __forceinline__ void quarter(int c, int k, float4& xa, float4& xb, XSum& s) const {
 		const float* p = x + 32 * c + 8 * k;
-		xa = __ldg(reinterpret_cast<const float4*>(p));
-		xb = __ldg(reinterpret_cast<const float4*>(p + 4));
+		xa = act_ldg(reinterpret_cast<const float4*>(p));
+		xb = act_ldg(reinterpret_cast<const float4*>(p + 4));
 		xa.x = __fmul_rn(xa.x, X_SCALE), xa.y = __fmul_rn(xa.y, X_SCALE);
 		xa.z = __fmul_rn(xa.z, X_SCALE), xa.w = __fmul_rn(xa.w, X_SCALE);
 		xb.x = __fmul_rn(xb.x, X_SCALE), xb.y = __fmul_rn(xb.y, X_SCALE);
@@ -786,19 +825,19 @@ struct MatvecTasks {
 	}
 };
 
-// matvec_body: blocks of 8 warps striding over the row tasks; x staged in
+// matvec_body: blocks of 8 warps (block vg.bid of vg.nblk) striding over the row tasks; x staged in
 // smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED.
 template <class Fmt, int NR, int CPL, bool SHARED>
 __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
                                             const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                             int rows, int cols, int cols_padded, int scales_offset,
-                                            NormSpec nm = NormSpec{nullptr, 0, 0.0f}) {
+                                            NormSpec nm, VGrid vg) {
 	MatvecTasks<Fmt, NR, SHARED> tk;
 	tk.y = y, tk.mat = mat, tk.bias = bias, tk.bias_kind = bias_kind;
 	tk.rows = rows, tk.cols = cols, tk.cols_padded = cols_padded, tk.scales_offset = scales_offset;
 	tk.x = XSource<Fmt, SHARED>::make(x, smem, cols);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
-	row_pipeline<Fmt, NR, CPL>(tk, blockIdx.x * nw + warp, gridDim.x * nw, cols, [&] {
+	row_pipeline<Fmt, NR, CPL>(tk, vg.bid * nw + warp, vg.nblk * nw, cols, [&] {
 		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm);
 	});
 }

@@ -7,19 +7,16 @@
 // of each layer (written by route_step: ids, renormalised weights and, at
 // full residency, the rows' addresses gathered from the layer's device
 // table). The arithmetic is step.cuh's and experts_grouped.cu's, shared
-// with the op-by-op kernels, so a captured step gives the same bits.
+// with the op-by-op kernels, so a captured step gives the same bits. The
+// bodies are in decode.cuh, shared with the persistent decode kernel
+// (persistent.cu); each kernel here runs its body as a launched block.
 //
 // Results the host needs (the routed ids of each layer, the next token) go
 // to mapped pinned memory followed by a system-scope fence and a flag the
 // host polls.
-#include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
+#include "common.cuh"  // listed for the PTX source hashes (decode.cuh includes them)
 #include "step.cuh"
-
-// GroupTable as in experts_grouped.cu (runtime/cuda/experts.go encodes it).
-struct GroupTable {
-	unsigned long long recs[64];
-	float wts[64];
-};
+#include "decode.cuh"
 
 // step_set: st[0] = tok, st[1] = pos. One thread.
 extern "C" __global__ void step_set(int* st, int tok, int pos) {
@@ -27,241 +24,34 @@ extern "C" __global__ void step_set(int* st, int tok, int pos) {
 	st[1] = pos;
 }
 
-// embed_step: dst[j] = table[st[0]*D + j]; table FP16 (kind 1) or FP32 (2).
-extern "C" __global__ void embed_step(float* dst, const void* table, int kind, const int* st, int D) {
-	const int tok = st[0];
-	for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < D; j += gridDim.x * blockDim.x) {
-		const size_t at = (size_t)tok * D + j;
-		dst[j] = kind == 1 ? __half2float(reinterpret_cast<const __half*>(table)[at]) : reinterpret_cast<const float*>(table)[at];
-	}
-}
+extern "C" __global__ void embed_step(float* dst, const void* table, int kind, const int* st, int D) { embed_step_body(dst, table, kind, st, D, launched_grid()); }
 
-// qk_norm_step: RMSNorm of q (nq/gq groups of gq values, weights qw) and k
-// (nk/gk groups, weights kw) in place, one block per group: blocks
-// 0..nq/gq-1 take q, the rest k. Each block is rmsnorm's block.
 extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* k, const void* qw, const void* kw,
-                                                              int w_kind, int nq, int gq, int gk, float eps) {
-	__shared__ float red[32];
-	const int qb = nq / gq;
-	if ((int)blockIdx.x < qb) {
-		float* g = q + (size_t)blockIdx.x * gq;
-		rmsnorm_group(g, g, qw, w_kind, gq, eps, red);
-	} else {
-		float* g = k + (size_t)(blockIdx.x - qb) * gk;
-		rmsnorm_group(g, g, kw, w_kind, gk, eps, red);
-	}
-}
+                                                              int w_kind, int nq, int gq, int gk, float eps) { qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
-// rope_kv_step: at position pos = st[1], rotate the nh query heads of q in
-// place, rotate the nkv key heads of k and store them at kc[pos], and store
-// v at vc[pos] (rows of kvn = nkv*hd values). One thread per work item:
-// nh*hd/2 query pairs, then nkv*hd/2 key pairs, then kvn value copies.
 extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
-                                        int nkv, int hd, const int* st, double theta) {
-	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
-	const int nqp = nh * half, nkp = nkv * half, total = nqp + nkp + kvn;
-	for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += gridDim.x * blockDim.x) {
-		if (idx < nqp) {
-			const int h = idx / half, i = idx - h * half;
-			rope_pair(q + (size_t)h * hd, i, hd, pos, theta);
-		} else if (idx < nqp + nkp) {
-			const int j = idx - nqp, h = j / half, i = j - h * half;
-			// The pair is copied into the cache row and rotated there: k
-			// itself stays as projected (only the cache holds the rotated
-			// key, as after RoPE + KVAppend).
-			const float* kh = k + (size_t)h * hd;
-			float* row = kc + (size_t)pos * kvn + (size_t)h * hd;
-			row[i] = kh[i];
-			row[i + half] = kh[i + half];
-			rope_pair(row, i, hd, pos, theta);
-		} else {
-			const int j = idx - nqp - nkp;
-			vc[(size_t)pos * kvn + j] = v[j];
-		}
-	}
-}
+                                        int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid()); }
 
-// qk_norm_rope_kv_step: qk_norm_step followed by rope_kv_step in one
-// launch, for norm groups that hold whole heads (g % hd == 0), one block per
-// head: blocks 0..nh-1 take query head h, blocks nh..nh+nkv-1 key head b.
-// Each block computes its group's inv (rms_inv: rmsnorm_group's sum order,
-// so every block of a group gets the same bits), normalises only its head,
-// into qo (queries: q itself stays as projected, since other blocks of the
-// group still read it) or into the cache row at pos = st[1] (keys, which
-// also copy their head of v into vc), then rotates that head. The
-// arithmetic is rmsnorm_group's and rope_pair's in the op-by-op order
-// (norm, rope, append), so the bits are the same. qo must not alias q.
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo, const float* q, const float* k,
                                                                       const float* v, float* kc, float* vc,
                                                                       const void* qw, const void* kw, int w_kind, int nh,
                                                                       int nkv, int hd, int gq, int gk, const int* st,
-                                                                      double theta, float eps) {
-	__shared__ float red[32];
-	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
-	const bool isq = (int)blockIdx.x < nh;
-	const int h = isq ? blockIdx.x : blockIdx.x - nh;  // head within q or k
-	const int g = isq ? gq : gk, g0 = h * hd / g * g;   // the head's group starts at g0
-	const float* x = isq ? q : k;
-	const void* w = isq ? qw : kw;
-	float* dst = isq ? qo + (size_t)h * hd : kc + (size_t)pos * kvn + (size_t)h * hd;
-	const float inv = rms_inv(x + g0, g, eps, red);
-	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-		const int i = h * hd - g0 + j;  // index within the group
-		const float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
-		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
-		if (!isq) vc[(size_t)pos * kvn + (size_t)h * hd + j] = v[(size_t)h * hd + j];
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
-}
+                                                                      double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid()); }
 
-// attention_step: attention_head over positions 0..st[1]. Launch: one block
-// per query head, dynamic shared memory (maxSeq + 8*hd) floats.
 extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, const float* q, const float* kc,
                                                                 const float* vc, const int* st, int n_heads, int n_kv,
-                                                                int hd) {
-	extern __shared__ float smem[];
-	__shared__ float red[32];
-	attention_head(dst, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, smem, red);
-}
+                                                                int hd) { attention_step_body(dst, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
 
-// route_step: softmax over logits[E] and top-k with one warp (E <= 256):
-// the same values as router_topk_block (max is exact in any order; p_i =
-// exp(l_i - max) in double rounded once; the sum in index order by lane 0;
-// one division each; selection by (p desc, index asc), a total order, so
-// the winner of each round does not depend on the reduction order). Then
-// lane 0 renormalises the weights when norm is set (sum in k order, one
-// division each: the host's order in Backend.TopK) into tbl->wts and, when
-// table is not null (full residency: table[e] is the device address of
-// expert e's row; in graph-wait mode a table in mapped host memory with 0
-// for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
-// need is not null, gives the layer a miss ticket when some rec is 0
-// (await_step then waits for the host). The
-// ids go to ids_out; with a flag, copy_n ints are then copied from
-// copy_src to copy_dst (graph-full publishes every layer's ids, kept in
-// device memory, from the last layer's routing: one system fence per step
-// instead of one per layer), then a system fence and *flag = 1. Without a
-// flag nothing is fenced. The selection is one rank pass (a value's rank =
-// how many values beat it; the k sequential rounds only when a NaN is
-// present); the tail runs on lanes 0..k-1 at once. Launch: 1 block of 32
-// threads.
-#define ROUTE_MAX_PER_LANE 8
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
                                                            int* need, int* ids_out, volatile int* flag,
-                                                           const int* copy_src, int* copy_dst, int copy_n) {
-	__shared__ float p[32 * ROUTE_MAX_PER_LANE];
-	__shared__ int ids[64];
-	__shared__ float w[64];
-	const int lane = threadIdx.x;
-	float v[ROUTE_MAX_PER_LANE];
-	float m = -INFINITY;
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		const int i = lane + 32 * j;
-		v[j] = i < E ? logits[i] : -INFINITY;
-		m = fmaxf(m, v[j]);
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL_MASK, m, o));
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		const int i = lane + 32 * j;
-		if (i < E) p[i] = v[j] = (float)exp((double)__fsub_rn(v[j], m));
-	}
-	__syncwarp();
-	float total = 0.0f;
-	if (lane == 0) {
-		// In index order (unrolled: the loads run ahead, the adds stay in order).
-#pragma unroll 16
-		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
-	}
-	total = __shfl_sync(FULL_MASK, total, 0);
-	bool nan = false;
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		v[j] = __fdiv_rn(v[j], total);
-		nan |= lane + 32 * j < E && v[j] != v[j];
-	}
-	__syncwarp();  // every lane read p for the total
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++)
-		if (lane + 32 * j < E) p[lane + 32 * j] = v[j];
-	__syncwarp();
-	if (!__any_sync(FULL_MASK, nan) && k <= E) {
-		// (p desc, index asc) is a strict total order on non-NaN values,
-		// so the value with rank r (r values beat it) is the one round r
-		// of the selection below picks: one pass instead of k rounds.
-#pragma unroll
-		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-			const int i = lane + 32 * j;
-			if (i >= E) continue;
-			int rank = 0;
-#pragma unroll 8
-			for (int o = 0; o < E; o++) rank += beats(p[o], o, v[j], i);
-			if (rank < k) ids[rank] = i, w[rank] = v[j];
-		}
-	} else {
-		unsigned taken = 0;  // bit j: value j of this lane selected
-		for (int r = 0; r < k; r++) {
-			float bv = 0.0f;
-			int bi = -1;
-#pragma unroll
-			for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-				const int i = lane + 32 * j;
-				if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
-			}
-#pragma unroll
-			for (int o = 16; o > 0; o >>= 1) {
-				float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-				int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-				if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-			}
-			if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-			if (lane == 0) ids[r] = bi, w[r] = bv;
-		}
-	}
-	__syncwarp();
-	// The tail runs on lanes r < k in parallel (it used to run on lane 0
-	// alone: k dependent table reads and mapped writes in series). Only
-	// the renormalising sum stays serial on lane 0, in k order.
-	if (norm) {
-		float s = 0.0f;
-		if (lane == 0)
-			for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
-		s = __shfl_sync(FULL_MASK, s, 0);
-		for (int r = lane; r < k; r += 32) w[r] = __fdiv_rn(w[r], s);
-		__syncwarp();
-	}
-	int missing = 0;
-	for (int r = lane; r < k; r += 32) {
-		tbl->wts[r] = w[r];
-		if (table != nullptr) {
-			const unsigned long long rec = table[ids[r]];
-			tbl->recs[r] = rec;
-			missing |= rec == 0;
-		}
-		ids_out[r] = ids[r];
-	}
-	missing = __any_sync(FULL_MASK, missing);
-	if (need != nullptr && lane == 0) {
-		// need[0]: 0, or the layer's miss ticket (need[1] counts the steps
-		// this layer missed); the host answers ticket T with ready >= T.
-		int t = 0;
-		if (missing) need[1] = t = need[1] + 1;
-		need[0] = t;
-	}
-	if (flag == nullptr) return;
-	if (copy_n > 0) {
-		__syncwarp();  // this warp's ids_out writes are visible to the copy
-		for (int i = lane; i < copy_n; i += 32) copy_dst[i] = copy_src[i];
-	}
-	// Every lane's writes, then the flag: each writer fences, the warp
-	// synchronises, lane 0 raises the flag.
-	__threadfence_system();
-	__syncwarp();
-	if (lane == 0) *flag = 1;
-}
+                                                           const int* copy_src, int* copy_dst, int copy_n) { route_step_body(logits, E, k, norm, table, tbl, need, ids_out, flag, copy_src, copy_dst, copy_n); }
+
+extern "C" __global__ void __launch_bounds__(1024) argmax_step(const float* logits, int n, const int* masked, int nm,
+                                                              int* st, int* part, unsigned* ticket, int* tok_host,
+                                                              volatile int* flag) { argmax_step_body(logits, n, masked, nm, st, part, ticket, tok_host, flag, launched_grid()); }
+
+extern "C" __global__ void add_gated_resid_step(float* x, const float* d, const float* s, const float* g, int n) { add_gated_resid_step_body(x, d, s, g, n, launched_grid()); }
 
 // await_step is how a graph-wait step gets rows the cache had to load
 // (runtime/cuda/step.go). route_step gave the layer a miss ticket T =
@@ -304,56 +94,3 @@ extern "C" __global__ void __launch_bounds__(32) await_step(const int* need, con
 // system fence and *flag = 1, and resets the ticket. part holds one int per
 // block; ticket starts at 0; at most ARGMAX_MAX_MASKED masked ids. Launch:
 // G blocks of 1024 threads.
-#define ARGMAX_MAX_MASKED 8
-extern "C" __global__ void __launch_bounds__(1024) argmax_step(const float* logits, int n, const int* masked, int nm,
-                                                              int* st, int* part, unsigned* ticket, int* tok_host,
-                                                              volatile int* flag) {
-	__shared__ int local_masked[ARGMAX_MAX_MASKED];
-	__shared__ int nl;
-	__shared__ bool last;
-	const int chunk = (n + gridDim.x - 1) / gridDim.x;
-	const int lo = min(n, (int)blockIdx.x * chunk), hi = min(n, lo + chunk);
-	if (threadIdx.x == 0) {
-		// the masked ids inside this chunk, as chunk-local indices
-		int c = 0;
-		for (int j = 0; j < nm && j < ARGMAX_MAX_MASKED; j++)
-			if (masked[j] >= lo && masked[j] < hi) local_masked[c++] = masked[j] - lo;
-		nl = c;
-	}
-	__syncthreads();
-	const int i = argmax_block(logits + lo, hi - lo, local_masked, nl);
-	if (threadIdx.x == 0) {
-		part[blockIdx.x] = i < 0 ? -1 : lo + i;
-		__threadfence();
-		last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-	}
-	__syncthreads();
-	if (!last) return;
-	__threadfence();
-	float bv = 0.0f;
-	int bi = -1;
-	for (int b = threadIdx.x; b < (int)gridDim.x; b += blockDim.x) {
-		const int c = __ldcg(&part[b]);
-		if (c >= 0) {
-			const float v = __ldcg(&logits[c]);
-			if (beats(v, c, bv, bi)) bv = v, bi = c;
-		}
-	}
-	bi = block_best(bv, bi);
-	if (threadIdx.x != 0) return;
-	*ticket = 0;
-	st[0] = bi;
-	st[1] = st[1] + 1;
-	*tok_host = bi;
-	__threadfence_system();
-	*flag = 1;
-}
-
-// add_gated_resid_step: x += d + sigmoid(g[0]) * s, i.e. Qwen's
-// AddGated(d, s, g) followed by Add(x, x, d), with both roundings in the
-// same order (add_gated_f32 then add_f32).
-extern "C" __global__ void add_gated_resid_step(float* x, const float* d, const float* s, const float* g, int n) {
-	const float sg = (float)(1.0 / (1.0 + exp(-(double)g[0])));
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-		x[i] = __fadd_rn(x[i], add_scaled(d[i], sg, s[i]));
-}

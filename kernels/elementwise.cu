@@ -5,12 +5,10 @@
 #include "common.cuh"
 
 extern "C" __global__ void silu_mul_f32(float* d, const float* g, const float* u, int n) {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) d[i] = silu_mul(g[i], u[i]);
+	silu_mul_span(d, g, u, n, launched_grid());
 }
 
-extern "C" __global__ void add_f32(float* d, const float* a, const float* b, int n) {
-	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) d[i] = __fadd_rn(a[i], b[i]);
-}
+extern "C" __global__ void add_f32(float* d, const float* a, const float* b, int n) { add_span(d, a, b, n, launched_grid()); }
 
 extern "C" __global__ void add_scaled_f32(float* d, const float* x, float alpha, int n) {
 	for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gen.sh: compile every kernels/*.cu to PTX for compute_80 (`make kernels`).
+# gen.sh: compile every kernels/*.cu (or the .cu files named as arguments)
+# to PTX for compute_80 (`make kernels`).
 #
 # Each .ptx starts with one comment line naming the SHA-256 of its .cu source
 # and of every local header the .cu includes:
@@ -12,7 +13,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 NVCC=${NVCC:-nvcc}
 ARCH=${ARCH:-compute_80}
-for cu in *.cu; do
+[ $# -gt 0 ] || set -- *.cu
+for cu in "$@"; do
 	base=${cu%.cu}
 	line="// horizon-kernel-sources: $cu sha256=$(sha256sum "$cu" | cut -d' ' -f1)"
 	for h in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$cu"); do

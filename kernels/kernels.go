@@ -14,6 +14,11 @@
 //	rope_attention   RoPE, KV append, single-query attention
 //	router           softmax + top-k
 //	embed_argmax     embedding gather, argmax with EOS masking
+//	decode           the captured decode step's kernels (state and routed
+//	                 groups in device memory; bodies in decode.cuh)
+//	persistent       the persistent decode kernel: one launch interprets a
+//	                 step's program of the kernels above, with counters in
+//	                 device memory between its instructions
 //	bench            benchmark helpers (timer spin, streaming-read ceiling,
 //	                 empty kernel) and the mapped-memory probe
 //

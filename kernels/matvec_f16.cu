@@ -25,7 +25,8 @@ extern __shared__ __align__(16) float xs_smem[];
 	                                                       int cols, const void* nw, int nw_kind,           \
 	                                                       float eps) {                                      \
 		matvec_body<F16Fmt, NR, CPL, SHARED>(xs_smem, y, reinterpret_cast<const uint8_t*>(W), x, bias,    \
-		                                     bias_kind, rows, cols, 0, 0, NormSpec{nw, nw_kind, eps});      \
+		                                     bias_kind, rows, cols, 0, 0, NormSpec{nw, nw_kind, eps},       \
+		                                     launched_grid());                                              \
 	}
 
 MATVEC_F16(matvec_f16_r1_s, 1, 8, true)

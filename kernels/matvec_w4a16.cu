@@ -20,7 +20,8 @@ extern __shared__ __align__(16) float xs_smem[];
 	                                                       int rows, int cols, int cols_padded,              \
 	                                                       int scales_offset) {                              \
 		matvec_body<Int4Fmt, NR, CPL, SHARED>(xs_smem, y, mat, x, nullptr, 0, rows, cols, cols_padded,     \
-		                                      scales_offset);                                              \
+		                                      scales_offset, NormSpec{nullptr, 0, 0.0f},    \
+		                                      launched_grid());                                            \
 	}
 
 // rN: N rows per task; 8 chunks (4 KB) per warp-step except r1, r2. MINB 2

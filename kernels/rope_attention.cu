@@ -28,5 +28,5 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, cons
                                                                const float* vc, int n, int n_heads, int n_kv, int hd) {
 	extern __shared__ float smem[];
 	__shared__ float red[32];
-	attention_head(dst, q, kc, vc, n, n_heads, n_kv, hd, smem, red);
+	attention_head(dst, q, kc, vc, n, n_heads, n_kv, hd, smem, red, blockIdx.x);
 }

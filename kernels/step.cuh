@@ -49,7 +49,7 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 	v[i + half] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
 }
 
-// attention_head computes head h = blockIdx.x of
+// attention_head computes head h of
 // dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions 0..n-1, head h
 // reading kv head h/(nHeads/nKV). One block of 256 threads (ATT_WARPS warps)
 // per head; smem holds (n + ATT_WARPS*hd) floats. Scores: warp w takes
@@ -59,10 +59,10 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 // the 8 partial vectors are then added in warp order. hd <= 256.
 #define ATT_WARPS 8
 __device__ __forceinline__ void attention_head(float* dst, const float* q, const float* kc, const float* vc, int n,
-                                               int n_heads, int n_kv, int hd, float* smem, float* red) {
+                                               int n_heads, int n_kv, int hd, float* smem, float* red, int h) {
 	float* sc = smem;        // [n]
 	float* part = smem + n;  // [ATT_WARPS][hd]
-	const int h = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
 	const float* qh = q + (size_t)h * hd;
 	const float scale = (float)(1.0 / sqrt((double)hd));

@@ -29,6 +29,7 @@ func TestRuntimeNamesMatchCampaigns(t *testing.T) {
 		{"step mode ops", campaigns.StepOps, engine.StepOps, n.StepModes},
 		{"step mode graph-full", campaigns.StepGraphFull, engine.StepGraphFull, n.StepModes},
 		{"step mode graph-segmented", campaigns.StepGraphSegmented, engine.StepGraphSegmented, n.StepModes},
+		{"step mode persistent", campaigns.StepPersistent, engine.StepPersistent, n.StepModes},
 	} {
 		if tc.campaigns != tc.runtime {
 			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)

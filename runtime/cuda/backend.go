@@ -41,6 +41,14 @@ type Backend struct {
 	events   []cu.Event   // completed events ready for reuse
 	occ      map[occKey]int
 	tune     tuning
+	// rec, while not nil, receives the launches launch would make
+	// (recordLaunches); fnName names every loaded kernel for it.
+	rec    *[]launchRec
+	recTag string
+	fnName map[cu.Function]string
+	// traced is the last persistent stepper set up with tuning.traceUnits
+	// (profiles read its traces: persistentProfile).
+	traced *stepper
 
 	rows *Rows
 }
@@ -101,6 +109,8 @@ type tuning struct {
 	downVariant int  // grouped down: 1 + index into downVariants
 	downTile    int  // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
 	noMapped    bool // TopK/Argmax read results back with a copy even when mapped memory works
+	persistent  int  // persistent steps: 1 + index into persistentBuilds (0: defaultPersistentBuild)
+	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
 }
 
 // mappedBuf is pinned host memory kernels write directly.

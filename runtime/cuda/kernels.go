@@ -47,17 +47,19 @@ type kernelSet struct {
 	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep  cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
-	rmsnorm                                                    cu.Function
-	siluMul                                                    cu.Function
-	add                                                        cu.Function
-	addScaled                                                  cu.Function
-	addGated                                                   cu.Function
-	rope                                                       cu.Function
-	kvAppend                                                   cu.Function
-	attention                                                  cu.Function
-	topk                                                       cu.Function
-	embed                                                      cu.Function
-	argmax                                                     cu.Function
+	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
+	persistent [3]cu.Function
+	rmsnorm    cu.Function
+	siluMul    cu.Function
+	add        cu.Function
+	addScaled  cu.Function
+	addGated   cu.Function
+	rope       cu.Function
+	kvAppend   cu.Function
+	attention  cu.Function
+	topk       cu.Function
+	embed      cu.Function
+	argmax     cu.Function
 	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
 	// self-check at Open.
 	spin       cu.Function
@@ -123,12 +125,19 @@ func (b *Backend) loadKernels() error {
 	k.ropeKVStep, k.attentionStep, k.routeStep = get("rope_kv_step"), get("attention_step"), get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
+	for i, n := range persistentBuilds {
+		k.persistent[i] = get(n)
+	}
 	if len(missing) > 0 {
 		return fmt.Errorf("kernels %v: not in the embedded PTX", missing)
 	}
+	b.fnName = make(map[cu.Function]string, len(funcs))
+	for n, f := range funcs {
+		b.fnName[f] = n
+	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.attention, k.topk, k.attentionStep}
+	big := append([]cu.Function{k.attention, k.topk, k.attentionStep}, k.persistent[:]...)
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -168,6 +177,7 @@ var moduleFuncs = map[string][]string{
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step"},
+	"persistent": persistentBuilds[:],
 }
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,
@@ -199,14 +209,22 @@ func argInt(v int) uint64          { return uint64(int64(v)) }
 func argF32(v float32) uint64      { return uint64(math.Float32bits(v)) }
 func argF64(v float64) uint64      { return math.Float64bits(v) }
 
-// launch issues fn on the compute stream; owner thread only.
+// launch issues fn on the compute stream; owner thread only. While the
+// backend records (recordLaunches, persistent.go) it notes the launch
+// instead.
 func (b *Backend) launch(fn cu.Function, grid, block, smem int, args ...uint64) error {
+	if b.rec != nil {
+		return b.record(fn, grid, block, smem, args)
+	}
 	return launchKernel(fn, grid, block, smem, b.compute, args, nil)
 }
 
 // launchBlob is launch with a last by-value struct parameter read from blob
 // (which must hold at least the parameter's size).
 func (b *Backend) launchBlob(fn cu.Function, grid, block, smem int, blob unsafe.Pointer, args ...uint64) error {
+	if b.rec != nil {
+		return fmt.Errorf("recording a launch: a by-value row table cannot be recorded")
+	}
 	return launchKernel(fn, grid, block, smem, b.compute, args, blob)
 }
 

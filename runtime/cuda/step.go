@@ -127,6 +127,12 @@ type stepper struct {
 	lookahead bool     // graph-full: launch decode step t+1 before waiting for step t
 	ahead     *pending // graph-full: a decode step launched ahead, not yet consumed
 
+	// persistent: the programs (for listings) and the control block.
+	programs [][]pinstr
+	traces   []cu.DevicePtr // [program]: 3 timestamps per unit, or 0 (tuning.traceUnits)
+	ctl      cu.DevicePtr
+	ctlN     int
+
 	ids  []int  // scratch: one layer's routed ids
 	recs []byte // scratch: one layer's row addresses
 
@@ -172,7 +178,7 @@ func (b *Backend) NewStepper(spec device.StepSpec) (device.Stepper, error) {
 		if full {
 			s.mode = device.StepGraphFull
 		}
-	case device.StepGraphFull:
+	case device.StepGraphFull, device.StepPersistent:
 		if !full {
 			return nil, fmt.Errorf("cuda: stepper: %s needs full residency (a pinned snapshot)", spec.Mode)
 		}
@@ -279,7 +285,7 @@ func (s *stepper) setup() error {
 		S := cfg.SharedFFN
 		wants = append(wants, want{&s.sgum, 2*S + 1, backend.F32}, want{&s.sa, S, backend.F32}, want{&s.sd, D, backend.F32})
 	}
-	if s.mode == device.StepGraphFull {
+	if s.deviceTables() {
 		wants = append(wants, want{&s.tables, s.L * E * 8, backend.Bytes}, want{&s.idsDev, s.L * s.A * 4, backend.Bytes})
 	}
 	if s.mode == device.StepGraphWait {
@@ -301,7 +307,7 @@ func (s *stepper) setup() error {
 			return fmt.Errorf("EOS ids: %w", err)
 		}
 	}
-	if s.mode == device.StepGraphFull {
+	if s.deviceTables() {
 		addr := make([]uint64, s.L*E)
 		for l := range s.L {
 			snap, err := s.spec.Experts.Snapshot(l)
@@ -347,26 +353,28 @@ func (s *stepper) setup() error {
 		}
 	}
 
-	capture := func(what string, issue func() error) (*graph, error) {
-		if err := beginCapture(b.compute); err != nil {
-			return nil, fmt.Errorf("capture %s: %w", what, err)
-		}
-		ierr := issue()
-		g, err := endCapture(b.compute)
-		if ierr != nil || err != nil {
-			if g != nil {
-				_ = g.destroy()
-			}
-			return nil, fmt.Errorf("capture %s: %w", what, errors.Join(ierr, err))
-		}
-		return g, nil
-	}
+	capture := s.capture
 	slots := 1
-	if s.mode == device.StepGraphFull {
+	if s.deviceTables() {
 		slots = 2
 	}
 	for slot := range slots {
 		s.cur = slot
+		if s.mode == device.StepPersistent {
+			// One program per slot for the body alone (a prefill step)
+			// and one per slot and EOS rule for body and head.
+			body := func() error { return s.issueBody(0, len(s.prog.body), true) }
+			if s.body[slot], err = s.persistentGraph("step", body); err != nil {
+				return err
+			}
+			for m := range s.heads[slot] {
+				whole := func() error { return errors.Join(body(), s.issueHead(m == 1)) }
+				if s.heads[slot][m], err = s.persistentGraph("step and head", whole); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		for m := range s.heads[slot] {
 			if s.heads[slot][m], err = capture("head", func() error { return s.issueHead(m == 1) }); err != nil {
 				return err
@@ -404,6 +412,31 @@ func (s *stepper) setup() error {
 		}
 	}
 	return nil
+}
+
+// capture captures what issue enqueues on the compute stream as a graph;
+// owner thread.
+func (s *stepper) capture(what string, issue func() error) (*graph, error) {
+	b := s.b
+	if err := beginCapture(b.compute); err != nil {
+		return nil, fmt.Errorf("capture %s: %w", what, err)
+	}
+	ierr := issue()
+	g, err := endCapture(b.compute)
+	if ierr != nil || err != nil {
+		if g != nil {
+			_ = g.destroy()
+		}
+		return nil, fmt.Errorf("capture %s: %w", what, errors.Join(ierr, err))
+	}
+	return g, nil
+}
+
+// deviceTables reports whether routing reads every layer's pinned rows
+// from a device table and the host reads the routed ids once per step,
+// running one step ahead in two slots: graph-full and persistent.
+func (s *stepper) deviceTables() bool {
+	return s.mode == device.StepGraphFull || s.mode == device.StepPersistent
 }
 
 // flagAt and idsAt are the offsets of flag i and of layer l's routed ids in
@@ -499,8 +532,13 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			atomic.StoreInt32(s.flag(slot, i), 0)
 		}
 		g, h := s.body[slot], s.heads[slot][mask]
-		if s.mode == device.StepGraphSegmented {
+		switch s.mode {
+		case device.StepGraphSegmented:
 			g = s.segs[0]
+		case device.StepPersistent:
+			if head {
+				g, h = h, nil // one launch: the body and the head
+			}
 		}
 		return b.o.async(func() error {
 			if set {
@@ -519,7 +557,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	}
 	launch := func(g *graph) error { return b.o.async(func() error { return g.launch(b.compute) }) }
 	switch s.mode {
-	case device.StepGraphFull:
+	case device.StepGraphFull, device.StepPersistent:
 		slot := -1
 		if a := s.ahead; a != nil {
 			s.ahead = nil

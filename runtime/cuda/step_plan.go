@@ -19,6 +19,9 @@ import (
 func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 	for i := lo; i < hi; i++ {
 		in := s.prog.body[i]
+		if s.b.rec != nil {
+			s.b.recTag = fmt.Sprintf("%s L%d", in.Op, in.Layer)
+		}
 		var err error
 		switch in.Op {
 		case plan.OpEmbed:
@@ -51,6 +54,9 @@ func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 // norm) and select (argmax, EOS ids masked when masked).
 func (s *stepper) issueHead(masked bool) error {
 	for _, in := range s.prog.head {
+		if s.b.rec != nil {
+			s.b.recTag = in.Op.String()
+		}
 		var err error
 		switch in.Op {
 		case plan.OpHead:
@@ -189,7 +195,7 @@ func (s *stepper) issueRoute(i, l int) error {
 	}
 	var table, need cu.DevicePtr
 	switch s.mode {
-	case device.StepGraphFull:
+	case device.StepGraphFull, device.StepPersistent:
 		table = s.tables + cu.DevicePtr(8*l*E)
 	case device.StepGraphWait:
 		table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
@@ -203,7 +209,7 @@ func (s *stepper) issueRoute(i, l int) error {
 	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
 	var copySrc, copyDst cu.DevicePtr
 	copyN := 0
-	if s.mode == device.StepGraphFull {
+	if s.deviceTables() {
 		ids = s.idsDev + cu.DevicePtr(4*l*s.A)
 		if i != s.prog.lastRoute {
 			flag = 0

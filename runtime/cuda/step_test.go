@@ -13,8 +13,8 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// TestStepperMatchesOps: captured steps (graph-full at full residency,
-// graph-wait and graph-segmented at partial) give the op-by-op path's bits: the same
+// TestStepperMatchesOps: captured steps (graph-full and persistent at full
+// residency, graph-wait and graph-segmented at partial) give the op-by-op path's bits: the same
 // logits at every step and the same tokens, for every executor, both
 // schemes, with and without EOS suppression, and the same cache counters.
 func TestStepperMatchesOps(t *testing.T) {
@@ -35,7 +35,7 @@ func TestStepperMatchesOps(t *testing.T) {
 							o := engine.LoadOptions{Executor: ex, Capacity: c}
 							o.StepMode = engine.StepOps
 							want, wantC := generateMode(t, art, o, req, engine.StepOps)
-							modes := []string{engine.StepGraphFull}
+							modes := []string{engine.StepGraphFull, engine.StepPersistent}
 							if c < cfg.NumExperts {
 								modes = []string{engine.StepGraphSegmented, engine.StepGraphWait}
 							}
@@ -106,38 +106,40 @@ func sameResult(t *testing.T, what string, got, want engine.Result) {
 	}
 }
 
-// TestStepperLookahead: with lookahead (no logits read), graph-full steps
-// launch the next decode step before the host has the token; tokens and
-// cache counters stay those of the op-by-op path, and a second request on
-// the same engine (which discards the step launched ahead at the end of the
-// first) gives the tokens of a fresh engine.
+// TestStepperLookahead: with lookahead (no logits read), graph-full and
+// persistent steps launch the next decode step before the host has the
+// token; tokens and cache counters stay those of the op-by-op path, and a
+// second request on the same engine (which discards the step launched ahead
+// at the end of the first) gives the tokens of a fresh engine.
 func TestStepperLookahead(t *testing.T) {
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
-		t.Run(arch, func(t *testing.T) {
-			art := testArtifact(t, arch, qpack.SchemeInt4)
-			reqA := engine.Request{Prompt: promptIDs("Lookahead keeps the GPU busy."), Tokens: 24, SuppressEOS: true}
-			reqB := engine.Request{Prompt: promptIDs("A second request starts over."), Tokens: 16, SuppressEOS: true}
-			o := engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepOps}
-			wantA, wantC := generateMode(t, art, o, reqA, engine.StepOps)
-			wantB, _ := generateMode(t, art, o, reqB, engine.StepOps)
-			o.StepMode = engine.StepGraphFull
-			l := loadEngine(t, art, o)
-			gotA, err := l.Generate(reqA)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c := l.Cache.Counters()
-			if got := [3]int64{c.Hits, c.Misses, c.H2DBytes}; got != wantC {
-				t.Fatalf("cache hits/misses/h2d %v, op by op %v (a step launched ahead was accounted?)", got, wantC)
-			}
-			gotB, err := l.Generate(reqB)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(gotA.Tokens, wantA.Tokens) || !reflect.DeepEqual(gotB.Tokens, wantB.Tokens) {
-				t.Fatalf("tokens %v / %v, op by op %v / %v", gotA.Tokens, gotB.Tokens, wantA.Tokens, wantB.Tokens)
-			}
-		})
+		for _, mode := range []string{engine.StepGraphFull, engine.StepPersistent} {
+			t.Run(arch+"/"+mode, func(t *testing.T) {
+				art := testArtifact(t, arch, qpack.SchemeInt4)
+				reqA := engine.Request{Prompt: promptIDs("Lookahead keeps the GPU busy."), Tokens: 24, SuppressEOS: true}
+				reqB := engine.Request{Prompt: promptIDs("A second request starts over."), Tokens: 16, SuppressEOS: true}
+				o := engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepOps}
+				wantA, wantC := generateMode(t, art, o, reqA, engine.StepOps)
+				wantB, _ := generateMode(t, art, o, reqB, engine.StepOps)
+				o.StepMode = mode
+				l := loadEngine(t, art, o)
+				gotA, err := l.Generate(reqA)
+				if err != nil {
+					t.Fatal(err)
+				}
+				c := l.Cache.Counters()
+				if got := [3]int64{c.Hits, c.Misses, c.H2DBytes}; got != wantC {
+					t.Fatalf("cache hits/misses/h2d %v, op by op %v (a step launched ahead was accounted?)", got, wantC)
+				}
+				gotB, err := l.Generate(reqB)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(gotA.Tokens, wantA.Tokens) || !reflect.DeepEqual(gotB.Tokens, wantB.Tokens) {
+					t.Fatalf("tokens %v / %v, op by op %v / %v", gotA.Tokens, gotB.Tokens, wantA.Tokens, wantB.Tokens)
+				}
+			})
+		}
 	}
 }
 

@@ -31,11 +31,16 @@ const (
 	// table the host keeps; a layer with a missing expert waits on the
 	// device until the host has loaded it through the cache.
 	StepGraphWait = "graph-wait"
+	// StepPersistent runs the whole step (graph-full's routing and
+	// tables) as one launch of a persistent kernel that interprets the
+	// step plan's instructions, with dependencies as counters in device
+	// memory instead of kernel boundaries (full residency only).
+	StepPersistent = "persistent"
 )
 
 // StepModes lists the values LoadOptions.StepMode accepts.
 func StepModes() []string {
-	return []string{"auto", StepOps, StepGraphFull, StepGraphSegmented, StepGraphWait}
+	return []string{"auto", StepOps, StepGraphFull, StepGraphSegmented, StepGraphWait, StepPersistent}
 }
 
 // StepSpec is what a device stepper needs: the model, its weights, the
@@ -77,7 +82,7 @@ type Stepper interface {
 	// needs). The engine turns it off when it reads the logits of a step,
 	// which a step launched ahead would overwrite.
 	SetLookahead(on bool)
-	// Mode is StepGraphFull, StepGraphSegmented or StepGraphWait.
+	// Mode is StepGraphFull, StepGraphSegmented, StepGraphWait or StepPersistent.
 	Mode() string
 	Close() error
 }

@@ -79,7 +79,7 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		switch stepMode {
 		case "", "auto":
 			stepMode = StepOps
-		case StepGraphFull, StepGraphSegmented, StepGraphWait:
+		case StepGraphFull, StepGraphSegmented, StepGraphWait, StepPersistent:
 			return nil, fmt.Errorf("engine: prefetch %s needs op-by-op steps (step mode %s or auto), but step mode %s was asked for: captured device steps route on the device and cannot prefetch",
 				prefetch, StepOps, stepMode)
 		}

@@ -25,6 +25,7 @@ const (
 	StepGraphFull      = device.StepGraphFull
 	StepGraphSegmented = device.StepGraphSegmented
 	StepGraphWait      = device.StepGraphWait
+	StepPersistent     = device.StepPersistent
 )
 
 // StepModes lists the values LoadOptions.StepMode accepts.
@@ -45,7 +46,7 @@ func (e *Engine) useStepper(mode string, layout qpack.RecordLayout, overlap bool
 		}
 	}
 	switch mode {
-	case "", "auto", StepGraphFull, StepGraphSegmented, StepGraphWait:
+	case "", "auto", StepGraphFull, StepGraphSegmented, StepGraphWait, StepPersistent:
 	case StepOps:
 		if overlap {
 			return fmt.Errorf("engine: overlap %s needs step mode %s, not %s", OverlapHitCompute, StepGraphSegmented, mode)

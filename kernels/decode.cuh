@@ -1,0 +1,306 @@
+// decode.cuh: the bodies of the captured decode step's kernels (decode.cu
+// launches each as its own kernel; the persistent decode kernel,
+// persistent.cu, runs them as instructions of one launch). A body that
+// depends on its block runs as block vg.bid of vg.nblk (VGrid), so the
+// persistent kernel's virtual blocks do exactly what a launch's blocks do
+// and give the same bits. What the bodies read and write is described in
+// decode.cu.
+#pragma once
+
+#include "common.cuh"
+#include "step.cuh"
+
+// route_step_body: at most ROUTE_MAX_PER_LANE*32 experts (one warp).
+#define ROUTE_MAX_PER_LANE 8
+// argmax_step_body masks at most ARGMAX_MAX_MASKED ids.
+#define ARGMAX_MAX_MASKED 8
+
+// embed_step: dst[j] = table[st[0]*D + j]; table FP16 (kind 1) or FP32 (2).
+__device__ __forceinline__ void embed_step_body(float* dst, const void* table, int kind, const int* st, int D, VGrid vg) {
+	const int tok = st[0];
+	for (int j = vg.bid * blockDim.x + threadIdx.x; j < D; j += vg.nblk * blockDim.x) {
+		const size_t at = (size_t)tok * D + j;
+		dst[j] = kind == 1 ? __half2float(reinterpret_cast<const __half*>(table)[at]) : reinterpret_cast<const float*>(table)[at];
+	}
+}
+
+// qk_norm_step: RMSNorm of q (nq/gq groups of gq values, weights qw) and k
+// (nk/gk groups, weights kw) in place, one block per group: blocks
+// 0..nq/gq-1 take q, the rest k. Each block is rmsnorm's block.
+__device__ __forceinline__ void qk_norm_step_body(float* q, float* k, const void* qw, const void* kw,
+                                                              int w_kind, int nq, int gq, int gk, float eps, VGrid vg) {
+	__shared__ float red[32];
+	const int qb = nq / gq;
+	if ((int)vg.bid < qb) {
+		float* g = q + (size_t)vg.bid * gq;
+		rmsnorm_group(g, g, qw, w_kind, gq, eps, red);
+	} else {
+		float* g = k + (size_t)(vg.bid - qb) * gk;
+		rmsnorm_group(g, g, kw, w_kind, gk, eps, red);
+	}
+}
+
+// rope_kv_step: at position pos = st[1], rotate the nh query heads of q in
+// place, rotate the nkv key heads of k and store them at kc[pos], and store
+// v at vc[pos] (rows of kvn = nkv*hd values). One thread per work item:
+// nh*hd/2 query pairs, then nkv*hd/2 key pairs, then kvn value copies.
+__device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
+                                        int nkv, int hd, const int* st, double theta, VGrid vg) {
+	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
+	const int nqp = nh * half, nkp = nkv * half, total = nqp + nkp + kvn;
+	for (int idx = vg.bid * blockDim.x + threadIdx.x; idx < total; idx += vg.nblk * blockDim.x) {
+		if (idx < nqp) {
+			const int h = idx / half, i = idx - h * half;
+			rope_pair(q + (size_t)h * hd, i, hd, pos, theta);
+		} else if (idx < nqp + nkp) {
+			const int j = idx - nqp, h = j / half, i = j - h * half;
+			// The pair is copied into the cache row and rotated there: k
+			// itself stays as projected (only the cache holds the rotated
+			// key, as after RoPE + KVAppend).
+			const float* kh = k + (size_t)h * hd;
+			float* row = kc + (size_t)pos * kvn + (size_t)h * hd;
+			row[i] = kh[i];
+			row[i + half] = kh[i + half];
+			rope_pair(row, i, hd, pos, theta);
+		} else {
+			const int j = idx - nqp - nkp;
+			vc[(size_t)pos * kvn + j] = v[j];
+		}
+	}
+}
+
+// qk_norm_rope_kv_step: qk_norm_step followed by rope_kv_step in one
+// launch, for norm groups that hold whole heads (g % hd == 0), one block per
+// head: blocks 0..nh-1 take query head h, blocks nh..nh+nkv-1 key head b.
+// Each block computes its group's inv (rms_inv: rmsnorm_group's sum order,
+// so every block of a group gets the same bits), normalises only its head,
+// into qo (queries: q itself stays as projected, since other blocks of the
+// group still read it) or into the cache row at pos = st[1] (keys, which
+// also copy their head of v into vc), then rotates that head. The
+// arithmetic is rmsnorm_group's and rope_pair's in the op-by-op order
+// (norm, rope, append), so the bits are the same. qo must not alias q.
+__device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float* q, const float* k,
+                                                                      const float* v, float* kc, float* vc,
+                                                                      const void* qw, const void* kw, int w_kind, int nh,
+                                                                      int nkv, int hd, int gq, int gk, const int* st,
+                                                                      double theta, float eps, VGrid vg) {
+	__shared__ float red[32];
+	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
+	const bool isq = (int)vg.bid < nh;
+	const int h = isq ? vg.bid : vg.bid - nh;  // head within q or k
+	const int g = isq ? gq : gk, g0 = h * hd / g * g;   // the head's group starts at g0
+	const float* x = isq ? q : k;
+	const void* w = isq ? qw : kw;
+	float* dst = isq ? qo + (size_t)h * hd : kc + (size_t)pos * kvn + (size_t)h * hd;
+	const float inv = rms_inv(x + g0, g, eps, red);
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		const int i = h * hd - g0 + j;  // index within the group
+		const float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
+		if (!isq) vc[(size_t)pos * kvn + (size_t)h * hd + j] = v[(size_t)h * hd + j];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
+}
+
+// attention_step: attention_head over positions 0..st[1]. Launch: one block
+// per query head, dynamic shared memory (maxSeq + 8*hd) floats.
+__device__ __forceinline__ void attention_step_body(float* dst, const float* q, const float* kc,
+                                                                const float* vc, const int* st, int n_heads, int n_kv,
+                                                                int hd, VGrid vg) {
+	extern __shared__ float smem[];
+	__shared__ float red[32];
+	attention_head(dst, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, smem, red, vg.bid);
+}
+
+
+// route_step: softmax over logits[E] and top-k with one warp (E <= 256):
+// the same values as router_topk_block (max is exact in any order; p_i =
+// exp(l_i - max) in double rounded once; the sum in index order by lane 0;
+// one division each; selection by (p desc, index asc), a total order, so
+// the winner of each round does not depend on the reduction order). Then
+// lane 0 renormalises the weights when norm is set (sum in k order, one
+// division each: the host's order in Backend.TopK) into tbl->wts and, when
+// table is not null (full residency: table[e] is the device address of
+// expert e's row; in graph-wait mode a table in mapped host memory with 0
+// for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
+// need is not null, gives the layer a miss ticket when some rec is 0
+// (await_step then waits for the host). The
+// ids go to ids_out; with a flag, copy_n ints are then copied from
+// copy_src to copy_dst (graph-full publishes every layer's ids, kept in
+// device memory, from the last layer's routing: one system fence per step
+// instead of one per layer), then a system fence and *flag = 1. Without a
+// flag nothing is fenced. The selection is one rank pass (a value's rank =
+// how many values beat it; the k sequential rounds only when a NaN is
+// present); the tail runs on lanes 0..k-1 at once. Launch: 1 block of 32
+// threads.
+__device__ __forceinline__ void route_step_body(const float* logits, int E, int k, int norm,
+                                                           const volatile unsigned long long* table, GroupTable* tbl,
+                                                           int* need, int* ids_out, volatile int* flag,
+                                                           const int* copy_src, int* copy_dst, int copy_n) {
+	__shared__ float p[32 * ROUTE_MAX_PER_LANE];
+	__shared__ int ids[64];
+	__shared__ float w[64];
+	const int lane = threadIdx.x;
+	float v[ROUTE_MAX_PER_LANE];
+	float m = -INFINITY;
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		v[j] = i < E ? logits[i] : -INFINITY;
+		m = fmaxf(m, v[j]);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL_MASK, m, o));
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		if (i < E) p[i] = v[j] = (float)exp((double)__fsub_rn(v[j], m));
+	}
+	__syncwarp();
+	float total = 0.0f;
+	if (lane == 0) {
+		// In index order (unrolled: the loads run ahead, the adds stay in order).
+#pragma unroll 16
+		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
+	}
+	total = __shfl_sync(FULL_MASK, total, 0);
+	bool nan = false;
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		v[j] = __fdiv_rn(v[j], total);
+		nan |= lane + 32 * j < E && v[j] != v[j];
+	}
+	__syncwarp();  // every lane read p for the total
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++)
+		if (lane + 32 * j < E) p[lane + 32 * j] = v[j];
+	__syncwarp();
+	if (!__any_sync(FULL_MASK, nan) && k <= E) {
+		// (p desc, index asc) is a strict total order on non-NaN values,
+		// so the value with rank r (r values beat it) is the one round r
+		// of the selection below picks: one pass instead of k rounds.
+#pragma unroll
+		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+			const int i = lane + 32 * j;
+			if (i >= E) continue;
+			int rank = 0;
+#pragma unroll 8
+			for (int o = 0; o < E; o++) rank += beats(p[o], o, v[j], i);
+			if (rank < k) ids[rank] = i, w[rank] = v[j];
+		}
+	} else {
+		unsigned taken = 0;  // bit j: value j of this lane selected
+		for (int r = 0; r < k; r++) {
+			float bv = 0.0f;
+			int bi = -1;
+#pragma unroll
+			for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+				const int i = lane + 32 * j;
+				if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) {
+				float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+				int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+				if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+			}
+			if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+			if (lane == 0) ids[r] = bi, w[r] = bv;
+		}
+	}
+	__syncwarp();
+	// The tail runs on lanes r < k in parallel (it used to run on lane 0
+	// alone: k dependent table reads and mapped writes in series). Only
+	// the renormalising sum stays serial on lane 0, in k order.
+	if (norm) {
+		float s = 0.0f;
+		if (lane == 0)
+			for (int r = 0; r < k; r++) s = __fadd_rn(s, w[r]);
+		s = __shfl_sync(FULL_MASK, s, 0);
+		for (int r = lane; r < k; r += 32) w[r] = __fdiv_rn(w[r], s);
+		__syncwarp();
+	}
+	int missing = 0;
+	for (int r = lane; r < k; r += 32) {
+		tbl->wts[r] = w[r];
+		if (table != nullptr) {
+			const unsigned long long rec = table[ids[r]];
+			tbl->recs[r] = rec;
+			missing |= rec == 0;
+		}
+		ids_out[r] = ids[r];
+	}
+	missing = __any_sync(FULL_MASK, missing);
+	if (need != nullptr && lane == 0) {
+		// need[0]: 0, or the layer's miss ticket (need[1] counts the steps
+		// this layer missed); the host answers ticket T with ready >= T.
+		int t = 0;
+		if (missing) need[1] = t = need[1] + 1;
+		need[0] = t;
+	}
+	if (flag == nullptr) return;
+	if (copy_n > 0) {
+		__syncwarp();  // this warp's ids_out writes are visible to the copy
+		for (int i = lane; i < copy_n; i += 32) copy_dst[i] = copy_src[i];
+	}
+	// Every lane's writes, then the flag: each writer fences, the warp
+	// synchronises, lane 0 raises the flag.
+	__threadfence_system();
+	__syncwarp();
+	if (lane == 0) *flag = 1;
+}
+
+
+__device__ __forceinline__ void argmax_step_body(const float* logits, int n, const int* masked, int nm,
+                                                              int* st, int* part, unsigned* ticket, int* tok_host,
+                                                              volatile int* flag, VGrid vg) {
+	__shared__ int local_masked[ARGMAX_MAX_MASKED];
+	__shared__ int nl;
+	__shared__ bool last;
+	const int chunk = (n + vg.nblk - 1) / vg.nblk;
+	const int lo = min(n, (int)vg.bid * chunk), hi = min(n, lo + chunk);
+	if (threadIdx.x == 0) {
+		// the masked ids inside this chunk, as chunk-local indices
+		int c = 0;
+		for (int j = 0; j < nm && j < ARGMAX_MAX_MASKED; j++)
+			if (masked[j] >= lo && masked[j] < hi) local_masked[c++] = masked[j] - lo;
+		nl = c;
+	}
+	__syncthreads();
+	const int i = argmax_block(logits + lo, hi - lo, local_masked, nl);
+	if (threadIdx.x == 0) {
+		part[vg.bid] = i < 0 ? -1 : lo + i;
+		__threadfence();
+		last = atomicAdd(ticket, 1u) == vg.nblk - 1;
+	}
+	__syncthreads();
+	if (!last) return;
+	__threadfence();
+	float bv = 0.0f;
+	int bi = -1;
+	for (int b = threadIdx.x; b < (int)vg.nblk; b += blockDim.x) {
+		const int c = __ldcg(&part[b]);
+		if (c >= 0) {
+			const float v = __ldcg(&logits[c]);
+			if (beats(v, c, bv, bi)) bv = v, bi = c;
+		}
+	}
+	bi = block_best(bv, bi);
+	if (threadIdx.x != 0) return;
+	*ticket = 0;
+	st[0] = bi;
+	st[1] = st[1] + 1;
+	*tok_host = bi;
+	__threadfence_system();
+	*flag = 1;
+}
+
+// add_gated_resid_step: x += d + sigmoid(g[0]) * s, i.e. Qwen's
+// AddGated(d, s, g) followed by Add(x, x, d), with both roundings in the
+// same order (add_gated_f32 then add_f32).
+__device__ __forceinline__ void add_gated_resid_step_body(float* x, const float* d, const float* s, const float* g, int n, VGrid vg) {
+	const float sg = (float)(1.0 / (1.0 + exp(-(double)g[0])));
+	for (int i = vg.bid * blockDim.x + threadIdx.x; i < n; i += vg.nblk * blockDim.x)
+		x[i] = __fadd_rn(x[i], add_scaled(d[i], sg, s[i]));
+}

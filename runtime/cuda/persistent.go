@@ -1,0 +1,174 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"slices"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// Step mode persistent (device.StepPersistent): a graph-full step whose
+// body and head are one launch of the persistent decode kernel
+// (kernels/persistent.cu) instead of ~130 (OLMoE) or ~290 (Qwen) kernel
+// launches. The stepper records the launches step_plan.go issues for the
+// plan, encodes them as a program (persistent_program.go) and captures one
+// launch of the interpreter over it; everything else (slots, lookahead,
+// the device tables of pinned rows, the host's reading of the routed ids
+// and the cache's counters) is graph-full's.
+
+// persistentBuilds are the interpreter's builds (kernels/persistent.cu):
+// inlined bodies at one block per SM, at two, and called bodies at one.
+var persistentBuilds = [3]string{"decode_persistent", "decode_persistent_2", "decode_persistent_call"}
+
+// persistentBuild is the build the stepper launches: tuning.persistent - 1
+// when set, else defaultPersistentBuild.
+func (b *Backend) persistentBuild() int {
+	if t := b.tune.persistent; t > 0 && t <= len(persistentBuilds) {
+		return t - 1
+	}
+	return defaultPersistentBuild
+}
+
+const defaultPersistentBuild = 0
+
+// recordLaunches runs issue with the backend recording its launches instead
+// of making them; owner thread only.
+func (b *Backend) recordLaunches(issue func() error) ([]launchRec, error) {
+	var recs []launchRec
+	b.rec = &recs
+	defer func() { b.rec = nil }()
+	if err := issue(); err != nil {
+		return nil, err
+	}
+	return recs, nil
+}
+
+// record is launch while recording.
+func (b *Backend) record(fn cu.Function, grid, blk, smem int, args []uint64) error {
+	name, ok := b.fnName[fn]
+	if !ok {
+		return fmt.Errorf("recording a launch: unknown kernel")
+	}
+	*b.rec = append(*b.rec, launchRec{name: name, grid: grid, block: blk, smem: smem, args: append([]uint64(nil), args...), tag: b.recTag})
+	return nil
+}
+
+// persistentGraph records issue, encodes it as a program in device memory
+// and captures one launch of the persistent kernel over it; owner thread.
+func (s *stepper) persistentGraph(what string, issue func() error) (*graph, error) {
+	b := s.b
+	recs, err := b.recordLaunches(issue)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	prog, err := encodeProgram(recs, s.lay.Down.Offset, s.lay.Down.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	smem := 0
+	for _, in := range prog {
+		smem = max(smem, in.smem)
+	}
+	if smem > b.smemMax {
+		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above %d", what, smem, b.smemMax)
+	}
+	fn := b.k.persistent[b.persistentBuild()]
+	per, err := blocksPerSM(fn, persistentBlock, smem)
+	if err != nil {
+		return nil, fmt.Errorf("%s: occupancy of %s: %w", what, persistentBuilds[b.persistentBuild()], err)
+	}
+	if per < 1 {
+		return nil, fmt.Errorf("%s: %s with %d bytes of shared memory does not fit a multiprocessor", what, persistentBuilds[b.persistentBuild()], smem)
+	}
+	enc := encodeInstrs(prog)
+	t, err := b.alloc(len(enc), backend.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%s: program: %w", what, err)
+	}
+	s.bufs = append(s.bufs, t)
+	if err := b.copyIn(t.ptr, unsafe.Pointer(&enc[0]), len(enc)); err != nil {
+		return nil, fmt.Errorf("%s: program: %w", what, err)
+	}
+	if err := s.persistentCtl(len(prog)); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	var trace cu.DevicePtr
+	if b.tune.traceUnits {
+		units := 0
+		for _, in := range prog {
+			units += in.units
+		}
+		tt, err := b.alloc(3*8*units, backend.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("%s: trace: %w", what, err)
+		}
+		s.bufs = append(s.bufs, tt)
+		trace = tt.ptr
+		b.traced = s
+	}
+	s.programs = append(s.programs, prog)
+	s.traces = append(s.traces, trace)
+	grid := per * b.sms
+	return s.capture(what, func() error {
+		return b.launch(fn, grid, persistentBlock, smem, argPtr(t.ptr), argInt(len(prog)), argPtr(s.ctl), argPtr(trace))
+	})
+}
+
+// persistentCtl makes sure the control block (ticket, finished blocks,
+// done[n]) holds n instructions, zeroed. Every program's launch leaves it
+// zeroed again, so the programs of a stepper share it.
+func (s *stepper) persistentCtl(n int) error {
+	if n <= s.ctlN {
+		return nil
+	}
+	t, err := s.b.alloc(4*(2+n), backend.Bytes)
+	if err != nil {
+		return fmt.Errorf("control block: %w", err)
+	}
+	s.bufs = append(s.bufs, t)
+	zero := make([]uint32, 2+n)
+	if err := s.b.copyIn(t.ptr, unsafe.Pointer(&zero[0]), 4*len(zero)); err != nil {
+		return fmt.Errorf("control block: %w", err)
+	}
+	s.ctl, s.ctlN = t.ptr, n
+	return nil
+}
+
+// persistentProfile reads the traces of the traced stepper's programs and
+// returns the per-instruction table (profileTable) of the program that ran
+// last, at bw bytes/s of HBM bandwidth. The device must be idle.
+func (b *Backend) persistentProfile(bw float64) (string, error) {
+	s := b.traced
+	if s == nil {
+		return "", fmt.Errorf("no persistent stepper was traced (tuning.traceUnits)")
+	}
+	best, bestEnd := -1, uint64(0)
+	var bestTrace []uint64
+	for i, prog := range s.programs {
+		units := 0
+		for _, in := range prog {
+			units += in.units
+		}
+		tr := make([]uint64, 3*units)
+		if err := b.o.do(func() error {
+			if err := b.compute.Synchronize(); err != nil {
+				return err
+			}
+			return cu.MemcpyDtoH(unsafe.Pointer(&tr[0]), s.traces[i], int64(8*len(tr)))
+		}); err != nil {
+			return "", fmt.Errorf("trace of program %d: %w", i, err)
+		}
+		if end := slices.Max(tr); tr[0] != 0 && end > bestEnd {
+			best, bestEnd, bestTrace = i, end, tr
+		}
+	}
+	if best < 0 {
+		return "", fmt.Errorf("no program ran")
+	}
+	return profileTable(s.programs[best], bestTrace, int64(s.lay.Gate.Bytes+s.lay.Up.Bytes), int64(s.lay.Down.Bytes), bw)
+}

@@ -1,0 +1,166 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// setTuning sets the backend's tuning for the rest of the test.
+func setTuning(t testing.TB, tn tuning) {
+	t.Helper()
+	set := func(tn tuning) {
+		if err := testBE.o.do(func() error { testBE.tune = tn; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(tn)
+	t.Cleanup(func() { set(tuning{}) })
+}
+
+// TestPersistentBuilds: each build of the persistent kernel (inlined
+// bodies at one and two blocks per SM, called bodies) gives the op-by-op
+// path's bits: logits at every step, tokens and cache counters, on both
+// tiny models, both schemes and every executor, with and without EOS
+// suppression, and the stepper really ran one program per step.
+func TestPersistentBuilds(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+			art := testArtifact(t, arch, scheme)
+			for _, ex := range executor.Names() {
+				for build := range persistentBuilds {
+					name := fmt.Sprintf("%s/%s/%s/%s", arch, scheme, ex, persistentBuilds[build])
+					t.Run(name, func(t *testing.T) {
+						suppress := build%2 == 0
+						req := engine.Request{Prompt: promptIDs("One launch per step."), Tokens: 20, SuppressEOS: suppress, LogitSteps: 20}
+						o := engine.LoadOptions{Executor: ex, StepMode: engine.StepOps}
+						want, wantC := generateMode(t, art, o, req, engine.StepOps)
+						setTuning(t, tuning{persistent: build + 1})
+						o.StepMode = engine.StepPersistent
+						got, gotC := generateMode(t, art, o, req, engine.StepPersistent)
+						sameResult(t, "op by op", got, want)
+						if gotC != wantC {
+							t.Fatalf("cache hits/misses/h2d %v, op by op %v", gotC, wantC)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestPersistentRefusesPartial: persistent steps need full residency.
+func TestPersistentRefusesPartial(t *testing.T) {
+	art := testArtifact(t, "olmoe-tiny", qpack.SchemeInt4)
+	cfg, err := art.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, StepMode: engine.StepPersistent})
+	if err == nil || !strings.Contains(err.Error(), "needs full residency") {
+		t.Fatalf("err %v, want a refusal naming full residency", err)
+	}
+}
+
+// BenchmarkDecodeModes times single-request greedy decode at full
+// residency in graph-full steps and in each build of the persistent kernel,
+// on the artifacts named by HORIZON_BENCH_ARTIFACTS (directories separated
+// by ':'; skipped when unset), and checks that every mode gives the tokens
+// graph-full gives. It reports decode tok/s (the engine's DecodeTokS) as
+// the metric; run it with -benchtime=1x.
+func BenchmarkDecodeModes(b *testing.B) {
+	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
+	if dirs == "" {
+		b.Skip("HORIZON_BENCH_ARTIFACTS not set")
+	}
+	tokens := 256
+	for _, dir := range strings.Split(dirs, ":") {
+		art, err := qpack.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req := engine.Request{Prompt: promptIDs("The quick brown fox jumps over the lazy dog."), Tokens: tokens, SuppressEOS: true}
+		var ref []int
+		type mode struct {
+			name  string
+			step  string
+			build int
+		}
+		modes := []mode{{"graph-full", engine.StepGraphFull, 0}}
+		for i, n := range persistentBuilds {
+			modes = append(modes, mode{n, engine.StepPersistent, i + 1})
+		}
+		for _, m := range modes {
+			b.Run(filepath.Base(dir)+"/"+m.name, func(b *testing.B) {
+				withTuning(b, testBE, tuning{persistent: m.build})
+				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				if _, err := l.Generate(req); err != nil { // warm-up
+					b.Fatal(err)
+				}
+				var rate float64
+				for range b.N {
+					res, err := l.Generate(req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					rate = res.DecodeTokS()
+					if ref == nil {
+						ref = res.Tokens
+					} else if !reflect.DeepEqual(res.Tokens, ref) {
+						b.Fatalf("tokens differ from graph-full's")
+					}
+				}
+				b.ReportMetric(rate, "tok/s")
+			})
+		}
+		// One traced run per build: the per-instruction table of its last
+		// step, written to HORIZON_PROFILE_DIR when set.
+		for i, n := range persistentBuilds {
+			b.Run(filepath.Base(dir)+"/"+n+"-traced", func(b *testing.B) {
+				withTuning(b, testBE, tuning{persistent: i + 1, traceUnits: true})
+				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepPersistent})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer l.Close()
+				var res engine.Result
+				for range b.N {
+					if res, err = l.Generate(req); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if !reflect.DeepEqual(res.Tokens, ref) {
+					b.Fatalf("traced tokens differ from graph-full's")
+				}
+				table, err := testBE.persistentProfile(hbmBytesPerSecond)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(res.DecodeTokS(), "tok/s")
+				b.Log("\n" + table)
+				if out := os.Getenv("HORIZON_PROFILE_DIR"); out != "" {
+					if err := os.WriteFile(filepath.Join(out, filepath.Base(dir)+"-"+n+".md"), []byte(table), 0o644); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// hbmBytesPerSecond is the H200's measured HBM bandwidth the issues use
+// (../shared/GPU-NOTES.md): 4.26 TB/s.
+const hbmBytesPerSecond = 4.26e12
