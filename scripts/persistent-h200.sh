@@ -38,12 +38,12 @@ if [ "${BENCH_ONLY:-0}" != 1 ]; then
 	t0=$SECONDS
 	(cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestPersistent|TestStepperLookahead' -test.timeout 140s) >"$OUT/persistent-test.log" 2>&1
 	echo "persistent tests: rc=$? ($((SECONDS - t0)) s), $(grep -c -- '--- PASS' "$OUT/persistent-test.log") PASS, $(grep -c -- '--- FAIL' "$OUT/persistent-test.log") FAIL" | tee -a "$summary"
-	grep -E -- "--- FAIL|panic|Error" -A6 "$OUT/persistent-test.log" | head -30 | tee -a "$summary"
+	grep -E -A6 -- "--- FAIL|panic|Error" "$OUT/persistent-test.log" | head -30 | tee -a "$summary"
 	if [ "${SKIP_SUITE:-0}" != 1 ]; then
 		t0=$SECONDS
 		(cd runtime/cuda && timeout 240 ../../carry/cuda.test -test.v -test.timeout 230s) >"$OUT/cuda-test.log" 2>&1
 		echo "cuda-test: rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
-		grep -E -- "--- FAIL|panic" -A8 "$OUT/cuda-test.log" | head -30 | tee -a "$summary"
+		grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -30 | tee -a "$summary"
 	fi
 fi
 arts=""

@@ -28,6 +28,9 @@ type Backend struct {
 	k       kernelSet
 	sms     int // streaming multiprocessors
 	smemMax int // dynamic shared memory a launch may request (opt-in limit)
+	// persistentSmem is the dynamic shared memory each persistent build
+	// may request (the opt-in limit less its static shared memory).
+	persistentSmem [len(persistentBuilds)]int
 
 	// Owner-thread state.
 	ring     *uploadRing
@@ -113,6 +116,11 @@ type tuning struct {
 	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
 }
 
+// smemStaticRoom is the shared memory smemMax leaves below the opt-in
+// limit for a kernel's static shared memory (the persistent kernel, which
+// has more, gets its own limit: persistentSmem).
+const smemStaticRoom = 1024
+
 // mappedBuf is pinned host memory kernels write directly.
 type mappedBuf struct {
 	p   unsafe.Pointer
@@ -166,7 +174,7 @@ func (b *Backend) setup() error {
 	if b.smemMax, err = dev.Attribute(cu.DeviceAttribute(attrSmemOptin)); err != nil {
 		return fmt.Errorf("shared memory opt-in limit: %w", err)
 	}
-	b.smemMax -= 1024 // room for the kernels' static shared memory
+	b.smemMax -= smemStaticRoom // room for the kernels' static shared memory
 	if b.compute, err = cu.MakeStream(cu.NonBlocking); err != nil {
 		return fmt.Errorf("compute stream: %w", err)
 	}

@@ -143,6 +143,14 @@ func setMaxDynamicShared(fn cu.Function, bytes int) error {
 		C.cuFuncSetAttribute(rawFunction(fn), C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(bytes)))
 }
 
+// staticShared is the static shared memory fn declares, in bytes.
+func staticShared(fn cu.Function) (int, error) {
+	var n C.int
+	err := check("cuFuncGetAttribute(SHARED_SIZE_BYTES)",
+		C.cuFuncGetAttribute(&n, C.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, rawFunction(fn)))
+	return int(n), err
+}
+
 // graph is an instantiated CUDA graph captured from a stream.
 type graph struct {
 	g    C.CUgraph

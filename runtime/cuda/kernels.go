@@ -137,7 +137,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := append([]cu.Function{k.attention, k.topk, k.attentionStep}, k.persistent[:]...)
+	big := []cu.Function{k.attention, k.topk, k.attentionStep}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -156,6 +156,19 @@ func (b *Backend) loadKernels() error {
 	for _, f := range big {
 		if err := setMaxDynamicShared(f, b.smemMax); err != nil {
 			return err
+		}
+	}
+	// The persistent kernel's builds declare more static shared memory
+	// than the 1 KiB smemMax leaves (every body's): their dynamic limit is
+	// what the opt-in limit leaves them.
+	for i, f := range k.persistent {
+		st, err := staticShared(f)
+		if err != nil {
+			return err
+		}
+		b.persistentSmem[i] = b.smemMax + smemStaticRoom - st
+		if err := setMaxDynamicShared(f, b.persistentSmem[i]); err != nil {
+			return fmt.Errorf("%s: %w", persistentBuilds[i], err)
 		}
 	}
 	return nil

@@ -74,8 +74,8 @@ func (s *stepper) persistentGraph(what string, issue func() error) (*graph, erro
 	for _, in := range prog {
 		smem = max(smem, in.smem)
 	}
-	if smem > b.smemMax {
-		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above %d", what, smem, b.smemMax)
+	if lim := b.persistentSmem[b.persistentBuild()]; smem > lim {
+		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above the %d %s has", what, smem, lim, persistentBuilds[b.persistentBuild()])
 	}
 	fn := b.k.persistent[b.persistentBuild()]
 	per, err := blocksPerSM(fn, persistentBlock, smem)
