@@ -4,10 +4,9 @@
 // (decode.cu, matvec_f16.cu, experts_grouped.cu, elementwise.cu) with the
 // arguments and the grid that kernel would have been launched with.
 //
-// The program. Instruction i has units[i] virtual blocks. Every unit of
-// every instruction gets a ticket from one counter in global memory, in
-// program order (instruction 0's units first), and a block runs the unit
-// of its ticket as block u of units[i] of that kernel (VGrid): the bodies
+// The program. Instruction i has units[i] virtual blocks; block b runs
+// units b, b + gridDim.x, ... of each instruction in program order, unit u
+// as block u of units[i] of that kernel (VGrid): the bodies
 // are the launched kernels' (decode.cuh, experts.cuh, common.cuh), so a
 // unit does exactly what that block of the launch does and the step gives
 // the same bits as the captured graph of launches.
@@ -16,10 +15,10 @@
 // finished units of instruction i; a unit of i waits until done[dep[i]]
 // reaches units[dep[i]] (the host sets dep[i] = i-1: every instruction
 // waits for the one before it, which waited for its own predecessor, so
-// instructions complete in program order, as in a stream). Tickets are
-// handed out in program order and the grid is at most what the GPU holds
-// at once, so a waiting unit only ever waits for units already running:
-// the program cannot deadlock.
+// instructions complete in program order, as in a stream). Every block
+// walks the program in order and the grid is at most what the GPU holds at
+// once, so a waiting unit only ever waits for units already running: the
+// program cannot deadlock.
 //
 // While it waits, a unit prefetches its share of the instruction's weights
 // into L2 (prefetch kind 1: a byte range the host names, e.g. a matvec's
@@ -34,13 +33,14 @@
 // other blocks wrote are read through L2 (act_ldg is __ldcg here) or with
 // plain loads after the acquire, never through the non-coherent path.
 //
-// Control block ctl: ctl[0] the ticket counter, ctl[1] blocks that have
+// Control block ctl: ctl[0] unused (0), ctl[1] blocks that have
 // finished, ctl[2 + i] done[i]. The last block to finish resets all of
 // them to 0, so the next launch (stream-ordered) starts clean.
 //
-// Profiles: with trace not null, thread 0 of the block that ran ticket t
-// writes trace[3t .. 3t+2] = the global timer (ns) when it took the ticket,
-// when its wait ended and when the unit finished (runtime/cuda
+// Profiles: with trace not null, thread 0 of the block that ran unit t
+// writes trace[3t .. 3t+2] (t: the unit's index in program order) = the
+// global timer (ns) when it reached the unit, when its wait ended and when
+// the unit finished (runtime/cuda
 // persistentProfile turns them into a per-instruction time table).
 #define HZ_PERSISTENT 1
 #include "common.cuh"  // listed for the PTX source hashes
@@ -140,24 +140,8 @@ __device__ __forceinline__ void run_down(const unsigned long long* a, VGrid vg) 
 	                              AI(8), *AP(9, const GroupTable*), AI(10), AP(11, const float*), AI(12), vg);
 }
 
-// call_body runs one of the row bodies above as a real call (the build that
-// keeps every body in its own register allocation, decode_persistent_call)
-// or inlined.
-template <bool CALL, void (*F)(const unsigned long long*, VGrid)>
-__device__ __noinline__ void called(const unsigned long long* a, VGrid vg) {
-	F(a, vg);
-}
-template <bool CALL, void (*F)(const unsigned long long*, VGrid)>
-__device__ __forceinline__ void call_body(const unsigned long long* a, VGrid vg) {
-	if (CALL)
-		called<CALL, F>(a, vg);
-	else
-		F(a, vg);
-}
-
 // run_instr runs unit vg.bid of an instruction. Every thread of the block
 // calls it.
-template <bool CALL>
 __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, VGrid vg) {
 	switch (op) {
 	case PK_embed_step:
@@ -201,98 +185,99 @@ __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, V
 	case PK_add_f32:
 		add_span(AP(0, float*), AP(1, const float*), AP(2, const float*), AI(3), vg);
 		break;
-	case PK_matvec_f16_r1_s: call_body<CALL, run_matvec<F16Fmt, 1, 8>>(a, vg); break;
-	case PK_matvec_f16_r2_s: call_body<CALL, run_matvec<F16Fmt, 2, 4>>(a, vg); break;
-	case PK_matvec_f16_r4_s: call_body<CALL, run_matvec<F16Fmt, 4, 2>>(a, vg); break;
-	case PK_experts_gateup_int4_p2_s_t: call_body<CALL, run_gateup<Int4Fmt, 2, 2>>(a, vg); break;
-	case PK_experts_gateup_int4_p4_s_t: call_body<CALL, run_gateup<Int4Fmt, 4, 1>>(a, vg); break;
-	case PK_experts_gateup_f16_p2_s_t: call_body<CALL, run_gateup<F16Fmt, 2, 2>>(a, vg); break;
-	case PK_experts_gateup_f16_p4_s_t: call_body<CALL, run_gateup<F16Fmt, 4, 1>>(a, vg); break;
-	case PK_experts_down_int4_r4_s_t: call_body<CALL, run_down<Int4Fmt, 4, 2>>(a, vg); break;
-	case PK_experts_down_int4_r8_s_t: call_body<CALL, run_down<Int4Fmt, 8, 1>>(a, vg); break;
-	case PK_experts_down_int4_r4c1_s_t: call_body<CALL, run_down<Int4Fmt, 4, 1>>(a, vg); break;
-	case PK_experts_down_f16_r4_s_t: call_body<CALL, run_down<F16Fmt, 4, 2>>(a, vg); break;
-	case PK_experts_down_f16_r8_s_t: call_body<CALL, run_down<F16Fmt, 8, 1>>(a, vg); break;
-	case PK_experts_down_f16_r4c1_s_t: call_body<CALL, run_down<F16Fmt, 4, 1>>(a, vg); break;
+	case PK_matvec_f16_r1_s: run_matvec<F16Fmt, 1, 8>(a, vg); break;
+	case PK_matvec_f16_r2_s: run_matvec<F16Fmt, 2, 4>(a, vg); break;
+	case PK_matvec_f16_r4_s: run_matvec<F16Fmt, 4, 2>(a, vg); break;
+	case PK_experts_gateup_int4_p2_s_t: run_gateup<Int4Fmt, 2, 2>(a, vg); break;
+	case PK_experts_gateup_int4_p4_s_t: run_gateup<Int4Fmt, 4, 1>(a, vg); break;
+	case PK_experts_gateup_f16_p2_s_t: run_gateup<F16Fmt, 2, 2>(a, vg); break;
+	case PK_experts_gateup_f16_p4_s_t: run_gateup<F16Fmt, 4, 1>(a, vg); break;
+	case PK_experts_down_int4_r4_s_t: run_down<Int4Fmt, 4, 2>(a, vg); break;
+	case PK_experts_down_int4_r8_s_t: run_down<Int4Fmt, 8, 1>(a, vg); break;
+	case PK_experts_down_int4_r4c1_s_t: run_down<Int4Fmt, 4, 1>(a, vg); break;
+	case PK_experts_down_f16_r4_s_t: run_down<F16Fmt, 4, 2>(a, vg); break;
+	case PK_experts_down_f16_r8_s_t: run_down<F16Fmt, 8, 1>(a, vg); break;
+	case PK_experts_down_f16_r4c1_s_t: run_down<F16Fmt, 4, 1>(a, vg); break;
 	default: __trap();  // the host encodes only the opcodes above
 	}
 }
 
-// persistent_loop is the interpreter. Blocks of 256 threads.
-template <bool CALL>
+// persistent_loop is the interpreter. Blocks of 256 threads. Block b runs
+// units b, b + gridDim.x, ... of every instruction, instructions in program
+// order (so no block waits for a unit that has not started: every earlier
+// instruction's units belong to blocks that are running them or have
+// finished), waiting once per instruction for its dependency. A block with
+// no unit in an instruction goes straight on to the next, where it
+// prefetches and waits: that is how weight loads run ahead of the
+// instruction in progress.
 __device__ __forceinline__ void persistent_loop(const PInstr* __restrict__ prog, int n, unsigned* ctl,
                                                 unsigned long long* trace) {
-	__shared__ int s_ticket;
 	unsigned* done = ctl + 2;
-	int i = 0, base = 0;  // the instruction this block is in, and its first ticket
-	for (;;) {
-		if (threadIdx.x == 0) s_ticket = (int)atomicAdd(&ctl[0], 1u);
-		__syncthreads();
-		const int t = s_ticket;
-		unsigned long long t_claim = 0, t_start = 0;
-		if (trace != nullptr && threadIdx.x == 0) t_claim = global_ns();
-		while (i < n && t >= base + __ldg(&prog[i].units)) base += __ldg(&prog[i].units), i++;
-		if (i >= n) break;
+	int t0 = 0;  // the first unit (in program order) of instruction i, for traces
+	for (int i = 0; i < n; i++) {
 		const PInstr* in = &prog[i];
-		const int u = t - base, units = __ldg(&in->units), dep = __ldg(&in->dep);
-		const int pk = __ldg(&in->pf_kind);
-		if (pk == PF_RANGE)
-			prefetch_share(reinterpret_cast<const char*>(__ldg(&in->pf)), __ldg(&in->pf_bytes), u, units);
-		if (threadIdx.x == 0 && dep >= 0) {
-			const unsigned want = (unsigned)__ldg(&prog[dep].units);
-			while (ld_acquire(&done[dep]) < want) __nanosleep(32);
-		}
-		if (trace != nullptr && threadIdx.x == 0) t_start = global_ns();
-		__syncthreads();
-		if (pk == PF_GROUP_ROWS) {
-			// rows of the routed group (the table was written by an
-			// instruction this one waited for): row k's share of
-			// pf_bytes from pf_off, units spread over k and bytes.
-			const GroupTable* tbl = reinterpret_cast<const GroupTable*>(__ldg(&in->pf));
-			const int A = __ldg(&in->pf_n);
-			const unsigned long long off = __ldg(&in->pf_off), bytes = __ldg(&in->pf_bytes);
-			for (int k = 0; k < A; k++) {
-				const char* row = reinterpret_cast<const char*>(__ldcg(&tbl->recs[k])) + off;
-				prefetch_share(row, bytes, u, units);
+		const int units = __ldg(&in->units), dep = __ldg(&in->dep), pk = __ldg(&in->pf_kind);
+		bool waited = dep < 0;
+		for (int u = blockIdx.x; u < units; u += gridDim.x) {
+			unsigned long long t_claim = 0, t_start = 0;
+			if (trace != nullptr && threadIdx.x == 0) t_claim = global_ns();
+			if (pk == PF_RANGE)
+				prefetch_share(reinterpret_cast<const char*>(__ldg(&in->pf)), __ldg(&in->pf_bytes), u, units);
+			if (!waited) {
+				if (threadIdx.x == 0) {
+					const unsigned want = (unsigned)__ldg(&prog[dep].units);
+					while (ld_acquire(&done[dep]) < want) __nanosleep(32);
+				}
+				waited = true;
+			}
+			if (trace != nullptr && threadIdx.x == 0) t_start = global_ns();
+			__syncthreads();
+			if (pk == PF_GROUP_ROWS) {
+				// rows of the routed group (the table was written by an
+				// instruction this one waited for): row k's share of
+				// pf_bytes from pf_off.
+				const GroupTable* tbl = reinterpret_cast<const GroupTable*>(__ldg(&in->pf));
+				const int A = __ldg(&in->pf_n);
+				const unsigned long long off = __ldg(&in->pf_off), bytes = __ldg(&in->pf_bytes);
+				for (int k = 0; k < A; k++) {
+					const char* row = reinterpret_cast<const char*>(__ldcg(&tbl->recs[k])) + off;
+					prefetch_share(row, bytes, u, units);
+				}
+			}
+			run_instr(__ldg(&in->op), in->a, VGrid{u, units});
+			__syncthreads();
+			if (threadIdx.x == 0) {
+				__threadfence();
+				atomicAdd(&done[i], 1u);
+				if (trace != nullptr) {
+					const int t = t0 + u;
+					trace[3 * t] = t_claim;
+					trace[3 * t + 1] = t_start;
+					trace[3 * t + 2] = global_ns();
+				}
 			}
 		}
-		run_instr<CALL>(__ldg(&in->op), in->a, VGrid{u, units});
-		__syncthreads();
-		if (threadIdx.x == 0) {
-			__threadfence();
-			atomicAdd(&done[i], 1u);
-			if (trace != nullptr) {
-				trace[3 * t] = t_claim;
-				trace[3 * t + 1] = t_start;
-				trace[3 * t + 2] = global_ns();
-			}
-		}
+		t0 += units;
 	}
 	if (threadIdx.x == 0) {
 		__threadfence();
 		if (atomicAdd(&ctl[1], 1u) == gridDim.x - 1) {
 			for (int j = 0; j < n; j++) done[j] = 0;
-			ctl[0] = 0;
 			ctl[1] = 0;
 			__threadfence();
 		}
 	}
 }
 
-// Three builds of the interpreter: one block per SM (registers up to 255),
-// two per SM (128 registers), and one per SM with the row bodies called
-// rather than inlined (each keeps its own register allocation, at the cost
-// of a call per unit). The host picks one (persistentBuild in
-// runtime/cuda/persistent.go).
+// Two builds of the interpreter: one block per SM (registers up to 255) and
+// two per SM (128 registers). The host picks one (persistentBuild in
+// runtime/cuda/persistent.go). (A third, with the row bodies called rather
+// than inlined, ran no faster on the H200: results/persistent-h200/.)
 extern "C" __global__ void __launch_bounds__(256, 1) decode_persistent(const PInstr* prog, int n, unsigned* ctl,
                                                                     unsigned long long* trace) {
-	persistent_loop<false>(prog, n, ctl, trace);
+	persistent_loop(prog, n, ctl, trace);
 }
 extern "C" __global__ void __launch_bounds__(256, 2) decode_persistent_2(const PInstr* prog, int n, unsigned* ctl,
                                                                     unsigned long long* trace) {
-	persistent_loop<false>(prog, n, ctl, trace);
-}
-extern "C" __global__ void __launch_bounds__(256, 1) decode_persistent_call(const PInstr* prog, int n, unsigned* ctl,
-                                                                    unsigned long long* trace) {
-	persistent_loop<true>(prog, n, ctl, trace);
+	persistent_loop(prog, n, ctl, trace);
 }

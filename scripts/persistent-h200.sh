@@ -61,8 +61,9 @@ for spec in olmoe-1b-7b:924 qwen15-moe-a27b:1; do
 	arts="$arts${arts:+:}$art"
 done
 t0=$SECONDS
-(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_PROFILE_DIR="$OLDPWD/$OUT/profile" timeout 300 \
-	../../carry/cuda.test -test.run '^$' -test.bench BenchmarkDecodeModes -test.benchtime 2x -test.v -test.timeout 290s) >"$OUT/bench.log" 2>&1
+prof=$(cd "$OUT/profile" && pwd)
+(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_PROFILE_DIR="$prof" timeout 400 \
+	../../carry/cuda.test -test.run '^$' -test.bench BenchmarkDecodeModes -test.benchtime 1x -test.v -test.timeout 390s) >"$OUT/bench.log" 2>&1
 echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 grep -E "^Benchmark|FAIL|panic|Error" "$OUT/bench.log" | tee -a "$summary"
 for f in "$OUT"/profile/*.md; do

@@ -114,6 +114,8 @@ type tuning struct {
 	noMapped    bool // TopK/Argmax read results back with a copy even when mapped memory works
 	persistent  int  // persistent steps: 1 + index into persistentBuilds (0: defaultPersistentBuild)
 	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
+	noPrefetch  bool // persistent programs prefetch nothing into L2
+	keepGrids   bool // persistent programs keep every launch's grid (no regrid)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

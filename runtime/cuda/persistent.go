@@ -22,8 +22,8 @@ import (
 // and the cache's counters) is graph-full's.
 
 // persistentBuilds are the interpreter's builds (kernels/persistent.cu):
-// inlined bodies at one block per SM, at two, and called bodies at one.
-var persistentBuilds = [3]string{"decode_persistent", "decode_persistent_2", "decode_persistent_call"}
+// one block per SM and two.
+var persistentBuilds = [2]string{"decode_persistent", "decode_persistent_2"}
 
 // persistentBuild is the build the stepper launches: tuning.persistent - 1
 // when set, else defaultPersistentBuild.
@@ -66,24 +66,34 @@ func (s *stepper) persistentGraph(what string, issue func() error) (*graph, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	prog, err := encodeProgram(recs, s.lay.Down.Offset, s.lay.Down.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	smem := 0
-	for _, in := range prog {
-		smem = max(smem, in.smem)
-	}
-	if lim := b.persistentSmem[b.persistentBuild()]; smem > lim {
-		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above the %d %s has", what, smem, lim, persistentBuilds[b.persistentBuild()])
-	}
 	fn := b.k.persistent[b.persistentBuild()]
+	smem := 0
+	for _, r := range recs {
+		smem = max(smem, r.smem)
+	}
 	per, err := blocksPerSM(fn, persistentBlock, smem)
 	if err != nil {
 		return nil, fmt.Errorf("%s: occupancy of %s: %w", what, persistentBuilds[b.persistentBuild()], err)
 	}
 	if per < 1 {
 		return nil, fmt.Errorf("%s: %s with %d bytes of shared memory does not fit a multiprocessor", what, persistentBuilds[b.persistentBuild()], smem)
+	}
+	o := programOptions{downOff: s.lay.Down.Offset, downBytes: s.lay.Down.Bytes, prefetch: !b.tune.noPrefetch}
+	if !b.tune.keepGrids {
+		o.blocks = per * b.sms
+	}
+	prog, err := encodeProgram(recs, o)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, in := range prog {
+		smem = max(smem, in.smem)
+	}
+	if lim := b.persistentSmem[b.persistentBuild()]; smem > lim {
+		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above the %d %s has", what, smem, lim, persistentBuilds[b.persistentBuild()])
+	}
+	if p2, err := blocksPerSM(fn, persistentBlock, smem); err != nil || p2 < per {
+		return nil, fmt.Errorf("%s: the regridded program's %d bytes of shared memory lower %s's occupancy (%v)", what, smem, persistentBuilds[b.persistentBuild()], err)
 	}
 	enc := encodeInstrs(prog)
 	t, err := b.alloc(len(enc), backend.Bytes)

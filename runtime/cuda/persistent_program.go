@@ -84,13 +84,26 @@ const persistentBlock = 256
 // is read (the lm_head is 206 MB at the OLMoE shape).
 const prefetchMaxBytes = 24 << 20
 
+// programOptions says how encodeProgram lays out a program.
+type programOptions struct {
+	// downOff and downBytes are where a routed row's down matrix lies in
+	// its record.
+	downOff, downBytes int
+	// blocks, when > 0, is the persistent grid: instructions whose bits
+	// do not depend on their grid get at most that many units (regrid).
+	blocks int
+	// prefetch turns the L2 prefetches on.
+	prefetch bool
+}
+
 // encodeProgram turns a step's recorded launches into a program: one
 // instruction per launch, in order, each waiting for the one before it.
-// Matvec instructions (matvec_f16_*: argument 1 the FP16 matrix, 5 rows, 6
-// columns) prefetch their matrix while they wait; a grouped gate/up whose
-// next instruction is the down over the same row table prefetches the
-// routed rows' down matrices (downOff, downBytes) once routing is done.
-func encodeProgram(recs []launchRec, downOff, downBytes int) ([]pinstr, error) {
+// With o.prefetch, matvec instructions (matvec_f16_*: argument 1 the FP16
+// matrix, 5 rows, 6 columns) prefetch their matrix while they wait, and a
+// grouped gate/up whose next instruction is the down over the same row
+// table prefetches the routed rows' down matrices once routing is done.
+func encodeProgram(recs []launchRec, o programOptions) ([]pinstr, error) {
+	downOff, downBytes := o.downOff, o.downBytes
 	out := make([]pinstr, 0, len(recs))
 	for i, r := range recs {
 		op := slices.Index(persistentOps, r.name)
@@ -109,7 +122,10 @@ func encodeProgram(recs []launchRec, downOff, downBytes int) ([]pinstr, error) {
 			return nil, fmt.Errorf("launch %d (%s): %d arguments, an instruction holds %d", i, r.name, len(r.args), pinstrArgs)
 		}
 		in := pinstr{op: op, units: r.grid, dep: i - 1, smem: r.smem, args: r.args, name: r.name, tag: r.tag}
-		if strings.HasPrefix(r.name, "matvec_f16_") {
+		if o.blocks > 0 {
+			regrid(&in, o.blocks)
+		}
+		if strings.HasPrefix(r.name, "matvec_f16_") && o.prefetch {
 			if bytes := 2 * r.args[5] * r.args[6]; bytes <= prefetchMaxBytes {
 				in.pfKind, in.pf, in.pfBytes = pfRange, r.args[1], bytes
 			}
@@ -119,7 +135,7 @@ func encodeProgram(recs []launchRec, downOff, downBytes int) ([]pinstr, error) {
 	for i := 0; i+1 < len(out); i++ {
 		g, d := &out[i], out[i+1]
 		if strings.HasPrefix(g.name, "experts_gateup_") && strings.HasPrefix(d.name, "experts_down_") &&
-			g.args[9] == d.args[9] && g.args[10] == d.args[10] && downBytes > 0 {
+			g.args[9] == d.args[9] && g.args[10] == d.args[10] && downBytes > 0 && o.prefetch {
 			// the same group table and first entry: the down reads the
 			// rows this gate/up reads
 			g.pfKind, g.pf, g.pfN = pfGroupRows, g.args[9], int(g.args[2])
@@ -127,6 +143,38 @@ func encodeProgram(recs []launchRec, downOff, downBytes int) ([]pinstr, error) {
 		}
 	}
 	return out, nil
+}
+
+// regrid gives an instruction whose result does not depend on its grid at
+// most p units: the row kernels (matvec, grouped gate/up: warps stride over
+// row tasks, and a row's dot does not depend on which warp computes it) and
+// the grid-striding elementwise kernels. The grouped down's grid is its
+// output rows over its tile (argument 8, rows argument 3); a larger tile,
+// a multiple of the variant's rows per task, gives each row the same
+// combine, so its tile grows until ceil(D/R) <= p (its shared memory, A
+// activations and A x R partial sums, grows with it). Instructions with one
+// unit per head (attention, q/k norm) or per chunk (argmax) keep theirs.
+func regrid(in *pinstr, p int) {
+	switch {
+	case strings.HasPrefix(in.name, "matvec_f16_"), strings.HasPrefix(in.name, "experts_gateup_"),
+		in.name == "embed_step", in.name == "rope_kv_step", in.name == "silu_mul_f32", in.name == "add_f32",
+		in.name == "add_gated_resid_step":
+		in.units = min(in.units, p)
+	case strings.HasPrefix(in.name, "experts_down_"):
+		nr := 4
+		if strings.Contains(in.name, "_r8_") {
+			nr = 8
+		}
+		D, R, A := int(in.args[3]), int(in.args[8]), int(in.args[2])
+		if (D+R-1)/R <= p {
+			return
+		}
+		R2 := ((D+p-1)/p + nr - 1) / nr * nr
+		in.smem += 4 * A * (R2 - R)
+		in.args = append([]uint64(nil), in.args...)
+		in.args[8] = uint64(R2)
+		in.units = (D + R2 - 1) / R2
+	}
 }
 
 // encode writes the program in PInstr's layout.

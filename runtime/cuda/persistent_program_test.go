@@ -69,7 +69,7 @@ func TestEncodeProgram(t *testing.T) {
 		{"empty grid", []launchRec{{name: "add_f32", grid: 0, block: 256, args: make([]uint64, 4)}}, "launch 0 (add_f32): grid of 0 blocks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			prog, err := encodeProgram(tc.recs, 2048, 4096)
+			prog, err := encodeProgram(tc.recs, programOptions{downOff: 2048, downBytes: 4096, prefetch: true})
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -83,6 +83,30 @@ func TestEncodeProgram(t *testing.T) {
 				t.Fatalf("got\n%s\nwant\n%s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestRegrid: row and elementwise instructions take at most the persistent
+// grid; the down's tile grows (a multiple of its rows per task) until its
+// grid fits, its shared memory with it; per-head instructions keep theirs.
+func TestRegrid(t *testing.T) {
+	down := launchRec{name: "experts_down_int4_r8_s_t", grid: 256, block: 256, smem: 40000,
+		args: []uint64{12, 10, 8, 2048, 1024, 0, 1024, 0, 8, 0xAB00, 0, 12, 0}}
+	att := launchRec{name: "attention_step", grid: 16, block: 256, smem: 12288, args: make([]uint64, 8)}
+	add := launchRec{name: "add_f32", grid: 1056, block: 256, args: make([]uint64, 4)}
+	prog, err := encodeProgram([]launchRec{matvecRec(1, 6144, 2048), down, att, add}, programOptions{blocks: 132})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "  0 matvec_f16_r2_s              units  132  dep  -1  smem   9216\n" +
+		"  1 experts_down_int4_r8_s_t     units  128  dep   0  smem  40256\n" +
+		"  2 attention_step               units   16  dep   1  smem  12288\n" +
+		"  3 add_f32                      units  132  dep   2  smem      0\n"
+	if got := listProgram(prog); got != want {
+		t.Fatalf("got\n%s\nwant\n%s", got, want)
+	}
+	if prog[1].args[8] != 16 || down.args[8] != 8 {
+		t.Fatalf("down tile %d (recorded %d), want 16 (8)", prog[1].args[8], down.args[8])
 	}
 }
 
@@ -129,7 +153,7 @@ func TestProfileTable(t *testing.T) {
 	mv2 := mv
 	mv2.tag = "attn-in L1"
 	add := launchRec{name: "add_f32", grid: 1, block: 256, args: make([]uint64, 4), tag: "moe-residual L0"}
-	prog, err := encodeProgram([]launchRec{mv, add, mv2}, 0, 0)
+	prog, err := encodeProgram([]launchRec{mv, add, mv2}, programOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,24 +27,37 @@ func setTuning(t testing.TB, tn tuning) {
 	t.Cleanup(func() { set(tuning{}) })
 }
 
-// TestPersistentBuilds: each build of the persistent kernel (inlined
-// bodies at one and two blocks per SM, called bodies) gives the op-by-op
-// path's bits: logits at every step, tokens and cache counters, on both
-// tiny models, both schemes and every executor, with and without EOS
-// suppression, and the stepper really ran one program per step.
+// persistentTunings are the program layouts the tests and the benchmark
+// run: each build, regridded with prefetch, without prefetch, and with
+// every launch's own grid.
+var persistentTunings = []struct {
+	name string
+	tn   tuning
+}{
+	{"p1", tuning{persistent: 1}},
+	{"p1-noprefetch", tuning{persistent: 1, noPrefetch: true}},
+	{"p1-grids", tuning{persistent: 1, keepGrids: true}},
+	{"p2", tuning{persistent: 2}},
+	{"p2-noprefetch", tuning{persistent: 2, noPrefetch: true}},
+}
+
+// TestPersistentBuilds: each build and layout of the persistent program
+// (persistentTunings) gives the op-by-op path's bits: logits at every
+// step, tokens and cache counters, on both tiny models, both schemes and
+// every executor, with and without EOS suppression.
 func TestPersistentBuilds(t *testing.T) {
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
 			art := testArtifact(t, arch, scheme)
 			for _, ex := range executor.Names() {
-				for build := range persistentBuilds {
-					name := fmt.Sprintf("%s/%s/%s/%s", arch, scheme, ex, persistentBuilds[build])
+				for k, pt := range persistentTunings {
+					name := fmt.Sprintf("%s/%s/%s/%s", arch, scheme, ex, pt.name)
 					t.Run(name, func(t *testing.T) {
-						suppress := build%2 == 0
+						suppress := k%2 == 0
 						req := engine.Request{Prompt: promptIDs("One launch per step."), Tokens: 20, SuppressEOS: suppress, LogitSteps: 20}
 						o := engine.LoadOptions{Executor: ex, StepMode: engine.StepOps}
 						want, wantC := generateMode(t, art, o, req, engine.StepOps)
-						setTuning(t, tuning{persistent: build + 1})
+						setTuning(t, pt.tn)
 						o.StepMode = engine.StepPersistent
 						got, gotC := generateMode(t, art, o, req, engine.StepPersistent)
 						sameResult(t, "op by op", got, want)
@@ -91,17 +104,17 @@ func BenchmarkDecodeModes(b *testing.B) {
 		req := engine.Request{Prompt: promptIDs("The quick brown fox jumps over the lazy dog."), Tokens: tokens, SuppressEOS: true}
 		var ref []int
 		type mode struct {
-			name  string
-			step  string
-			build int
+			name string
+			step string
+			tn   tuning
 		}
-		modes := []mode{{"graph-full", engine.StepGraphFull, 0}}
-		for i, n := range persistentBuilds {
-			modes = append(modes, mode{n, engine.StepPersistent, i + 1})
+		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}}
+		for _, pt := range persistentTunings {
+			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}
 		for _, m := range modes {
 			b.Run(filepath.Base(dir)+"/"+m.name, func(b *testing.B) {
-				withTuning(b, testBE, tuning{persistent: m.build})
+				withTuning(b, testBE, m.tn)
 				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step})
 				if err != nil {
 					b.Fatal(err)
@@ -126,11 +139,17 @@ func BenchmarkDecodeModes(b *testing.B) {
 				b.ReportMetric(rate, "tok/s")
 			})
 		}
-		// One traced run per build: the per-instruction table of its last
+		// One traced run per layout: the per-instruction table of its last
 		// step, written to HORIZON_PROFILE_DIR when set.
-		for i, n := range persistentBuilds {
+		for _, pt := range persistentTunings {
+			n := pt.name
+			if strings.HasSuffix(n, "-grids") || n == "p2-noprefetch" {
+				continue
+			}
 			b.Run(filepath.Base(dir)+"/"+n+"-traced", func(b *testing.B) {
-				withTuning(b, testBE, tuning{persistent: i + 1, traceUnits: true})
+				tn := pt.tn
+				tn.traceUnits = true
+				withTuning(b, testBE, tn)
 				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepPersistent})
 				if err != nil {
 					b.Fatal(err)
