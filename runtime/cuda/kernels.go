@@ -48,7 +48,7 @@ type kernelSet struct {
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
-	persistent [3]cu.Function
+	persistent [len(persistentBuilds)]cu.Function
 	rmsnorm    cu.Function
 	siluMul    cu.Function
 	add        cu.Function
