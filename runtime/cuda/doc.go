@@ -67,7 +67,11 @@
 // routing on the GPU, expert rows read through a device table, the next
 // decode step launched before the host reads the token), graph-segmented
 // at partial residency (graphs cut at each layer's routing read, where the
-// host serves the group through the cache) and graph-wait on request. The
+// host serves the group through the cache), graph-wait on request, and
+// persistent: graph-full's step recorded as a program that one persistent
+// kernel interprets (persistent.go, persistent_program.go,
+// kernels/persistent.cu; slower than graph-full today,
+// results/persistent-h200). The
 // step kernels (kernels/decode.cu) share their arithmetic with the op-by-op
 // kernels (kernels/step.cuh), and every RMSNorm is computed by its
 // consumers while they stage their input, so captured steps give the
