@@ -47,6 +47,7 @@ func TestImportRules(t *testing.T) {
 		{"runtime/cache", nil, []string{"runtime/engine", "runtime/cuda", "runtime/cpu"}},
 		{"campaigns", nil, []string{"runtime/", "campaigns/worker"}},
 		{"campaigns/report", nil, []string{"runtime/", "campaigns/worker", "ceilings"}},
+		{"campaigns/compare", nil, []string{"runtime/", "campaigns/worker"}},
 		{"verifier", nil, []string{"runtime/", "campaigns"}},
 		{"cmd/horizon-verify", nil, []string{"runtime/", "campaigns"}},
 		// eviction is a leaf (policies, placements, the replay of recorded

@@ -7,13 +7,28 @@ import (
 )
 
 // field is one column of the results table. This one list drives every
-// report format (report.md and report.html), llama-bench style, so the
-// formats cannot disagree on what is shown or how it is rounded.
+// report format (report.md and report.html) and every export of the table
+// (export.go: md, csv, json, jsonl), llama-bench style, so the formats
+// cannot disagree on what is shown or how it is rounded.
 type field struct {
 	Name  string // header
 	Unit  string // "" when the value has none
 	Right bool   // numbers align right
 	Value func(d *editions.ConfigDoc) string
+	// Key names the column in the JSON exports: snake_case, its unit as a
+	// suffix. Headers may be reworded; keys are what scripts read, so they
+	// stay as they are.
+	Key string
+	// Raw is the cell as data, for the JSON exports: what Value formats,
+	// in Unit, unrounded. It is a string (text), an int or int64 or a
+	// float64 (a number), an editions.Obs[float64] (a number, or the
+	// status of an observation that was not made), or a small struct of
+	// numbers with JSON tags, for a cell that shows two (a range, a part
+	// of a total), in the order the cell shows them.
+	// TestRawAgreesWithValue holds Value to Raw, rounded, on every
+	// committed edition. The lists that are not exported
+	// (invariantFields) leave Key and Raw unset.
+	Raw func(d *editions.ConfigDoc) any
 }
 
 // Header is the column header with its unit.
@@ -37,47 +52,83 @@ func obsString(o editions.Obs[int64], scale float64, decimals int) string {
 	return fmt.Sprintf("%.*f", decimals, float64(o.Value)/scale)
 }
 
+// obsScaled is an observation divided by scale, or its status: obsString's
+// value as data.
+func obsScaled(o editions.Obs[int64], scale float64) editions.Obs[float64] {
+	if !o.Ok() {
+		return editions.Obs[float64]{Status: o.Status}
+	}
+	return editions.Observed(float64(o.Value) / scale)
+}
+
+// capacityCell is the capacity cell as data: resident experts per layer
+// of the layer's experts.
+type capacityCell struct {
+	Resident int `json:"resident"`
+	Experts  int `json:"experts"`
+}
+
+// requestsCell is the requests cell as data: measured requests in all, and
+// the blocks they ran in.
+type requestsCell struct {
+	Measured int `json:"measured"`
+	Blocks   int `json:"blocks"`
+}
+
 var configFields = []field{
-	{Name: "configuration", Value: func(d *editions.ConfigDoc) string { return d.ID }},
-	{Name: "checkpoint", Value: func(d *editions.ConfigDoc) string { return CheckpointLabel(d.Checkpoint) }},
-	{Name: "executor", Value: func(d *editions.ConfigDoc) string {
-		if d.SeedExecutor != "" {
-			return fmt.Sprintf("%s (seed: %s)", d.Executor, d.SeedExecutor)
-		}
-		return d.Executor
-	}},
-	{Name: "capacity", Unit: "experts/layer", Right: true, Value: func(d *editions.ConfigDoc) string {
+	{Name: "configuration", Key: "configuration",
+		Value: func(d *editions.ConfigDoc) string { return d.ID },
+		Raw:   func(d *editions.ConfigDoc) any { return d.ID }},
+	{Name: "checkpoint", Key: "checkpoint",
+		Value: func(d *editions.ConfigDoc) string { return CheckpointLabel(d.Checkpoint) },
+		Raw:   func(d *editions.ConfigDoc) any { return CheckpointLabel(d.Checkpoint) }},
+	{Name: "executor", Key: "executor", Value: executorLabel,
+		Raw: func(d *editions.ConfigDoc) any { return executorLabel(d) }},
+	{Name: "capacity", Unit: "experts/layer", Right: true, Key: "capacity", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%d/%d", d.Capacity, d.ExpertsPerLayer)
-	}},
-	{Name: "regime", Value: func(d *editions.ConfigDoc) string { return d.Regime }},
-	{Name: "pooled decode", Unit: "tok/s", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return capacityCell{d.Capacity, d.ExpertsPerLayer} }},
+	{Name: "regime", Key: "regime",
+		Value: func(d *editions.ConfigDoc) string { return d.Regime },
+		Raw:   func(d *editions.ConfigDoc) any { return d.Regime }},
+	{Name: "pooled decode", Unit: "tok/s", Right: true, Key: "pooled_decode_tok_s", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.2f", d.Metrics.PooledDecodeTokS)
-	}},
-	{Name: "block spread", Unit: "tok/s", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.PooledDecodeTokS }},
+	{Name: "block spread", Unit: "tok/s", Right: true, Key: "block_spread_tok_s", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.2f-%.2f", d.Metrics.BlockSpread.Min, d.Metrics.BlockSpread.Max)
-	}},
-	{Name: "overall output", Unit: "tok/s", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.BlockSpread }},
+	{Name: "overall output", Unit: "tok/s", Right: true, Key: "overall_output_tok_s", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.2f", d.Metrics.OverallOutputTokS)
-	}},
-	{Name: "TTFT mean", Unit: "ms", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.OverallOutputTokS }},
+	{Name: "TTFT mean", Unit: "ms", Right: true, Key: "ttft_mean_ms", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.1f", d.Metrics.TTFTMeanS*1e3)
-	}},
-	{Name: "response mean", Unit: "s", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.TTFTMeanS * 1e3 }},
+	{Name: "response mean", Unit: "s", Right: true, Key: "response_mean_s", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.3f", d.Metrics.ResponseMeanS)
-	}},
-	{Name: "H2D", Unit: "MiB", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.ResponseMeanS }},
+	{Name: "H2D", Unit: "MiB", Right: true, Key: "h2d_mib", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.1f", float64(d.Metrics.H2DBytes)/mib)
-	}},
-	{Name: "misses", Right: true, Value: func(d *editions.ConfigDoc) string { return fmt.Sprint(d.Metrics.Misses) }},
-	{Name: "RSS peak", Unit: "MiB", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return float64(d.Metrics.H2DBytes) / mib }},
+	{Name: "misses", Right: true, Key: "misses",
+		Value: func(d *editions.ConfigDoc) string { return fmt.Sprint(d.Metrics.Misses) },
+		Raw:   func(d *editions.ConfigDoc) any { return d.Metrics.Misses }},
+	{Name: "RSS peak", Unit: "MiB", Right: true, Key: "rss_peak_mib", Value: func(d *editions.ConfigDoc) string {
 		return obsString(d.Metrics.RSSPeakBytes, mib, 1)
-	}},
-	{Name: "VRAM peak", Unit: "GiB", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return obsScaled(d.Metrics.RSSPeakBytes, mib) }},
+	{Name: "VRAM peak", Unit: "GiB", Right: true, Key: "vram_peak_gib", Value: func(d *editions.ConfigDoc) string {
 		return obsString(d.Metrics.VRAMPeakBytes, gib, 2)
-	}},
-	{Name: "requests", Right: true, Value: func(d *editions.ConfigDoc) string {
+	}, Raw: func(d *editions.ConfigDoc) any { return obsScaled(d.Metrics.VRAMPeakBytes, gib) }},
+	{Name: "requests", Right: true, Key: "requests", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%d (%d blocks)", d.Requests, d.Blocks)
-	}},
+	}, Raw: func(d *editions.ConfigDoc) any { return requestsCell{d.Requests, d.Blocks} }},
+}
+
+// executorLabel is the executor, with the seed campaign's name for it
+// when the configuration reproduces one.
+func executorLabel(d *editions.ConfigDoc) string {
+	if d.SeedExecutor != "" {
+		return fmt.Sprintf("%s (seed: %s)", d.Executor, d.SeedExecutor)
+	}
+	return d.Executor
 }
 
 // invariantFields are the cache contract's required zeros, per

@@ -52,6 +52,8 @@ Exit codes (every command):
 			keygenCommand(),
 			attestCommand(),
 			simulateCommand(),
+			compareCommand(),
+			reportCommand(),
 		},
 		// No subcommand prints the help; an unknown one is a usage error.
 		Action: func(c *cli.Context) error {
