@@ -50,8 +50,8 @@ attest-check: ## sign a copy of smoke-cpu with a fresh key; horizon-verify --tru
 bench: ## CPU benchmarks: qpack matvec and tiny-model decode
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/
 
-clean: ## remove build outputs
-	rm -rf $(BIN) carry
+clean: ## remove build outputs, run directories (runs/) and scratch output (out/)
+	rm -rf $(BIN) carry runs out
 
 # ---- CUDA: kernels, the cuda-tagged build, GPU tests -----------------------
 # Debian 12 build machines have no GPU: `make cuda-deps` installs nvcc 11.8 and

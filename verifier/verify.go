@@ -86,24 +86,7 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		rep.Claims = len(e.claims.Claims)
 	}
 
-	for _, c := range []struct {
-		name string
-		run  func(*view, *findings)
-	}{
-		{"manifest", checkManifest},
-		{"schema", checkSchemas},
-		{"contract", checkContract},
-		{"recompute", checkRecompute},
-		{"claims", checkClaims},
-		{"invariants", checkInvariants},
-		{"consistency", checkConsistency},
-		{"binding", checkBinding},
-		{"physics", checkPhysics},
-		{"replay", checkReplay},
-		{"derived", checkDerived},
-		{"signature", checkSignature},
-		{"reproduction", checkReproduction},
-	} {
+	for _, c := range checkRuns {
 		rep.Findings = append(rep.Findings, runCheck(c.name, c.run, v)...)
 	}
 	// A check may report a finding that belongs to another (claims reports
@@ -116,6 +99,37 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		return order[rep.Findings[i].Check] < order[rep.Findings[j].Check]
 	})
 	return rep, nil
+}
+
+// checkRuns are the checks Verify runs, in order: Checks without
+// "edition", which names findings about reading the edition at all.
+var checkRuns = []struct {
+	name string
+	run  func(*view, *findings)
+}{
+	{"manifest", checkManifest},
+	{"schema", checkSchemas},
+	{"contract", checkContract},
+	{"recompute", checkRecompute},
+	{"claims", checkClaims},
+	{"invariants", checkInvariants},
+	{"consistency", checkConsistency},
+	{"binding", checkBinding},
+	{"physics", checkPhysics},
+	{"replay", checkReplay},
+	{"derived", checkDerived},
+	{"signature", checkSignature},
+	{"reproduction", checkReproduction},
+}
+
+// RunOrder lists the names of the checks Verify runs, in the order it runs them
+// (horizon-verify --help describes each and counts them from this list).
+func RunOrder() []string {
+	names := make([]string, len(checkRuns))
+	for i, c := range checkRuns {
+		names[i] = c.name
+	}
+	return names
 }
 
 // runCheck runs one check; a panic inside it becomes an internal.panic

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -40,7 +41,10 @@ TTFT (admission to first token), decode seconds (first to last token) and
 decode tok/s = (N-1) / decode seconds.
 
 Without --artifact it synthesises --arch/--seed (default olmoe-tiny, seed 1),
-prepares it with INT4 experts into a temporary directory and runs that.
+prepares it with INT4 experts into a temporary directory and runs that. A
+synthetic checkpoint's weights are random (deterministic per seed), so its text
+is meaningless: generate says so in one line on stderr (never in --json's
+stdout); the token ids, timings and cache counters are what it measures.
 
 Routed experts live in a budgeted per-layer cache (resident-qpacked-cache-v1):
 --capacity experts per layer are published rows, the rest are copied in from
@@ -176,6 +180,9 @@ func runGenerate(c *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("load tokenizer: %w", err)
 	}
+	if note, ok := synthNote(art); ok {
+		fmt.Fprintln(c.App.ErrWriter, note)
+	}
 	var prompt []int
 	if s := c.String("prompt-ids"); s != "" {
 		if prompt, err = parseIDs(s); err != nil {
@@ -287,6 +294,26 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
 	fmt.Fprintf(w, "VRAM peak  device %s, process %s (bytes, NVML over the whole command)\n", obsText(out.VRAMPeakBytes), obsText(out.VRAMProcessPeakBytes))
 	return nil
+}
+
+// synthNote is the one stderr line generate prints before running an
+// artifact prepared from a synthetic checkpoint (horizon-bench synth, or
+// the embedded default): its weights are deterministic random numbers, so
+// the text says nothing about the model, only the token ids, timings and
+// cache counters mean something. ok is false for a real checkpoint. The
+// artifact records the recipe in its identity (source.synthetic, the
+// checkpoint's horizon-synth.json; null for a real checkpoint).
+func synthNote(art *qpack.Artifact) (string, bool) {
+	raw := bytes.TrimSpace(art.Meta.Identity.Source.Synthetic)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", false
+	}
+	what := "a synthetic checkpoint"
+	var info model.SynthInfo
+	if json.Unmarshal(raw, &info) == nil && info.Arch != "" {
+		what = fmt.Sprintf("synthetic %s seed %d", info.Arch, info.Seed)
+	}
+	return fmt.Sprintf("generate: note: %s has random weights (a deterministic synthetic checkpoint), so the text is meaningless; the token ids, timings and cache counters are what generate measures", what), true
 }
 
 func expertScheme(s string) (qpack.Scheme, error) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -24,36 +25,7 @@ func newApp(stdout, stderr io.Writer) *cli.App {
 		Usage: "verify a Horizon benchmark edition from its raw records",
 		UsageText: "horizon-verify <edition-dir> [--json] [--schemas DIR] [--contract FILE] [--campaign FILE]\n" +
 			"                 [--trusted-key FILE] [--reproduction DIR]   (or: horizon-verify --list-ids)",
-		Description: `Reads editions/<name>/ and runs these checks, in this order:
-
-   manifest      every listed file present with its size and SHA-256, nothing unlisted
-   schema        every JSON document validates against its JSON Schema
-   contract      the frozen contract's hash; declared blocks and prompts in order;
-                 exactly N tokens, no EOS, consistent timestamps; warmup excluded
-   recompute     every aggregate of configs/*.json rederived from raw/ and compared exactly
-   claims        each claim equals its source value rounded as declared; valid statuses
-   invariants    required-zero cache counters are observed zeros (UNKNOWN is an error)
-   consistency   same checkpoint, expert format and numerics => identical greedy tokens
-   binding       each claim cites its own configuration's metric with the statement the
-                 verifier regenerates; every required metric is claimed; evidence and
-                 publication no higher than the campaign's; the contract is a released
-                 one (or --contract FILE), the campaign is --campaign FILE if given
-   physics       cache counters obey the cache's arithmetic and agree across blocks and
-                 configurations with the same cache settings; wall clocks bound the work;
-                 timestamps strictly increase; no two requests share timings; one build,
-                 host and GPU; VRAM holds the placed experts; EOS, tokenizer and prompt ids
-                 pinned by the checkpoint
-   replay        each worker's routing traces (raw record version 2) replayed through the
-                 declared placement, policy and capacity reproduce every request's cache
-                 counters exactly; traces agree with the token counts; records from before
-                 traces are a hint
-   derived       report.md and report.html tables equal the JSON; plots present
-   signature     attestation.dsse.json (horizon-bench attest) signs this manifest.json;
-                 with --trusted-key it must be that key's signature (unsigned: a hint)
-   reproduction  with --reproduction DIR (horizon-bench reproduce): the record belongs to
-                 this edition, its comparisons recompute from both sets of raw records,
-                 and each claim is reported reproduced or not
-
+		Description: checksHelp() + `
 Examples:
 
    horizon-verify editions/smoke-cpu
@@ -101,6 +73,73 @@ names a directory of *.json schema files.
 		},
 		ExitErrHandler: func(*cli.Context, error) {}, // main decides the exit code
 	}
+}
+
+// checkHelp describes each check verifier.Verify runs, by name, one string
+// per help line. checksHelp lists them in verifier.RunOrder, so the help's
+// list and its count are the checks that run (a test holds every check to
+// a description here, and every description to a check).
+var checkHelp = map[string][]string{
+	"manifest": {"every listed file present with its size and SHA-256, nothing unlisted"},
+	"schema":   {"every JSON document validates against its JSON Schema"},
+	"contract": {
+		"the frozen contract's hash; declared blocks and prompts in order;",
+		"exactly N tokens, no EOS, consistent timestamps; warmup excluded",
+	},
+	"recompute":   {"every aggregate of configs/*.json rederived from raw/ and compared exactly"},
+	"claims":      {"each claim equals its source value rounded as declared; valid statuses"},
+	"invariants":  {"required-zero cache counters are observed zeros (UNKNOWN is an error)"},
+	"consistency": {"same checkpoint, expert format and numerics => identical greedy tokens"},
+	"binding": {
+		"each claim cites its own configuration's metric with the statement the",
+		"verifier regenerates; every required metric is claimed; evidence and",
+		"publication no higher than the campaign's; the contract is a released",
+		"one (or --contract FILE), the campaign is --campaign FILE if given",
+	},
+	"physics": {
+		"cache counters obey the cache's arithmetic and agree across blocks and",
+		"configurations with the same cache settings; wall clocks bound the work;",
+		"timestamps strictly increase; no two requests share timings; one build,",
+		"host and GPU; VRAM holds the placed experts; EOS, tokenizer and prompt ids",
+		"pinned by the checkpoint",
+	},
+	"replay": {
+		"each worker's routing traces (raw record version 2) replayed through the",
+		"declared placement, policy and capacity reproduce every request's cache",
+		"counters exactly; traces agree with the token counts; records from before",
+		"traces are a hint",
+	},
+	"derived": {"report.md and report.html tables equal the JSON; plots present"},
+	"signature": {
+		"attestation.dsse.json (horizon-bench attest) signs this manifest.json;",
+		"with --trusted-key it must be that key's signature (unsigned: a hint)",
+	},
+	"reproduction": {
+		"with --reproduction DIR (horizon-bench reproduce): the record belongs to",
+		"this edition, its comparisons recompute from both sets of raw records,",
+		"and each claim is reported reproduced or not",
+	},
+}
+
+// checksHelp is the help's list of checks: how many, then one entry per
+// check in the order they run, its name in a column of its own.
+func checksHelp() string {
+	checks := verifier.RunOrder()
+	var b strings.Builder
+	fmt.Fprintf(&b, "Reads editions/<name>/ and runs these %d checks, in this order:\n\n", len(checks))
+	for _, name := range checks {
+		lines := checkHelp[name]
+		if len(lines) == 0 {
+			lines = []string{"(undescribed: horizon-verify's help lacks this check)"}
+		}
+		for i, l := range lines {
+			if i > 0 {
+				name = ""
+			}
+			fmt.Fprintf(&b, "   %-14s%s\n", name, l)
+		}
+	}
+	return b.String()
 }
 
 func run(c *cli.Context, stdout io.Writer) error {

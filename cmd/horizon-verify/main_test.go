@@ -7,8 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/horizon-runmap/horizon/verifier"
 )
 
 // Black-box tests: they build the real binary and run it on the committed
@@ -195,4 +200,59 @@ func TestInterspersed(t *testing.T) {
 			t.Errorf("interspersed(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// The help counts the checks it lists, and lists the checks the verifier
+// runs (verifier.RunOrder), each once, in order, each with a description.
+func TestHelpCountsItsChecks(t *testing.T) {
+	r := runBin(t, "--help")
+	if r.code != exitPass {
+		t.Fatalf("--help: exit %d: %s", r.code, r.stderr)
+	}
+	lines := strings.Split(r.stdout, "\n")
+	head := regexp.MustCompile(`runs these (\d+) checks, in this order:$`)
+	entry := regexp.MustCompile(`^ +([a-z]+) {2,}\S`) // "   manifest      every listed ..."
+	start := -1
+	var want int
+	for i, l := range lines {
+		if m := head.FindStringSubmatch(l); m != nil {
+			start, want = i, atoi(t, m[1])
+			break
+		}
+	}
+	if start < 0 {
+		t.Fatalf("--help has no \"runs these N checks\" line:\n%s", r.stdout)
+	}
+	var listed []string
+	for _, l := range lines[start+2:] {
+		if strings.TrimSpace(l) == "" {
+			break // the list ends at the first blank line
+		}
+		if m := entry.FindStringSubmatch(l); m != nil {
+			listed = append(listed, m[1])
+		}
+	}
+	if len(listed) != want {
+		t.Errorf("--help says %d checks and lists %d: %v", want, len(listed), listed)
+	}
+	if run := verifier.RunOrder(); !slices.Equal(listed, run) {
+		t.Errorf("--help lists %v, the verifier runs %v", listed, run)
+	}
+	for name := range checkHelp {
+		if !slices.Contains(verifier.RunOrder(), name) {
+			t.Errorf("checkHelp describes %q, which the verifier does not run", name)
+		}
+	}
+	if strings.Contains(r.stdout, "undescribed") {
+		t.Errorf("a check has no description in checkHelp:\n%s", r.stdout)
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
