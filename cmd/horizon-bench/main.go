@@ -54,6 +54,7 @@ Exit codes (every command):
 			simulateCommand(),
 			compareCommand(),
 			reportCommand(),
+			ifevalCommand(),
 		},
 		// No subcommand prints the help; an unknown one is a usage error.
 		Action: func(c *cli.Context) error {
