@@ -343,7 +343,7 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 	}
 
 	workers := len(p.configs) * len(p.blocks)
-	perWorker := int64(k.Warmup.OutputTokens + len(k.Prompts)*k.OutputTokens)
+	perWorker := int64(len(k.Prompts) * k.OutputTokens) // measured tokens; the display counts warmups apart
 	prog.Start(len(p.configs), workers, 0, int64(workers)*perWorker)
 	var pairs []ReproPair
 	n := 0

@@ -243,7 +243,9 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		}
 	}
 	res.Workers = len(plan)
-	perWorker := int64(k.Warmup.OutputTokens + len(k.Prompts)*k.OutputTokens)
+	// Measured tokens only: each worker's warmup (k.Warmup) is excluded from
+	// every metric, and the display counts it apart.
+	perWorker := int64(len(k.Prompts) * k.OutputTokens)
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), int64(len(todo))*perWorker)
 	for n, w := range todo {
 		if o.ShouldStop != nil && o.ShouldStop() {
@@ -492,7 +494,9 @@ const artifactCacheLock = "artifacts.lock"
 // (checkpoint, expert format) at a time, under cache/artifacts when cache is
 // set (holding its lock for each) or else under runDir/artifacts. Before
 // each it asks stop; when stop says true it returns how many artifacts were
-// left, and no directories.
+// left, and no directories. It says what it is about to do first (this can
+// take minutes with nothing else on screen), and each artifact's lines
+// carry its number, "[1/2] ".
 func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache string, stop func() bool, say func(string)) (map[string]string, int, error) {
 	base := runDir
 	if cache != "" {
@@ -507,11 +511,14 @@ func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache stri
 		}
 		groups[key] = append(groups[key], c.Configurations[i])
 	}
+	say(fmt.Sprintf("artifacts of %s: %d to prepare under %s (synthesise and quantise, or verify and reuse one prepared before)…",
+		c.Edition, len(keys), filepath.Join(base, ArtifactsDir)))
 	dirs := map[string]string{}
 	for i, key := range keys {
 		if stop != nil && stop() {
 			return nil, len(keys) - i, nil
 		}
+		say := func(msg string) { say(fmt.Sprintf("[%d/%d] %s", i+1, len(keys), msg)) }
 		unlock := func() {}
 		if cache != "" {
 			var ok bool
