@@ -30,6 +30,7 @@ package compare
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -210,7 +211,7 @@ func compareConfig(a, b string, ca, cb *Config) Row {
 			continue
 		}
 		r.Compared++
-		if !equalInts(ta, tb) {
+		if !slices.Equal(ta, tb) {
 			r.Differ++
 		}
 	}
@@ -223,18 +224,6 @@ func compareConfig(a, b string, ca, cb *Config) Row {
 		r.Tokens = TokensIdentical
 	}
 	return r
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // namedValue is a field of an edition or a configuration, as text: the

@@ -14,6 +14,25 @@ type positional struct {
 	example string // a whole example command line
 }
 
+// commandFlagSet is a flag set with every flag the command declares (bool
+// flags as bools, the rest as strings; cli parses the values afterwards),
+// silent: its errors become usage errors.
+func commandFlagSet(c *cli.Context) *flag.FlagSet {
+	fs := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, fl := range c.Command.Flags {
+		_, isBool := fl.(*cli.BoolFlag)
+		for _, n := range fl.Names() {
+			if isBool {
+				fs.Bool(n, false, "")
+			} else {
+				fs.String(n, "", "")
+			}
+		}
+	}
+	return fs
+}
+
 // trailingFlags returns the command's positional argument and parses the
 // flags that follow it into the command's own flags: urfave/cli (like
 // package flag) stops parsing at the first positional argument, so `run
@@ -27,18 +46,7 @@ func trailingFlags(c *cli.Context, p positional) (string, error) {
 	if len(args) == 0 {
 		return "", usageError("%s: which %s? e.g. %s", name, p.which, p.example)
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, fl := range c.Command.Flags {
-		_, isBool := fl.(*cli.BoolFlag)
-		for _, n := range fl.Names() {
-			if isBool {
-				fs.Bool(n, false, "")
-			} else {
-				fs.String(n, "", "")
-			}
-		}
-	}
+	fs := commandFlagSet(c)
 	if err := fs.Parse(args[1:]); err != nil {
 		return "", usageError("%s: %v", name, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -79,18 +78,7 @@ non-edition directory, a bad -o, different contracts without
 // among or after them (urfave/cli stops at the first positional argument;
 // see trailingFlags, which takes one positional argument only).
 func compareArgs(c *cli.Context) ([]string, error) {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	for _, fl := range c.Command.Flags {
-		_, isBool := fl.(*cli.BoolFlag)
-		for _, n := range fl.Names() {
-			if isBool {
-				fs.Bool(n, false, "")
-			} else {
-				fs.String(n, "", "")
-			}
-		}
-	}
+	fs := commandFlagSet(c)
 	var dirs []string
 	rest := c.Args().Slice()
 	for len(rest) > 0 {
