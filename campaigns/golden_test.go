@@ -40,7 +40,13 @@ func TestCommittedEditionsRegenerate(t *testing.T) {
 				t.Fatal(err)
 			}
 			recs := map[string][]*editions.RawRecord{}
+			legacy := false // an edition made before bootstrap-v1: no uncertainty in its configs
 			for _, cfg := range c.Configurations {
+				var d editions.ConfigDoc
+				if err := ReadJSONStrict(filepath.Join(src, filepath.FromSlash(editions.ConfigPath(cfg.ID))), &d); err != nil {
+					t.Fatal(err)
+				}
+				legacy = legacy || d.Uncertainty == nil
 				for b := 1; ; b++ {
 					p := filepath.Join(src, filepath.FromSlash(editions.RawPath(cfg.ID, b)))
 					if _, err := os.Stat(p); err != nil {
@@ -54,7 +60,8 @@ func TestCommittedEditionsRegenerate(t *testing.T) {
 				}
 			}
 			out := t.TempDir()
-			in := report.EditionInput{CampaignDoc: cd, ContractDoc: kd, Records: recs, RunDir: src, Ceilings: rt.CeilingsSection}
+			in := report.EditionInput{CampaignDoc: cd, ContractDoc: kd, Records: recs, RunDir: src, Ceilings: rt.CeilingsSection,
+				WithoutUncertainty: legacy}
 			if err := report.WriteEdition(out, in); err != nil {
 				t.Fatal(err)
 			}

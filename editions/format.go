@@ -388,6 +388,59 @@ type ConfigDoc struct {
 	Requests     int        `json:"requests"` // measured requests in total
 	Blocks       int        `json:"blocks"`
 	Workers      []string   `json:"workers"` // raw record paths in block order
+	// Uncertainty is the seeded bootstrap and per-request quantiles
+	// (BootstrapV1). Optional: editions made before it lack it, and a
+	// configuration where some measured request has no decode time has none.
+	Uncertainty *Uncertainty `json:"uncertainty,omitempty"`
+}
+
+// The uncertainty algorithms a ConfigDoc may declare.
+const (
+	// BootstrapV1: over the configuration's measured requests in request
+	// order (block, then record order), i = 0..n-1, with tokens_i = N_i - 1,
+	// decode_seconds_i and ttft_seconds_i: a PCG (math/rand/v2 NewPCG) seeded
+	// with (Uncertainty.Seed, FNV-1a-64 of the configuration id) draws
+	// BootstrapResamples resamples of n indices each, with replacement; index
+	// k = high 64 bits of Uint64() * n (bits.Mul64, no rejection). For each
+	// resample, in draw order, pooled decode = float64(Σ tokens_k) /
+	// Σ decode_seconds_k and TTFT mean = Σ ttft_seconds_k / n (float64 sums
+	// in draw order). Each statistic's resample values are sorted ascending
+	// and the interval is gonum stat.Quantile(0.025) and (0.975) with
+	// stat.Empirical.
+	BootstrapV1        = "bootstrap-v1"
+	BootstrapResamples = 2000
+	BootstrapLevel     = 0.95
+	// QuantilesEmpiricalV1: per-request decode rate tokens_i /
+	// decode_seconds_i and ttft_seconds_i, each sorted ascending, then gonum
+	// stat.Quantile(p, stat.Empirical, sorted, nil) for p = 0.5, 0.9, 0.99.
+	QuantilesEmpiricalV1 = "gonum-empirical-v1"
+)
+
+// Uncertainty is a configuration's seeded bootstrap intervals and
+// per-request quantiles, recomputable exactly from its raw records.
+type Uncertainty struct {
+	Algorithm        string      `json:"algorithm"` // BootstrapV1
+	Resamples        int         `json:"resamples"` // BootstrapResamples
+	Seed             uint64      `json:"seed"`
+	Level            float64     `json:"level"`                // BootstrapLevel
+	PooledDecodeTokS Interval    `json:"pooled_decode_tok_s"`  // bootstrap interval of Metrics.PooledDecodeTokS
+	TTFTMeanS        Interval    `json:"ttft_mean_s"`          // bootstrap interval of Metrics.TTFTMeanS
+	Quantiles        string      `json:"quantiles"`            // QuantilesEmpiricalV1
+	RequestDecodeTok Percentiles `json:"request_decode_tok_s"` // of (N_i - 1) / decode_seconds_i
+	RequestTTFTS     Percentiles `json:"request_ttft_s"`       // of ttft_seconds_i
+}
+
+// Interval is a bootstrap percentile interval.
+type Interval struct {
+	Lo float64 `json:"lo"`
+	Hi float64 `json:"hi"`
+}
+
+// Percentiles are the 50th, 90th and 99th percentiles of per-request values.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
 }
 
 // Metrics are DESIGN section 8's definitions, with the sums they come from.

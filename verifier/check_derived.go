@@ -170,6 +170,11 @@ var resultColumns = map[string]derivedColumn{
 	"pooled decode (tok/s)":    numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
 	"block spread (tok/s)": joinCols("%s-%s", numberCol("/metrics/block_spread_decode_tok_s/min", 1, 1, 2),
 		numberCol("/metrics/block_spread_decode_tok_s/max", 1, 1, 2)),
+	// The bootstrap-v1 intervals, shown when every configuration has one.
+	"pooled decode 95% CI (tok/s)": joinCols("%s-%s", numberCol("/uncertainty/pooled_decode_tok_s/lo", 1, 1, 2),
+		numberCol("/uncertainty/pooled_decode_tok_s/hi", 1, 1, 2)),
+	"TTFT mean 95% CI (ms)": joinCols("%s-%s", numberCol("/uncertainty/ttft_mean_s/lo", 1e3, 1, 1),
+		numberCol("/uncertainty/ttft_mean_s/hi", 1e3, 1, 1)),
 	"overall output (tok/s)": numberCol("/metrics/overall_output_tok_s", 1, 1, 2),
 	"TTFT mean (ms)":         numberCol("/metrics/ttft_mean_s", 1e3, 1, 1),
 	"response mean (s)":      numberCol("/metrics/response_mean_s", 1, 1, 3),

@@ -65,6 +65,7 @@ func checkRecompute(v *view, fs *findings) {
 		}
 
 		checkConfigFields(c, fs)
+		checkUncertainty(c, fs)
 		for _, w := range c.workers {
 			checkLayerMisses(w, fs)
 			for _, msg := range timelineProblems(w.rec.Observations) {

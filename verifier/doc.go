@@ -35,7 +35,11 @@
 //  4. recompute: pooled decode, overall output rate, TTFT and response
 //     means, the sums behind them, VRAM and RSS peaks, H2D bytes, hits,
 //     misses and block spread are rederived from raw and compared exactly
-//     (float64 sums in block, then prompt order).
+//     (float64 sums in block, then prompt order). A configuration's
+//     uncertainty, when present (editions before bootstrap-v1 have none),
+//     is recomputed with the declared seed: the bootstrap-v1 intervals of
+//     pooled decode and the TTFT mean, and p50/p90/p99 of per-request
+//     decode rate and TTFT (recompute.bootstrap, recompute.quantiles).
 //
 //  5. claims: each claim's value is its source value rounded as declared,
 //     numerator / denominator equals the source, statuses are valid.

@@ -51,6 +51,11 @@ func reaggregate(t testing.TB, dir string) {
 			for _, k := range []string{"metrics", "invariants", "requests", "blocks", "workers"} {
 				doc[k] = fresh[k]
 			}
+			if u, ok := fresh["uncertainty"]; ok {
+				doc["uncertainty"] = u
+			} else {
+				delete(doc, "uncertainty")
+			}
 		})
 	}
 	defer rerenderReports(t, dir)
@@ -192,6 +197,9 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	mx.BlockSpread = editions.Spread{Min: spread[0], Max: spread[len(spread)-1]}
 	d.Invariants = editions.Invariants{D2HExpertBytes: inv["d2h"], Writebacks: inv["wb"], AuthorityWrites: inv["aw"],
 		RequestHashBytes: inv["hash"], RequestArtifactReads: inv["reads"]}
+	// The runner's own bootstrap, on purpose (as fixClaims uses the
+	// runner's claims): the verifier recomputes it with code of its own.
+	d.Uncertainty = report.Uncertainty(id, report.DefaultBootstrapSeed, raws)
 	return d
 }
 

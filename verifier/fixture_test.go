@@ -448,6 +448,35 @@ var fixResultFields = []fixField{
 	{"requests", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%d (%d blocks)", d.Requests, d.Blocks) }},
 }
 
+// fixResultsFor is fixResultFields with the bootstrap interval columns,
+// each after its point value's, when every document carries an
+// uncertainty (as the runner's results table does).
+func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
+	for _, d := range docs {
+		if d.Uncertainty == nil {
+			return fixResultFields
+		}
+	}
+	ci := map[string]fixField{
+		"pooled decode (tok/s)": {"pooled decode 95% CI (tok/s)", true, func(d *editions.ConfigDoc) string {
+			u := d.Uncertainty.PooledDecodeTokS
+			return fmt.Sprintf("%.2f-%.2f", u.Lo, u.Hi)
+		}},
+		"TTFT mean (ms)": {"TTFT mean 95% CI (ms)", true, func(d *editions.ConfigDoc) string {
+			u := d.Uncertainty.TTFTMeanS
+			return fmt.Sprintf("%.1f-%.1f", u.Lo*1e3, u.Hi*1e3)
+		}},
+	}
+	var out []fixField
+	for _, f := range fixResultFields {
+		out = append(out, f)
+		if c, ok := ci[f.header]; ok {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 var fixInvariantFields = []fixField{
 	{"configuration", false, func(d *editions.ConfigDoc) string { return d.ID }},
 	{"expert D2H (bytes)", true, func(d *editions.ConfigDoc) string { return fixObs(d.Invariants.D2HExpertBytes, 1, 0) }},
@@ -543,7 +572,7 @@ func writeFixtureReports(t testing.TB, dir string) {
 	fmt.Fprintf(&md, "# Edition %s\n\nverifier fixture\n\n", fixEdition)
 	fmt.Fprintf(&md, "Contract **%s** (sha256 `%s`): %d prompts x %d blocks, %d output tokens per request. Device: **cpu**. Claims: %d in claims.json.\n\n",
 		id, sha, 2, fixBlocks, fixN, claims)
-	md.WriteString("## Results\n\n" + fixMDTable(fixResultFields, docs) + "\n")
+	md.WriteString("## Results\n\n" + fixMDTable(fixResultsFor(docs), docs) + "\n")
 	fmt.Fprintf(&md, "![Pooled decode rate against capacity](%s)\n\n", fixPlot)
 	md.WriteString("## Cache contract invariants\n\nSummed over the measured requests; the contract requires observed zeros.\n\n")
 	md.WriteString(fixMDTable(fixInvariantFields, docs))
@@ -553,7 +582,7 @@ func writeFixtureReports(t testing.TB, dir string) {
 	fmt.Fprintf(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Edition %s</title>\n</head>\n<body>\n<h1>Edition %s</h1>\n<p>verifier fixture</p>\n", fixEdition, fixEdition)
 	fmt.Fprintf(&h, "<p>Contract <strong>%s</strong> (sha256 <code>%s</code>): %d prompts x %d blocks, %d output tokens per request.\nDevice: <strong>cpu</strong>. Claims: %d in <a href=\"claims.json\">claims.json</a>.</p>\n",
 		html.EscapeString(id), sha, 2, fixBlocks, fixN, claims)
-	h.WriteString("\n<h2>Results</h2>\n" + fixHTMLTable(fixResultFields, docs) + "\n")
+	h.WriteString("\n<h2>Results</h2>\n" + fixHTMLTable(fixResultsFor(docs), docs) + "\n")
 	fmt.Fprintf(&h, "<figure><img src=\"%s\" alt=\"Pooled decode rate against capacity\" width=\"600\"><figcaption>Pooled decode rate against capacity</figcaption></figure>\n", fixPlot)
 	h.WriteString("\n<h2>Cache contract invariants</h2>\n<p>Summed over the measured requests; the contract requires observed zeros.</p>\n")
 	h.WriteString(fixHTMLTable(fixInvariantFields, docs) + "\n</body>\n</html>\n")
@@ -584,7 +613,7 @@ func rerenderReports(t testing.TB, dir string) {
 		for _, x := range []struct {
 			title  string
 			fields []fixField
-		}{{"Results", fixResultFields}, {"Cache contract invariants", fixInvariantFields}} {
+		}{{"Results", fixResultsFor(docs)}, {"Cache contract invariants", fixInvariantFields}} {
 			s = replaceMDTable(s, x.title, fixMDTable(x.fields, docs))
 		}
 		s = mdClaimCount.ReplaceAllString(s, fmt.Sprintf("Claims: %d in claims.json.", claims))
@@ -596,7 +625,7 @@ func rerenderReports(t testing.TB, dir string) {
 		for _, x := range []struct {
 			title  string
 			fields []fixField
-		}{{"Results", fixResultFields}, {"Cache contract invariants", fixInvariantFields}} {
+		}{{"Results", fixResultsFor(docs)}, {"Cache contract invariants", fixInvariantFields}} {
 			head := "<h2>" + x.title + "</h2>"
 			i := strings.Index(s, head)
 			if i < 0 {

@@ -12,7 +12,8 @@ import (
 // the contract: sums run in request order (block, then prompt order) in
 // float64, means divide those sums, and whole-worker peaks are the maximum
 // over workers. An observation some worker lacks stays UNKNOWN; one every
-// worker reports UNSUPPORTED stays UNSUPPORTED.
+// worker reports UNSUPPORTED stays UNSUPPORTED. The uncertainty is
+// editions.BootstrapV1 under DefaultBootstrapSeed (see Uncertainty).
 func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (editions.ConfigDoc, error) {
 	if len(recs) == 0 {
 		return editions.ConfigDoc{}, fmt.Errorf("configuration %s: no raw records", cfg.ID)
@@ -81,6 +82,7 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 	m.VRAMPeakBytes = MaxObs(vram)
 	m.VRAMProcessPeakBytes = MaxObs(vramProc)
 	m.RSSPeakBytes = MaxObs(rss)
+	d.Uncertainty = Uncertainty(cfg.ID, DefaultBootstrapSeed, recs)
 	d.Invariants = editions.Invariants{
 		D2HExpertBytes: SumObs(inv[0]), Writebacks: SumObs(inv[1]), AuthorityWrites: SumObs(inv[2]),
 		RequestHashBytes: SumObs(inv[3]), RequestArtifactReads: SumObs(inv[4]),

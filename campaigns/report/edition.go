@@ -31,6 +31,10 @@ type EditionInput struct {
 	// need the architectures' tensor shapes (runtime/model); the runner
 	// passes its Runtime's CeilingsSection. nil leaves the section out.
 	Ceilings func(editionDir string) string
+	// WithoutUncertainty regenerates an edition made before
+	// editions.BootstrapV1: its configuration documents carry no
+	// uncertainty. The runner leaves it false, so new editions have it.
+	WithoutUncertainty bool
 }
 
 // reporters are the report formats of an edition, by file.
@@ -69,6 +73,9 @@ func WriteEdition(dir string, in EditionInput) error {
 		d, err := Aggregate(c, cfg, recs)
 		if err != nil {
 			return err
+		}
+		if in.WithoutUncertainty {
+			d.Uncertainty = nil
 		}
 		if err := editions.WriteDoc(filepath.Join(dir, filepath.FromSlash(editions.ConfigPath(cfg.ID))), &d); err != nil {
 			return err

@@ -13,7 +13,7 @@ import (
 )
 
 // The results table of an edition, exported (horizon-bench report): the
-// one field list that report.md and report.html render (configFields),
+// one field list that report.md and report.html render (resultFields),
 // written in one more format each, never a second list.
 //
 //	md     the table exactly as report.md carries it (writeMDTable)
@@ -59,13 +59,13 @@ func ExportResults(w io.Writer, format string, docs []editions.ConfigDoc) error 
 
 func resultsMD(w io.Writer, docs []editions.ConfigDoc) error {
 	var b strings.Builder
-	writeMDTable(&b, makeTable(configFields, docs))
+	writeMDTable(&b, makeTable(resultFields(docs), docs))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 func resultsCSV(w io.Writer, docs []editions.ConfigDoc) error {
-	t := makeTable(configFields, docs)
+	t := makeTable(resultFields(docs), docs)
 	cw := csv.NewWriter(w)
 	if err := cw.Write(t.Headers); err != nil {
 		return err
@@ -84,8 +84,9 @@ func resultsJSON(w io.Writer, docs []editions.ConfigDoc) error {
 	}
 	var b bytes.Buffer
 	b.WriteString("[\n")
+	fields := resultFields(docs)
 	for i := range docs {
-		o, err := resultObject(&docs[i])
+		o, err := resultObject(fields, &docs[i])
 		if err != nil {
 			return err
 		}
@@ -104,8 +105,9 @@ func resultsJSON(w io.Writer, docs []editions.ConfigDoc) error {
 // resultsJSONL writes JSON Lines: one configuration's object per line.
 func resultsJSONL(w io.Writer, docs []editions.ConfigDoc) error {
 	var b bytes.Buffer
+	fields := resultFields(docs)
 	for i := range docs {
-		o, err := resultObject(&docs[i])
+		o, err := resultObject(fields, &docs[i])
 		if err != nil {
 			return err
 		}
@@ -118,7 +120,7 @@ func resultsJSONL(w io.Writer, docs []editions.ConfigDoc) error {
 
 // resultObject is one configuration as a compact JSON object (one line),
 // its members in field order.
-func resultObject(d *editions.ConfigDoc) ([]byte, error) {
+func resultObject(fields []field, d *editions.ConfigDoc) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("{")
 	member := func(key string, v any) error {
@@ -135,7 +137,7 @@ func resultObject(d *editions.ConfigDoc) ([]byte, error) {
 		b.Write(enc)
 		return nil
 	}
-	for _, f := range configFields {
+	for _, f := range fields {
 		v := f.Raw(d)
 		o, isObs := v.(editions.Obs[float64])
 		if !isObs {

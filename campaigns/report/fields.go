@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/horizon-runmap/horizon/editions"
 )
@@ -120,6 +121,51 @@ var configFields = []field{
 	{Name: "requests", Right: true, Key: "requests", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%d (%d blocks)", d.Requests, d.Blocks)
 	}, Raw: func(d *editions.ConfigDoc) any { return requestsCell{d.Requests, d.Blocks} }},
+}
+
+// intervalField is a bootstrap interval column: the interval of a
+// configuration's uncertainty, "lo-hi" in the column's unit, rounded as the
+// point value's column is.
+func intervalField(name, unit, key string, scale float64, decimals int, iv func(u *editions.Uncertainty) editions.Interval) field {
+	return field{Name: name, Unit: unit, Right: true, Key: key, Value: func(d *editions.ConfigDoc) string {
+		x := iv(d.Uncertainty)
+		return fmt.Sprintf("%.*f-%.*f", decimals, x.Lo*scale, decimals, x.Hi*scale)
+	}, Raw: func(d *editions.ConfigDoc) any {
+		x := iv(d.Uncertainty)
+		return editions.Interval{Lo: x.Lo * scale, Hi: x.Hi * scale}
+	}}
+}
+
+// uncertaintyFields are the bootstrap-v1 interval columns, each shown
+// right after the column of its point value (after).
+var uncertaintyFields = []struct {
+	after string
+	field
+}{
+	{"pooled_decode_tok_s", intervalField("pooled decode 95% CI", "tok/s", "pooled_decode_ci95_tok_s", 1, 2,
+		func(u *editions.Uncertainty) editions.Interval { return u.PooledDecodeTokS })},
+	{"ttft_mean_ms", intervalField("TTFT mean 95% CI", "ms", "ttft_mean_ci95_ms", 1e3, 1,
+		func(u *editions.Uncertainty) editions.Interval { return u.TTFTMeanS })},
+}
+
+// resultFields are the results table's columns for docs: configFields,
+// with the interval columns when every document carries an uncertainty.
+// Editions made before bootstrap-v1 carry none, so their tables (and
+// exports) keep the columns they were published with.
+func resultFields(docs []editions.ConfigDoc) []field {
+	if len(docs) == 0 || slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Uncertainty == nil }) {
+		return configFields
+	}
+	var out []field
+	for _, f := range configFields {
+		out = append(out, f)
+		for _, u := range uncertaintyFields {
+			if u.after == f.Key {
+				out = append(out, u.field)
+			}
+		}
+	}
+	return out
 }
 
 // executorLabel is the executor, with the seed campaign's name for it

@@ -48,7 +48,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 	r := Report{
 		Edition: c.Edition, Description: strings.TrimSpace(c.Description),
 		Contract: k, ContractSHA: contractSHA, Device: c.Device,
-		Results: makeTable(configFields, docs), Invariants: makeTable(invariantFields, docs),
+		Results: makeTable(resultFields(docs), docs), Invariants: makeTable(invariantFields, docs),
 		Plots: plots, Claims: claims,
 	}
 	for _, cfg := range c.Configurations {
@@ -109,6 +109,12 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
 		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
 		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", k.Timing.Clock))
+	if len(resultFields(docs)) > len(configFields) { // every configuration carries an uncertainty
+		u := docs[0].Uncertainty
+		r.Caveats = append(r.Caveats, fmt.Sprintf("The 95%% CIs are %s percentile intervals over the measured requests (%d resamples with replacement, seed %d, "+
+			"declared in each configs/<id>.json beside p50/p90/p99 of per-request decode rate and TTFT): they describe request-to-request variation "+
+			"within this run, not run-to-run or machine-to-machine variation; horizon-verify recomputes them exactly.", u.Algorithm, u.Resamples, u.Seed))
+	}
 	// Editions whose records carry routing traces: what the traces say
 	// of each model's routing (none otherwise).
 	for i := range routing {

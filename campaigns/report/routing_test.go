@@ -163,6 +163,9 @@ func loadEdition(t *testing.T, name string) (EditionInput, editions.Manifest) {
 			readJSON(t, p, &r)
 			in.Records[cfg.ID] = append(in.Records[cfg.ID], &r)
 		}
+		var d editions.ConfigDoc
+		readJSON(t, filepath.Join(src, filepath.FromSlash(editions.ConfigPath(cfg.ID))), &d)
+		in.WithoutUncertainty = d.Uncertainty == nil // an edition made before bootstrap-v1
 	}
 	return in, m
 }
