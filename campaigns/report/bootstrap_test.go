@@ -154,12 +154,17 @@ func TestUncertaintySingleRequest(t *testing.T) {
 	}
 }
 
-// TestResultFieldsUncertainty: the committed editions (made before
-// bootstrap-v1) keep their columns; the same records aggregated now show
-// the interval columns right after their point values, in the table and
-// the JSON export alike.
+// TestResultFieldsUncertainty: editions made before bootstrap-v1
+// (smoke-cuda) keep their columns; records aggregated now show the
+// interval columns right after their point values, in the table and the
+// JSON export alike.
 func TestResultFieldsUncertainty(t *testing.T) {
-	old := loadConfigs(t, "smoke-cpu")
+	old := loadConfigs(t, "smoke-cuda")
+	for _, d := range old {
+		if d.Uncertainty != nil {
+			t.Fatalf("%s carries an uncertainty: this test wants an edition from before bootstrap-v1", d.ID)
+		}
+	}
 	if got := resultFields(old); len(got) != len(configFields) {
 		t.Fatalf("an edition without uncertainty gets %d columns, want configFields' %d", len(got), len(configFields))
 	}

@@ -131,7 +131,7 @@ func TestExportCSV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := makeTable(configFields, docs)
+	want := makeTable(resultFields(docs), docs)
 	if len(recs) != 1+len(docs) {
 		t.Fatalf("%d csv rows, want a header and %d", len(recs), len(docs))
 	}
