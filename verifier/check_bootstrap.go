@@ -15,8 +15,9 @@ import (
 // editions made before bootstrap-v1 have none) is recomputed from the raw
 // records with the declared algorithm and seed and compared exactly. The
 // algorithm is written out in editions.BootstrapV1 and implemented here on
-// its own, as the rest of check 4 is. Only the seed is free: the algorithm
-// id fixes B, the level and the quantile rule.
+// its own, as the rest of check 4 is. The algorithm id fixes B, the level,
+// the quantile rule and the seed (editions.BootstrapSeed: a free seed could
+// be searched for a flattering interval).
 func checkUncertainty(c *configView, fs *findings) {
 	u := c.doc.Uncertainty
 	if u == nil {
@@ -32,10 +33,11 @@ func checkUncertainty(c *configView, fs *findings) {
 		{"/uncertainty/resamples", editions.BootstrapResamples, u.Resamples},
 		{"/uncertainty/level", editions.BootstrapLevel, u.Level},
 		{"/uncertainty/quantiles", editions.QuantilesEmpiricalV1, u.Quantiles},
+		{"/uncertainty/seed", editions.BootstrapSeed, u.Seed},
 	} {
 		if x.want != x.got {
-			fs.add(IDRecomputeBootstrap, f, x.p, x.want, x.got, "the verifier knows bootstrap-v1 with B = %d, level %v and %s quantiles only",
-				editions.BootstrapResamples, editions.BootstrapLevel, editions.QuantilesEmpiricalV1)
+			fs.add(IDRecomputeBootstrap, f, x.p, x.want, x.got, "the verifier knows bootstrap-v1 with B = %d, level %v, seed %d and %s quantiles only",
+				editions.BootstrapResamples, editions.BootstrapLevel, editions.BootstrapSeed, editions.QuantilesEmpiricalV1)
 			terms = false
 		}
 	}

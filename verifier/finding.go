@@ -191,7 +191,7 @@ var (
 	IDRecomputeInvariantSum  = def("recompute", "recompute.invariant-sum", Error, "an invariant counter in the configuration differs from the sum over raw requests")
 	IDRecomputeSkipped       = def("recompute", "recompute.skipped", Hint, "a configuration's aggregates were not recomputed because some of its raw records do not decode")
 	IDRecomputeConfigField   = def("recompute", "recompute.config-field", Error, "a configuration field (model, checkpoint, artifact, capacity, executor, ...) differs from its workers' raw setup")
-	IDRecomputeBootstrap     = def("recompute", "recompute.bootstrap", Error, "a configuration's bootstrap-v1 interval (or its declared algorithm, B, level) differs from the one recomputed from raw with the declared seed")
+	IDRecomputeBootstrap     = def("recompute", "recompute.bootstrap", Error, "a configuration's bootstrap-v1 interval (or its declared algorithm, B, level or seed) differs from the one recomputed from raw")
 	IDRecomputeQuantiles     = def("recompute", "recompute.quantiles", Error, "a configuration's p50/p90/p99 of per-request decode rate or TTFT differs from the one recomputed from raw")
 
 	// claims: check 5.

@@ -13,7 +13,7 @@ import (
 
 // DefaultBootstrapSeed is the seed the runner declares in every new
 // configuration document's uncertainty (editions.BootstrapV1).
-const DefaultBootstrapSeed uint64 = 20
+const DefaultBootstrapSeed = editions.BootstrapSeed
 
 // sample is one measured request's share of the bootstrap statistics.
 type sample struct {
