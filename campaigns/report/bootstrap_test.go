@@ -169,18 +169,7 @@ func TestResultFieldsUncertainty(t *testing.T) {
 		t.Fatalf("an edition without uncertainty gets %d columns, want configFields' %d", len(got), len(configFields))
 	}
 	in, _ := loadEdition(t, "smoke-cpu")
-	c, err := CampaignFromDoc(in.CampaignDoc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var docs []editions.ConfigDoc
-	for i := range c.Configurations {
-		d, err := Aggregate(c, &c.Configurations[i], in.Records[c.Configurations[i].ID])
-		if err != nil {
-			t.Fatal(err)
-		}
-		docs = append(docs, d)
-	}
+	_, docs := aggregateEdition(t, in)
 	tab := makeTable(resultFields(docs), docs)
 	col := func(h string) int {
 		for j, x := range tab.Headers {

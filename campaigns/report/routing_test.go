@@ -140,6 +140,24 @@ func TestEditionRouting(t *testing.T) {
 }
 
 // loadEdition reads a committed edition's documents and raw records.
+// aggregateEdition aggregates every configuration of in from its records.
+func aggregateEdition(t *testing.T, in EditionInput) (*Campaign, []editions.ConfigDoc) {
+	t.Helper()
+	c, err := CampaignFromDoc(in.CampaignDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []editions.ConfigDoc
+	for i := range c.Configurations {
+		d, err := Aggregate(c, &c.Configurations[i], in.Records[c.Configurations[i].ID])
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs = append(docs, d)
+	}
+	return c, docs
+}
+
 func loadEdition(t *testing.T, name string) (EditionInput, editions.Manifest) {
 	t.Helper()
 	src := filepath.Join("..", "..", "editions", name)
@@ -181,18 +199,7 @@ func TestCommittedEditionRouting(t *testing.T) {
 	}{{"smoke-cpu", true}, {"smoke-cuda", true}, {"full-residency-v1", false}, {"residency-ablation", false}} {
 		t.Run(tc.edition, func(t *testing.T) {
 			in, _ := loadEdition(t, tc.edition)
-			c, err := CampaignFromDoc(in.CampaignDoc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var docs []editions.ConfigDoc
-			for i := range c.Configurations {
-				d, err := Aggregate(c, &c.Configurations[i], in.Records[c.Configurations[i].ID])
-				if err != nil {
-					t.Fatal(err)
-				}
-				docs = append(docs, d)
-			}
+			c, docs := aggregateEdition(t, in)
 			routing, err := editionRouting(c, in.Records, docs)
 			if err != nil {
 				t.Fatal(err)

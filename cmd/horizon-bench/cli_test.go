@@ -260,19 +260,26 @@ func TestExitCodesAndVersion(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := run(t, c.args...)
-			if r.code != c.code {
-				t.Fatalf("exit %d, want %d (stderr %q)", r.code, c.code, r.stderr)
-			}
-			if c.stderr != "" {
-				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-				if len(lines) != 1 || !strings.Contains(lines[0], c.stderr) {
-					t.Fatalf("stderr %q, want one line mentioning %q", r.stderr, c.stderr)
-				}
-			}
-			if !strings.Contains(r.stdout, c.stdout) {
-				t.Fatalf("stdout %q does not mention %q", r.stdout, c.stdout)
-			}
+			checkExit(t, run(t, c.args...), c.code, c.stderr, c.stdout)
 		})
+	}
+}
+
+// checkExit fails unless r exited with code, its stderr is one line
+// mentioning stderr (when stderr is not empty), and its stdout mentions
+// stdout.
+func checkExit(t *testing.T, r result, code int, stderr, stdout string) {
+	t.Helper()
+	if r.code != code {
+		t.Fatalf("exit %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	if stderr != "" {
+		lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+		if len(lines) != 1 || !strings.Contains(lines[0], stderr) {
+			t.Fatalf("stderr %q, want one line mentioning %q", r.stderr, stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, stdout) {
+		t.Fatalf("stdout %q does not mention %q", r.stdout, stdout)
 	}
 }

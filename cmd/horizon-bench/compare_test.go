@@ -84,19 +84,7 @@ func TestCompareExitCodes(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := run(t, append([]string{"compare"}, c.args...)...)
-			if r.code != c.code {
-				t.Fatalf("exit %d, want %d (stderr %q)", r.code, c.code, r.stderr)
-			}
-			if c.stderr != "" {
-				lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
-				if len(lines) != 1 || !strings.Contains(lines[0], c.stderr) {
-					t.Fatalf("stderr %q, want one line mentioning %q", r.stderr, c.stderr)
-				}
-			}
-			if !strings.Contains(r.stdout, c.stdout) {
-				t.Fatalf("stdout does not mention %q:\n%s", c.stdout, r.stdout)
-			}
+			checkExit(t, run(t, append([]string{"compare"}, c.args...)...), c.code, c.stderr, c.stdout)
 		})
 	}
 }
