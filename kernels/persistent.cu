@@ -48,9 +48,17 @@
 #include "decode.cuh"
 #include "experts.cuh"
 
-// The instruction set: one opcode per kernel a captured step may launch.
-// persistentOps in runtime/cuda/persistent_program.go lists the same names
-// in the same order (TestPersistentOpcodes compares them).
+// The instruction set: one opcode per kernel of a captured step that the
+// interpreter runs. persistentOps in runtime/cuda/persistent_program.go
+// lists the same names in the same order (TestPersistentOpcodes compares
+// them). Of the row kernels only one variant each: the stepper records the
+// step with the FP16 matvec at 4 rows per task, the grouped gate/up at 2+2
+// rows and the grouped down at 4 rows (2 chunks per lane), whose results
+// are those of every other variant (a row's dot does not depend on the
+// variant). One variant per format keeps the interpreter to two
+// row_pipeline instances (the FP16 matvec and ExpertTasks below), which
+// ptxas fits in 255 registers without spilling; an instance per variant
+// spilled 4.9 KB (kernels/NOTES.md).
 enum PersistentOp {
 	PK_embed_step,
 	PK_qk_norm_step,
@@ -62,19 +70,11 @@ enum PersistentOp {
 	PK_add_gated_resid_step,
 	PK_silu_mul_f32,
 	PK_add_f32,
-	PK_matvec_f16_r1_s,
-	PK_matvec_f16_r2_s,
 	PK_matvec_f16_r4_s,
 	PK_experts_gateup_int4_p2_s_t,
-	PK_experts_gateup_int4_p4_s_t,
-	PK_experts_gateup_f16_p2_s_t,
-	PK_experts_gateup_f16_p4_s_t,
 	PK_experts_down_int4_r4_s_t,
-	PK_experts_down_int4_r8_s_t,
-	PK_experts_down_int4_r4c1_s_t,
+	PK_experts_gateup_f16_p2_s_t,
 	PK_experts_down_f16_r4_s_t,
-	PK_experts_down_f16_r8_s_t,
-	PK_experts_down_f16_r4c1_s_t,
 	PK_COUNT
 };
 
@@ -127,22 +127,110 @@ __device__ __forceinline__ void run_matvec(const unsigned long long* a, VGrid vg
 	                                NormSpec{AP(7, const void*), AI(8), AF(9)}, vg);
 }
 
-template <class Fmt, int NRP, int CPL>
-__device__ __forceinline__ void run_gateup(const unsigned long long* a, VGrid vg) {
-	gateup_body<Fmt, NRP, CPL, true>(AP(0, float*), AP(1, const float*), AI(2), AI(3), AI(4), AI(5), AI(6), AI(7),
-	                                 AI(8), *AP(9, const GroupTable*), AI(10),
-	                                 NormSpec{AP(11, const void*), AI(12), AF(13)}, vg);
-}
+// ExpertTasks is the grouped gate/up (experts_gateup_*_p2: 2 gate + 2 up
+// rows per task, tasks striding over the grid) and the grouped down
+// (experts_down_*_r4: 4 rows of one expert per task, items of the block's
+// tile, then the block's combine) as one task type, so both run through one
+// row_pipeline instance: the same row addressing, activations and outputs
+// as GateUpTasks and DownTasks (experts.cuh), chosen at run time.
+template <class Fmt>
+struct ExpertTasks {
+	typedef typename XSource<Fmt, true>::T XS;
+	bool down;
+	const GroupTable* tbl;
+	float* act;      // gate/up: act[A][F] written
+	float* p;        // down: shared p[A][R]
+	XS x;            // gate/up: the staged input
+	int A, F, D, k0; // experts, rows of gate/up (= columns of down), rows of down, first table entry
+	int gate_off, up_off, down_off, cols_padded, scales_offset;
+	int per;             // gate/up: tasks per expert
+	int R, G, d0, stride; // down: tile rows, 4-row groups per tile, first row, staged stride
 
-template <class Fmt, int NR, int CPL>
-__device__ __forceinline__ void run_down(const unsigned long long* a, VGrid vg) {
-	down_body<Fmt, NR, CPL, true>(AP(0, float*), AP(1, const float*), AI(2), AI(3), AI(4), AI(5), AI(6), AI(7),
-	                              AI(8), *AP(9, const GroupTable*), AI(10), AP(11, const float*), AI(12), vg);
+	__device__ __forceinline__ int count() const { return down ? A * G : A * per; }
+	__device__ __forceinline__ typename Fmt::Row row(int t, int i) const {
+		if (down) {
+			const int k = t / G, rg = t - k * G;
+			const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k0 + k]) + down_off;
+			return Fmt::row(rec, min(d0 + rg * 4 + i, D - 1), F, cols_padded, scales_offset);
+		}
+		const int k = t / per, i0 = (t - k * per) * 2;
+		const int j = i < 2 ? i : i - 2;
+		const uint8_t* rec = reinterpret_cast<const uint8_t*>(tbl->recs[k0 + k]);
+		return Fmt::row(rec + (i < 2 ? gate_off : up_off), min(i0 + j, F - 1), D, cols_padded, scales_offset);
+	}
+	__device__ __forceinline__ XS xs(int t) const {
+		if (!down) return x;
+		return XSource<Fmt, true>::make(nullptr, xs_smem + (size_t)(t / G) * stride, F);
+	}
+	__device__ __forceinline__ void emit(int t, const float (&out)[4]) const {
+		if ((threadIdx.x & 31) != 0) return;
+		if (down) {
+			const int k = t / G, rg = t - k * G;
+#pragma unroll
+			for (int i = 0; i < 4; i++) p[k * R + rg * 4 + i] = out[i];
+			return;
+		}
+		const int k = t / per, i0 = (t - k * per) * 2;
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+			if (i0 + j < F) act[(size_t)k * F + i0 + j] = silu_mul(out[j], out[2 + j]);
+	}
+};
+
+// run_experts runs a grouped gate/up (down false; the _t kernel's
+// arguments: act, x, A, F, D, gate_off, up_off, cols_padded,
+// scales_offset, tbl, k0, nw, nw_kind, eps) or down (down true: out, act, A,
+// D, F, down_off, cols_padded, scales_offset, R, tbl, k0, resid,
+// accumulate) unit with gateup_body's and down_body's arithmetic and
+// order.
+template <class Fmt>
+__device__ __forceinline__ void run_experts(const unsigned long long* a, VGrid vg, bool down) {
+	ExpertTasks<Fmt> tk;
+	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
+	tk.down = down;
+	tk.A = AI(2), tk.tbl = AP(9, const GroupTable*), tk.k0 = AI(10);
+	const float* src = AP(1, const float*);
+	NormSpec nm{nullptr, 0, 0.0f};
+	float* out = nullptr;
+	const float* resid = nullptr;
+	int accumulate = 0;
+	if (down) {
+		out = AP(0, float*), resid = AP(11, const float*), accumulate = AI(12);
+		tk.D = AI(3), tk.F = AI(4), tk.down_off = AI(5), tk.cols_padded = AI(6), tk.scales_offset = AI(7);
+		tk.R = AI(8), tk.G = tk.R / 4, tk.d0 = vg.bid * tk.R;
+		tk.stride = FmtInfo<Fmt>::stride(tk.F);
+		tk.p = xs_smem + (size_t)tk.A * tk.stride;
+	} else {
+		tk.act = AP(0, float*);
+		tk.F = AI(3), tk.D = AI(4), tk.gate_off = AI(5), tk.up_off = AI(6), tk.cols_padded = AI(7);
+		tk.scales_offset = AI(8), tk.per = (tk.F + 1) / 2;
+		tk.x = XSource<Fmt, true>::make(src, xs_smem, tk.D);
+		nm = NormSpec{AP(11, const void*), AI(12), AF(13)};
+	}
+	const int t0 = down ? warp : vg.bid * nw + warp, ts = down ? nw : vg.nblk * nw;
+	row_pipeline<Fmt, 4, 2>(tk, t0, ts, down ? tk.F : tk.D, [&] {
+		if (down)
+			stage_block<FmtInfo<Fmt>::int4>(xs_smem, src, tk.A, tk.F);
+		else
+			stage_one<FmtInfo<Fmt>::int4>(xs_smem, src, tk.D, nm);
+	});
+	if (!down) return;
+	__syncthreads();
+	for (int r = threadIdx.x; r < tk.R; r += blockDim.x) {
+		const int d = tk.d0 + r;
+		if (d < tk.D) {
+			float acc = accumulate ? out[d] : 0.0f;
+			for (int k = 0; k < tk.A; k++) acc = add_scaled(acc, tk.tbl->wts[tk.k0 + k], tk.p[k * tk.R + r]);
+			out[d] = resid != nullptr ? __fadd_rn(resid[d], acc) : acc;
+		}
+	}
 }
 
 // run_instr runs unit vg.bid of an instruction. Every thread of the block
 // calls it.
+template <class EFmt>
 __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, VGrid vg) {
+	constexpr bool int4 = FmtInfo<EFmt>::int4;
 	switch (op) {
 	case PK_embed_step:
 		embed_step_body(AP(0, float*), AP(1, const void*), AI(2), AP(3, const int*), AI(4), vg);
@@ -185,19 +273,17 @@ __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, V
 	case PK_add_f32:
 		add_span(AP(0, float*), AP(1, const float*), AP(2, const float*), AI(3), vg);
 		break;
-	case PK_matvec_f16_r1_s: run_matvec<F16Fmt, 1, 8>(a, vg); break;
-	case PK_matvec_f16_r2_s: run_matvec<F16Fmt, 2, 4>(a, vg); break;
 	case PK_matvec_f16_r4_s: run_matvec<F16Fmt, 4, 2>(a, vg); break;
-	case PK_experts_gateup_int4_p2_s_t: run_gateup<Int4Fmt, 2, 2>(a, vg); break;
-	case PK_experts_gateup_int4_p4_s_t: run_gateup<Int4Fmt, 4, 1>(a, vg); break;
-	case PK_experts_gateup_f16_p2_s_t: run_gateup<F16Fmt, 2, 2>(a, vg); break;
-	case PK_experts_gateup_f16_p4_s_t: run_gateup<F16Fmt, 4, 1>(a, vg); break;
-	case PK_experts_down_int4_r4_s_t: run_down<Int4Fmt, 4, 2>(a, vg); break;
-	case PK_experts_down_int4_r8_s_t: run_down<Int4Fmt, 8, 1>(a, vg); break;
-	case PK_experts_down_int4_r4c1_s_t: run_down<Int4Fmt, 4, 1>(a, vg); break;
-	case PK_experts_down_f16_r4_s_t: run_down<F16Fmt, 4, 2>(a, vg); break;
-	case PK_experts_down_f16_r8_s_t: run_down<F16Fmt, 8, 1>(a, vg); break;
-	case PK_experts_down_f16_r4c1_s_t: run_down<F16Fmt, 4, 1>(a, vg); break;
+	case PK_experts_gateup_int4_p2_s_t:
+	case PK_experts_gateup_f16_p2_s_t:
+		if ((op == PK_experts_gateup_int4_p2_s_t) != int4) __trap();  // the other build's experts
+		run_experts<EFmt>(a, vg, false);
+		break;
+	case PK_experts_down_int4_r4_s_t:
+	case PK_experts_down_f16_r4_s_t:
+		if ((op == PK_experts_down_int4_r4_s_t) != int4) __trap();
+		run_experts<EFmt>(a, vg, true);
+		break;
 	default: __trap();  // the host encodes only the opcodes above
 	}
 }
@@ -210,6 +296,7 @@ __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, V
 // no unit in an instruction goes straight on to the next, where it
 // prefetches and waits: that is how weight loads run ahead of the
 // instruction in progress.
+template <class EFmt>
 __device__ __forceinline__ void persistent_loop(const PInstr* __restrict__ prog, int n, unsigned* ctl,
                                                 unsigned long long* trace) {
 	unsigned* done = ctl + 2;
@@ -244,7 +331,7 @@ __device__ __forceinline__ void persistent_loop(const PInstr* __restrict__ prog,
 					prefetch_share(row, bytes, u, units);
 				}
 			}
-			run_instr(__ldg(&in->op), in->a, VGrid{u, units});
+			run_instr<EFmt>(__ldg(&in->op), in->a, VGrid{u, units});
 			__syncthreads();
 			if (threadIdx.x == 0) {
 				__threadfence();
@@ -269,15 +356,15 @@ __device__ __forceinline__ void persistent_loop(const PInstr* __restrict__ prog,
 	}
 }
 
-// Two builds of the interpreter: one block per SM (registers up to 255) and
-// two per SM (128 registers). The host picks one (persistentBuild in
-// runtime/cuda/persistent.go). (A third, with the row bodies called rather
-// than inlined, ran no faster on the H200: results/persistent-h200/.)
+// Two builds of the interpreter, one per expert format (the host picks by
+// the records' scheme: persistentBuild in runtime/cuda/persistent.go), one
+// block of 256 threads per SM (255 registers). A build at two blocks per SM
+// (128 registers) spilled and ran slower (results/persistent-h200/).
 extern "C" __global__ void __launch_bounds__(256, 1) decode_persistent(const PInstr* prog, int n, unsigned* ctl,
                                                                     unsigned long long* trace) {
-	persistent_loop(prog, n, ctl, trace);
+	persistent_loop<Int4Fmt>(prog, n, ctl, trace);
 }
-extern "C" __global__ void __launch_bounds__(256, 2) decode_persistent_2(const PInstr* prog, int n, unsigned* ctl,
-                                                                    unsigned long long* trace) {
-	persistent_loop(prog, n, ctl, trace);
+extern "C" __global__ void __launch_bounds__(256, 1) decode_persistent_f16x(const PInstr* prog, int n, unsigned* ctl,
+                                                                       unsigned long long* trace) {
+	persistent_loop<F16Fmt>(prog, n, ctl, trace);
 }

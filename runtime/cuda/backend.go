@@ -112,7 +112,6 @@ type tuning struct {
 	downVariant int  // grouped down: 1 + index into downVariants
 	downTile    int  // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
 	noMapped    bool // TopK/Argmax read results back with a copy even when mapped memory works
-	persistent  int  // persistent steps: 1 + index into persistentBuilds (0: defaultPersistentBuild)
 	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
 	noPrefetch  bool // persistent programs prefetch nothing into L2
 	keepGrids   bool // persistent programs keep every launch's grid (no regrid)

@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
 // Step mode persistent (device.StepPersistent): a graph-full step whose
@@ -21,27 +22,35 @@ import (
 // the device tables of pinned rows, the host's reading of the routed ids
 // and the cache's counters) is graph-full's.
 
-// persistentBuilds are the interpreter's builds (kernels/persistent.cu):
-// one block per SM and two.
-var persistentBuilds = [2]string{"decode_persistent", "decode_persistent_2"}
+// persistentBuilds are the interpreter's builds (kernels/persistent.cu),
+// one per expert format: INT4 experts and FP16 experts.
+var persistentBuilds = [2]string{"decode_persistent", "decode_persistent_f16x"}
 
-// persistentBuild is the build the stepper launches: tuning.persistent - 1
-// when set, else defaultPersistentBuild.
-func (b *Backend) persistentBuild() int {
-	if t := b.tune.persistent; t > 0 && t <= len(persistentBuilds) {
-		return t - 1
+// persistentBuild is the build for records of scheme s.
+func persistentBuild(s qpack.Scheme) int {
+	if s == qpack.SchemeFP16 {
+		return 1
 	}
-	return defaultPersistentBuild
+	return 0
 }
 
-const defaultPersistentBuild = 0
+// recordTuning is the tuning a persistent step is recorded with: the one
+// variant of each row kernel the interpreter runs (FP16 matvec 4 rows per
+// task, grouped gate/up 2+2 rows, grouped down 4 rows x 2 chunks), whose
+// rows are those of every other variant. The rest of t is kept.
+func recordTuning(t tuning) tuning {
+	t.f16NR, t.gateUpNRP, t.downVariant = 4, 2, 1 // downVariants[0] is r4
+	return t
+}
 
 // recordLaunches runs issue with the backend recording its launches instead
 // of making them; owner thread only.
 func (b *Backend) recordLaunches(issue func() error) ([]launchRec, error) {
 	var recs []launchRec
 	b.rec = &recs
-	defer func() { b.rec = nil }()
+	saved := b.tune
+	b.tune = recordTuning(saved)
+	defer func() { b.rec, b.tune = nil, saved }()
 	if err := issue(); err != nil {
 		return nil, err
 	}
@@ -66,17 +75,18 @@ func (s *stepper) persistentGraph(what string, issue func() error) (*graph, erro
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	fn := b.k.persistent[b.persistentBuild()]
+	build := persistentBuild(s.lay.Scheme)
+	fn := b.k.persistent[build]
 	smem := 0
 	for _, r := range recs {
 		smem = max(smem, r.smem)
 	}
 	per, err := blocksPerSM(fn, persistentBlock, smem)
 	if err != nil {
-		return nil, fmt.Errorf("%s: occupancy of %s: %w", what, persistentBuilds[b.persistentBuild()], err)
+		return nil, fmt.Errorf("%s: occupancy of %s: %w", what, persistentBuilds[build], err)
 	}
 	if per < 1 {
-		return nil, fmt.Errorf("%s: %s with %d bytes of shared memory does not fit a multiprocessor", what, persistentBuilds[b.persistentBuild()], smem)
+		return nil, fmt.Errorf("%s: %s with %d bytes of shared memory does not fit a multiprocessor", what, persistentBuilds[build], smem)
 	}
 	o := programOptions{downOff: s.lay.Down.Offset, downBytes: s.lay.Down.Bytes, prefetch: !b.tune.noPrefetch}
 	if !b.tune.keepGrids {
@@ -89,11 +99,11 @@ func (s *stepper) persistentGraph(what string, issue func() error) (*graph, erro
 	for _, in := range prog {
 		smem = max(smem, in.smem)
 	}
-	if lim := b.persistentSmem[b.persistentBuild()]; smem > lim {
-		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above the %d %s has", what, smem, lim, persistentBuilds[b.persistentBuild()])
+	if lim := b.persistentSmem[build]; smem > lim {
+		return nil, fmt.Errorf("%s: an instruction needs %d bytes of shared memory, above the %d %s has", what, smem, lim, persistentBuilds[build])
 	}
 	if p2, err := blocksPerSM(fn, persistentBlock, smem); err != nil || p2 < per {
-		return nil, fmt.Errorf("%s: the regridded program's %d bytes of shared memory lower %s's occupancy (%v)", what, smem, persistentBuilds[b.persistentBuild()], err)
+		return nil, fmt.Errorf("%s: the regridded program's %d bytes of shared memory lower %s's occupancy (%v)", what, smem, persistentBuilds[build], err)
 	}
 	enc := encodeInstrs(prog)
 	t, err := b.alloc(len(enc), backend.Bytes)

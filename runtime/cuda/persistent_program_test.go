@@ -37,14 +37,14 @@ func TestPersistentOpcodes(t *testing.T) {
 }
 
 func matvecRec(w uint64, rows, cols int) launchRec {
-	return launchRec{name: "matvec_f16_r2_s", grid: 264, block: 256, smem: 9216,
+	return launchRec{name: "matvec_f16_r4_s", grid: 264, block: 256, smem: 9216,
 		args: []uint64{1, w, 3, 0, 0, uint64(rows), uint64(cols), 0, 0, 0}}
 }
 
 func TestEncodeProgram(t *testing.T) {
 	gate := launchRec{name: "experts_gateup_int4_p2_s_t", grid: 264, block: 256, smem: 9000,
 		args: []uint64{10, 11, 8, 1024, 2048, 0, 1 << 20, 2048, 1 << 19, 0xAB00, 0, 0, 0, 0}}
-	down := launchRec{name: "experts_down_int4_r8_s_t", grid: 128, block: 256, smem: 40000,
+	down := launchRec{name: "experts_down_int4_r4_s_t", grid: 128, block: 256, smem: 40000,
 		args: []uint64{12, 10, 8, 2048, 1024, 2 << 20, 1024, 1 << 20, 16, 0xAB00, 0, 12, 0}}
 	route := launchRec{name: "route_step", grid: 1, block: 32, args: make([]uint64, 12)}
 	argmax := launchRec{name: "argmax_step", grid: 25, block: 1024, args: make([]uint64, 9)}
@@ -54,16 +54,17 @@ func TestEncodeProgram(t *testing.T) {
 		want string // listProgram, or the error
 	}{
 		{"chain and prefetch", []launchRec{matvecRec(0x1000, 6144, 2048), route, gate, down, matvecRec(0x2000, 50304, 2048), argmax},
-			"  0 matvec_f16_r2_s              units  264  dep  -1  smem   9216  prefetch 25165824 bytes\n" +
+			"  0 matvec_f16_r4_s              units  264  dep  -1  smem   9216  prefetch 25165824 bytes\n" +
 				"  1 route_step                   units    1  dep   0  smem      0\n" +
 				"  2 experts_gateup_int4_p2_s_t   units  264  dep   1  smem   9000  prefetch 8 x 4096 bytes of the group's rows at +2048\n" +
-				"  3 experts_down_int4_r8_s_t     units  128  dep   2  smem  40000\n" +
-				"  4 matvec_f16_r2_s              units  264  dep   3  smem   9216\n" +
+				"  3 experts_down_int4_r4_s_t     units  128  dep   2  smem  40000\n" +
+				"  4 matvec_f16_r4_s              units  264  dep   3  smem   9216\n" +
 				"  5 argmax_step                  units   25  dep   4  smem      0\n"},
 		{"gate/up over another table", []launchRec{gate, func() launchRec { d := down; d.args = slices.Clone(d.args); d.args[9] = 0xCD00; return d }()},
 			"  0 experts_gateup_int4_p2_s_t   units  264  dep  -1  smem   9000\n" +
-				"  1 experts_down_int4_r8_s_t     units  128  dep   0  smem  40000\n"},
+				"  1 experts_down_int4_r4_s_t     units  128  dep   0  smem  40000\n"},
 		{"unknown kernel", []launchRec{{name: "matvec_f16_r1_g", grid: 1, block: 256}}, "launch 0: kernel matvec_f16_r1_g has no body in the persistent kernel"},
+		{"another variant", []launchRec{{name: "experts_down_int4_r8_s_t", grid: 1, block: 256}}, "launch 0: kernel experts_down_int4_r8_s_t has no body in the persistent kernel"},
 		{"block size", []launchRec{{name: "add_f32", grid: 4, block: 128, args: make([]uint64, 4)}}, "launch 0 (add_f32): block of 128 threads; the persistent kernel runs blocks of 256"},
 		{"too many arguments", []launchRec{{name: "add_f32", grid: 4, block: 256, args: make([]uint64, 26)}}, "launch 0 (add_f32): 26 arguments, an instruction holds 25"},
 		{"empty grid", []launchRec{{name: "add_f32", grid: 0, block: 256, args: make([]uint64, 4)}}, "launch 0 (add_f32): grid of 0 blocks"},
@@ -90,7 +91,7 @@ func TestEncodeProgram(t *testing.T) {
 // grid; the down's tile grows (a multiple of its rows per task) until its
 // grid fits, its shared memory with it; per-head instructions keep theirs.
 func TestRegrid(t *testing.T) {
-	down := launchRec{name: "experts_down_int4_r8_s_t", grid: 256, block: 256, smem: 40000,
+	down := launchRec{name: "experts_down_int4_r4_s_t", grid: 256, block: 256, smem: 40000,
 		args: []uint64{12, 10, 8, 2048, 1024, 0, 1024, 0, 8, 0xAB00, 0, 12, 0}}
 	att := launchRec{name: "attention_step", grid: 16, block: 256, smem: 12288, args: make([]uint64, 8)}
 	add := launchRec{name: "add_f32", grid: 1056, block: 256, args: make([]uint64, 4)}
@@ -98,8 +99,8 @@ func TestRegrid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "  0 matvec_f16_r2_s              units  132  dep  -1  smem   9216\n" +
-		"  1 experts_down_int4_r8_s_t     units  128  dep   0  smem  40256\n" +
+	want := "  0 matvec_f16_r4_s              units  132  dep  -1  smem   9216\n" +
+		"  1 experts_down_int4_r4_s_t     units  128  dep   0  smem  40256\n" +
 		"  2 attention_step               units   16  dep   1  smem  12288\n" +
 		"  3 add_f32                      units  132  dep   2  smem      0\n"
 	if got := listProgram(prog); got != want {
@@ -166,7 +167,7 @@ func TestProfileTable(t *testing.T) {
 	want := "step: 3 instructions, 6.0 us from the first ticket to the last finish\n" +
 		"| instruction | kernel | count | exposed (us) | share | mean unit (us) | weight MB | HBM time (us) | exposed / HBM |\n" +
 		"| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n" +
-		"| attn-in | matvec_f16_r2_s | 2 | 5.0 | 83% | 1.82 | 4.0 | 4.0 | 1.2x |\n" +
+		"| attn-in | matvec_f16_r4_s | 2 | 5.0 | 83% | 1.82 | 4.0 | 4.0 | 1.2x |\n" +
 		"| moe-residual | add_f32 | 1 | 1.0 | 17% | 0.90 | 0.0 | 0.0 | - |\n" +
 		"weights 4.0 MB: 4.0 us at 1.00 TB/s; the step takes 1.5x that\n"
 	if got != want {

@@ -28,21 +28,19 @@ func setTuning(t testing.TB, tn tuning) {
 }
 
 // persistentTunings are the program layouts the tests and the benchmark
-// run: each build, regridded with prefetch, without prefetch, and with
-// every launch's own grid.
+// run: regridded with prefetch, without prefetch, and with every launch's
+// own grid. (The build follows the expert scheme.)
 var persistentTunings = []struct {
 	name string
 	tn   tuning
 }{
-	{"p1", tuning{persistent: 1}},
-	{"p1-noprefetch", tuning{persistent: 1, noPrefetch: true}},
-	{"p1-grids", tuning{persistent: 1, keepGrids: true}},
-	{"p2", tuning{persistent: 2}},
-	{"p2-noprefetch", tuning{persistent: 2, noPrefetch: true}},
+	{"persistent", tuning{}},
+	{"noprefetch", tuning{noPrefetch: true}},
+	{"grids", tuning{keepGrids: true}},
 }
 
-// TestPersistentBuilds: each build and layout of the persistent program
-// (persistentTunings) gives the op-by-op path's bits: logits at every
+// TestPersistentBuilds: each layout of the persistent program
+// (persistentTunings), in the build of each expert scheme, gives the op-by-op path's bits: logits at every
 // step, tokens and cache counters, on both tiny models, both schemes and
 // every executor, with and without EOS suppression.
 func TestPersistentBuilds(t *testing.T) {
@@ -143,7 +141,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 		// step, written to HORIZON_PROFILE_DIR when set.
 		for _, pt := range persistentTunings {
 			n := pt.name
-			if strings.HasSuffix(n, "-grids") || n == "p2-noprefetch" {
+			if n == "grids" {
 				continue
 			}
 			b.Run(filepath.Base(dir)+"/"+n+"-traced", func(b *testing.B) {
