@@ -113,6 +113,124 @@ __device__ __forceinline__ void attention_head(float* dst, const float* q, const
 	}
 }
 
+// The split attention of a decode step: attention_head's bits, computed
+// by heads x ATT_SPLIT blocks (scores) and then heads x ATT_WARPS blocks
+// (softmax and weighted values) instead of one block per head, so a token
+// at depth n keeps the whole GPU reading its K and V. Every value is
+// computed as attention_head computes it: a position's score is the same
+// lane-strided FMA chain and warp_sum; the max and the sum are the same
+// 256-thread strided loops and block trees over all n scores (every block
+// of a head recomputes them from the scores in memory); warp w's partial
+// vector, the FMA chain over its contiguous range of positions, is block
+// (h, w)'s; and the partials are added in warp order. Only the schedule
+// changes: loads are issued ahead of the FMA chains that consume them.
+#define ATT_SPLIT 8
+#define ATT_UNROLL 4
+#define ATT_CHUNK 256
+
+// attention_scores_part: block s of ATT_SPLIT for head h writes
+// sc[h*max_seq + t] = (q_h . k_t) * 1/sqrt(hd) for its positions: warp w
+// of block s takes t = s*ATT_WARPS + w, then every ATT_SPLIT*ATT_WARPS.
+__device__ __forceinline__ void attention_scores_part(float* sc, const float* q, const float* kc, int n, int n_heads,
+                                                      int n_kv, int hd, int max_seq, int h, int s) {
+	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
+	const float* qh = q + (size_t)h * hd;
+	const float scale = (float)(1.0 / sqrt((double)hd));
+	float qv[8];
+#pragma unroll
+	for (int j = 0; j < 8; j++) {
+		const int i = lane + 32 * j;
+		qv[j] = i < hd ? qh[i] : 0.0f;
+	}
+	const int stride = ATT_SPLIT * ATT_WARPS;
+	for (int t0 = s * ATT_WARPS + warp; t0 < n; t0 += ATT_UNROLL * stride) {
+		float kv[ATT_UNROLL][8];
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++) {
+			const int t = t0 + u * stride;
+			const float* kt = kc + (size_t)t * kv_dim + off;
+#pragma unroll
+			for (int j = 0; j < 8; j++) {
+				const int i = lane + 32 * j;
+				kv[u][j] = t < n && i < hd ? kt[i] : 0.0f;
+			}
+		}
+#pragma unroll
+		for (int u = 0; u < ATT_UNROLL; u++) {
+			const int t = t0 + u * stride;  // the same for the whole warp
+			if (t >= n) break;
+			float d = 0.0f;
+#pragma unroll
+			for (int j = 0; j < 8; j++)
+				if (lane + 32 * j < hd) d = __fmaf_rn(qv[j], kv[u][j], d);
+			d = warp_sum(d);
+			if (lane == 0) sc[(size_t)h * max_seq + t] = __fmul_rn(d, scale);
+		}
+	}
+}
+
+// attention_pv_part: block r of ATT_WARPS for head h. It recomputes the
+// softmax's max and sum from sc, accumulates the weighted values of
+// positions [r*per, min(n, (r+1)*per)), per = ceil(n/ATT_WARPS) (thread i
+// owns output value i, hd <= blockDim), and writes that partial vector to
+// part[h][r][hd]. The block that finishes head h last (cnt[h], a ticket
+// that it resets) adds the partials in order into dst[h*hd ..]. smem holds
+// ATT_CHUNK+1 floats; red 32.
+__device__ __forceinline__ void attention_pv_part(float* dst, float* part, unsigned* cnt, const float* sc,
+                                                  const float* vc, int n, int n_heads, int n_kv, int hd, int max_seq,
+                                                  int h, int r, float* smem, float* red) {
+	float* pw = smem;  // [ATT_CHUNK]: the chunk's probabilities
+	int* last = reinterpret_cast<int*>(smem + ATT_CHUNK);
+	const float* sch = sc + (size_t)h * max_seq;
+	float m = -INFINITY;
+	for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sch[t]);
+	m = block_max(m, red);
+	float sum = 0.0f;
+	for (int t = threadIdx.x; t < n; t += blockDim.x) sum = __fadd_rn(sum, expf(__fsub_rn(sch[t], m)));
+	sum = block_sum(sum, red);
+
+	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
+	const int per = (n + ATT_WARPS - 1) / ATT_WARPS;
+	const int t0 = r * per, t1 = min(n, t0 + per);
+	const int i = threadIdx.x;
+	const float* vp = vc + off + i;
+	float acc = 0.0f;
+	for (int c0 = t0; c0 < t1; c0 += ATT_CHUNK) {
+		const int c1 = min(t1, c0 + ATT_CHUNK);
+		__syncthreads();  // the previous chunk's reads of pw are done
+		for (int t = c0 + threadIdx.x; t < c1; t += blockDim.x) pw[t - c0] = __fdiv_rn(expf(__fsub_rn(sch[t], m)), sum);
+		__syncthreads();
+		if (i < hd) {
+			int t = c0;
+			for (; t + 8 <= c1; t += 8) {
+				float v[8];
+#pragma unroll
+				for (int u = 0; u < 8; u++) v[u] = vp[(size_t)(t + u) * kv_dim];
+#pragma unroll
+				for (int u = 0; u < 8; u++) acc = __fmaf_rn(pw[t + u - c0], v[u], acc);
+			}
+			for (; t < c1; t++) acc = __fmaf_rn(pw[t - c0], vp[(size_t)t * kv_dim], acc);
+		}
+	}
+	float* ph = part + (size_t)h * ATT_WARPS * hd;
+	if (i < hd) ph[(size_t)r * hd + i] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		__threadfence();
+		*last = atomicAdd(&cnt[h], 1u) == ATT_WARPS - 1;
+	}
+	__syncthreads();
+	if (!*last) return;
+	__threadfence();
+	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+		float o = __ldcg(ph + j);
+		for (int w = 1; w < ATT_WARPS; w++) o = __fadd_rn(o, __ldcg(ph + (size_t)w * hd + j));
+		dst[(size_t)h * hd + j] = o;
+	}
+	if (threadIdx.x == 0) cnt[h] = 0;
+}
+
 // beats reports whether (v, i) beats (bv, bi): larger value, then lower
 // index; i < 0 means "none".
 __device__ __forceinline__ bool beats(float v, int i, float bv, int bi) {

@@ -44,7 +44,8 @@ type kernelSet struct {
 	gateupT [2][2][2]cu.Function
 	downT   [2][3][2]cu.Function
 	// decode.cu: the kernels only captured steps use.
-	stepSet, embedStep, qkNormStep, ropeKVStep, attentionStep  cu.Function
+	stepSet, embedStep, qkNormStep, ropeKVStep  cu.Function
+	attentionScoresStep, attentionPVStep        cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
@@ -122,7 +123,8 @@ func (b *Backend) loadKernels() error {
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
-	k.ropeKVStep, k.attentionStep, k.routeStep = get("rope_kv_step"), get("attention_step"), get("route_step")
+	k.ropeKVStep, k.routeStep = get("rope_kv_step"), get("route_step")
+	k.attentionScoresStep, k.attentionPVStep = get("attention_scores_step"), get("attention_pv_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
 	for i, n := range persistentBuilds {
@@ -137,7 +139,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.attention, k.topk, k.attentionStep}
+	big := []cu.Function{k.attention, k.topk}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -188,7 +190,7 @@ var moduleFuncs = map[string][]string{
 	"router":          {"router_topk"},
 	"embed_argmax":    {"embed_gather", "argmax_masked"},
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
-	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
+	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_scores_step", "attention_pv_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step"},
 	"persistent": persistentBuilds[:],
 }

@@ -254,8 +254,13 @@ func (b *Backend) KVAppend(kCache, vCache, k, v backend.Tensor, pos int) error {
 		argPtr(kc.ptr), argPtr(vc.ptr), argPtr(kt.ptr), argPtr(vt.ptr), argInt(n), argInt(pos))
 }
 
-// attWarps is ATT_WARPS in rope_attention.cu.
-const attWarps = 8
+// attWarps is ATT_WARPS in kernels/step.cuh; attSplit and attChunk are
+// ATT_SPLIT and ATT_CHUNK (the captured step's split attention).
+const (
+	attWarps = 8
+	attSplit = 8
+	attChunk = 256
+)
 
 // Attention implements backend.Backend: one block per query head.
 func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nKVHeads, headDim int) error {

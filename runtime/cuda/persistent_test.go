@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -181,3 +183,67 @@ func BenchmarkDecodeModes(b *testing.B) {
 // hbmBytesPerSecond is the H200's measured HBM bandwidth the issues use
 // (../shared/GPU-NOTES.md): 4.26 TB/s.
 const hbmBytesPerSecond = 4.26e12
+
+// BenchmarkDecodeDepth times single-request greedy decode (128 tokens)
+// after prompts of the depths in HORIZON_BENCH_DEPTHS (comma-separated,
+// default 32,512,1900) in graph-full and persistent steps, on the artifacts
+// of HORIZON_BENCH_ARTIFACTS (skipped when unset), and checks that both
+// modes give the same tokens at each depth. The prompt is the bytes of a
+// fixed sentence repeated to the depth; its prefill is not in the decode
+// rate (the engine's DecodeTokS). Run it with -benchtime=1x.
+func BenchmarkDecodeDepth(b *testing.B) {
+	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
+	if dirs == "" {
+		b.Skip("HORIZON_BENCH_ARTIFACTS not set")
+	}
+	depths := []int{32, 512, 1900}
+	if s := os.Getenv("HORIZON_BENCH_DEPTHS"); s != "" {
+		depths = depths[:0]
+		for _, f := range strings.Split(s, ",") {
+			d, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || d < 1 {
+				b.Fatalf("HORIZON_BENCH_DEPTHS: %q is not a positive depth", f)
+			}
+			depths = append(depths, d)
+		}
+	}
+	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
+	for _, dir := range strings.Split(dirs, ":") {
+		art, err := qpack.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, step := range []string{engine.StepGraphFull, engine.StepPersistent} {
+			l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step})
+			if err != nil {
+				b.Fatal(err)
+			}
+			warm := engine.Request{Prompt: promptIDs(text[:32]), Tokens: 16, SuppressEOS: true}
+			if _, err := l.Generate(warm); err != nil {
+				b.Fatal(err)
+			}
+			for _, d := range depths {
+				b.Run(fmt.Sprintf("%s/%s/depth-%d", filepath.Base(dir), step, d), func(b *testing.B) {
+					req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
+					var res engine.Result
+					for range b.N {
+						if res, err = l.Generate(req); err != nil {
+							b.Fatal(err)
+						}
+					}
+					key := fmt.Sprintf("%s/%d", filepath.Base(dir), d)
+					if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
+						b.Fatalf("%s tokens differ from graph-full's at depth %d", step, d)
+					}
+					depthTokens[key] = res.Tokens
+					b.ReportMetric(res.DecodeTokS(), "tok/s")
+					b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
+				})
+			}
+			l.Close()
+		}
+	}
+}
+
+// depthTokens holds BenchmarkDecodeDepth's graph-full tokens by artifact and depth.
+var depthTokens = map[string][]int{}
