@@ -418,9 +418,9 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 	}
 
 	p("\n## Whole-worker VRAM against resident weights + KV cache + %.1f GiB\n\n", float64(o.VRAMAllowance)/(1<<30))
-	p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n")
-	p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within |\n")
-	p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n")
+	p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
+	p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 	for _, c := range confs {
 		b, err := StepBytes(c.Arch, c.RecordBytes)
 		if err != nil {
@@ -433,15 +433,9 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 		weights := b.ResidentNonRouted + int64(c.Capacity)*int64(c.Model.Layers)*c.RecordBytes
 		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * 4
 		limit := weights + kv + o.VRAMAllowance
-		within := editions.Unknown
-		if c.VRAMPeak >= 0 {
-			within = "yes"
-			if c.VRAMPeak > limit {
-				within = fmt.Sprintf("no (+%.2f GiB)", float64(c.VRAMPeak-limit)/(1<<30))
-			}
-		}
-		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
-			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), within)
+		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
+			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMProcPeak, limit),
+			vramMargin(c.VRAMPeak, limit))
 	}
 
 	p("\n## Peer baseline\n\n")
@@ -483,4 +477,23 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 		}
 	}
 	return nil
+}
+
+// vramWithin says whether a peak (-1: not observed) is within limit.
+func vramWithin(peak, limit int64) string {
+	switch {
+	case peak < 0:
+		return editions.Unknown
+	case peak > limit:
+		return fmt.Sprintf("no (+%.2f GiB)", float64(peak-limit)/(1<<30))
+	}
+	return "yes"
+}
+
+// vramMargin is a peak's distance to limit: +x GiB above, -x GiB below.
+func vramMargin(peak, limit int64) string {
+	if peak < 0 {
+		return editions.Unknown
+	}
+	return fmt.Sprintf("%+.2f GiB", float64(peak-limit)/(1<<30))
 }

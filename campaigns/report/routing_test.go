@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -196,7 +197,7 @@ func TestCommittedEditionRouting(t *testing.T) {
 	for _, tc := range []struct {
 		edition string
 		traced  bool
-	}{{"smoke-cpu", true}, {"smoke-cuda", true}, {"full-residency-v1", false}, {"residency-ablation", false}} {
+	}{{"smoke-cpu", true}, {"smoke-cuda", true}, {"full-residency-v1", true}, {"residency-ablation", true}} {
 		t.Run(tc.edition, func(t *testing.T) {
 			in, _ := loadEdition(t, tc.edition)
 			c, docs := aggregateEdition(t, in)
@@ -221,9 +222,17 @@ func TestCommittedEditionRouting(t *testing.T) {
 				}
 				b.WriteString("\n")
 				for _, d := range docs {
-					if d.ID == mr.replay {
-						if got := mr.replayed(d.Policy); got != d.Metrics.Misses {
-							t.Errorf("%s: %s replayed at capacity %d misses %d, recorded %d", d.ID, d.Policy, d.Capacity, got, d.Metrics.Misses)
+					if d.ID != mr.replay {
+						continue
+					}
+					// the replayed configuration's own capacity is on the curve
+					i := slices.Index(mr.caps, d.Capacity)
+					if i < 0 {
+						t.Fatalf("%s: capacity %d not among the replayed %v", d.ID, d.Capacity, mr.caps)
+					}
+					for _, cv := range mr.curves {
+						if cv.policy == d.Policy && cv.misses[i] != d.Metrics.Misses {
+							t.Errorf("%s: %s replayed at capacity %d misses %d, recorded %d", d.ID, d.Policy, d.Capacity, cv.misses[i], d.Metrics.Misses)
 						}
 					}
 				}
