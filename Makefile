@@ -61,7 +61,7 @@ clean: ## remove build outputs, run directories (runs/) and scratch output (out/
 CUDA_DEPS ?= $(BIN)/cuda-deps
 CARRY     ?= carry
 
-.PHONY: cuda-deps kernels cuda cuda-vet gpu-test carry unpack-edition
+.PHONY: cuda-deps kernels cuda cuda-vet gpu-test gpu-bins carry unpack-edition
 
 cuda-deps: ## install nvcc 11.8 + cuda.h + libcuda stub from Debian contrib/non-free (root; ~3 min)
 	bash scripts/install-cuda-headers.sh toolkit
@@ -97,6 +97,19 @@ gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gp
 	$(GO) test -c -trimpath -ldflags="-s -w" -o $(CARRY)/kernels.test ./kernels/
 	$(MAKE) cuda || echo "gpu-test: the CLI did not build; scripts/gpu-test.sh skips its smoke run"
 	@ls -la $(CARRY)
+
+gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name a clean revision) and pack them as carry/bins.tar.xz, the one file to carry to the GPU machine
+	@test -z "$$(git status --porcelain --untracked-files=no)" || echo "gpu-bins: uncommitted changes are not in the build (it builds HEAD)"
+	rm -rf $(CARRY)/clone && git clone -q . $(CARRY)/clone && git -C $(CARRY)/clone checkout -q $$(git rev-parse HEAD)
+	cd $(CARRY)/clone && CUDA_DEPS=$(abspath $(CUDA_DEPS)) bash scripts/install-cuda-headers.sh headers && \
+		export CGO_CFLAGS="-I$(abspath $(CUDA_DEPS))/include" CGO_LDFLAGS="-L$(abspath $(CUDA_DEPS))/lib" && \
+		$(GO) test -c -tags cuda -trimpath -ldflags="-s -w" -o ../cuda.test ./runtime/cuda/ && \
+		$(GO) test -c -trimpath -ldflags="-s -w" -o ../kernels.test ./kernels/ && \
+		$(GO) build -buildvcs=true -tags cuda -trimpath -ldflags="-s -w" -o ../horizon-bench-cuda ./cmd/horizon-bench && \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o ../horizon-verify ./cmd/horizon-verify
+	rm -rf $(CARRY)/clone
+	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
+	@ls -la $(CARRY)/bins.tar.xz
 
 .PHONY: edition-smoke edition-smoke-check
 
