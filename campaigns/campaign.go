@@ -251,7 +251,19 @@ func yamlError(err error) string {
 // returns the first problem with one precise message, wrapping ErrInvalid.
 // contractSHA is the contract's canonical hash; cat answers the runtime's
 // names and the checkpoints' shapes (worker.Runtime).
-func (c *Campaign) Validate(k *contracts.Contract, contractSHA string, cat Catalog) error {
+// ContractTerms is what campaign validation reads of a contract of either
+// kind (contracts.Contract, contracts.IFEval): its id and the cache state
+// it prescribes.
+type ContractTerms interface {
+	ContractID() string
+	CacheTerms() contracts.Cache
+}
+
+func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) error {
+	k := struct {
+		ID    string
+		Cache contracts.Cache
+	}{kt.ContractID(), kt.CacheTerms()}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 	}
@@ -306,14 +318,14 @@ func (c *Campaign) Validate(k *contracts.Contract, contractSHA string, cat Catal
 			return bad("configurations[%d]: duplicate id %q", i, cfg.ID)
 		}
 		seen[cfg.ID] = true
-		if err := c.validateConfig(cfg, k, cat); err != nil {
+		if err := c.validateConfig(cfg, k.ID, k.Cache, cat); err != nil {
 			return bad("configuration %q: %v", cfg.ID, err)
 		}
 	}
 	return nil
 }
 
-func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract, cat Catalog) error {
+func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.Cache, cat Catalog) error {
 	m, err := cat.Shape(c, cfg)
 	if err != nil {
 		return err
@@ -328,12 +340,12 @@ func (c *Campaign) validateConfig(cfg *Configuration, k *contracts.Contract, cat
 		return fmt.Errorf("capacity %d is below top-k %d of %s: a layer must hold at least one routed group", cfg.Capacity, m.TopK, cfg.Checkpoint)
 	case !slices.Contains(n.Executors, cfg.Executor):
 		return fmt.Errorf("executor %q is unknown (known: %s)", cfg.Executor, strings.Join(n.Executors, ", "))
-	case cfg.Placement != k.Cache.InitialPlacement:
-		return fmt.Errorf("placement %q: contract %s prescribes the %s initial placement", cfg.Placement, k.ID, k.Cache.InitialPlacement)
+	case cfg.Placement != kc.InitialPlacement:
+		return fmt.Errorf("placement %q: contract %s prescribes the %s initial placement", cfg.Placement, kid, kc.InitialPlacement)
 	case !slices.Contains(n.Placements, cfg.Placement):
 		return fmt.Errorf("placement %q is unknown (known: %v)", cfg.Placement, n.Placements)
-	case cfg.Policy != k.Cache.Policy:
-		return fmt.Errorf("policy %q: contract %s prescribes %s eviction", cfg.Policy, k.ID, k.Cache.Policy)
+	case cfg.Policy != kc.Policy:
+		return fmt.Errorf("policy %q: contract %s prescribes %s eviction", cfg.Policy, kid, kc.Policy)
 	case !slices.Contains(n.Policies, cfg.Policy):
 		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, n.Policies)
 	case cfg.Spares < 0 || cfg.Staging < 0:

@@ -192,6 +192,10 @@ func TestSchemasMatchGoTypes(t *testing.T) {
 		{"horizon.synth", model.SynthInfo{}, nil},
 		{"horizon.artifact", qpack.ArtifactMeta{}, map[string]reflect.Type{"/identity/source/synthetic": reflect.TypeOf(model.SynthInfo{})}},
 		{"horizon.reproduction", editions.ReproductionDoc{}, nil},
+		{"horizon.ifeval-contract", editions.ContractDoc{}, map[string]reflect.Type{"/contract": reflect.TypeOf(contracts.IFEval{})}},
+		{"horizon.ifeval-shard", editions.IFEvalShard{}, nil},
+		{"horizon.ifeval-config", editions.IFEvalConfig{}, nil},
+		{"horizon.ifeval-claims", editions.IFEvalClaims{}, nil},
 	}
 	var covered []string
 	for _, tc := range cases {

@@ -1,5 +1,7 @@
 package verifier
 
+import "slices"
+
 // Report is the outcome of one verification: every finding, in check order
 // (Checks), and within a check in a deterministic order (sorted paths, then
 // document order).
@@ -14,6 +16,10 @@ type Report struct {
 	RawRecords     int
 	Requests       int // measured requests across all raw records
 	Claims         int
+	// Ran names the checks that applied to this edition's kind ("edition"
+	// first); nil means all of Checks. A check that did not apply is
+	// reported "n/a", never "pass".
+	Ran []string
 }
 
 // Errors counts error findings.
@@ -103,6 +109,8 @@ func (r *Report) Summary() Summary {
 		switch {
 		case r.Unreadable() && c != "edition":
 			cs.Status = "skipped"
+		case r.Ran != nil && !slices.Contains(r.Ran, c):
+			cs.Status = "n/a"
 		case cs.Errors > 0:
 			cs.Status = "fail"
 		case cs.Hints > 0:

@@ -86,7 +86,18 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		rep.Claims = len(e.claims.Claims)
 	}
 
-	for _, c := range checkRuns {
+	runs := checkRuns
+	if isIFEvalEdition(e) {
+		runs = ifevalRuns
+		rep.Configurations, rep.RawRecords, rep.Requests, rep.Claims = ifevalCounts(e)
+	}
+	if isIFEvalEdition(e) {
+		rep.Ran = []string{"edition"}
+		for _, c := range runs {
+			rep.Ran = append(rep.Ran, c.name)
+		}
+	}
+	for _, c := range runs {
 		rep.Findings = append(rep.Findings, runCheck(c.name, c.run, v)...)
 	}
 	// A check may report a finding that belongs to another (claims reports

@@ -13,6 +13,7 @@ import (
 
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -132,11 +133,22 @@ func runRun(c *cli.Context) error {
 	if f.stopAfterSet {
 		shouldStop = func() bool { return time.Since(start) >= f.stopAfter }
 	}
-	res, err := campaigns.Run(ctx, campaigns.RunOptions{
+	ro := campaigns.RunOptions{
 		Campaign: campaign, Contract: f.contract, Out: f.out,
 		RunDir: f.runDir, Force: f.force, Launch: launch, Runtime: worker.Runtime{}, Progress: prog,
 		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
-	})
+	}
+	// The contract's kind picks the runner: an IFEval contract's workers
+	// generate shards of prompts, a residency contract's measure blocks.
+	kid, err := campaigns.ContractIDOf(campaign)
+	if err != nil {
+		return cli.Exit(err.Error(), exitUsage)
+	}
+	run := campaigns.Run
+	if contracts.IsIFEval(kid) {
+		run = campaigns.RunIFEval
+	}
+	res, err := run(ctx, ro)
 	var stopped *campaigns.StoppedError
 	switch {
 	case errors.As(err, &stopped):

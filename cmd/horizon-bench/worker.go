@@ -5,11 +5,13 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/runtime/observe"
 )
 
@@ -38,6 +40,13 @@ raw record atomically to --out. Progress lines go to --progress-fd.`,
 
 func runWorkerCmd(c *cli.Context) (err error) {
 	started := worker.Started()
+	kid, err := campaigns.FrozenContractID(c.String("contract"))
+	if err != nil {
+		return err
+	}
+	if contracts.IsIFEval(kid) {
+		return runIFEvalWorker(c, started)
+	}
 	camp, contract, sha, err := campaigns.LoadFrozen(c.String("campaign"), c.String("contract"))
 	if err != nil {
 		return err
@@ -97,6 +106,45 @@ func runWorkerCmd(c *cli.Context) (err error) {
 	}
 	return worker.Run(worker.Options{
 		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Block: c.Int("block"),
+		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
+	})
+}
+
+// runIFEvalWorker generates one shard of an IFEval campaign's prompts.
+func runIFEvalWorker(c *cli.Context, started time.Time) error {
+	camp, contract, sha, err := campaigns.LoadFrozenIFEval(c.String("campaign"), c.String("contract"))
+	if err != nil {
+		return err
+	}
+	cfg, ok := camp.Config(c.String("config"))
+	if !ok {
+		return usageError("worker: no configuration %q in %s", c.String("config"), c.String("campaign"))
+	}
+	dev, err := openDevice(camp.Device, camp.Threads)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	wd := worker.Device{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows}
+	if camp.Device == "cpu" {
+		wd.Threads = camp.Threads
+		if wd.Threads == 0 {
+			wd.Threads = runtime.GOMAXPROCS(0)
+		}
+	}
+	if dev.Info != nil {
+		if wd.GPU, wd.Driver, err = dev.Info(); err != nil {
+			fmt.Fprintf(os.Stderr, "worker: GPU name or driver version will be UNKNOWN: %v\n", err)
+		}
+	}
+	var progress io.Writer
+	if fd := c.Int("progress-fd"); fd > 0 {
+		f := os.NewFile(uintptr(fd), "progress")
+		defer f.Close()
+		progress = f
+	}
+	return worker.RunIFEval(worker.IFEvalOptions{
+		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Shard: c.Int("block"),
 		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
 	})
 }

@@ -44,8 +44,8 @@ type kernelSet struct {
 	gateupT [2][2][2]cu.Function
 	downT   [2][3][2]cu.Function
 	// decode.cu: the kernels only captured steps use.
-	stepSet, embedStep, qkNormStep, ropeKVStep  cu.Function
-	attentionScoresStep, attentionPVStep        cu.Function
+	stepSet, embedStep, qkNormStep, ropeKVStep                 cu.Function
+	attentionScoresStep, attentionPVStep                       cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).

@@ -1,0 +1,407 @@
+package verifier
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/horizon-runmap/horizon/campaigns/report"
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/ifeval"
+	"github.com/horizon-runmap/horizon/runtime/tokenizer"
+)
+
+// IFEval editions (contracts IFEVAL-v1 and IFEVAL-SMOKE-v1) get the manifest
+// and signature checks of every edition and, instead of the residency
+// checks, check ifeval: everything the edition says is recomputed on the
+// CPU from the retained responses.
+var (
+	IDIFEvalContract = def("ifeval", "ifeval.contract", Error, "contract.json is not a released IFEval contract, or its hash does not recompute")
+	IDIFEvalInput    = def("ifeval", "ifeval.input", Error, "the contract's prompt file hash or population (prompts, instructions) differs from the official input this verifier embeds")
+	IDIFEvalRules    = def("ifeval", "ifeval.rules", Error, "the edition was scored under another rule set than this verifier's scorer: its verdicts cannot be recomputed")
+	IDIFEvalCampaign = def("ifeval", "ifeval.campaign", Error, "campaign.json is unreadable or names another contract")
+	IDIFEvalShard    = def("ifeval", "ifeval.shard", Error, "a shard record is missing, unreadable, out of place, or breaks the contract (prompts, keys, endings, EOS ids, max_new_tokens, prompt format)")
+	IDIFEvalSetup    = def("ifeval", "ifeval.setup", Error, "a shard was generated with another capacity, executor or build than its configuration's other shards and the campaign")
+	IDIFEvalVerdict  = def("ifeval", "ifeval.verdict", Error, "a retained response re-scores to other verdicts than the configuration's document says")
+	IDIFEvalScore    = def("ifeval", "ifeval.score", Error, "a configuration document's scores, endings or rate do not recompute from its shards")
+	IDIFEvalClaim    = def("ifeval", "ifeval.claim", Error, "claims.json does not recompute from the configuration documents")
+	IDIFEvalReport   = def("ifeval", "ifeval.report", Error, "report.md, report.html or the plot differs from what the edition's documents render")
+	IDIFEvalUnknown  = def("ifeval", "ifeval.unexpected-file", Error, "a raw or configuration file that no configuration of the campaign explains")
+	IDIFEvalText     = def("ifeval", "ifeval.text-unchecked", Hint, "response texts are checked against the scores, not against their token ids: that needs the tokenizer, which the edition does not carry (a synthetic checkpoint's byte-level tokenizer is rebuilt and checked)")
+	IDIFEvalDecode   = def("ifeval", "ifeval.decode", Error, "a response's text is not what its token ids decode to, or a raw prompt's token ids are not its text's, under the byte-level tokenizer the record names")
+)
+
+// isIFEvalEdition reports whether the edition's contract.json names an
+// IFEval contract.
+func isIFEvalEdition(e *Edition) bool {
+	d := e.docs[editions.ContractFile]
+	return d != nil && d.tree != nil && contracts.IsIFEval(d.str("/id"))
+}
+
+// ifevalRuns are the checks of an IFEval edition.
+var ifevalRuns = []struct {
+	name string
+	run  func(*view, *findings)
+}{
+	{"manifest", checkManifest},
+	{"schema", checkIFEvalSchemas},
+	{"ifeval", checkIFEval},
+	{"signature", checkSignature},
+}
+
+func strictJSON(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
+}
+
+func canonicalOf(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	c, err := contracts.CanonicalJSON(b)
+	if err != nil {
+		return nil
+	}
+	return c
+}
+
+func checkIFEval(v *view, fs *findings) {
+	e := v.e
+	data := func(p string) []byte {
+		if d := e.docs[p]; d != nil {
+			return d.data
+		}
+		return nil
+	}
+	// The contract: decodable, a released one, its hash recomputing.
+	const kf = editions.ContractFile
+	var kd editions.ContractDoc
+	if err := strictJSON(data(kf), &kd); err != nil {
+		fs.add(IDIFEvalContract, kf, "", "a contract document", nil, "contract.json: %v", err)
+		return
+	}
+	k, err := contracts.IFEvalFromJSON(kd.Contract)
+	if err != nil {
+		fs.add(IDIFEvalContract, kf, "/contract", "an IFEval contract", nil, "%v", err)
+		return
+	}
+	sum, _ := k.SHA256()
+	if sum != kd.SHA256 || kd.ID != k.ID {
+		fs.add(IDIFEvalContract, kf, "/sha256", sum, kd.SHA256, "the contract's canonical hash is %s; contract.json says %s (id %s)", sum, kd.SHA256, kd.ID)
+	}
+	if rel, err := contracts.EmbeddedIFEval(k.ID); err == nil {
+		if rs, _ := rel.SHA256(); rs != sum {
+			fs.add(IDIFEvalContract, kf, "/sha256", rs, sum, "%s as released has sha256 %s; this edition's contract is %s", k.ID, rs, sum)
+		}
+	}
+	ins, err := report.IFEvalInputs(k)
+	if err != nil {
+		fs.add(IDIFEvalInput, kf, "/contract/input", ifeval.OfficialInputSHA256, k.Input.SHA256, "%v", err)
+		return
+	}
+	if k.Scorer != ifeval.Rules.Version {
+		fs.add(IDIFEvalRules, kf, "/contract/scorer", ifeval.Rules.Version, k.Scorer,
+			"scored under %s; this verifier implements %s (use the horizon-verify of that rule set)", k.Scorer, ifeval.Rules.Version)
+		return
+	}
+	// The campaign.
+	const cf = editions.CampaignFile
+	var cd editions.CampaignDoc
+	if err := strictJSON(data(cf), &cd); err != nil {
+		fs.add(IDIFEvalCampaign, cf, "", "a campaign document", nil, "campaign.json: %v", err)
+		return
+	}
+	c, err := report.CampaignFromDoc(cd)
+	if err != nil {
+		fs.add(IDIFEvalCampaign, cf, "/campaign", nil, nil, "%v", err)
+		return
+	}
+	var ref struct {
+		Contract editions.ContractRef `json:"contract"`
+		Configs  []struct {
+			ID       string `json:"id"`
+			Capacity int    `json:"capacity"`
+			Executor string `json:"executor"`
+		} `json:"configurations"`
+	}
+	if err := json.Unmarshal(cd.Campaign, &ref); err != nil || ref.Contract.ID != k.ID || ref.Contract.SHA256 != sum {
+		fs.add(IDIFEvalCampaign, cf, "/campaign/contract", k.ID+" "+sum, ref.Contract.ID+" "+ref.Contract.SHA256,
+			"the campaign runs contract %s %s, the edition's contract is %s %s", ref.Contract.ID, ref.Contract.SHA256, k.ID, sum)
+		return
+	}
+	if c.Edition != e.Manifest.Edition || cd.Edition != e.Manifest.Edition {
+		fs.add(IDIFEvalCampaign, cf, "/edition", e.Manifest.Edition, c.Edition, "the campaign names edition %s, the manifest %s", c.Edition, e.Manifest.Edition)
+	}
+
+	explained := map[string]bool{}
+	var docs []editions.IFEvalConfig
+	var build *editions.BuildInfo
+	complete := true
+	unchecked := 0
+	for _, cfg := range ref.Configs {
+		var shards []*editions.IFEvalShard
+		ok := true
+		for s := 1; s <= k.Shards(); s++ {
+			p := editions.IFEvalShardPath(cfg.ID, s)
+			explained[p] = true
+			var sh editions.IFEvalShard
+			if err := strictJSON(data(p), &sh); err != nil {
+				fs.add(IDIFEvalShard, p, "", "a shard record", nil, "configuration %s shard %d: %v", cfg.ID, s, err)
+				ok = false
+				continue
+			}
+			if err := report.CheckIFEvalShard(k, sum, ins, cfg.ID, s, &sh); err != nil {
+				fs.add(IDIFEvalShard, p, "", nil, nil, "%v", err)
+				ok = false
+			} else if lo, _ := k.ShardRange(s); !checkDecoding(fs, p, &sh, ins, lo) {
+				unchecked++
+			}
+			if sh.Edition != e.Manifest.Edition {
+				fs.add(IDIFEvalShard, p, "/edition", e.Manifest.Edition, sh.Edition, "shard of edition %s in edition %s", sh.Edition, e.Manifest.Edition)
+			}
+			if sh.Setup.Capacity != cfg.Capacity || sh.Setup.Executor != cfg.Executor {
+				fs.add(IDIFEvalSetup, p, "/setup", fmt.Sprintf("capacity %d, %s", cfg.Capacity, cfg.Executor),
+					fmt.Sprintf("capacity %d, %s", sh.Setup.Capacity, sh.Setup.Executor),
+					"configuration %s declares capacity %d with %s; shard %d ran capacity %d with %s", cfg.ID, cfg.Capacity, cfg.Executor, s, sh.Setup.Capacity, sh.Setup.Executor)
+			}
+			if build == nil {
+				b := sh.Environment.Build
+				build = &b
+			} else if !slices.Equal(canonicalOf(*build), canonicalOf(sh.Environment.Build)) {
+				fs.add(IDIFEvalSetup, p, "/environment/build", build.VCSRevision, sh.Environment.Build.VCSRevision,
+					"shard %d of %s was generated by another build than the edition's first shard: one run, one build", s, cfg.ID)
+			}
+			shards = append(shards, &sh)
+		}
+		cp := editions.ConfigPath(cfg.ID)
+		explained[cp] = true
+		if !ok {
+			complete = false
+			continue
+		}
+		want, err := report.IFEvalAggregate(k, ins, cfg.ID, shards)
+		if err != nil {
+			fs.add(IDIFEvalScore, cp, "", nil, nil, "configuration %s: %v", cfg.ID, err)
+			complete = false
+			continue
+		}
+		docs = append(docs, want)
+		var got editions.IFEvalConfig
+		if err := strictJSON(data(cp), &got); err != nil {
+			fs.add(IDIFEvalScore, cp, "", "a configuration document", nil, "configuration %s: %v", cfg.ID, err)
+			complete = false
+			continue
+		}
+		compareIFEvalConfig(fs, cp, &want, &got)
+	}
+	for _, p := range e.paths {
+		if (strings.HasPrefix(p, "raw/") || strings.HasPrefix(p, "configs/")) && !explained[p] {
+			fs.add(IDIFEvalUnknown, p, "", "absent", "present", "%s belongs to no configuration or shard of the campaign", p)
+		}
+	}
+	if !complete {
+		return
+	}
+	// Claims and reports follow from the configuration documents.
+	wantClaims := report.IFEvalClaimsOf(c, docs)
+	var gotClaims editions.IFEvalClaims
+	if err := strictJSON(data(editions.ClaimsFile), &gotClaims); err != nil {
+		fs.add(IDIFEvalClaim, editions.ClaimsFile, "", "a claims document", nil, "claims.json: %v", err)
+	} else if !bytes.Equal(canonicalOf(wantClaims), canonicalOf(gotClaims)) {
+		msg := "claims.json does not recompute"
+		for i := range max(len(wantClaims.Claims), len(gotClaims.Claims)) {
+			if i >= len(wantClaims.Claims) || i >= len(gotClaims.Claims) {
+				msg = fmt.Sprintf("claims.json has %d claims, the documents give %d", len(gotClaims.Claims), len(wantClaims.Claims))
+				break
+			}
+			if !bytes.Equal(canonicalOf(wantClaims.Claims[i]), canonicalOf(gotClaims.Claims[i])) {
+				msg = fmt.Sprintf("claim %s: recomputed %s, found %s", wantClaims.Claims[i].ID, canonicalOf(wantClaims.Claims[i]), canonicalOf(gotClaims.Claims[i]))
+				break
+			}
+		}
+		fs.add(IDIFEvalClaim, editions.ClaimsFile, "", nil, nil, "%s", msg)
+	}
+	tmp, err := os.MkdirTemp("", "horizon-verify-ifeval-")
+	if err != nil {
+		fs.add(IDIFEvalReport, "", "", nil, nil, "cannot render the reports to compare: %v", err)
+		return
+	}
+	defer os.RemoveAll(tmp)
+	for _, f := range []struct {
+		name  string
+		write func(*bytes.Buffer) error
+	}{
+		{editions.ReportMD, func(b *bytes.Buffer) error { return report.IFEvalMarkdown(b, c, k, sum, docs) }},
+		{editions.ReportHTML, func(b *bytes.Buffer) error { return report.IFEvalHTML(b, c, k, sum, docs) }},
+	} {
+		var b bytes.Buffer
+		if err := f.write(&b); err != nil {
+			fs.add(IDIFEvalReport, f.name, "", nil, nil, "render %s: %v", f.name, err)
+			continue
+		}
+		got, err := os.ReadFile(filepath.Join(e.Dir, f.name))
+		if err != nil || !bytes.Equal(got, b.Bytes()) {
+			fs.add(IDIFEvalReport, f.name, "", "the rendering of the edition's documents", nil, "%s differs from what the documents render (%v)", f.name, err)
+		}
+	}
+	if unchecked > 0 {
+		fs.add(IDIFEvalText, "", "", nil, nil, "%d shard(s) name a tokenizer other than the synthetic byte-level one: their texts were re-scored as retained, but that each decodes from its token ids was not checked (the edition carries no tokenizer)", unchecked)
+	}
+}
+
+// checkDecoding rebuilds the byte-level tokenizer of a synthetic
+// checkpoint (its vocabulary size and EOS ids, runtime/tokenizer) and, when
+// its SHA-256 is the one the shard names, checks that every text is its
+// token ids decoded and that every raw prompt encodes to its token ids. It
+// returns false when the shard names another tokenizer.
+func checkDecoding(fs *findings, p string, sh *editions.IFEvalShard, ins []ifeval.Input, lo int) bool {
+	m := sh.Setup.Model
+	var b bytes.Buffer
+	if err := tokenizer.WriteByteLevelJSON(&b, m.Vocab, m.EOSTokenIDs); err != nil {
+		return false
+	}
+	if sum := sha256.Sum256(b.Bytes()); hex.EncodeToString(sum[:]) != sh.Setup.TokenizerSHA256 {
+		return false
+	}
+	tok := tokenizer.NewByteLevel(m.Vocab, m.EOSTokenIDs)
+	for i, r := range sh.Responses {
+		if got := tok.Decode(r.TokenIDs); got != r.Text {
+			fs.add(IDIFEvalDecode, p, ptr("responses", i)+"/text", got, r.Text, "key %d: the token ids decode to %.40q, the record's text is %.40q", r.Key, got, r.Text)
+			return true
+		}
+		if sh.Setup.PromptFormat == contracts.FormatRaw && lo+i < len(ins) {
+			ids, err := tok.Encode(ins[lo+i].Prompt)
+			if err != nil || !slices.Equal(ids, r.PromptTokenIDs) {
+				fs.add(IDIFEvalDecode, p, ptr("responses", i)+"/prompt_token_ids", nil, nil, "key %d: the prompt token ids are not the prompt's bytes (%v)", r.Key, err)
+				return true
+			}
+		}
+	}
+	return true
+}
+
+// compareIFEvalConfig reports the first difference of each kind between a
+// recomputed configuration document and the edition's.
+func compareIFEvalConfig(fs *findings, p string, want, got *editions.IFEvalConfig) {
+	if bytes.Equal(canonicalOf(want), canonicalOf(got)) {
+		return
+	}
+	byKey := map[int]editions.IFEvalVerdict{}
+	for _, v := range got.Verdicts {
+		byKey[v.Key] = v
+	}
+	for i, w := range want.Verdicts {
+		g, ok := byKey[w.Key]
+		if !ok || !slices.Equal(w.Strict, g.Strict) || !slices.Equal(w.Loose, g.Loose) || !slices.Equal(w.InstructionIDList, g.InstructionIDList) {
+			fs.add(IDIFEvalVerdict, p, ptr("verdicts", i), canonicalOf(w), canonicalOf(g),
+				"key %d: the retained response re-scores to strict %v loose %v; the document says strict %v loose %v", w.Key, w.Strict, w.Loose, g.Strict, g.Loose)
+			break
+		}
+	}
+	if len(got.Verdicts) != len(want.Verdicts) {
+		fs.add(IDIFEvalVerdict, p, "/verdicts", len(want.Verdicts), len(got.Verdicts), "%d verdicts, the shards give %d", len(got.Verdicts), len(want.Verdicts))
+	}
+	w2, g2 := *want, *got
+	w2.Verdicts, g2.Verdicts = nil, nil
+	if !bytes.Equal(canonicalOf(w2), canonicalOf(g2)) {
+		var wm, gm map[string]json.RawMessage
+		_ = json.Unmarshal(canonicalOf(w2), &wm)
+		_ = json.Unmarshal(canonicalOf(g2), &gm)
+		var keys []string
+		for key := range wm {
+			if !bytes.Equal(wm[key], gm[key]) {
+				keys = append(keys, key)
+			}
+		}
+		slices.Sort(keys)
+		for _, key := range keys {
+			fs.add(IDIFEvalScore, p, "/"+key, json.RawMessage(wm[key]), json.RawMessage(gm[key]), "%s does not recompute from the shards", key)
+		}
+	}
+}
+
+// ifevalCounts are the summary counts of an IFEval edition: configurations,
+// shard records, responses and claims (what decodes).
+func ifevalCounts(e *Edition) (configs, shards, responses, claims int) {
+	for _, p := range e.paths {
+		d := e.docs[p]
+		if d == nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(p, "configs/"):
+			configs++
+		case strings.HasPrefix(p, "raw/"):
+			var s editions.IFEvalShard
+			if strictJSON(d.data, &s) == nil {
+				shards++
+				responses += len(s.Responses)
+			}
+		case p == editions.ClaimsFile:
+			var c editions.IFEvalClaims
+			if strictJSON(d.data, &c) == nil {
+				claims = len(c.Claims)
+			}
+		}
+	}
+	return
+}
+
+// ifevalSchemaOf is the schema an IFEval edition's document at p must name.
+func ifevalSchemaOf(p string) string {
+	switch {
+	case p == editions.ContractFile:
+		return editions.SchemaIFEvalContract
+	case p == editions.CampaignFile:
+		return editions.SchemaCampaign
+	case p == editions.ClaimsFile:
+		return editions.SchemaIFEvalClaims
+	case strings.HasPrefix(p, "configs/"):
+		return editions.SchemaIFEvalConfig
+	case strings.HasPrefix(p, "raw/"):
+		return editions.SchemaIFEvalShard
+	}
+	return ""
+}
+
+// checkIFEvalSchemas validates every JSON document of an IFEval edition
+// (the manifest has its own check) against the schema its path calls for.
+func checkIFEvalSchemas(v *view, fs *findings) {
+	for _, p := range v.e.paths {
+		d := v.e.docs[p]
+		if d == nil || p == editions.ManifestFile {
+			continue
+		}
+		if d.parseErr != nil {
+			fs.add(IDSchemaMalformed, p, "", "one JSON value", nil, "%v", d.parseErr)
+			continue
+		}
+		want := ifevalSchemaOf(p)
+		if want == "" {
+			fs.add(IDSchemaUnknownName, p, "", "a document an IFEval edition has", p, "%s is not a document of an IFEval edition", p)
+			continue
+		}
+		if got := d.str("/schema"); got != want {
+			fs.add(IDSchemaWrongName, p, "/schema", want, got, "%s must be a %s document", p, want)
+			continue
+		}
+		if v.opts.Schemas == nil {
+			fs.add(IDSchemaUnavailable, p, "", nil, nil, "no JSON Schema set: %s was not validated", p)
+			continue
+		}
+		if err := v.opts.Schemas.Validate(want, d.tree); err != nil {
+			for _, x := range violations(err) {
+				fs.add(IDSchemaInvalid, p, x.Pointer, nil, nil, "%s", x.Message)
+			}
+		}
+	}
+}
