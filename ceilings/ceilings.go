@@ -43,6 +43,12 @@ type Options struct {
 	// VRAMAllowance is what the whole-worker VRAM may exceed resident
 	// weights + KV cache by (issue 7: 0.7 GiB).
 	VRAMAllowance int64
+	// VRAMProcess judges the VRAM limit on the process's reading (its NVML
+	// entry, what nvidia-smi shows for the process), as issue 14 asks, with
+	// the device reading's margin beside it. False judges the device
+	// reading: the table of the committed edition reports, which stay as
+	// they were rendered (horizon-bench ceilings sets it).
+	VRAMProcess bool
 }
 
 // DefaultOptions are issue 7's limits and the H200 copy bandwidth measured
@@ -418,9 +424,15 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 	}
 
 	p("\n## Whole-worker VRAM against resident weights + KV cache + %.1f GiB\n\n", float64(o.VRAMAllowance)/(1<<30))
-	p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n")
-	p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
-	p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	if o.VRAMProcess {
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n")
+		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
+		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	} else {
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n")
+		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within |\n")
+		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	}
 	for _, c := range confs {
 		b, err := StepBytes(c.Arch, c.RecordBytes)
 		if err != nil {
@@ -433,9 +445,14 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 		weights := b.ResidentNonRouted + int64(c.Capacity)*int64(c.Model.Layers)*c.RecordBytes
 		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * 4
 		limit := weights + kv + o.VRAMAllowance
-		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
-			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMProcPeak, limit),
-			vramMargin(c.VRAMPeak, limit))
+		if o.VRAMProcess {
+			p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
+				float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMProcPeak, limit),
+				vramMargin(c.VRAMPeak, limit))
+			continue
+		}
+		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
+			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMPeak, limit))
 	}
 
 	p("\n## Peer baseline\n\n")

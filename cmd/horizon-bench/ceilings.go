@@ -69,6 +69,7 @@ func runCeilings(c *cli.Context) error {
 	o := ceilings.Options{
 		HBMBytesPerS: c.Float64("hbm-tbps") * 1e12, HBMSource: c.String("hbm-source"),
 		PartialFactor: c.Float64("partial-factor"), VRAMAllowance: int64(c.Float64("vram-allowance-gib") * (1 << 30)),
+		VRAMProcess: true,
 	}
 	if o.HBMBytesPerS <= 0 || o.PartialFactor <= 0 || o.VRAMAllowance < 0 {
 		return usageError("ceilings: --hbm-tbps and --partial-factor must be positive, --vram-allowance-gib not negative")
