@@ -13,6 +13,7 @@ import (
 	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
+	"github.com/horizon-runmap/horizon/ifeval"
 )
 
 // An IFEval campaign (contract IFEVAL-v1 or IFEVAL-SMOKE-v1) has the
@@ -63,6 +64,9 @@ func LoadIFEval(campaignPath string, cat Catalog) (*Campaign, *contracts.IFEval,
 	}
 	if _, err := report.IFEvalInputs(k); err != nil {
 		return nil, nil, "", fmt.Errorf("campaign %s: %w", campaignPath, err)
+	}
+	if k.Scorer != ifeval.Rules.Version {
+		return nil, nil, "", fmt.Errorf("campaign %s: %w: contract %s scores with %s, this build's scorer is %s", campaignPath, ErrInvalid, k.ID, k.Scorer, ifeval.Rules.Version)
 	}
 	return c, k, sum, nil
 }
@@ -228,6 +232,9 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 	res.Workers = len(plan)
 	// The token total is an upper bound (every response at max_new_tokens):
 	// a response that ends at EOS ends early.
+	if sp, ok := prog.(ShardProgress); ok {
+		sp.Shards()
+	}
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoPrompts*int64(k.MaxNewTokens))
 	for n, w := range todo {
 		if o.ShouldStop != nil && o.ShouldStop() {

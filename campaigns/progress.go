@@ -43,6 +43,14 @@ type Progress interface {
 	Done()
 }
 
+// ShardProgress is implemented by displays that can follow an IFEval run:
+// its workers generate shards of prompts, have no warmup (their first
+// progress line is "tokens 0") and stop each response at EOS, so the
+// token total is an upper bound. RunIFEval calls Shards before Start.
+type ShardProgress interface {
+	Shards()
+}
+
 type quiet struct{}
 
 func (quiet) Start(int, int, int, int64)                  {}
@@ -69,11 +77,32 @@ type tally struct {
 	workerWarmupAt                 time.Duration // when its warmup ended, since workerStarted
 	workerTokens                   int64         // its measured tokens
 	workerWarmup                   int64         // its warmup's tokens
+
+	// shards: an IFEval run (ShardProgress): "shard" for "block", no
+	// warmup, and the total is an upper bound.
+	shards bool
 }
 
 func (t *tally) start(configs, workers, finished int, tokens int64, now time.Time) {
 	*t = tally{configs: configs, workers: workers, finished: finished, total: tokens,
-		warmups: workers - finished, started: now}
+		warmups: workers - finished, started: now, shards: t.shards}
+}
+
+// tokenWord is what the counts count: measured tokens (the warmups'
+// apart), or an IFEval run's generated tokens (out of at most the total).
+func (t *tally) tokenWord() string {
+	if t.shards {
+		return "tokens"
+	}
+	return "measured tokens"
+}
+
+// unit is what a worker measures: a block, or a shard of prompts.
+func (t *tally) unit() string {
+	if t.shards {
+		return "shard"
+	}
+	return "block"
 }
 
 func (t *tally) worker(n, left, config, configs int, id string, block, blocks int, now time.Time) {
@@ -113,23 +142,32 @@ func (t *tally) plan() string {
 	if t.workers == t.finished {
 		return s + ": nothing to run"
 	}
+	if t.shards {
+		return s + fmt.Sprintf(": at most %d tokens to generate (each response stops at EOS or max_new_tokens; no warmup)", t.total)
+	}
 	return s + fmt.Sprintf(": %d measured tokens to produce, after one warmup request per worker (excluded)", t.total)
 }
 
 // workerLine is the line printed before a worker's process starts: it is
 // silent until its warmup is over.
 func (t *tally) workerLine() string {
+	if t.shards {
+		return fmt.Sprintf("worker %d/%d: %s (config %d/%d) shard %d/%d: starting; it loads the artifact before generating…",
+			t.n, t.left, t.id, t.config, t.configs, t.block, t.blocks)
+	}
 	return fmt.Sprintf("worker %d/%d: %s (config %d/%d) block %d/%d: starting; it loads the artifact and runs the warmup before measuring…",
 		t.n, t.left, t.id, t.config, t.configs, t.block, t.blocks)
 }
 
 // workerDone summarises the running worker once it is over.
 func (t *tally) workerDone(now time.Time) string {
-	s := fmt.Sprintf("worker %d/%d: %s block %d/%d: %d measured tokens in %s", t.n, t.left, t.id, t.block, t.blocks,
-		t.workerTokens, short(now.Sub(t.workerStarted)))
-	if t.requests > 0 {
+	s := fmt.Sprintf("worker %d/%d: %s %s %d/%d: %d %s in %s", t.n, t.left, t.id, t.unit(), t.block, t.blocks,
+		t.workerTokens, t.tokenWord(), short(now.Sub(t.workerStarted)))
+	switch {
+	case t.shards:
+	case t.requests > 0:
 		s += fmt.Sprintf(" (warmup: %d tokens, excluded, over after %s)", t.workerWarmup, short(t.workerWarmupAt))
-	} else {
+	default:
 		s += " (its warmup never ended)"
 	}
 	return s + "; in all " + t.sofar(now)
@@ -137,7 +175,7 @@ func (t *tally) workerDone(now time.Time) string {
 
 // sofar is the run's measured progress in words.
 func (t *tally) sofar(now time.Time) string {
-	s := fmt.Sprintf("%d/%d measured tokens", t.measured, t.total)
+	s := fmt.Sprintf("%d/%d %s", t.measured, t.total, t.tokenWord())
 	if r, ok := t.rate(now); ok {
 		s += ", " + rateText(r)
 		if eta, ok := t.eta(r); ok {
@@ -157,6 +195,9 @@ func (t *tally) eta(rate float64) (time.Duration, bool) {
 
 // summary is the last line of a run's workers.
 func (t *tally) summary(now time.Time) string {
+	if t.shards {
+		return fmt.Sprintf("%d tokens generated in %s (at most %d)", t.measured, short(now.Sub(t.started)), t.total)
+	}
 	return fmt.Sprintf("%d/%d measured tokens in %s (%d/%d warmup requests, %d tokens, excluded)",
 		t.measured, t.total, short(now.Sub(t.started)), t.warmupsDone, t.warmups, t.warmupTokens)
 }
@@ -165,6 +206,16 @@ func (t *tally) summary(now time.Time) string {
 // from the measured tokens, and the running worker, e.g.
 // "warmup 1/4 · worker 2/4 qwen2moe-tiny-c8 block 2/2: loading, warmup".
 func (t *tally) describe() string {
+	if t.shards {
+		if t.n == 0 {
+			return ""
+		}
+		phase := "loading"
+		if t.requests > 0 {
+			phase = "generating"
+		}
+		return fmt.Sprintf("worker %d/%d %s shard %d/%d: %s", t.n, t.left, t.id, t.block, t.blocks, phase)
+	}
 	s := fmt.Sprintf("warmup %d/%d", t.warmupsDone, t.warmups)
 	if t.n > 0 {
 		phase := "loading, warmup"
@@ -226,6 +277,9 @@ type bar struct {
 	live *progressbar.ProgressBar // on screen: the spinner, then bar; nil once over
 	done bool
 }
+
+// Shards implements ShardProgress.
+func (b *bar) Shards() { b.t.shards = true }
 
 func (b *bar) Start(configs, workers, finished int, tokens int64) {
 	b.t.start(configs, workers, finished, tokens, b.now())
@@ -330,6 +384,9 @@ type logProgress struct {
 	t    tally
 	done bool
 }
+
+// Shards implements ShardProgress.
+func (l *logProgress) Shards() { l.t.shards = true }
 
 func (l *logProgress) Start(configs, workers, finished int, tokens int64) {
 	l.t.start(configs, workers, finished, tokens, l.now())

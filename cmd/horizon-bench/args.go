@@ -3,8 +3,13 @@ package main
 import (
 	"flag"
 	"io"
+	"path/filepath"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 // positional is a command's one positional argument, for its usage errors.
@@ -62,4 +67,16 @@ func trailingFlags(c *cli.Context, p positional) (string, error) {
 		}
 	})
 	return args[0], err
+}
+
+// residencyEdition refuses, as a usage error, an IFEval edition given to a
+// command that reads residency editions (PERF-REAL-v1: blocks, decode
+// timing, cache counters). An unreadable contract.json is left to the
+// command, which names what is wrong.
+func residencyEdition(cmd, dir string) error {
+	id, err := campaigns.FrozenContractID(filepath.Join(dir, editions.ContractFile))
+	if err == nil && contracts.IsIFEval(id) {
+		return usageError("%s: %s is an IFEval edition (contract %s); %s reads residency editions (PERF-REAL-v1). Check it with: horizon-verify %s", cmd, dir, id, cmd, dir)
+	}
+	return nil
 }

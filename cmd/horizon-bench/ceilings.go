@@ -52,6 +52,9 @@ func runCeilings(c *cli.Context) error {
 	}
 	var confs []*ceilings.Config
 	for _, dir := range c.Args().Slice() {
+		if err := residencyEdition("ceilings", dir); err != nil {
+			return err
+		}
 		cs, err := ceilings.LoadEdition(dir)
 		if err != nil {
 			return err

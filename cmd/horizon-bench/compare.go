@@ -114,6 +114,11 @@ func runCompare(c *cli.Context, output *string) error {
 	if err != nil {
 		return err
 	}
+	for _, d := range dirs {
+		if err := residencyEdition("compare", d); err != nil {
+			return err
+		}
+	}
 	if len(dirs) < 2 {
 		return usageError("compare: want two or more edition directories, got %d; e.g. %s", len(dirs), compareExample)
 	}

@@ -115,6 +115,9 @@ func runReport(c *cli.Context, output *string) error {
 	if err != nil {
 		return err
 	}
+	if err := residencyEdition("report", f.edition); err != nil {
+		return err
+	}
 	docs, err := readEditionConfigs(f.edition)
 	if err != nil {
 		return err

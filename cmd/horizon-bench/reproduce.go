@@ -131,6 +131,9 @@ func runReproduce(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := residencyEdition("reproduce", edition); err != nil {
+		return err
+	}
 	o.CheckDevice = func(device string) error {
 		if device == "cuda" && !reproduceCUDA {
 			return errors.New("the edition ran on cuda and this horizon-bench was built without CUDA support; " +

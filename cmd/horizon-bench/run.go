@@ -45,8 +45,19 @@ complete; an existing edition is replaced (atomically) only with --force.
 empty directory or a directory without a horizon manifest.json is refused
 (exit 2) with or without --force, and left as it was.
 
+An IFEval campaign (contract IFEVAL-v1 or IFEVAL-SMOKE-v1, e.g.
+campaigns/ifeval-smoke.yaml) runs the same way with a shard of the contract's
+prompts as each worker's unit: every prompt is rendered through the
+checkpoint's chat template (the raw prompt without one, recorded), generated
+greedily until EOS or max_new_tokens, and kept; the edition holds
+raw/<id>/shard-<k>.json, the scores and verdicts per configuration, claims,
+reports and the manifest, and horizon-verify re-scores every response:
+
+   horizon-bench run campaigns/ifeval-smoke.yaml && horizon-verify editions/ifeval-smoke-cpu
+
 --contract runs the campaign against a contract file instead of the built-in
-contract it names (the campaign must still declare that contract's hash).
+contract it names (the campaign must still declare that contract's hash;
+residency contracts only).
 
 --stop-after DURATION (e.g. 8m, 450s) bounds a run to a time slot: once
 DURATION of wall time has passed since the command started, the runner

@@ -395,6 +395,9 @@ func runSimulate(c *cli.Context, output *string) error {
 	if err != nil {
 		return err
 	}
+	if err := residencyEdition("simulate", dir); err != nil {
+		return err
+	}
 	edition, all, err := loadSimEdition(dir)
 	if err != nil {
 		return err
