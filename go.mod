@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/NVIDIA/go-nvml v0.13.4-1
-	github.com/abadojack/whatlanggo v1.0.1
 	github.com/in-toto/attestation v1.2.0
 	github.com/neurosnap/sentences v1.1.2
 	github.com/nlpodyssey/safetensors v0.0.0-20250209183917-bfb01cc25f7c

@@ -248,18 +248,31 @@ func hasWholeWordMatch(re *regexp.Regexp, v string) bool {
 func utf8RuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
 // buildLetterFrequency: keywords:letter_frequency — occurrences of the
-// letter in the lowercased response against the threshold. Rule
-// LetterNotALetter: where the kwarg is not a single ASCII letter (keys 1122
-// "#" and 1129 "!"), the reference draws a random letter on every call; this
-// scorer counts the given character itself, lowercased.
+// letter in the lowercased response against the threshold, as
+// collections.Counter counts them.
+//
+// Rule LetterNotALetter: the reference keeps the kwarg only when it is one
+// character whose lowercase is an ASCII letter; otherwise (keys 1122 "#" and
+// 1129 "!"; also "", "é", "ab") it draws random.choice(string.ascii_letters)
+// when the instruction is built, which after lowercasing is each of a..z
+// with probability 1/26, and then applies the count relation to that letter.
+// Its verdict is a coin with P(followed) = k/26, k the number of letters
+// a..z for which the relation holds, and the deterministic verdict that
+// agrees with it most often is the likelier side: followed when k > 13, not
+// followed when k <= 13 (at k = 13 both sides agree half the time). That is
+// this rule. Counting the given character itself, the rule of ifeval-go-v1,
+// follows the prompt's wording but has no relation to what the reference
+// computes. The loose score applies the rule to each variant and ORs the
+// results; the reference draws one letter for all eight variants, so for
+// "at least" this is its likelier loose verdict exactly (the response itself
+// holds the most of every letter) and for "less than" it can claim followed
+// where the reference more likely says not. A one-character kwarg whose
+// lowercase is two characters (U+0130) makes the reference raise, and is an
+// error here.
 func buildLetterFrequency(k Kwargs) (Checker, error) {
 	l, err := need(k.Letter, "letter")
 	if err != nil {
 		return nil, err
-	}
-	letter := []rune(pyLower(strings.TrimFunc(l, pyIsSpace)))
-	if len(letter) != 1 {
-		return nil, fmt.Errorf("letter %q is not one character: %w", l, ErrBadKwargs)
 	}
 	f, err := nonNegative(k.LetFrequency, "let_frequency")
 	if err != nil {
@@ -269,15 +282,41 @@ func buildLetterFrequency(k Kwargs) (Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	want := letter[0]
+	var letter rune // 0: the reference draws one
+	if rs := []rune(l); len(rs) == 1 {
+		lower := []rune(pyLower(l))
+		if len(lower) != 1 {
+			return nil, fmt.Errorf("letter %q lowercases to %q: %w", l, string(lower), ErrBadKwargs)
+		}
+		if lower[0] >= 'a' && lower[0] <= 'z' {
+			letter = lower[0]
+		}
+	}
+	if letter != 0 {
+		return func(v string) bool {
+			n := 0
+			for _, r := range pyLower(v) {
+				if r == letter {
+					n++
+				}
+			}
+			return cmp(n, f)
+		}, nil
+	}
 	return func(v string) bool {
-		n := 0
+		var counts [26]int
 		for _, r := range pyLower(v) {
-			if r == want {
-				n++
+			if r >= 'a' && r <= 'z' {
+				counts[r-'a']++
 			}
 		}
-		return cmp(n, f)
+		k := 0
+		for _, n := range counts {
+			if cmp(n, f) {
+				k++
+			}
+		}
+		return 2*k > len(counts)
 	}, nil
 }
 

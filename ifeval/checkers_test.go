@@ -29,7 +29,15 @@ func TestCheckers(t *testing.T) {
 		{"forbidden later occurrence", "keywords:forbidden_words", Kwargs{ForbiddenWords: []string{"cat"}}, "cats and a cat", false},
 		{"letter pass", "keywords:letter_frequency", Kwargs{Letter: sp("z"), LetFrequency: ip(2), LetRelation: sp("at least")}, "Zebra zone", true},
 		{"letter fail", "keywords:letter_frequency", Kwargs{Letter: sp("z"), LetFrequency: ip(2), LetRelation: sp("less than")}, "Zebra zone", false},
-		{"letter not a letter counts itself", "keywords:letter_frequency", Kwargs{Letter: sp("!"), LetFrequency: ip(2), LetRelation: sp("at least")}, "Hi! Yes!", true},
+		{"letter capital kwarg", "keywords:letter_frequency", Kwargs{Letter: sp("Z"), LetFrequency: ip(2), LetRelation: sp("at least")}, "Zebra zone", true},
+		{"letter not a letter: 26 of 26 letters pass, no '!' needed", "keywords:letter_frequency", Kwargs{Letter: sp("!"), LetFrequency: ip(1), LetRelation: sp("at least")}, "The quick brown fox jumps over the lazy dog", true},
+		{"letter not a letter: 0 of 26 pass, many '!'", "keywords:letter_frequency", Kwargs{Letter: sp("!"), LetFrequency: ip(2), LetRelation: sp("at least")}, "Hi! Yes!!!", false},
+		{"letter not a letter: 13 of 26 is not followed", "keywords:letter_frequency", Kwargs{Letter: sp("#"), LetFrequency: ip(1), LetRelation: sp("at least")}, "abcdefghijklm", false},
+		{"letter not a letter: 14 of 26 is followed", "keywords:letter_frequency", Kwargs{Letter: sp("#"), LetFrequency: ip(1), LetRelation: sp("at least")}, "ABCDEFGHIJKLMN", true},
+		{"letter not a letter: less than", "keywords:letter_frequency", Kwargs{Letter: sp("#"), LetFrequency: ip(1), LetRelation: sp("less than")}, "abc", true},
+		{"letter two characters is drawn", "keywords:letter_frequency", Kwargs{Letter: sp(" a"), LetFrequency: ip(1), LetRelation: sp("at least")}, "aaaa", false},
+		{"letter empty is drawn", "keywords:letter_frequency", Kwargs{Letter: sp(""), LetFrequency: ip(1), LetRelation: sp("less than")}, "aaaa", true},
+		{"letter non-ASCII is drawn", "keywords:letter_frequency", Kwargs{Letter: sp("é"), LetFrequency: ip(1), LetRelation: sp("at least")}, "ééé", false},
 		{"language pass", "language:response_language", Kwargs{Language: sp("de")}, "Das ist ein kurzer Text auf Deutsch, und er ist gut zu lesen.", true},
 		{"language fail", "language:response_language", Kwargs{Language: sp("de")}, "This is a short English text, and it reads well enough.", false},
 		{"language no letters is followed", "language:response_language", Kwargs{Language: sp("de")}, "1234 !!! https://example.com", true},
@@ -104,6 +112,8 @@ func TestCheckerErrors(t *testing.T) {
 		{"bad relation", "length_constraints:number_words", Kwargs{NumWords: ip(3), Relation: sp("at most")}, ErrBadKwargs},
 		{"nth outside", "length_constraints:nth_paragraph_first_word", Kwargs{NumParagraphs: ip(2), NthParagraph: ip(3), FirstWord: sp("a")}, ErrBadKwargs},
 		{"negative", "detectable_content:number_placeholders", Kwargs{NumPlaceholders: ip(-1)}, ErrBadKwargs},
+		{"letter missing", "keywords:letter_frequency", Kwargs{LetFrequency: ip(1), LetRelation: sp("at least")}, ErrBadKwargs},
+		{"letter lowercases to two", "keywords:letter_frequency", Kwargs{Letter: sp("İ"), LetFrequency: ip(1), LetRelation: sp("at least")}, ErrBadKwargs},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := NewChecker(tc.id, tc.k); !errors.Is(err, tc.want) {

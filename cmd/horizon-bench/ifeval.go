@@ -54,10 +54,10 @@ Prompts without a response are named on stderr and left out of every
 denominator; with --require-all they are an error (exit 1).
 
 The checkers are a Go port of the reference's semantics (rules version
-ifeval-go-v1; package ifeval documents each rule). On the GPT-4 responses
-released with IFEval they agree with a reference run on 535/540 prompts
-strict and 537/540 loose; the disagreements are language detection on
-short texts and two prompts whose letter is not a letter.
+ifeval-go-v2; package ifeval documents each rule). On the GPT-4 responses
+released with IFEval they agree with a reference run on 538/540 prompts
+strict and 540/540 loose; the two disagreements are the prompts whose
+letter is not a letter, where the reference draws a random one.
 
 Example:
 

@@ -16,10 +16,10 @@ func TestIfevalScoreText(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	for _, want := range []string{
-		"prompt-level strict       416/540 (77.04%)",
-		"instruction-level strict  696/832 (83.65%)",
-		"prompt-level loose        430/540 (79.63%)",
-		"instruction-level loose   713/832 (85.70%)",
+		"prompt-level strict       417/540 (77.22%)",
+		"instruction-level strict  697/832 (83.77%)",
+		"prompt-level loose        431/540 (79.81%)",
+		"instruction-level loose   714/832 (85.82%)",
 		"punctuation            44/66 (66.67%)",
 	} {
 		if !strings.Contains(r.stdout, want) {
@@ -60,7 +60,7 @@ func TestIfevalScoreJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
 		t.Fatalf("%v\n%s", err, r.stdout)
 	}
-	if rep.Rules != "ifeval-go-v1" || rep.Strict.Prompt.Total != 1 || rep.Strict.Prompt.Followed != 0 || len(rep.Missing) != 540 {
+	if rep.Rules != "ifeval-go-v2" || rep.Strict.Prompt.Total != 1 || rep.Strict.Prompt.Followed != 0 || len(rep.Missing) != 540 {
 		t.Errorf("report %+v", rep)
 	}
 	if len(rep.Prompts) != 1 || rep.Prompts[0].Key != 1001 || rep.Prompts[0].InstructionIDList[0] != "punctuation:no_comma" || rep.Prompts[0].Strict[0] || rep.Prompts[0].Loose[0] {
