@@ -15,8 +15,8 @@ func TestIFEvalContracts(t *testing.T) {
 		id, sha            string
 		prompts, max, shrd int
 	}{
-		{IFEvalV1, "50e132ec1ab0c3fc00f2897c174537e954aabc2b57d69bf227a3d77fcb06757d", 541, 1280, 9},
-		{IFEvalSmokeV1, "8700de13542a11ea19b022f42a8c636af32ae6102b1d3502d04204ffd2c916b4", 12, 32, 2},
+		{IFEvalV1, "3ba60cd52892da415d03e84260dce826df8a434334852d4e40f7cdbc97828137", 541, 1280, 9},
+		{IFEvalSmokeV1, "50000ee5f280edb775250567b84fe2f0047ab3bba269651bf596670f38ed4944", 12, 32, 2},
 	} {
 		t.Run(tc.id, func(t *testing.T) {
 			k, err := EmbeddedIFEval(tc.id)
