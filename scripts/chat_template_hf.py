@@ -142,7 +142,10 @@ def select_template(fixture_dir, cfg):
             raise NoTemplate()
         if isinstance(value, str):
             return value
-        templates = {entry["name"]: entry["template"] for entry in value}
+        if isinstance(value, dict):
+            templates = dict(value)
+        else:
+            templates = {entry["name"]: entry["template"] for entry in value}
     if "default" not in templates:
         raise ValueError(
             "This model has multiple chat templates with no default specified! "

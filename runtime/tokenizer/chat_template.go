@@ -278,7 +278,8 @@ func processorTemplate(dir string) (src, origin string, err error) {
 }
 
 // selectTemplate decodes a chat_template value: a string, or a list of
-// {"name", "template"} objects of which the one named "default" is used.
+// {"name", "template"} objects (or a {name: template} object) of which the
+// one named "default" is used.
 func selectTemplate(raw json.RawMessage, origin string) (string, string, error) {
 	var s string
 	if err := json.Unmarshal(raw, &s); err == nil {
@@ -288,15 +289,18 @@ func selectTemplate(raw json.RawMessage, origin string) (string, string, error) 
 		Name     *string `json:"name"`
 		Template *string `json:"template"`
 	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return "", "", errors.New(`chat_template is neither a string nor a list of {"name", "template"} objects`)
-	}
 	named := map[string]string{}
-	for i, e := range list {
-		if e.Name == nil || e.Template == nil {
-			return "", "", fmt.Errorf(`chat_template[%d] lacks "name" or "template"`, i)
+	if err := json.Unmarshal(raw, &list); err == nil {
+		for i, e := range list {
+			if e.Name == nil || e.Template == nil {
+				return "", "", fmt.Errorf(`chat_template[%d] lacks "name" or "template"`, i)
+			}
+			named[*e.Name] = *e.Template // a repeated name: the last one wins, as in transformers' dict
 		}
-		named[*e.Name] = *e.Template // a repeated name: the last one wins, as in transformers' dict
+	} else if err := json.Unmarshal(raw, &named); err != nil {
+		// transformers also takes a {name: template} object, though it
+		// saves the list form.
+		return "", "", errors.New(`chat_template is neither a string nor a list of {"name", "template"} objects`)
 	}
 	src, ok := named["default"]
 	if !ok {

@@ -464,6 +464,12 @@ func TestLoadChatTemplate(t *testing.T) {
 			files: map[string]string{"tokenizer_config.json": `{"chat_template": [{"name": "tool_use", "template": "A"}, {"name": "rag", "template": "B"}]}`},
 			err:   `no template is named "default" (available: rag, tool_use)`,
 		},
+		{
+			name:   "object form picks default",
+			files:  map[string]string{"tokenizer_config.json": `{"chat_template": {"rag": "R", "default": "D"}}`},
+			source: "D",
+			origin: `tokenizer_config.json chat_template (name "default" of default, rag)`,
+		},
 		{name: "list entry without template", files: map[string]string{"tokenizer_config.json": `{"chat_template": [{"name": "default"}]}`}, err: `chat_template[0] lacks "name" or "template"`},
 		{name: "chat_template of another type", files: map[string]string{"tokenizer_config.json": `{"chat_template": 3}`}, err: "neither a string nor a list"},
 		{name: "special token of another type", files: map[string]string{"tokenizer_config.json": `{"chat_template": "T", "eos_token": 2}`}, err: "eos_token: want a string, an AddedToken object"},
@@ -698,4 +704,38 @@ func FuzzChatTemplateRender(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestChatTemplateConcurrentRender renders one template from several
+// goroutines (run with -race): a campaign renders its prompts in parallel.
+func TestChatTemplateConcurrentRender(t *testing.T) {
+	tmpl, err := LoadChatTemplate(filepath.Join(chatTestdata, "mistral-7b-instruct-v0.2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := tmpl.Render(chatConversations["system-user"], true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for i := 0; i < 50; i++ {
+				if got, err := tmpl.Render(chatConversations["system-user"], true); err != nil || got != want {
+					errs <- errors.New("concurrent Render differs")
+					return
+				}
+				if _, err := tmpl.Render(chatConversations["bad-order"], true); err == nil {
+					errs <- errors.New("concurrent Render lost raise_exception")
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
 }
