@@ -1,8 +1,10 @@
 package tokenizer
 
 // The pieces of transformers' Jinja environment that gonja does not have or
-// has differently: the tojson filter (json.dumps), strftime_now, the
-// {% generation %} tag, and the absence of the do and trans tags.
+// has differently (chat_template.go lists them): the tojson filter
+// (json.dumps), strftime_now, the {% generation %} tag, the absence of the do
+// and trans tags, Python's string-literal escapes (canonicalLiterals), lists
+// whose x[-len(x)] works (pyList), str.replace, str.split and |reverse.
 
 import (
 	"errors"
@@ -28,7 +30,6 @@ import (
 // as jinja2 does for a tag it does not know. gonja's set has no removal.
 func withoutStructures(set *exec.ControlStructureSet, names ...string) *exec.ControlStructureSet {
 	for _, name := range names {
-		name := name
 		unknown := func(p *parser.Parser, args *parser.Parser) (nodes.ControlStructure, error) {
 			return nil, p.Error(fmt.Sprintf("Encountered unknown tag '%s'", name), p.Current())
 		}
