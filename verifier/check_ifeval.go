@@ -253,6 +253,12 @@ func checkIFEval(v *view, fs *findings) {
 			fs.add(IDIFEvalReport, f.name, "", "the rendering of the edition's documents", nil, "%s differs from what the documents render (%v)", f.name, err)
 		}
 	}
+	png, err := report.IFEvalPlot(docs)
+	if err != nil {
+		fs.add(IDIFEvalReport, report.IFEvalPlotFile, "", nil, nil, "render %s: %v", report.IFEvalPlotFile, err)
+	} else if got, err := os.ReadFile(filepath.Join(e.Dir, filepath.FromSlash(report.IFEvalPlotFile))); err != nil || !bytes.Equal(got, png) {
+		fs.add(IDIFEvalReport, report.IFEvalPlotFile, "", "the rendering of the edition's documents", nil, "%s differs from what the documents render (%v)", report.IFEvalPlotFile, err)
+	}
 	if unchecked > 0 {
 		fs.add(IDIFEvalText, "", "", nil, nil, "%d shard(s) name a tokenizer other than the synthetic byte-level one: their texts were re-scored as retained, but that each decodes from its token ids was not checked (the edition carries no tokenizer)", unchecked)
 	}

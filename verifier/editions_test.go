@@ -1,15 +1,18 @@
 package verifier
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
-// committedEditions lists the editions committed under editions/ (every
-// directory with a manifest.json).
+// committedEditions lists the residency editions committed under editions/
+// (every directory with a manifest.json whose contract is not an IFEval
+// one).
 func committedEditions(t *testing.T) []string {
 	t.Helper()
 	dirs, err := filepath.Glob(filepath.Join("..", "editions", "*", editions.ManifestFile))
@@ -18,12 +21,25 @@ func committedEditions(t *testing.T) []string {
 	}
 	var out []string
 	for _, m := range dirs {
-		out = append(out, filepath.Dir(m))
+		if !ifevalDir(filepath.Dir(m)) {
+			out = append(out, filepath.Dir(m))
+		}
 	}
 	if len(out) == 0 {
 		t.Skip("editions/ holds no edition yet")
 	}
 	return out
+}
+
+// ifevalDir reports whether a committed edition is an IFEval edition (its
+// own tests: ifeval_forgery_test.go); committedEditions lists the others.
+func ifevalDir(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, editions.ContractFile))
+	if err != nil {
+		return false
+	}
+	var kd editions.ContractDoc
+	return json.Unmarshal(b, &kd) == nil && contracts.IsIFEval(kd.ID)
 }
 
 // TestCommittedEditionsVerify: every committed edition verifies without an

@@ -235,6 +235,7 @@ func TestIFEvalForgeries(t *testing.T) {
 			e.shards[e.ids[1]][0].Environment.Build.VCSRevision = "0000000000000000000000000000000000000000"
 		}, IDIFEvalSetup},
 		{"claims edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalClaim},
+		{"report.md edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalReport},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := copyTree(t, ifevalSmoke)
@@ -251,6 +252,14 @@ func TestIFEvalForgeries(t *testing.T) {
 				}
 				c.Claims[0].Value, c.Claims[0].Numerator = 1, c.Claims[0].Denominator
 				if err := editions.WriteDoc(p, &c); err != nil {
+					t.Fatal(err)
+				}
+				remanifest(t, dir, e.c.Edition)
+			}
+			if tc.want == IDIFEvalReport {
+				p := filepath.Join(dir, editions.ReportMD)
+				b, _ := os.ReadFile(p)
+				if err := os.WriteFile(p, append(b, []byte("\nAll instructions followed.\n")...), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				remanifest(t, dir, e.c.Edition)
@@ -290,4 +299,3 @@ func rescored(t *testing.T, e *ifevalEd, id string) *editions.IFEvalConfig {
 	}
 	return &d
 }
-

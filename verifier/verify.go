@@ -3,6 +3,7 @@ package verifier
 import (
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 
@@ -133,13 +134,27 @@ var checkRuns = []struct {
 	{"reproduction", checkReproduction},
 }
 
-// RunOrder lists the names of the checks Verify runs, in the order it runs them
-// (horizon-verify --help describes each and counts them from this list).
+// RunOrder lists the names of the checks Verify runs, in the order it runs
+// them: a residency edition's, with an IFEval edition's own (ifeval) in
+// its place (horizon-verify --help describes each and counts them from
+// this list).
 func RunOrder() []string {
-	names := make([]string, len(checkRuns))
-	for i, c := range checkRuns {
-		names[i] = c.name
+	order := map[string]int{}
+	for i, c := range Checks {
+		order[c] = i
 	}
+	var names []string
+	for _, runs := range [][]struct {
+		name string
+		run  func(*view, *findings)
+	}{checkRuns, ifevalRuns} {
+		for _, c := range runs {
+			if !slices.Contains(names, c.name) {
+				names = append(names, c.name)
+			}
+		}
+	}
+	slices.SortStableFunc(names, func(a, b string) int { return order[a] - order[b] })
 	return names
 }
 

@@ -233,9 +233,7 @@ type IFEvalInput struct {
 	// their files (copied byte for byte).
 	Shards map[string][]*editions.IFEvalShard
 	RunDir string
-	// Wall is the campaign's wall time so far (0: not known).
-	Wall time.Duration
-	Now  func() time.Time
+	Now    func() time.Time
 }
 
 // IFEvalPlotFile is the per-category figure of an IFEval edition.
@@ -286,7 +284,7 @@ func WriteIFEvalEdition(dir string, in IFEvalInput) error {
 	if err := editions.WriteDoc(filepath.Join(dir, editions.ClaimsFile), &claims); err != nil {
 		return err
 	}
-	png, err := ifevalPlot(docs)
+	png, err := IFEvalPlot(docs)
 	if err != nil {
 		return err
 	}
@@ -435,9 +433,9 @@ func IFEvalHTML(w io.Writer, c *Campaign, k *contracts.IFEval, sha string, docs 
 	return ifevalHTML.Execute(w, r)
 }
 
-// ifevalPlot draws instruction-level strict accuracy per category, one bar
-// group per configuration.
-func ifevalPlot(docs []editions.IFEvalConfig) ([]byte, error) {
+// IFEvalPlot draws instruction-level strict accuracy per category, one bar
+// group per configuration (IFEvalPlotFile).
+func IFEvalPlot(docs []editions.IFEvalConfig) ([]byte, error) {
 	r := buildIFEvalReport(&Campaign{}, &contracts.IFEval{}, "", docs)
 	p := plot.New()
 	p.Title.Text = "Instruction-level accuracy by category (strict)"

@@ -110,6 +110,13 @@ var checkHelp = map[string][]string{
 		"traces are a hint",
 	},
 	"derived": {"report.md and report.html tables equal the JSON; plots present"},
+	"ifeval": {
+		"IFEval editions only (they run manifest, schema, ifeval, signature; the",
+		"others are n/a): every retained response re-scored on the CPU; verdicts,",
+		"scores, claims, reports and plot recomputed; the contract is the released",
+		"one, its input hash and population the official ones; endings agree with",
+		"the EOS ids; one build; a synthetic checkpoint's texts decode from their ids",
+	},
 	"signature": {
 		"attestation.dsse.json (horizon-bench attest) signs this manifest.json;",
 		"with --trusted-key it must be that key's signature (unsigned: a hint)",
