@@ -24,6 +24,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(GO) test -count=1 $(PKGS)
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
+	$(MAKE) ifeval-smoke-check
 	$(MAKE) reproduce-smoke
 	$(MAKE) attest-check
 
@@ -111,7 +112,14 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: edition-smoke edition-smoke-check
+.PHONY: edition-smoke edition-smoke-check ifeval-smoke-check
+
+ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
+	rm -rf out/ifeval-smoke out/ifeval-smoke-run
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/ifeval-smoke.yaml --out out/ifeval-smoke --run-dir out/ifeval-smoke-run
+	$(GO) run ./cmd/horizon-verify out/ifeval-smoke
+	HORIZON_EDITION_A=$(CURDIR)/editions/ifeval-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/ifeval-smoke \
+		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
 
 edition-smoke: ## run the smoke campaign (PERF-REAL-v1, tiny synthetic models, CPU, ~1.5 min) into editions/smoke-cpu
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/smoke.yaml --force

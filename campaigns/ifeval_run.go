@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/horizon-runmap/horizon/campaigns/report"
@@ -287,4 +288,44 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// SameIFEvalResponses checks that two IFEval editions hold the same shard
+// records with the same prompts, token ids, texts and endings (a rerun of
+// a campaign on the same build and checkpoints must give them).
+func SameIFEvalResponses(a, b string) error {
+	ra, err := rawFilesLike(a, "raw/*/shard-*.json")
+	if err != nil {
+		return err
+	}
+	rb, err := rawFilesLike(b, "raw/*/shard-*.json")
+	if err != nil {
+		return err
+	}
+	if len(ra) == 0 || !slices.Equal(ra, rb) {
+		return fmt.Errorf("%s has shard records %v, %s has %v", a, ra, b, rb)
+	}
+	for _, rel := range ra {
+		sa, err := ReadIFEvalShard(filepath.Join(a, rel))
+		if err != nil {
+			return err
+		}
+		sb, err := ReadIFEvalShard(filepath.Join(b, rel))
+		if err != nil {
+			return err
+		}
+		if len(sa.Responses) != len(sb.Responses) {
+			return fmt.Errorf("%s: %d and %d responses", rel, len(sa.Responses), len(sb.Responses))
+		}
+		for i := range sa.Responses {
+			x, y := sa.Responses[i], sb.Responses[i]
+			switch {
+			case x.Key != y.Key || !slices.Equal(x.PromptTokenIDs, y.PromptTokenIDs):
+				return fmt.Errorf("%s response %d: prompts differ (keys %d, %d)", rel, i, x.Key, y.Key)
+			case !slices.Equal(x.TokenIDs, y.TokenIDs) || x.Text != y.Text || x.Ending != y.Ending:
+				return fmt.Errorf("%s key %d: responses differ", rel, x.Key)
+			}
+		}
+	}
+	return nil
 }

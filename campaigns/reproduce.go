@@ -57,14 +57,17 @@ func SameTokens(a, b string) error {
 }
 
 // rawFiles lists an edition's raw records from its manifest.
-func rawFiles(dir string) ([]string, error) {
+func rawFiles(dir string) ([]string, error) { return rawFilesLike(dir, "raw/*/block-*.json") }
+
+// rawFilesLike lists the manifest's files that match pattern.
+func rawFilesLike(dir, pattern string) ([]string, error) {
 	var m editions.Manifest
 	if err := readJSONStrict(filepath.Join(dir, editions.ManifestFile), &m); err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, f := range m.Files {
-		if matched, _ := filepath.Match("raw/*/block-*.json", f.Path); matched {
+		if matched, _ := filepath.Match(pattern, f.Path); matched {
 			out = append(out, f.Path)
 		}
 	}
