@@ -72,6 +72,7 @@ decode_seconds, decode_tok_s, and under "cache" the request's counters
 			&cli.StringFlag{Name: "prompt", Value: "The quick brown fox", Usage: "prompt text"},
 			&cli.StringFlag{Name: "prompt-ids", Usage: "comma-separated prompt token ids (instead of --prompt)"},
 			&cli.IntFlag{Name: "tokens", Value: 32, Usage: "output tokens N"},
+			&cli.IntFlag{Name: "max-context", DefaultText: "prompt + tokens", Usage: "KV-cache length in positions (at most the model's max_position_embeddings)"},
 			&cli.BoolFlag{Name: "stop-at-eos", Usage: "stop at EOS instead of suppressing it"},
 			&cli.StringFlag{Name: "device", Value: "cpu", Usage: "cpu or cuda"},
 			&cli.IntFlag{Name: "threads", Usage: "CPU worker goroutines per op (0: all cores)"},
@@ -206,7 +207,21 @@ func runGenerate(c *cli.Context) error {
 	}
 	defer dev.Close()
 	be := dev.Backend
+	// The KV cache holds the request (prompt + tokens) unless --max-context
+	// asks for more; the engine refuses more than the model's
+	// max_position_embeddings.
+	maxSeq := len(prompt) + c.Int("tokens")
+	if n := c.Int("max-context"); n != 0 {
+		if n < maxSeq {
+			return usageError("--max-context %d: the prompt (%d tokens) and --tokens %d need %d positions", n, len(prompt), c.Int("tokens"), maxSeq)
+		}
+		maxSeq = n
+	}
+	if mp := cfgMaxPositions(art); mp > 0 && maxSeq > mp {
+		return usageError("the prompt (%d tokens) and --tokens %d need %d positions; the model holds %d (max_position_embeddings)", len(prompt), c.Int("tokens"), maxSeq, mp)
+	}
 	eng, err := engine.Load(be, dev.Rows, art, engine.LoadOptions{
+		MaxSeq:   maxSeq,
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
 		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"),
@@ -357,4 +372,14 @@ func obsText(o editions.Obs[int64]) string {
 		return fmt.Sprint(o.Value)
 	}
 	return o.Status
+}
+
+// cfgMaxPositions is the artifact model's max_position_embeddings (0: not
+// known).
+func cfgMaxPositions(art *qpack.Artifact) int {
+	cfg, err := art.Config()
+	if err != nil {
+		return 0
+	}
+	return cfg.MaxPositions
 }
