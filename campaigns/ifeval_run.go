@@ -151,27 +151,6 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 		return RunResult{}, err
 	}
 	res := RunResult{Edition: c.Edition, Dir: o.Out}
-	if res.Dir == "" {
-		res.Dir = filepath.Join("editions", c.Edition)
-	}
-	if err := checkDestination(res.Dir, o.Force); err != nil {
-		return res, err
-	}
-	runDir := o.RunDir
-	if runDir == "" {
-		runDir = filepath.Join("runs", c.Edition)
-	}
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return res, err
-	}
-	unlock, err := lockRunDir(ctx, runDir)
-	if err != nil {
-		return res, err
-	}
-	defer unlock()
-	if err := cleanStale(runDir, res.Dir); err != nil {
-		return res, err
-	}
 	campDoc, err := c.Doc()
 	if err != nil {
 		return res, err
@@ -180,31 +159,16 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	campPath, contractPath := filepath.Join(runDir, editions.CampaignFile), filepath.Join(runDir, editions.ContractFile)
-	if err := editions.WriteDoc(campPath, campDoc); err != nil {
-		return res, err
-	}
-	if err := editions.WriteDoc(contractPath, contractDoc); err != nil {
-		return res, err
-	}
-	j, err := openJournal(runDir)
+	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, prog.Say)
 	if err != nil {
 		return res, err
 	}
-	arts, left, err := prepareAll(ctx, o.Runtime, c, runDir, o.ArtifactCache, o.ShouldStop, prog.Say)
-	if err != nil {
-		return res, err
-	}
+	defer rs.unlock()
+	runDir, campPath, contractPath, j, arts, artSHA := rs.runDir, rs.campPath, rs.contractPath, rs.j, rs.arts, rs.artSHA
 	shards := k.Shards()
-	if left > 0 {
+	if rs.left > 0 {
 		res.Workers = len(c.Configurations) * shards
-		return res, &StoppedError{RunDir: runDir, Workers: res.Workers, Remaining: res.Workers, Artifacts: left}
-	}
-	artSHA := map[string]string{}
-	for id, dir := range arts {
-		if artSHA[id], err = o.Runtime.ArtifactSHA256(dir); err != nil {
-			return res, err
-		}
+		return res, &StoppedError{RunDir: runDir, Workers: res.Workers, Remaining: res.Workers, Artifacts: rs.left}
 	}
 	check := func(w worker) (*editions.IFEvalShard, error) {
 		s, err := ReadIFEvalShard(filepath.Join(runDir, w.rel))
@@ -281,10 +245,8 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteIFEvalEdition(dir, in) }); err != nil {
 		return res, err
 	}
-	for _, p := range []string{rawDir, journalFile, editions.CampaignFile, editions.ContractFile} {
-		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
-			return res, err
-		}
+	if err := clearRun(runDir); err != nil {
+		return res, err
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil

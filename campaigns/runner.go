@@ -160,28 +160,6 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		return RunResult{}, err
 	}
 	res := RunResult{Edition: c.Edition, Dir: o.Out}
-	if res.Dir == "" {
-		res.Dir = filepath.Join("editions", c.Edition)
-	}
-	if err := checkDestination(res.Dir, o.Force); err != nil {
-		return res, err
-	}
-	runDir := o.RunDir
-	if runDir == "" {
-		runDir = filepath.Join("runs", c.Edition)
-	}
-	if err := os.MkdirAll(runDir, 0o755); err != nil {
-		return res, err
-	}
-	unlock, err := lockRunDir(ctx, runDir)
-	if err != nil {
-		return res, err
-	}
-	defer unlock()
-	if err := cleanStale(runDir, res.Dir); err != nil {
-		return res, err
-	}
-
 	// Freeze the campaign and the contract: the workers read these.
 	campDoc, err := c.Doc()
 	if err != nil {
@@ -191,23 +169,13 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	campPath, contractPath := filepath.Join(runDir, editions.CampaignFile), filepath.Join(runDir, editions.ContractFile)
-	if err := editions.WriteDoc(campPath, campDoc); err != nil {
-		return res, err
-	}
-	if err := editions.WriteDoc(contractPath, contractDoc); err != nil {
-		return res, err
-	}
-
-	j, err := openJournal(runDir)
+	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, prog.Say)
 	if err != nil {
 		return res, err
 	}
-	arts, left, err := prepareAll(ctx, o.Runtime, c, runDir, o.ArtifactCache, o.ShouldStop, prog.Say)
-	if err != nil {
-		return res, err
-	}
-	if left > 0 {
+	defer rs.unlock()
+	runDir, campPath, contractPath, j, arts, artSHA := rs.runDir, rs.campPath, rs.contractPath, rs.j, rs.arts, rs.artSHA
+	if rs.left > 0 {
 		res.Workers = len(c.Configurations) * k.Blocks
 		done := 0
 		for i := range c.Configurations {
@@ -217,15 +185,7 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 				}
 			}
 		}
-		return res, &StoppedError{RunDir: runDir, Workers: res.Workers, Remaining: res.Workers - done, Artifacts: left}
-	}
-	artSHA := map[string]string{}
-	for id, dir := range arts {
-		sum, err := o.Runtime.ArtifactSHA256(dir)
-		if err != nil {
-			return res, err
-		}
-		artSHA[id] = sum
+		return res, &StoppedError{RunDir: runDir, Workers: res.Workers, Remaining: res.Workers - done, Artifacts: rs.left}
 	}
 
 	var plan, todo []worker
@@ -301,15 +261,91 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteEdition(dir, in) }); err != nil {
 		return res, err
 	}
-	// The edition holds the records now; the run directory keeps only the
-	// prepared artifacts, so the next run measures afresh.
-	for _, p := range []string{rawDir, journalFile, editions.CampaignFile, editions.ContractFile} {
-		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
-			return res, err
-		}
+	if err := clearRun(runDir); err != nil {
+		return res, err
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// clearRun empties a run directory after publication: the edition holds
+// the records now, and the run directory keeps only the prepared
+// artifacts, so the next run measures afresh.
+func clearRun(runDir string) error {
+	for _, p := range []string{rawDir, journalFile, editions.CampaignFile, editions.ContractFile} {
+		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runState is a run after setupRun: its directory locked (unlock releases
+// it), the frozen campaign and contract written there for the workers, its
+// journal open and its artifacts prepared (left: how many were not, when
+// ShouldStop answered; artSHA is filled only when none is left).
+type runState struct {
+	runDir, campPath, contractPath string
+	j                              *journal
+	arts, artSHA                   map[string]string
+	left                           int
+	unlock                         func()
+}
+
+// setupRun does what every run does before its workers, for Run and
+// RunIFEval alike: it checks the destination (res.Dir, defaulting to
+// editions/<edition>), creates, locks and cleans the run directory
+// (default runs/<edition>), writes the frozen documents, opens the journal
+// and prepares the artifacts.
+func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, campDoc editions.CampaignDoc, contractDoc editions.ContractDoc, say func(string)) (*runState, error) {
+	if res.Dir == "" {
+		res.Dir = filepath.Join("editions", c.Edition)
+	}
+	if err := checkDestination(res.Dir, o.Force); err != nil {
+		return nil, err
+	}
+	rs := &runState{runDir: o.RunDir}
+	if rs.runDir == "" {
+		rs.runDir = filepath.Join("runs", c.Edition)
+	}
+	if err := os.MkdirAll(rs.runDir, 0o755); err != nil {
+		return nil, err
+	}
+	unlock, err := lockRunDir(ctx, rs.runDir)
+	if err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*runState, error) {
+		unlock()
+		return nil, err
+	}
+	if err := cleanStale(rs.runDir, res.Dir); err != nil {
+		return fail(err)
+	}
+	rs.campPath, rs.contractPath = filepath.Join(rs.runDir, editions.CampaignFile), filepath.Join(rs.runDir, editions.ContractFile)
+	if err := editions.WriteDoc(rs.campPath, campDoc); err != nil {
+		return fail(err)
+	}
+	if err := editions.WriteDoc(rs.contractPath, contractDoc); err != nil {
+		return fail(err)
+	}
+	if rs.j, err = openJournal(rs.runDir); err != nil {
+		return fail(err)
+	}
+	if rs.arts, rs.left, err = prepareAll(ctx, o.Runtime, c, rs.runDir, o.ArtifactCache, o.ShouldStop, say); err != nil {
+		return fail(err)
+	}
+	rs.unlock = unlock
+	if rs.left > 0 {
+		return rs, nil
+	}
+	rs.artSHA = map[string]string{}
+	for id, dir := range rs.arts {
+		if rs.artSHA[id], err = o.Runtime.ArtifactSHA256(dir); err != nil {
+			return fail(err)
+		}
+	}
+	return rs, nil
 }
 
 // checkFinished re-checks a journaled record against the contract.

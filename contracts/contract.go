@@ -320,7 +320,14 @@ func (c *Contract) Metric(id string) (Metric, bool) {
 }
 
 // JSON returns the contract as canonical JSON.
-func (c *Contract) JSON() ([]byte, error) {
+func (c *Contract) JSON() ([]byte, error) { return canonicalDoc(c) }
+
+// SHA256 returns the contract's identity: the lowercase hex SHA-256 of its
+// canonical JSON.
+func (c *Contract) SHA256() (string, error) { return identity(c.ID, c) }
+
+// canonicalDoc is a contract of either kind as canonical JSON.
+func canonicalDoc(c any) ([]byte, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return nil, err
@@ -328,12 +335,11 @@ func (c *Contract) JSON() ([]byte, error) {
 	return CanonicalJSON(b)
 }
 
-// SHA256 returns the contract's identity: the lowercase hex SHA-256 of its
-// canonical JSON.
-func (c *Contract) SHA256() (string, error) {
-	b, err := c.JSON()
+// identity is the hex SHA-256 of a contract's canonical JSON.
+func identity(id string, c any) (string, error) {
+	b, err := canonicalDoc(c)
 	if err != nil {
-		return "", fmt.Errorf("contract %s: %w", c.ID, err)
+		return "", fmt.Errorf("contract %s: %w", id, err)
 	}
 	return HashCanonical(b), nil
 }

@@ -192,23 +192,11 @@ func (c *IFEval) ShardRange(s int) (lo, hi int) {
 }
 
 // JSON returns the contract as canonical JSON.
-func (c *IFEval) JSON() ([]byte, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	return CanonicalJSON(b)
-}
+func (c *IFEval) JSON() ([]byte, error) { return canonicalDoc(c) }
 
 // SHA256 returns the contract's identity: the hex SHA-256 of its
 // canonical JSON.
-func (c *IFEval) SHA256() (string, error) {
-	b, err := c.JSON()
-	if err != nil {
-		return "", fmt.Errorf("contract %s: %w", c.ID, err)
-	}
-	return HashCanonical(b), nil
-}
+func (c *IFEval) SHA256() (string, error) { return identity(c.ID, c) }
 
 // ContractID and CacheTerms let campaign validation read either contract
 // kind.

@@ -113,11 +113,16 @@ func WriteEdition(dir string, in EditionInput) error {
 			return err
 		}
 	}
-	now := time.Now
-	if in.Now != nil {
-		now = in.Now
+	return writeManifest(dir, c.Edition, in.Now)
+}
+
+// writeManifest lists every file of dir in its manifest.json, created at
+// now() (time.Now when nil), with this build's identity.
+func writeManifest(dir, edition string, now func() time.Time) error {
+	if now == nil {
+		now = time.Now
 	}
-	m, err := editions.BuildManifest(dir, c.Edition, now(), editions.ReadBuildInfo())
+	m, err := editions.BuildManifest(dir, edition, now(), editions.ReadBuildInfo())
 	if err != nil {
 		return err
 	}

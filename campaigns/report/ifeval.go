@@ -303,15 +303,7 @@ func WriteIFEvalEdition(dir string, in IFEvalInput) error {
 			return err
 		}
 	}
-	now := time.Now
-	if in.Now != nil {
-		now = in.Now
-	}
-	m, err := editions.BuildManifest(dir, c.Edition, now(), editions.ReadBuildInfo())
-	if err != nil {
-		return err
-	}
-	return editions.WriteDoc(filepath.Join(dir, editions.ManifestFile), &m)
+	return writeManifest(dir, c.Edition, in.Now)
 }
 
 // ifevalReport is what both IFEval reports show.

@@ -12,6 +12,7 @@ import (
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/runtime/device"
 	"github.com/horizon-runmap/horizon/runtime/observe"
 )
 
@@ -69,41 +70,9 @@ func runWorkerCmd(c *cli.Context) (err error) {
 		return err
 	}
 	defer dev.Close()
-	wd := worker.Device{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows, VRAM: sampler}
-	if camp.Device == "cpu" {
-		wd.Threads = camp.Threads
-		if wd.Threads == 0 {
-			wd.Threads = runtime.GOMAXPROCS(0)
-		}
-	}
-	// What the opened device can observe beyond its ops: on cuda the
-	// pinned H2D bandwidth (256 MiB copies, median of 5) and the GPU's
-	// name and driver. A device without them leaves those observations
-	// UNSUPPORTED on the cpu and UNKNOWN on cuda; an error makes one
-	// UNKNOWN, and the reason goes to stderr (the record keeps none). VRAM
-	// needs nothing here: on cuda the worker starts runtime/observe's NVML
-	// sampler above.
-	if dev.MeasureH2D != nil {
-		wd.H2DBandwidth = func() (float64, error) {
-			bw, err := dev.MeasureH2D()
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "worker: H2D bandwidth will be UNKNOWN: %v\n", err)
-			}
-			return bw, err
-		}
-	}
-	if dev.Info != nil {
-		var err error
-		if wd.GPU, wd.Driver, err = dev.Info(); err != nil {
-			fmt.Fprintf(os.Stderr, "worker: GPU name or driver version will be UNKNOWN: %v\n", err)
-		}
-	}
-	var progress io.Writer
-	if fd := c.Int("progress-fd"); fd > 0 {
-		f := os.NewFile(uintptr(fd), "progress")
-		defer f.Close()
-		progress = f
-	}
+	wd := workerDevice(camp, dev, sampler)
+	progress, closeProgress := progressWriter(c)
+	defer closeProgress()
 	return worker.Run(worker.Options{
 		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Block: c.Int("block"),
 		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
@@ -125,26 +94,56 @@ func runIFEvalWorker(c *cli.Context, started time.Time) error {
 		return err
 	}
 	defer dev.Close()
-	wd := worker.Device{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows}
+	wd := workerDevice(camp, dev, nil)
+	wd.H2DBandwidth = nil // an IFEval shard records no transfer bandwidth
+	progress, closeProgress := progressWriter(c)
+	defer closeProgress()
+	return worker.RunIFEval(worker.IFEvalOptions{
+		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Shard: c.Int("block"),
+		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
+	})
+}
+
+// workerDevice describes the opened device to a worker: its backend and
+// rows, the CPU threads, the VRAM sampler (nil: none), and what the device
+// can observe beyond its ops. On cuda those are the pinned H2D bandwidth
+// (256 MiB copies, median of 5) and the GPU's name and driver; a device
+// without them leaves those observations UNSUPPORTED on the cpu and
+// UNKNOWN on cuda, and an error makes one UNKNOWN, its reason on stderr
+// (the record keeps none).
+func workerDevice(camp *campaigns.Campaign, dev *device.Opened, sampler observe.VRAMSampler) worker.Device {
+	wd := worker.Device{Name: camp.Device, Backend: dev.Backend, Rows: dev.Rows, VRAM: sampler}
 	if camp.Device == "cpu" {
 		wd.Threads = camp.Threads
 		if wd.Threads == 0 {
 			wd.Threads = runtime.GOMAXPROCS(0)
 		}
 	}
+	if dev.MeasureH2D != nil {
+		wd.H2DBandwidth = func() (float64, error) {
+			bw, err := dev.MeasureH2D()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "worker: H2D bandwidth will be UNKNOWN: %v\n", err)
+			}
+			return bw, err
+		}
+	}
 	if dev.Info != nil {
+		var err error
 		if wd.GPU, wd.Driver, err = dev.Info(); err != nil {
 			fmt.Fprintf(os.Stderr, "worker: GPU name or driver version will be UNKNOWN: %v\n", err)
 		}
 	}
-	var progress io.Writer
-	if fd := c.Int("progress-fd"); fd > 0 {
-		f := os.NewFile(uintptr(fd), "progress")
-		defer f.Close()
-		progress = f
+	return wd
+}
+
+// progressWriter is the worker's progress stream (--progress-fd; nil
+// without one) and what closes it.
+func progressWriter(c *cli.Context) (io.Writer, func()) {
+	fd := c.Int("progress-fd")
+	if fd <= 0 {
+		return nil, func() {}
 	}
-	return worker.RunIFEval(worker.IFEvalOptions{
-		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Shard: c.Int("block"),
-		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
-	})
+	f := os.NewFile(uintptr(fd), "progress")
+	return f, func() { f.Close() }
 }
