@@ -164,7 +164,7 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 		return res, err
 	}
 	defer rs.unlock()
-	runDir, campPath, contractPath, j, arts, artSHA := rs.runDir, rs.campPath, rs.contractPath, rs.j, rs.arts, rs.artSHA
+	runDir, j, artSHA := rs.runDir, rs.j, rs.artSHA
 	shards := k.Shards()
 	if rs.left > 0 {
 		res.Workers = len(c.Configurations) * shards
@@ -201,34 +201,14 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 		sp.Shards()
 	}
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoPrompts*int64(k.MaxNewTokens))
-	for n, w := range todo {
-		if o.ShouldStop != nil && o.ShouldStop() {
-			prog.Done()
-			return res, &StoppedError{RunDir: runDir, Workers: len(plan), Remaining: len(todo) - n}
-		}
-		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, shards)
-		args := WorkerArgs{Campaign: campPath, Contract: contractPath, Config: w.cfg.ID, Block: w.block,
-			Artifact: arts[w.cfg.ID], Out: filepath.Join(runDir, w.rel)}
-		if err := runWorker(ctx, o.Launch, args, prog); err != nil {
-			prog.Done()
-			return res, fmt.Errorf("worker %s shard %d: %w (finished workers are kept; run again to resume)", w.cfg.ID, w.block, err)
-		}
-		if _, err := check(w); err != nil {
-			prog.Done()
-			return res, err
-		}
-		sum, size, err := editions.HashFile(filepath.Join(runDir, w.rel))
-		if err != nil {
-			prog.Done()
-			return res, err
-		}
-		if err := j.add(journalEntry{Key: w.key, Path: w.rel, Bytes: size, SHA256: sum}); err != nil {
-			prog.Done()
-			return res, err
-		}
-		res.Ran++
+	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "shard", shards, func(w worker) error {
+		_, err := check(w)
+		return err
+	})
+	res.Ran = ran
+	if err != nil {
+		return res, err
 	}
-	prog.Done()
 	records := map[string][]*editions.IFEvalShard{}
 	for _, w := range plan {
 		if !j.finished(runDir, w.key, w.rel) {

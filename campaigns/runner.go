@@ -174,7 +174,7 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		return res, err
 	}
 	defer rs.unlock()
-	runDir, campPath, contractPath, j, arts, artSHA := rs.runDir, rs.campPath, rs.contractPath, rs.j, rs.arts, rs.artSHA
+	runDir, j, artSHA := rs.runDir, rs.j, rs.artSHA
 	if rs.left > 0 {
 		res.Workers = len(c.Configurations) * k.Blocks
 		done := 0
@@ -207,41 +207,17 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	// every metric, and the display counts it apart.
 	perWorker := int64(len(k.Prompts) * k.OutputTokens)
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), int64(len(todo))*perWorker)
-	for n, w := range todo {
-		if o.ShouldStop != nil && o.ShouldStop() {
-			prog.Done()
-			return res, &StoppedError{RunDir: runDir, Workers: len(plan), Remaining: len(todo) - n}
-		}
-		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, k.Blocks)
-		args := WorkerArgs{
-			Campaign: campPath, Contract: contractPath, Config: w.cfg.ID, Block: w.block,
-			Artifact: arts[w.cfg.ID], Out: filepath.Join(runDir, w.rel),
-		}
-		if err := runWorker(ctx, o.Launch, args, prog); err != nil {
-			prog.Done()
-			return res, fmt.Errorf("worker %s block %d: %w (finished workers are kept; run again to resume)", w.cfg.ID, w.block, err)
-		}
+	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "block", k.Blocks, func(w worker) error {
 		rec, err := readRecord(filepath.Join(runDir, w.rel))
 		if err != nil {
-			prog.Done()
-			return res, err
+			return err
 		}
-		if err := CheckRecord(k, c, w.cfg, w.block, rec); err != nil {
-			prog.Done()
-			return res, err
-		}
-		sum, size, err := editions.HashFile(filepath.Join(runDir, w.rel))
-		if err != nil {
-			prog.Done()
-			return res, err
-		}
-		if err := j.add(journalEntry{Key: w.key, Path: w.rel, Bytes: size, SHA256: sum}); err != nil {
-			prog.Done()
-			return res, err
-		}
-		res.Ran++
+		return CheckRecord(k, c, w.cfg, w.block, rec)
+	})
+	res.Ran = ran
+	if err != nil {
+		return res, err
 	}
-	prog.Done()
 
 	// Every record is in place and journaled: read them back (hash checked
 	// once more) and build the edition.
@@ -278,6 +254,39 @@ func clearRun(runDir string) error {
 		}
 	}
 	return nil
+}
+
+// runTodo runs the workers left, one at a time: each is started only while
+// ShouldStop answers false, its record is checked (check) and journaled
+// with its SHA-256. unit names a worker's unit in errors ("block",
+// "shard"); units is how many a configuration has. It returns how many ran
+// and a *StoppedError when ShouldStop stopped it.
+func (rs *runState) runTodo(ctx context.Context, o RunOptions, prog Progress, c *Campaign, plan, todo []worker, unit string, units int, check func(worker) error) (int, error) {
+	defer prog.Done()
+	ran := 0
+	for n, w := range todo {
+		if o.ShouldStop != nil && o.ShouldStop() {
+			return ran, &StoppedError{RunDir: rs.runDir, Workers: len(plan), Remaining: len(todo) - n}
+		}
+		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, units)
+		args := WorkerArgs{Campaign: rs.campPath, Contract: rs.contractPath, Config: w.cfg.ID, Block: w.block,
+			Artifact: rs.arts[w.cfg.ID], Out: filepath.Join(rs.runDir, w.rel)}
+		if err := runWorker(ctx, o.Launch, args, prog); err != nil {
+			return ran, fmt.Errorf("worker %s %s %d: %w (finished workers are kept; run again to resume)", w.cfg.ID, unit, w.block, err)
+		}
+		if err := check(w); err != nil {
+			return ran, err
+		}
+		sum, size, err := editions.HashFile(filepath.Join(rs.runDir, w.rel))
+		if err != nil {
+			return ran, err
+		}
+		if err := rs.j.add(journalEntry{Key: w.key, Path: w.rel, Bytes: size, SHA256: sum}); err != nil {
+			return ran, err
+		}
+		ran++
+	}
+	return ran, nil
 }
 
 // runState is a run after setupRun: its directory locked (unlock releases
