@@ -2,20 +2,18 @@ package verifier
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/ifeval"
-	"github.com/horizon-runmap/horizon/runtime/tokenizer"
 )
 
 // IFEval editions (contracts IFEVAL-v1 and IFEVAL-SMOKE-v1) get the manifest
@@ -32,10 +30,10 @@ var (
 	IDIFEvalVerdict  = def("ifeval", "ifeval.verdict", Error, "a retained response re-scores to other verdicts than the configuration's document says")
 	IDIFEvalScore    = def("ifeval", "ifeval.score", Error, "a configuration document's scores, endings or rate do not recompute from its shards")
 	IDIFEvalClaim    = def("ifeval", "ifeval.claim", Error, "claims.json does not recompute from the configuration documents")
-	IDIFEvalReport   = def("ifeval", "ifeval.report", Error, "report.md, report.html or the plot differs from what the edition's documents render")
+	IDIFEvalReport   = def("ifeval", "ifeval.report", Error, "report.md or report.html does not show a configuration's four accuracies as its document gives them (or the synthetic warning), or the plot is not a PNG")
 	IDIFEvalUnknown  = def("ifeval", "ifeval.unexpected-file", Error, "a raw or configuration file that no configuration of the campaign explains")
-	IDIFEvalText     = def("ifeval", "ifeval.text-unchecked", Hint, "response texts are checked against the scores, not against their token ids: that needs the tokenizer, which the edition does not carry (a synthetic checkpoint's byte-level tokenizer is rebuilt and checked)")
-	IDIFEvalDecode   = def("ifeval", "ifeval.decode", Error, "a response's text is not what its token ids decode to, or a raw prompt's token ids are not its text's, under the byte-level tokenizer the record names")
+	IDIFEvalText     = def("ifeval", "ifeval.text-unchecked", Hint, "response texts are checked against the scores, not against their token ids: that needs the tokenizer, which the edition does not carry (a synthetic checkpoint's byte-level texts are decoded and checked)")
+	IDIFEvalDecode   = def("ifeval", "ifeval.decode", Error, "a response's text is not what its token ids decode to, or a raw prompt's token ids are not its text's, under a synthetic checkpoint's byte-level tokenizer")
 )
 
 // isIFEvalEdition reports whether the edition's contract.json names an
@@ -103,7 +101,7 @@ func checkIFEval(v *view, fs *findings) {
 			fs.add(IDIFEvalContract, kf, "/sha256", rs, sum, "%s as released has sha256 %s; this edition's contract is %s", k.ID, rs, sum)
 		}
 	}
-	ins, err := report.IFEvalInputs(k)
+	ins, err := ifevalPopulation(k)
 	if err != nil {
 		fs.add(IDIFEvalInput, kf, "/contract/input", ifeval.OfficialInputSHA256, k.Input.SHA256, "%v", err)
 		return
@@ -120,14 +118,12 @@ func checkIFEval(v *view, fs *findings) {
 		fs.add(IDIFEvalCampaign, cf, "", "a campaign document", nil, "campaign.json: %v", err)
 		return
 	}
-	c, err := report.CampaignFromDoc(cd)
-	if err != nil {
-		fs.add(IDIFEvalCampaign, cf, "/campaign", nil, nil, "%v", err)
-		return
-	}
 	var ref struct {
-		Contract editions.ContractRef `json:"contract"`
-		Configs  []struct {
+		Edition     string               `json:"edition"`
+		Evidence    string               `json:"evidence"`
+		Publication string               `json:"publication"`
+		Contract    editions.ContractRef `json:"contract"`
+		Configs     []struct {
 			ID       string `json:"id"`
 			Capacity int    `json:"capacity"`
 			Executor string `json:"executor"`
@@ -135,9 +131,10 @@ func checkIFEval(v *view, fs *findings) {
 	}
 	if err := json.Unmarshal(cd.Campaign, &ref); err != nil || ref.Contract.ID != k.ID || ref.Contract.SHA256 != sum {
 		fs.add(IDIFEvalCampaign, cf, "/campaign/contract", k.ID+" "+sum, ref.Contract.ID+" "+ref.Contract.SHA256,
-			"the campaign runs contract %s %s, the edition's contract is %s %s", ref.Contract.ID, ref.Contract.SHA256, k.ID, sum)
+			"the campaign runs contract %s %s, the edition's contract is %s %s (%v)", ref.Contract.ID, ref.Contract.SHA256, k.ID, sum, err)
 		return
 	}
+	c := &ref
 	if c.Edition != e.Manifest.Edition || cd.Edition != e.Manifest.Edition {
 		fs.add(IDIFEvalCampaign, cf, "/edition", e.Manifest.Edition, c.Edition, "the campaign names edition %s, the manifest %s", c.Edition, e.Manifest.Edition)
 	}
@@ -159,8 +156,8 @@ func checkIFEval(v *view, fs *findings) {
 				ok = false
 				continue
 			}
-			if err := report.CheckIFEvalShard(k, sum, ins, cfg.ID, s, &sh); err != nil {
-				fs.add(IDIFEvalShard, p, "", nil, nil, "%v", err)
+			if msg := shardProblem(k, sum, ins, cfg.ID, s, &sh); msg != "" {
+				fs.add(IDIFEvalShard, p, "", nil, nil, "configuration %s shard %d: %s", cfg.ID, s, msg)
 				ok = false
 			} else if lo, _ := k.ShardRange(s); !checkDecoding(fs, p, &sh, ins, lo) {
 				unchecked++
@@ -188,7 +185,7 @@ func checkIFEval(v *view, fs *findings) {
 			complete = false
 			continue
 		}
-		want, err := report.IFEvalAggregate(k, ins, cfg.ID, shards)
+		want, err := expectedConfig(ins, cfg.ID, shards)
 		if err != nil {
 			fs.add(IDIFEvalScore, cp, "", nil, nil, "configuration %s: %v", cfg.ID, err)
 			complete = false
@@ -212,7 +209,7 @@ func checkIFEval(v *view, fs *findings) {
 		return
 	}
 	// Claims and reports follow from the configuration documents.
-	wantClaims := report.IFEvalClaimsOf(c, docs)
+	wantClaims := expectedClaims(c.Edition, c.Evidence, c.Publication, docs)
 	var gotClaims editions.IFEvalClaims
 	if err := strictJSON(data(editions.ClaimsFile), &gotClaims); err != nil {
 		fs.add(IDIFEvalClaim, editions.ClaimsFile, "", "a claims document", nil, "claims.json: %v", err)
@@ -230,69 +227,101 @@ func checkIFEval(v *view, fs *findings) {
 		}
 		fs.add(IDIFEvalClaim, editions.ClaimsFile, "", nil, nil, "%s", msg)
 	}
-	tmp, err := os.MkdirTemp("", "horizon-verify-ifeval-")
-	if err != nil {
-		fs.add(IDIFEvalReport, "", "", nil, nil, "cannot render the reports to compare: %v", err)
-		return
-	}
-	defer os.RemoveAll(tmp)
-	for _, f := range []struct {
-		name  string
-		write func(*bytes.Buffer) error
-	}{
-		{editions.ReportMD, func(b *bytes.Buffer) error { return report.IFEvalMarkdown(b, c, k, sum, docs) }},
-		{editions.ReportHTML, func(b *bytes.Buffer) error { return report.IFEvalHTML(b, c, k, sum, docs) }},
-	} {
-		var b bytes.Buffer
-		if err := f.write(&b); err != nil {
-			fs.add(IDIFEvalReport, f.name, "", nil, nil, "render %s: %v", f.name, err)
-			continue
-		}
-		got, err := os.ReadFile(filepath.Join(e.Dir, f.name))
-		if err != nil || !bytes.Equal(got, b.Bytes()) {
-			fs.add(IDIFEvalReport, f.name, "", "the rendering of the edition's documents", nil, "%s differs from what the documents render (%v)", f.name, err)
-		}
-	}
-	png, err := report.IFEvalPlot(docs)
-	if err != nil {
-		fs.add(IDIFEvalReport, report.IFEvalPlotFile, "", nil, nil, "render %s: %v", report.IFEvalPlotFile, err)
-	} else if got, err := os.ReadFile(filepath.Join(e.Dir, filepath.FromSlash(report.IFEvalPlotFile))); err != nil || !bytes.Equal(got, png) {
-		fs.add(IDIFEvalReport, report.IFEvalPlotFile, "", "the rendering of the edition's documents", nil, "%s differs from what the documents render (%v)", report.IFEvalPlotFile, err)
-	}
+	checkIFEvalReports(fs, e, docs)
 	if unchecked > 0 {
 		fs.add(IDIFEvalText, "", "", nil, nil, "%d shard(s) name a tokenizer other than the synthetic byte-level one: their texts were re-scored as retained, but that each decodes from its token ids was not checked (the edition carries no tokenizer)", unchecked)
 	}
 }
 
-// checkDecoding rebuilds the byte-level tokenizer of a synthetic
-// checkpoint (its vocabulary size and EOS ids, runtime/tokenizer) and, when
-// its SHA-256 is the one the shard names, checks that every text is its
-// token ids decoded and that every raw prompt encodes to its token ids. It
-// returns false when the shard names another tokenizer.
+// checkDecoding checks a synthetic checkpoint's shard (its tokenizer is
+// byte level, as the residency physics check assumes too): every text is
+// its token ids decoded (byteLevelText), and every raw prompt's ids are its
+// UTF-8 bytes. It returns false for any other checkpoint, whose tokenizer
+// the edition does not carry.
 func checkDecoding(fs *findings, p string, sh *editions.IFEvalShard, ins []ifeval.Input, lo int) bool {
-	m := sh.Setup.Model
-	var b bytes.Buffer
-	if err := tokenizer.WriteByteLevelJSON(&b, m.Vocab, m.EOSTokenIDs); err != nil {
+	if sh.Checkpoint.Kind != "synthetic" {
 		return false
 	}
-	if sum := sha256.Sum256(b.Bytes()); hex.EncodeToString(sum[:]) != sh.Setup.TokenizerSHA256 {
-		return false
-	}
-	tok := tokenizer.NewByteLevel(m.Vocab, m.EOSTokenIDs)
+	eos := sh.Setup.Model.EOSTokenIDs
 	for i, r := range sh.Responses {
-		if got := tok.Decode(r.TokenIDs); got != r.Text {
+		if got := byteLevelText(r.TokenIDs, eos); got != r.Text {
 			fs.add(IDIFEvalDecode, p, ptr("responses", i)+"/text", got, r.Text, "key %d: the token ids decode to %.40q, the record's text is %.40q", r.Key, got, r.Text)
 			return true
 		}
-		if sh.Setup.PromptFormat == contracts.FormatRaw && lo+i < len(ins) {
-			ids, err := tok.Encode(ins[lo+i].Prompt)
-			if err != nil || !slices.Equal(ids, r.PromptTokenIDs) {
-				fs.add(IDIFEvalDecode, p, ptr("responses", i)+"/prompt_token_ids", nil, nil, "key %d: the prompt token ids are not the prompt's bytes (%v)", r.Key, err)
-				return true
-			}
+		if sh.Setup.PromptFormat != contracts.FormatRaw || lo+i >= len(ins) {
+			continue
+		}
+		text := ins[lo+i].Prompt
+		bytesOK := len(r.PromptTokenIDs) == len(text)
+		for j := 0; bytesOK && j < len(text); j++ {
+			bytesOK = r.PromptTokenIDs[j] == int(text[j])
+		}
+		if !bytesOK {
+			fs.add(IDIFEvalDecode, p, ptr("responses", i)+"/prompt_token_ids", len(text), len(r.PromptTokenIDs),
+				"key %d: the prompt token ids are not the prompt's UTF-8 bytes", r.Key)
+			return true
 		}
 	}
 	return true
+}
+
+var ifevalCell = regexp.MustCompile(`<td[^>]*>(.*?)</td>`)
+
+// checkIFEvalReports: both reports carry every configuration's four
+// accuracies as the documents give them and, for a synthetic checkpoint,
+// the warning that comes first; the plot is a PNG.
+func checkIFEvalReports(fs *findings, e *Edition, docs []editions.IFEvalConfig) {
+	ratio := func(r editions.IFEvalRatio) string {
+		if r.Total == 0 {
+			return "0/0"
+		}
+		return fmt.Sprintf("%d/%d (%.1f%%)", r.Followed, r.Total, 100*float64(r.Followed)/float64(r.Total))
+	}
+	for _, name := range []string{editions.ReportMD, editions.ReportHTML} {
+		b, err := os.ReadFile(filepath.Join(e.Dir, name))
+		if err != nil {
+			fs.add(IDIFEvalReport, name, "", "present", "absent", "%s: %v", name, err)
+			continue
+		}
+		text := string(b)
+		rows := map[string][][]string{} // first cell -> rows' cells
+		for _, line := range strings.Split(text, "\n") {
+			var cells []string
+			if name == editions.ReportHTML {
+				for _, m := range ifevalCell.FindAllStringSubmatch(line, -1) {
+					cells = append(cells, html.UnescapeString(m[1]))
+				}
+			} else if strings.HasPrefix(line, "|") {
+				for _, c := range strings.Split(strings.Trim(line, "|"), "|") {
+					cells = append(cells, strings.TrimSpace(c))
+				}
+			}
+			if len(cells) >= 7 {
+				rows[cells[0]] = append(rows[cells[0]], cells)
+			}
+		}
+		for i := range docs {
+			d := &docs[i]
+			// the results table: id, checkpoint, format, then the four accuracies
+			want := []string{ratio(d.Strict.PromptLevel), ratio(d.Strict.InstructionLevel), ratio(d.Loose.PromptLevel), ratio(d.Loose.InstructionLevel)}
+			found := false
+			for _, cells := range rows[d.ID] {
+				found = found || slices.Equal(cells[3:7], want)
+			}
+			if !found {
+				fs.add(IDIFEvalReport, name, "", strings.Join(want, ", "), nil,
+					"%s has no results row for %s showing its accuracies %s (strict prompt, instruction; loose prompt, instruction)", name, d.ID, strings.Join(want, ", "))
+			}
+			if d.Checkpoint.Kind == "synthetic" && !strings.Contains(text, "Read this first") {
+				fs.add(IDIFEvalReport, name, "", "the synthetic-checkpoint warning", nil, "%s does not say first that %s's checkpoint is synthetic", name, d.ID)
+			}
+		}
+	}
+	const plot = "plots/ifeval_categories.png"
+	b, err := os.ReadFile(filepath.Join(e.Dir, filepath.FromSlash(plot)))
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		fs.add(IDIFEvalReport, plot, "", "a PNG", nil, "%s is missing or not a PNG (%v)", plot, err)
+	}
 }
 
 // compareIFEvalConfig reports the first difference of each kind between a

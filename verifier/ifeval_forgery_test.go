@@ -2,8 +2,10 @@ package verifier
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -259,7 +261,16 @@ func TestIFEvalForgeries(t *testing.T) {
 			if tc.want == IDIFEvalReport {
 				p := filepath.Join(dir, editions.ReportMD)
 				b, _ := os.ReadFile(p)
-				if err := os.WriteFile(p, append(b, []byte("\nAll instructions followed.\n")...), 0o644); err != nil {
+				// raise the first configuration's strict prompt-level score in its row
+				var lines []string
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "| "+e.ids[0]+" |") {
+						d := e.configs[e.ids[0]].Strict.PromptLevel
+						l = strings.Replace(l, fmt.Sprintf("| %d/%d (", d.Followed, d.Total), fmt.Sprintf("| %d/%d (", d.Total, d.Total), 1)
+					}
+					lines = append(lines, l)
+				}
+				if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				remanifest(t, dir, e.c.Edition)

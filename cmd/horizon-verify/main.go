@@ -113,9 +113,10 @@ var checkHelp = map[string][]string{
 	"ifeval": {
 		"IFEval editions only (they run manifest, schema, ifeval, signature; the",
 		"others are n/a): every retained response re-scored on the CPU; verdicts,",
-		"scores, claims, reports and plot recomputed; the contract is the released",
-		"one, its input hash and population the official ones; endings agree with",
-		"the EOS ids; one build; a synthetic checkpoint's texts decode from their ids",
+		"scores and claims recomputed, the reports' result rows checked against",
+		"them; the contract is the released one, its input hash and population the",
+		"official ones; endings agree with the EOS ids; one build; a synthetic",
+		"checkpoint's texts decode from their token ids",
 	},
 	"signature": {
 		"attestation.dsse.json (horizon-bench attest) signs this manifest.json;",
