@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -25,8 +26,12 @@ func writeText(w io.Writer, rep *verifier.Report, code int) error {
 		ew.printf("\nUNREADABLE: %s cannot be verified (exit %d)\n", rep.Dir, code)
 		return ew.err
 	}
-	ew.printf("horizon-verify %s (edition %s): %d files, %d configurations, %d raw records, %d measured requests, %d claims\n\n",
-		rep.Dir, s.Edition, s.Files, s.Configurations, s.RawRecords, s.Requests, s.Claims)
+	records, requests := "raw records", "measured requests"
+	if rep.Ran != nil && slices.Contains(rep.Ran, "ifeval") {
+		records, requests = "shard records", "responses"
+	}
+	ew.printf("horizon-verify %s (edition %s): %d files, %d configurations, %d %s, %d %s, %d claims\n\n",
+		rep.Dir, s.Edition, s.Files, s.Configurations, s.RawRecords, records, s.Requests, requests, s.Claims)
 	for _, c := range s.Checks {
 		status := strings.ToUpper(c.Status)
 		counts := ""
