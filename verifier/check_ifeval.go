@@ -3,6 +3,7 @@ package verifier
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
@@ -33,6 +35,7 @@ var (
 	IDIFEvalReport   = def("ifeval", "ifeval.report", Error, "report.md or report.html does not show a configuration's four accuracies as its document gives them (or the synthetic warning), or the plot is not a PNG")
 	IDIFEvalUnknown  = def("ifeval", "ifeval.unexpected-file", Error, "a raw or configuration file that no configuration of the campaign explains")
 	IDIFEvalText     = def("ifeval", "ifeval.text-unchecked", Hint, "response texts are checked against the scores, not against their token ids: that needs the tokenizer, which the edition does not carry (a synthetic checkpoint's byte-level texts are decoded and checked)")
+	IDIFEvalTime     = def("ifeval", "ifeval.time", Error, "a shard's started_at/finished_at do not parse or run backwards, or its responses' seconds add up to more than that wall clock")
 	IDIFEvalDecode   = def("ifeval", "ifeval.decode", Error, "a response's text is not what its token ids decode to, or a raw prompt's token ids are not its text's, under a synthetic checkpoint's byte-level tokenizer")
 )
 
@@ -159,8 +162,11 @@ func checkIFEval(v *view, fs *findings) {
 			if msg := shardProblem(k, sum, ins, cfg.ID, s, &sh); msg != "" {
 				fs.add(IDIFEvalShard, p, "", nil, nil, "configuration %s shard %d: %s", cfg.ID, s, msg)
 				ok = false
-			} else if lo, _ := k.ShardRange(s); !checkDecoding(fs, p, &sh, ins, lo) {
-				unchecked++
+			} else {
+				if lo, _ := k.ShardRange(s); !checkDecoding(fs, p, &sh, ins, lo) {
+					unchecked++
+				}
+				checkShardTime(fs, p, &sh)
 			}
 			if sh.Edition != e.Manifest.Edition {
 				fs.add(IDIFEvalShard, p, "/edition", e.Manifest.Edition, sh.Edition, "shard of edition %s in edition %s", sh.Edition, e.Manifest.Edition)
@@ -230,6 +236,39 @@ func checkIFEval(v *view, fs *findings) {
 	checkIFEvalReports(fs, e, docs)
 	if unchecked > 0 {
 		fs.add(IDIFEvalText, "", "", nil, nil, "%d shard(s) name a tokenizer other than the synthetic byte-level one: their texts were re-scored as retained, but that each decodes from its token ids was not checked (the edition carries no tokenizer)", unchecked)
+	}
+}
+
+// shardClockSlack is what the responses' seconds may exceed the shard's
+// wall clock by: the two timestamps are taken with nanosecond resolution
+// outside the timed generation, so any excess is a forged time.
+const shardClockSlack = time.Millisecond
+
+// checkShardTime bounds a shard's response times by its own wall clock:
+// the worker times each response inside the span that started_at and
+// finished_at enclose, one response after another, so their sum cannot be
+// longer (a response rate raised by shortening seconds cannot be caught
+// this way, only one that claims more time than the shard had is).
+func checkShardTime(fs *findings, p string, sh *editions.IFEvalShard) {
+	start, err1 := time.Parse(time.RFC3339Nano, sh.StartedAt)
+	end, err2 := time.Parse(time.RFC3339Nano, sh.FinishedAt)
+	if err := errors.Join(err1, err2); err != nil {
+		fs.add(IDIFEvalTime, p, "/started_at", "RFC 3339 times", sh.StartedAt+" "+sh.FinishedAt, "shard %d: %v", sh.Shard, err)
+		return
+	}
+	wall := end.Sub(start)
+	if wall < 0 {
+		fs.add(IDIFEvalTime, p, "/finished_at", "after "+sh.StartedAt, sh.FinishedAt, "shard %d finished %v before it started", sh.Shard, -wall)
+		return
+	}
+	sum := 0.0
+	for _, r := range sh.Responses {
+		sum += r.Seconds
+	}
+	if resp := time.Duration(sum * float64(time.Second)); resp > wall+shardClockSlack {
+		fs.add(IDIFEvalTime, p, "/responses", fmt.Sprintf("<= %.3f s", wall.Seconds()), fmt.Sprintf("%.3f s", sum),
+			"shard %d's %d responses took %.3f s in all, longer than the shard's own wall clock of %.3f s (%s to %s)",
+			sh.Shard, len(sh.Responses), sum, wall.Seconds(), sh.StartedAt, sh.FinishedAt)
 	}
 }
 

@@ -236,6 +236,17 @@ func TestIFEvalForgeries(t *testing.T) {
 		{"a different build for one shard", func(e *ifevalEd, _ string) {
 			e.shards[e.ids[1]][0].Environment.Build.VCSRevision = "0000000000000000000000000000000000000000"
 		}, IDIFEvalSetup},
+		{"response seconds stretched past the shard's wall clock", func(e *ifevalEd, _ string) {
+			sh := e.shards[e.ids[0]][0]
+			start, _ := time.Parse(time.RFC3339Nano, sh.StartedAt)
+			end, _ := time.Parse(time.RFC3339Nano, sh.FinishedAt)
+			sh.Responses[0].Seconds += end.Sub(start).Seconds()
+			e.configs[e.ids[0]] = rescored(t, e, e.ids[0])
+		}, IDIFEvalTime},
+		{"a shard finishing before it started", func(e *ifevalEd, _ string) {
+			sh := e.shards[e.ids[1]][0]
+			sh.StartedAt, sh.FinishedAt = sh.FinishedAt, sh.StartedAt
+		}, IDIFEvalTime},
 		{"claims edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalClaim},
 		{"report.md edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalReport},
 	} {

@@ -377,7 +377,7 @@ func IFEvalMarkdown(w io.Writer, c *Campaign, k *contracts.IFEval, sha string, d
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# %s\n\n", r.Edition)
 	if len(r.Synthetic) > 0 {
-		p("**Read this first.** The checkpoints are synthetic (%s): deterministic random weights with a real model's shapes. Their responses are meaningless text and their scores near zero. This edition proves the pipeline (generation, retained responses, scoring, CPU re-scoring) and records its time; it measures no model's instruction following.\n\n",
+		p("**Read this first.** The checkpoints are synthetic (%s): deterministic random weights with a real model's shapes. Their responses are meaningless text. Whatever instructions they satisfy, they satisfy by chance (random text has no commas to forbid, and meets some length and language limits), so the scores below measure no model's instruction following. This edition proves the pipeline (generation, retained responses, scoring, CPU re-scoring) and records its time.\n\n",
 			strings.Join(r.Synthetic, ", "))
 	}
 	p("%s\n\nContract %s (sha256 %s), scorer rules %s, device %s. Every response is retained in raw/; `horizon-verify` re-scores each one.\n\n",
@@ -405,7 +405,7 @@ var ifevalHTML = template.Must(template.New("ifeval").Parse(`<!DOCTYPE html>
 <style>body{font-family:sans-serif;max-width:70em;margin:2em auto;padding:0 1em}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em}td.n{text-align:right}.warn{background:#fff3cd;padding:.8em;border:1px solid #e0c36b}</style>
 </head><body>
 <h1>{{.Edition}}</h1>
-{{if .Synthetic}}<p class="warn"><strong>Read this first.</strong> The checkpoints are synthetic ({{range $i, $s := .Synthetic}}{{if $i}}, {{end}}{{$s}}{{end}}): deterministic random weights with a real model's shapes. Their responses are meaningless text and their scores near zero. This edition proves the pipeline and records its time; it measures no model's instruction following.</p>{{end}}
+{{if .Synthetic}}<p class="warn"><strong>Read this first.</strong> The checkpoints are synthetic ({{range $i, $s := .Synthetic}}{{if $i}}, {{end}}{{$s}}{{end}}): deterministic random weights with a real model's shapes. Their responses are meaningless text. Whatever instructions they satisfy, they satisfy by chance (random text has no commas to forbid, and meets some length and language limits), so the scores below measure no model's instruction following. This edition proves the pipeline and records its time.</p>{{end}}
 <p>{{.Description}}</p>
 <p>Contract {{.Contract}} (sha256 <code>{{.ContractSHA}}</code>), scorer rules {{.Rules}}, device {{.Device}}. Every response is retained in raw/; <code>horizon-verify</code> re-scores each one.</p>
 <table><tr><th>configuration</th><th>checkpoint</th><th>prompt format</th><th>prompt-level strict</th><th>instruction-level strict</th><th>prompt-level loose</th><th>instruction-level loose</th><th>endings</th><th>tokens</th><th>tok/s</th></tr>

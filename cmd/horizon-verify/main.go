@@ -115,8 +115,9 @@ var checkHelp = map[string][]string{
 		"others are n/a): every retained response re-scored on the CPU; verdicts,",
 		"scores and claims recomputed, the reports' result rows checked against",
 		"them; the contract is the released one, its input hash and population the",
-		"official ones; endings agree with the EOS ids; one build; a synthetic",
-		"checkpoint's texts decode from their token ids",
+		"official ones; endings agree with the EOS ids; one build; each shard's",
+		"wall clock bounds its responses' seconds; a synthetic checkpoint's texts",
+		"decode from their token ids",
 	},
 	"signature": {
 		"attestation.dsse.json (horizon-bench attest) signs this manifest.json;",
