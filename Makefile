@@ -67,7 +67,7 @@ CARRY     ?= carry
 cuda-deps: ## install nvcc 11.8 + cuda.h + libcuda stub from Debian contrib/non-free (root; ~3 min)
 	bash scripts/install-cuda-headers.sh toolkit
 
-kernels: ## regenerate kernels/*.ptx (compute_80) from kernels/*.cu; needs nvcc (make cuda-deps)
+kernels: ## regenerate kernels/*.ptx (compute_90) from kernels/*.cu; needs nvcc (make cuda-deps)
 	bash kernels/gen.sh
 
 cuda: ## build the cuda-tagged CLI into carry/horizon-bench-cuda (needs cuda.h + libcuda)

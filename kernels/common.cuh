@@ -30,6 +30,28 @@
 #define act_ldg(p) __ldg(p)
 #endif
 
+// Programmatic dependent launch (sm_90; runtime/cuda launches a captured
+// step's kernels with CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION).
+// Such a kernel may start while the kernel before it in the stream is still
+// running, so it must not read that kernel's outputs, nor write what that
+// kernel reads, before grid_dep_wait returns: the wait returns once every
+// prerequisite grid has completed and its writes are visible (at once for a
+// launch without the attribute). grid_dep_launch lets the next kernel's
+// blocks be scheduled as this grid's blocks leave the SMs. Every kernel of
+// a captured step calls grid_dep_enter (both, in that order) in every block
+// before any dependent access; that each grid completes only after its
+// predecessor also orders it after every earlier kernel of the stream. A
+// matvec issues its first weight loads (which no kernel writes) before it.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#error "kernels/*.cu need compute_90 or later: griddepcontrol (programmatic dependent launch) is sm_90 PTX"
+#endif
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void grid_dep_enter() {
+	grid_dep_wait();
+	grid_dep_launch();
+}
+
 // GroupTable is a routed group's row table: recs[k] = device address of the
 // row holding expert k of the group, wts[k] = its routing weight. Its layout
 // is encodeTable's in runtime/cuda/experts.go (maxGroup there is 64).
@@ -826,8 +848,10 @@ struct MatvecTasks {
 };
 
 // matvec_body: blocks of 8 warps (block vg.bid of vg.nblk) striding over the row tasks; x staged in
-// smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED.
-template <class Fmt, int NR, int CPL, bool SHARED>
+// smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED. With ENTER (the launched kernels)
+// every thread calls grid_dep_enter after its first weight loads are issued, before the staging:
+// the weights' HBM round trip overlaps the previous kernel's tail.
+template <class Fmt, int NR, int CPL, bool SHARED, bool ENTER = false>
 __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
                                             const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                             int rows, int cols, int cols_padded, int scales_offset,
@@ -838,6 +862,7 @@ __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, 
 	tk.x = XSource<Fmt, SHARED>::make(x, smem, cols);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, NR, CPL>(tk, vg.bid * nw + warp, vg.nblk * nw, cols, [&] {
+		if (ENTER) grid_dep_enter();
 		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm);
 	});
 }

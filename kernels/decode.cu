@@ -19,43 +19,43 @@
 #include "decode.cuh"
 
 // step_set: st[0] = tok, st[1] = pos. One thread.
-extern "C" __global__ void step_set(int* st, int tok, int pos) {
+extern "C" __global__ void step_set(int* st, int tok, int pos) { grid_dep_enter();
 	st[0] = tok;
 	st[1] = pos;
 }
 
-extern "C" __global__ void embed_step(float* dst, const void* table, int kind, const int* st, int D) { embed_step_body(dst, table, kind, st, D, launched_grid()); }
+extern "C" __global__ void embed_step(float* dst, const void* table, int kind, const int* st, int D) { grid_dep_enter(); embed_step_body(dst, table, kind, st, D, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* k, const void* qw, const void* kw,
-                                                              int w_kind, int nq, int gq, int gk, float eps) { qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
+                                                              int w_kind, int nq, int gq, int gk, float eps) { grid_dep_enter(); qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
 extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
-                                        int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid()); }
+                                        int nkv, int hd, const int* st, double theta) { grid_dep_enter(); rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo, const float* q, const float* k,
                                                                       const float* v, float* kc, float* vc,
                                                                       const void* qw, const void* kw, int w_kind, int nh,
                                                                       int nkv, int hd, int gq, int gk, const int* st,
-                                                                      double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid()); }
+                                                                      double theta, float eps) { grid_dep_enter(); qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(256) attention_scores_step(float* sc, const float* q, const float* kc,
                                                                        const int* st, int n_heads, int n_kv, int hd,
-                                                                       int max_seq) { attention_scores_step_body(sc, q, kc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
+                                                                       int max_seq) { grid_dep_enter(); attention_scores_step_body(sc, q, kc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(256) attention_pv_step(float* dst, float* part, unsigned* cnt,
                                                                    const float* sc, const float* vc, const int* st,
-                                                                   int n_heads, int n_kv, int hd, int max_seq) { attention_pv_step_body(dst, part, cnt, sc, vc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
+                                                                   int n_heads, int n_kv, int hd, int max_seq) { grid_dep_enter(); attention_pv_step_body(dst, part, cnt, sc, vc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
                                                            int* need, int* ids_out, volatile int* flag,
-                                                           const int* copy_src, int* copy_dst, int copy_n) { route_step_body(logits, E, k, norm, table, tbl, need, ids_out, flag, copy_src, copy_dst, copy_n); }
+                                                           const int* copy_src, int* copy_dst, int copy_n) { grid_dep_enter(); route_step_body(logits, E, k, norm, table, tbl, need, ids_out, flag, copy_src, copy_dst, copy_n); }
 
 extern "C" __global__ void __launch_bounds__(1024) argmax_step(const float* logits, int n, const int* masked, int nm,
                                                               int* st, int* part, unsigned* ticket, int* tok_host,
-                                                              volatile int* flag) { argmax_step_body(logits, n, masked, nm, st, part, ticket, tok_host, flag, launched_grid()); }
+                                                              volatile int* flag) { grid_dep_enter(); argmax_step_body(logits, n, masked, nm, st, part, ticket, tok_host, flag, launched_grid()); }
 
-extern "C" __global__ void add_gated_resid_step(float* x, const float* d, const float* s, const float* g, int n) { add_gated_resid_step_body(x, d, s, g, n, launched_grid()); }
+extern "C" __global__ void add_gated_resid_step(float* x, const float* d, const float* s, const float* g, int n) { grid_dep_enter(); add_gated_resid_step_body(x, d, s, g, n, launched_grid()); }
 
 // await_step is how a graph-wait step gets rows the cache had to load
 // (runtime/cuda/step.go). route_step gave the layer a miss ticket T =
@@ -72,7 +72,7 @@ extern "C" __global__ void add_gated_resid_step(float* x, const float* d, const 
 #define AWAIT_TIMEOUT_NS 30000000000ull
 extern "C" __global__ void __launch_bounds__(32) await_step(const int* need, const volatile int* ready,
                                                            const volatile unsigned long long* fix, GroupTable* tbl,
-                                                           int A) {
+                                                           int A) { grid_dep_enter();
 	const int ticket = need[0];
 	if (ticket == 0) return;
 	if (threadIdx.x == 0) {

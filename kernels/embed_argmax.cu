@@ -3,7 +3,7 @@
 #include "step.cuh"
 
 // embed: dst[j] = table[tok*D + j]; table FP16 (kind 1) or FP32 (kind 2).
-extern "C" __global__ void embed_gather(float* dst, const void* table, int kind, int tok, int D) {
+extern "C" __global__ void embed_gather(float* dst, const void* table, int kind, int tok, int D) { grid_dep_enter();
 	for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < D; j += gridDim.x * blockDim.x) {
 		const size_t at = (size_t)tok * D + j;
 		dst[j] = kind == 1 ? __half2float(reinterpret_cast<const __half*>(table)[at]) : reinterpret_cast<const float*>(table)[at];
@@ -15,7 +15,7 @@ extern "C" __global__ void embed_gather(float* dst, const void* table, int kind,
 // the lowest index; -1 when nothing is left. Launch: one block of 1024
 // threads.
 extern "C" __global__ void __launch_bounds__(1024) argmax_masked(const float* logits, int n, const int* masked,
-                                                                int nm, int* out) {
+                                                                int nm, int* out) { grid_dep_enter();
 	const int i = argmax_block(logits, n, masked, nm);
 	if (threadIdx.x == 0) *out = i;
 }

@@ -34,27 +34,27 @@
 #define GATEUP(NAME, FMT, NRP, CPL, SHARED, MINB)                                                              \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
 	    NAME(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,        \
-	         int scales_offset, const __grid_constant__ GroupTable tbl) {                                        \
+	         int scales_offset, const __grid_constant__ GroupTable tbl) { grid_dep_enter();                                        \
 		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, tbl, \
 		                                   0, NormSpec{nullptr, 0, 0.0f}, launched_grid());                    \
 	}                                                                                                         \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
 	    NAME##_t(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,    \
-	             int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) {  \
+	             int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) { grid_dep_enter();  \
 		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, *tbl, \
 		                                   k0, NormSpec{nw, nw_kind, eps}, launched_grid());                   \
 	}
 #define DOWN(NAME, FMT, NR, CPL, SHARED, MINB)                                                             \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
 	    NAME(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,              \
-	         int scales_offset, int tile_rows, const __grid_constant__ GroupTable tbl) {                     \
+	         int scales_offset, int tile_rows, const __grid_constant__ GroupTable tbl) { grid_dep_enter();                     \
 		down_body<FMT, NR, CPL, SHARED>(out, act, A, D, F, down_off, cols_padded, scales_offset, tile_rows, \
 		                                tbl, 0, nullptr, 0, launched_grid());                               \
 	}                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
 	    NAME##_t(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,          \
 	             int scales_offset, int tile_rows, const GroupTable* tbl, int k0, const float* resid,     \
-	             int accumulate) {                                                                        \
+	             int accumulate) { grid_dep_enter();                                                                        \
 		down_body<FMT, NR, CPL, SHARED>(out, act, A, D, F, down_off, cols_padded, scales_offset, tile_rows, \
 		                                *tbl, k0, resid, accumulate, launched_grid());                      \
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # gen.sh: compile every kernels/*.cu (or the .cu files named as arguments)
-# to PTX for compute_80 (`make kernels`).
+# to PTX for compute_90 (`make kernels`; sm_90 for griddepcontrol).
 #
 # Each .ptx starts with one comment line naming the SHA-256 of its .cu source
 # and of every local header the .cu includes:
@@ -12,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 NVCC=${NVCC:-nvcc}
-ARCH=${ARCH:-compute_80}
+ARCH=${ARCH:-compute_90}
 [ $# -gt 0 ] || set -- *.cu
 for cu in "$@"; do
 	base=${cu%.cu}

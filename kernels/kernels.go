@@ -1,5 +1,5 @@
 // Package kernels holds Horizon's CUDA kernels: the .cu sources, the PTX
-// nvcc generated from them for compute_80 (`make kernels`), and this Go
+// nvcc generated from them for compute_90 (`make kernels`), and this Go
 // package, which embeds the PTX so that runtime/cuda can load it with
 // cuModuleLoadData. It has no cgo and is always built.
 //
@@ -45,8 +45,9 @@ import (
 var ptxFS embed.FS
 
 // Arch is the virtual architecture the PTX targets; the driver JIT-compiles
-// it for the GPU it runs on (sm_80 and later).
-const Arch = "compute_80"
+// it for the GPU it runs on (sm_90 and later: the kernels of captured steps
+// use griddepcontrol, programmatic dependent launch, common.cuh).
+const Arch = "compute_90"
 
 // sourcesPrefix starts the first line of every PTX file.
 const sourcesPrefix = "// horizon-kernel-sources: "

@@ -24,7 +24,7 @@ extern __shared__ __align__(16) float xs_smem[];
 	                                                       const void* bias, int bias_kind, int rows,       \
 	                                                       int cols, const void* nw, int nw_kind,           \
 	                                                       float eps) {                                      \
-		matvec_body<F16Fmt, NR, CPL, SHARED>(xs_smem, y, reinterpret_cast<const uint8_t*>(W), x, bias,    \
+		matvec_body<F16Fmt, NR, CPL, SHARED, true>(xs_smem, y, reinterpret_cast<const uint8_t*>(W), x, bias,    \
 		                                     bias_kind, rows, cols, 0, 0, NormSpec{nw, nw_kind, eps},       \
 		                                     launched_grid());                                              \
 	}

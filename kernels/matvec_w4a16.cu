@@ -19,7 +19,7 @@ extern __shared__ __align__(16) float xs_smem[];
 	extern "C" __global__ void __launch_bounds__(256, MINB) NAME(float* y, const uint8_t* mat, const float* x,    \
 	                                                       int rows, int cols, int cols_padded,              \
 	                                                       int scales_offset) {                              \
-		matvec_body<Int4Fmt, NR, CPL, SHARED>(xs_smem, y, mat, x, nullptr, 0, rows, cols, cols_padded,     \
+		matvec_body<Int4Fmt, NR, CPL, SHARED, true>(xs_smem, y, mat, x, nullptr, 0, rows, cols, cols_padded,     \
 		                                      scales_offset, NormSpec{nullptr, 0, 0.0f},    \
 		                                      launched_grid());                                            \
 	}

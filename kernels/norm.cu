@@ -10,7 +10,7 @@
 
 // w_kind: 1 FP16 weights, 2 FP32 weights.
 extern "C" __global__ void __launch_bounds__(256) rmsnorm(float* dst, const float* x, const void* w, int w_kind, int g,
-                                                         float eps) {
+                                                         float eps) { grid_dep_enter();
 	__shared__ float red[32];
 	rmsnorm_group(dst + (size_t)blockIdx.x * g, x + (size_t)blockIdx.x * g, w, w_kind, g, eps, red);
 }

@@ -5,7 +5,7 @@
 
 // rope: rotate x[nHeads*hd] in place at position pos, HF rotate_half pairs
 // (i, i+hd/2). One thread per pair, grid-stride.
-extern "C" __global__ void rope_f32(float* x, int n_heads, int hd, int pos, double theta) {
+extern "C" __global__ void rope_f32(float* x, int n_heads, int hd, int pos, double theta) { grid_dep_enter();
 	const int half = hd >> 1;
 	for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < n_heads * half; idx += gridDim.x * blockDim.x) {
 		const int h = idx / half, i = idx - h * half;
@@ -14,7 +14,7 @@ extern "C" __global__ void rope_f32(float* x, int n_heads, int hd, int pos, doub
 }
 
 // kv_append: kc[pos*n + j] = k[j], vc[pos*n + j] = v[j] for j < n.
-extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, const float* v, int n, int pos) {
+extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, const float* v, int n, int pos) { grid_dep_enter();
 	for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
 		kc[(size_t)pos * n + j] = k[j];
 		vc[(size_t)pos * n + j] = v[j];
@@ -25,7 +25,7 @@ extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, c
 // 0..n-1 (attention_head). Launch: one block of 256 threads per query head;
 // dynamic shared memory (n + 8*hd) floats.
 extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, const float* q, const float* kc,
-                                                               const float* vc, int n, int n_heads, int n_kv, int hd) {
+                                                               const float* vc, int n, int n_heads, int n_kv, int hd) { grid_dep_enter();
 	extern __shared__ float smem[];
 	__shared__ float red[32];
 	attention_head(dst, q, kc, vc, n, n_heads, n_kv, hd, smem, red, blockIdx.x);

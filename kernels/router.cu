@@ -7,7 +7,7 @@
 #include "step.cuh"
 
 extern "C" __global__ void __launch_bounds__(256) router_topk(const float* logits, int E, int k, int* ids_out,
-                                                             float* w_out) {
+                                                             float* w_out) { grid_dep_enter();
 	extern __shared__ float p[];  // [E] probabilities, then E taken flags
 	router_topk_block(logits, E, k, ids_out, w_out, p);
 }

@@ -49,6 +49,15 @@ type Backend struct {
 	rec    *[]launchRec
 	recTag string
 	fnName map[cu.Function]string
+	// pdlFns are the kernels that call grid_dep_enter (every module but
+	// bench and persistent: pdlModules). While pdl is set (a captured
+	// step's graph is being recorded: stepper.capture) launch issues them
+	// as programmatic dependent launches, every one after the capture's
+	// first kernel; pdlLaunches counts those (tests read it).
+	pdlFns      map[cu.Function]bool
+	pdl         bool
+	pdlPrev     bool // the capture has launched a kernel already
+	pdlLaunches int
 	// traced is the last persistent stepper set up with tuning.traceUnits
 	// (profiles read its traces: persistentProfile).
 	traced *stepper
@@ -115,6 +124,7 @@ type tuning struct {
 	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
 	noPrefetch  bool // persistent programs prefetch nothing into L2
 	keepGrids   bool // persistent programs keep every launch's grid (no regrid)
+	noPDL       bool // captured steps launch every kernel plainly (no programmatic dependent launch)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

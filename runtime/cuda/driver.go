@@ -43,6 +43,31 @@ static CUresult horizon_launch(CUfunction f, unsigned grid, unsigned block, unsi
 	params[nargs] = (void*)blob;
 	return cuLaunchKernel(f, grid, 1, 1, block, 1, 1, smem, s, params, NULL);
 }
+
+// horizon_launch_pdl is horizon_launch (without blob) as a programmatic
+// dependent launch: f may start before the kernel ahead of it on s has
+// completed, and waits for it itself (griddepcontrol.wait, kernels/common.cuh).
+static CUresult horizon_launch_pdl(CUfunction f, unsigned grid, unsigned block, unsigned smem, CUstream s,
+                                   const unsigned long long* args, int nargs) {
+	void* params[HORIZON_MAX_ARGS];
+	unsigned long long a[HORIZON_MAX_ARGS];
+	if (nargs < 0 || nargs > HORIZON_MAX_ARGS) return CUDA_ERROR_INVALID_VALUE;
+	for (int i = 0; i < nargs; i++) {
+		a[i] = args[i];
+		params[i] = &a[i];
+	}
+	CUlaunchAttribute attr;
+	attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+	attr.value.programmaticStreamSerializationAllowed = 1;
+	CUlaunchConfig cfg = {0};
+	cfg.gridDimX = grid, cfg.gridDimY = 1, cfg.gridDimZ = 1;
+	cfg.blockDimX = block, cfg.blockDimY = 1, cfg.blockDimZ = 1;
+	cfg.sharedMemBytes = smem;
+	cfg.hStream = s;
+	cfg.attrs = &attr;
+	cfg.numAttrs = 1;
+	return cuLaunchKernelEx(&cfg, f, params, NULL);
+}
 */
 import "C"
 
@@ -209,6 +234,22 @@ func launchKernel(fn cu.Function, grid, block, smem int, s cu.Stream, args []uin
 	}
 	return check("cuLaunchKernel", C.horizon_launch(rawFunction(fn), C.uint(grid), C.uint(block), C.uint(smem),
 		rawStream(s), ap, C.int(len(args)), blob))
+}
+
+// launchKernelPDL is launchKernel (no blob) as a programmatic dependent
+// launch (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION): fn may
+// start while the kernel before it on s still runs, so fn must call
+// grid_dep_enter before any access that depends on it (kernels/common.cuh).
+func launchKernelPDL(fn cu.Function, grid, block, smem int, s cu.Stream, args []uint64) error {
+	if len(args) > maxLaunchArgs {
+		return fmt.Errorf("cuLaunchKernelEx: %d arguments, at most %d", len(args), maxLaunchArgs)
+	}
+	var ap *C.ulonglong
+	if len(args) > 0 {
+		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	}
+	return check("cuLaunchKernelEx", C.horizon_launch_pdl(rawFunction(fn), C.uint(grid), C.uint(block), C.uint(smem),
+		rawStream(s), ap, C.int(len(args))))
 }
 
 // blocksPerSM is how many blocks of fn (block threads, smem bytes of dynamic

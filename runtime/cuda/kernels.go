@@ -137,6 +137,12 @@ func (b *Backend) loadKernels() error {
 	for n, f := range funcs {
 		b.fnName[f] = n
 	}
+	b.pdlFns = map[cu.Function]bool{}
+	for _, m := range pdlModules {
+		for _, n := range moduleFuncs[m] {
+			b.pdlFns[funcs[n]] = true
+		}
+	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
 	big := []cu.Function{k.attention, k.topk}
@@ -195,6 +201,14 @@ var moduleFuncs = map[string][]string{
 	"persistent": persistentBuilds[:],
 }
 
+// pdlModules are the modules whose every kernel calls grid_dep_enter
+// (kernels/common.cuh) before any access that depends on the kernel ahead
+// of it, so a captured step may launch them as programmatic dependent
+// launches. Not bench (benchmark helpers, never captured) nor persistent
+// (one launch per step).
+var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "norm", "elementwise", "rope_attention",
+	"router", "embed_argmax", "decode"}
+
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,
 // shared|global) with a by-value row table, and the same with suffix _t
 // (table in device memory).
@@ -231,6 +245,14 @@ func (b *Backend) launch(fn cu.Function, grid, block, smem int, args ...uint64) 
 	if b.rec != nil {
 		return b.record(fn, grid, block, smem, args)
 	}
+	if b.pdl {
+		prev := b.pdlPrev
+		b.pdlPrev = true
+		if prev && b.pdlFns[fn] {
+			b.pdlLaunches++
+			return launchKernelPDL(fn, grid, block, smem, b.compute, args)
+		}
+	}
 	return launchKernel(fn, grid, block, smem, b.compute, args, nil)
 }
 
@@ -240,6 +262,7 @@ func (b *Backend) launchBlob(fn cu.Function, grid, block, smem int, blob unsafe.
 	if b.rec != nil {
 		return fmt.Errorf("recording a launch: a by-value row table cannot be recorded")
 	}
+	b.pdlPrev = b.pdl
 	return launchKernel(fn, grid, block, smem, b.compute, args, blob)
 }
 

@@ -85,7 +85,8 @@ func TestPersistentRefusesPartial(t *testing.T) {
 }
 
 // BenchmarkDecodeModes times single-request greedy decode at full
-// residency in graph-full steps and in each build of the persistent kernel,
+// residency in graph-full steps (with programmatic dependent launch, and
+// without: graph-full-nopdl) and in each build of the persistent kernel,
 // on the artifacts named by HORIZON_BENCH_ARTIFACTS (directories separated
 // by ':'; skipped when unset), and checks that every mode gives the tokens
 // graph-full gives. It reports decode tok/s (the engine's DecodeTokS) as
@@ -108,7 +109,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 			step string
 			tn   tuning
 		}
-		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}}
+		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}

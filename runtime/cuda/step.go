@@ -422,7 +422,9 @@ func (s *stepper) capture(what string, issue func() error) (*graph, error) {
 	if err := beginCapture(b.compute); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", what, err)
 	}
+	b.pdl, b.pdlPrev = !b.tune.noPDL, false
 	ierr := issue()
+	b.pdl = false
 	g, err := endCapture(b.compute)
 	if ierr != nil || err != nil {
 		if g != nil {

@@ -67,6 +67,7 @@ func TestStepperMatchesOps(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
+	pdl0 := pdlLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -75,8 +76,32 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The graph modes' captures launch their kernels as programmatic
+	// dependent launches (all but each graph's first); op by op and the
+	// persistent kernel's one launch never do.
+	switch n := pdlLaunches(t) - pdl0; mode {
+	case engine.StepGraphFull, engine.StepGraphSegmented, engine.StepGraphWait:
+		if n == 0 {
+			t.Fatalf("%s: no programmatic dependent launch in its captured graphs", mode)
+		}
+	default:
+		if n != 0 {
+			t.Fatalf("%s: %d programmatic dependent launches", mode, n)
+		}
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// pdlLaunches reads the test backend's count of programmatic dependent
+// launches.
+func pdlLaunches(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.pdlLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // loadEngine loads art with o on the test backend; the engine is closed
