@@ -30,7 +30,7 @@ ncu --version | tail -1 | tee -a "$summary"
 for spec in ${@:-olmoe-1b-7b:924 qwen15-moe-a27b:1}; do
 	arch=${spec%%:*} seed=${spec#*:}
 	art=/dev/shm/instruction-profile/$arch-$seed-int4
-	if [ ! -f "$art/manifest.json" ]; then
+	if [ ! -f "$art/artifact.json" ]; then
 		t0=$SECONDS
 		ckpt=/dev/shm/instruction-profile/ckpt-$arch
 		"$bin" synth --arch "$arch" --seed "$seed" --out "$ckpt" >"$OUT/synth-$arch.log" 2>&1 &&

@@ -70,7 +70,11 @@ def instructions(step):
             ks.append(step[i])
             i += 1
         yield "attn-in", ks
-        yield "attention", [take(lambda s: s.startswith("attention"), "attention_step")]
+        ks = [take(lambda s: s.startswith("attention"), "attention kernel")]
+        while i < n and step[i]["name"].startswith("attention"):  # split: scores, then pv
+            ks.append(step[i])
+            i += 1
+        yield "attention", ks
         yield "attn-out", [take(lambda s: s.startswith("matvec_f16"), "o_proj matvec")]
         yield "route", [take(lambda s: s.startswith("matvec_f16"), "router matvec"), take(lambda s: s == "route_step", "route_step")]
         ks = []

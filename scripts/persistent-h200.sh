@@ -50,7 +50,7 @@ arts=""
 for spec in olmoe-1b-7b:924 qwen15-moe-a27b:1; do
 	arch=${spec%%:*} seed=${spec#*:}
 	art=/dev/shm/persistent/$arch-$seed-int4
-	if [ ! -f "$art/manifest.json" ]; then
+	if [ ! -f "$art/artifact.json" ]; then
 		t0=$SECONDS
 		ckpt=/dev/shm/persistent/ckpt-$arch
 		carry/horizon-bench-cuda synth --arch "$arch" --seed "$seed" --out "$ckpt" >"$OUT/synth-$arch.log" 2>&1 &&

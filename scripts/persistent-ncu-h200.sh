@@ -18,7 +18,7 @@ summary="$OUT/summary.txt"
 [ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
 bin=carry/horizon-bench-cuda
 art=/dev/shm/persistent/olmoe-1b-7b-924-int4
-if [ ! -f "$art/manifest.json" ]; then
+if [ ! -f "$art/artifact.json" ]; then
 	t0=$SECONDS
 	"$bin" synth --arch olmoe-1b-7b --seed 924 --out /dev/shm/persistent/ckpt >"$OUT/synth.log" 2>&1 &&
 		"$bin" prepare --checkpoint /dev/shm/persistent/ckpt --out "$art" >"$OUT/prepare.log" 2>&1

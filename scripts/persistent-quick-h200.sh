@@ -16,7 +16,7 @@ summary="$OUT/summary.txt"
 : >"$summary"
 [ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
 art=/dev/shm/persistent/olmoe-1b-7b-924-int4
-if [ ! -f "$art/manifest.json" ]; then
+if [ ! -f "$art/artifact.json" ]; then
 	t0=$SECONDS
 	carry/horizon-bench-cuda synth --arch olmoe-1b-7b --seed 924 --out /dev/shm/persistent/ckpt >/dev/null 2>&1 &&
 		carry/horizon-bench-cuda prepare --checkpoint /dev/shm/persistent/ckpt --out "$art" >"$OUT/prepare.log" 2>&1

@@ -25,7 +25,7 @@ summary="$OUT/summary.txt"
 [ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
 bin_of() { if [ "$1" = new ]; then echo carry/horizon-bench-cuda; else echo "carry/$1/horizon-bench-cuda"; fi; }
-if [ ! -f "$ART/manifest.json" ]; then
+if [ ! -f "$ART/artifact.json" ]; then
 	t0=$SECONDS
 	ckpt=/dev/shm/speed-compare/ckpt
 	carry/horizon-bench-cuda synth --arch olmoe-1b-7b --seed 924 --out "$ckpt" >"$OUT/synth.log" 2>&1 &&

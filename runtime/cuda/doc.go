@@ -75,11 +75,15 @@
 // step kernels (kernels/decode.cu) share their arithmetic with the op-by-op
 // kernels (kernels/step.cuh), and every RMSNorm is computed by its
 // consumers while they stage their input, so captured steps give the
-// op-by-op bits (TestStepperMatchesOps). A step replays ~115 kernels for
-// OLMoE-1B-7B; at 1.53 ms per token (results/h200-editions) the kernels'
-// own inefficiency at 2-25 MB (22-57% of HBM bandwidth alone) and a few µs
-// per kernel boundary are what remain: programmatic dependent launch
-// (compute_90 PTX, cuLaunchKernelEx) and fewer, fuller kernels are next.
+// op-by-op bits (TestStepperMatchesOps). The graphs' kernels are
+// programmatic dependent launches (cuLaunchKernelEx; every step kernel waits
+// with griddepcontrol before its dependent accesses, kernels/common.cuh),
+// so a kernel's blocks start as the previous kernel's leave; tuning.noPDL
+// captures them plainly. A step replays ~147 kernels for OLMoE-1B-7B at
+// ~1.01 ms per token (results/pdl-h200): the kernels' own inefficiency
+// (27-37% of HBM bandwidth for the projections and experts, latency chains
+// for routing and short attention) is what remains, so fewer, fuller
+// kernels are next; PDL gained 2%.
 //
 // Known weak spots: op-by-op, every op is one kernel launch issued from Go
 // (~3-4 µs of CPU each), so small models are launch-bound there. A kernel
