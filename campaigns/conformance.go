@@ -108,6 +108,9 @@ func checkRequest(k *contracts.Contract, eos []int, i int, q *editions.Request) 
 		return fmt.Errorf("request %d: ttft %v, decode %v, runtime %v s do not follow from token_ns (%d, %d ns)",
 			i, q.TTFTSeconds, q.DecodeSeconds, q.RuntimeSeconds, first, last)
 	}
+	if p := q.PrefillSeconds; p != nil && p.Ok() && (p.Value <= 0 || p.Value > q.TTFTSeconds) {
+		return fmt.Errorf("request %d: prefill %v s outside (0, ttft %v s]: prefill ends before the first token", i, p.Value, q.TTFTSeconds)
+	}
 	return nil
 }
 

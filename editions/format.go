@@ -260,7 +260,13 @@ type Request struct {
 	TTFTSeconds    float64      `json:"ttft_seconds"`    // token_ns[0] / 1e9
 	DecodeSeconds  float64      `json:"decode_seconds"`  // (token_ns[N-1] - token_ns[0]) / 1e9
 	RuntimeSeconds float64      `json:"runtime_seconds"` // token_ns[N-1] / 1e9
-	Cache          RequestCache `json:"cache"`
+	// PrefillSeconds is admission to the prompt's last logits on the
+	// device, before the first selection (isolated prefill; the first
+	// token's selection and read-back are in TTFT, not here). UNKNOWN where
+	// the build cannot time that boundary (today: the CUDA backend, whose
+	// ops run asynchronously); absent in records made before the field.
+	PrefillSeconds *Obs[float64] `json:"prefill_seconds,omitempty"`
+	Cache          RequestCache  `json:"cache"`
 	// RoutingTrace is what the cache was asked during the request (from
 	// RawVersionTraces on; absent before).
 	RoutingTrace *RoutingTrace `json:"routing_trace,omitempty"`
@@ -465,6 +471,18 @@ type Metrics struct {
 	Misses               int64      `json:"misses"`         // Σ over measured requests
 	Hits                 int64      `json:"hits"`
 	BlockSpread          Spread     `json:"block_spread_decode_tok_s"` // min/max of per-block pooled decode
+	// Prefill is present when the raw records time the prefill
+	// (Request.PrefillSeconds); absent in editions made before that.
+	Prefill *Prefill `json:"prefill,omitempty"`
+}
+
+// Prefill is the isolated prefill rate over the measured requests:
+// TokS = PromptTokens / Seconds, sums in request order in float64. Seconds
+// and TokS are UNKNOWN when some request's prefill was not timed.
+type Prefill struct {
+	PromptTokens int64        `json:"prompt_tokens"` // Σ prompt_tokens_i
+	Seconds      Obs[float64] `json:"seconds"`       // Σ prefill_seconds_i
+	TokS         Obs[float64] `json:"tok_s"`
 }
 
 // Spread is a descriptive range, not a confidence interval.

@@ -133,7 +133,7 @@ func TestClaimStatementsMatchRunner(t *testing.T) {
 		if s := claimStatement(d, m); s != c.Statement {
 			t.Errorf("%s statement:\n verifier %q\n runner   %q", c.ID, s, c.Statement)
 		}
-		if c.Unit != m.unit || c.Decimals != m.decimals || c.Source.Pointer != "/metrics/"+metric || c.Source.File != editions.ConfigPath(cfg) {
+		if c.Unit != m.unit || c.Decimals != m.decimals || c.Source.Pointer != m.source() || c.Source.File != editions.ConfigPath(cfg) {
 			t.Errorf("%s: unit %s decimals %d source %s#%s; verifier wants %s %d", c.ID, c.Unit, c.Decimals, c.Source.File, c.Source.Pointer, m.unit, m.decimals)
 		}
 		if (c.Numerator == nil) != (m.num == "") || (c.Numerator != nil && (c.Numerator.Pointer != m.num || c.Denominator.Pointer != m.den)) {

@@ -74,6 +74,11 @@ var claimMetrics = []claimMetric{
 		func(d *editions.ConfigDoc) string {
 			return fmt.Sprintf("mean time to first token (admission to first token, prefill included) over %d measured requests", d.Requests)
 		}},
+	{"prefill_tok_s", "tokens/s", 2, "/metrics/prefill/prompt_tokens", "/metrics/prefill/seconds",
+		func(d *editions.ConfigDoc) bool { return d.Metrics.Prefill != nil && d.Metrics.Prefill.TokS.Ok() },
+		func(d *editions.ConfigDoc) string {
+			return fmt.Sprintf("isolated prefill rate over %d measured requests, sum(prompt tokens) / sum(prefill seconds), admission to the prompt's last logits before selection", d.Requests)
+		}},
 	{"h2d_bytes", "bytes", 0, "", "", always,
 		func(d *editions.ConfigDoc) string {
 			return fmt.Sprintf("host-to-device expert bytes summed over %d measured requests (not a rate)", d.Requests)
@@ -86,6 +91,15 @@ var claimMetrics = []claimMetric{
 		func(d *editions.ConfigDoc) string {
 			return fmt.Sprintf("device-wide whole-worker VRAM peak (preparation and warmup included), maximum over %d workers", d.Blocks)
 		}},
+}
+
+// source is the claim's source pointer in its configuration document:
+// /metrics/<name>, or the member of the prefill group for prefill_tok_s.
+func (m claimMetric) source() string {
+	if m.name == "prefill_tok_s" {
+		return "/metrics/prefill/tok_s"
+	}
+	return "/metrics/" + m.name
 }
 
 func claimMetricNamed(name string) (claimMetric, bool) {
@@ -164,8 +178,8 @@ func checkClaimBinding(v *view, fs *findings) {
 		}
 		d := cv.doc
 		file := editions.ConfigPath(cfgID)
-		if c.Source.File != file || c.Source.Pointer != "/metrics/"+metric {
-			fs.add(IDBindingClaimSource, f, p+"/source", file+"#/metrics/"+metric, c.Source.File+"#"+c.Source.Pointer,
+		if c.Source.File != file || c.Source.Pointer != m.source() {
+			fs.add(IDBindingClaimSource, f, p+"/source", file+"#"+m.source(), c.Source.File+"#"+c.Source.Pointer,
 				"claim %s must be sourced from its own configuration's %s", c.ID, metric)
 		}
 		for _, r := range []struct {

@@ -373,6 +373,10 @@ func checkTimestamps(file string, i int, r editions.Request, fs *findings) {
 		fs.add(IDContractDecode, file, ptr("requests", i, "decode_seconds"), want, r.DecodeSeconds,
 			"decode_seconds must be (token_ns[N-1] - token_ns[0]) / 1e9 = %d ns", last-first)
 	}
+	if p := r.PrefillSeconds; p != nil && p.Ok() && (p.Value <= 0 || p.Value > r.TTFTSeconds) {
+		fs.add(IDContractPrefill, file, ptr("requests", i, "prefill_seconds"), "in (0, "+strconv.FormatFloat(r.TTFTSeconds, 'g', -1, 64)+"]", p.Value,
+			"prefill ends at the prompt's last logits, before the first token is selected and read back: it cannot exceed ttft_seconds")
+	}
 }
 
 // checkObservations holds a worker's record to the contract's observation

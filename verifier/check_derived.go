@@ -177,6 +177,7 @@ var resultColumns = map[string]derivedColumn{
 		numberCol("/uncertainty/ttft_mean_s/hi", 1e3, 1, 1)),
 	"overall output (tok/s)": numberCol("/metrics/overall_output_tok_s", 1, 1, 2),
 	"TTFT mean (ms)":         numberCol("/metrics/ttft_mean_s", 1e3, 1, 1),
+	"prefill (tok/s)":        numberCol("/metrics/prefill/tok_s", 1, 1, 1),
 	"response mean (s)":      numberCol("/metrics/response_mean_s", 1, 1, 3),
 	"H2D (MiB)":              numberCol("/metrics/h2d_bytes", 1, mebi, 1),
 	"misses":                 intCol("/metrics/misses"),

@@ -64,6 +64,7 @@ func checkRecompute(v *view, fs *findings) {
 				name+" summed over measured requests")
 		}
 
+		checkPrefill(fs, f, m, mx.Prefill)
 		checkConfigFields(c, fs)
 		checkUncertainty(c, fs)
 		for _, w := range c.workers {
@@ -72,6 +73,24 @@ func checkRecompute(v *view, fs *findings) {
 				fs.add(IDRecomputeVRAMTimeline, w.path, "/observations/vram_timeline", nil, nil, "%s", msg)
 			}
 		}
+	}
+}
+
+// checkPrefill compares the prefill aggregate with its recomputation: both
+// absent (records made before prefill_seconds), or equal exactly.
+func checkPrefill(fs *findings, f string, m metrics, got *editions.Prefill) {
+	want := m.prefill
+	switch {
+	case m.prefillMixed:
+		fs.add(IDRecomputePrefill, f, "/metrics/prefill", "prefill_seconds in every request or in none", "in some",
+			"some of the configuration's raw requests carry prefill_seconds and some do not: one build writes it in all or none")
+	case want == nil && got != nil:
+		fs.add(IDRecomputePrefill, f, "/metrics/prefill", "absent", "present", "no raw request carries prefill_seconds")
+	case want != nil && got == nil:
+		fs.add(IDRecomputePrefill, f, "/metrics/prefill", "present", "absent", "the raw requests carry prefill_seconds")
+	case want != nil && *want != *got:
+		fs.add(IDRecomputePrefill, f, "/metrics/prefill", want, got,
+			"sum(prompt_tokens), sum(prefill_seconds) and their ratio recomputed from raw (exact, request order)")
 	}
 }
 

@@ -519,10 +519,16 @@ func pooledOrZero(m metrics) float64 {
 // Claim metrics the reproduction compares, by configs/<id>.json pointer.
 var (
 	reproTimed = map[string]func(m metrics) float64{
-		"/metrics/pooled_decode_tok_s":           func(m metrics) float64 { return m.pooledDecode },
-		"/metrics/overall_output_tok_s":          func(m metrics) float64 { return m.overallOutput },
-		"/metrics/ttft_mean_s":                   func(m metrics) float64 { return m.ttftMean },
-		"/metrics/response_mean_s":               func(m metrics) float64 { return m.responseMean },
+		"/metrics/pooled_decode_tok_s":  func(m metrics) float64 { return m.pooledDecode },
+		"/metrics/overall_output_tok_s": func(m metrics) float64 { return m.overallOutput },
+		"/metrics/ttft_mean_s":          func(m metrics) float64 { return m.ttftMean },
+		"/metrics/response_mean_s":      func(m metrics) float64 { return m.responseMean },
+		"/metrics/prefill/tok_s": func(m metrics) float64 {
+			if m.prefill == nil || !m.prefill.TokS.Ok() {
+				return 0
+			}
+			return m.prefill.TokS.Value
+		},
 		"/metrics/decode_seconds":                func(m metrics) float64 { return m.decodeSeconds },
 		"/metrics/runtime_seconds":               func(m metrics) float64 { return m.runtimeSeconds },
 		"/metrics/block_spread_decode_tok_s/min": func(m metrics) float64 { return m.spreadMin },

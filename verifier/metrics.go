@@ -34,6 +34,11 @@ type metrics struct {
 	spreadMin, spreadMax   float64
 
 	invariants map[string]editions.Obs[int64] // Σ over requests, by counter name
+
+	// prefill is nil when no request carries prefill_seconds; prefillMixed
+	// when some do and some do not (one build writes all or none).
+	prefill      *editions.Prefill
+	prefillMixed bool
 }
 
 // invariantCounters are the cache contract's required-zero counters
@@ -54,6 +59,9 @@ func computeMetrics(workers []*worker) metrics {
 	var vram, vramProc, rss []editions.Obs[int64]
 	inv := map[string][]editions.Obs[int64]{}
 	m.spreadMin, m.spreadMax = math.Inf(1), math.Inf(-1)
+	var promptTokens int64
+	var prefillSeconds float64
+	withField, timed := 0, 0
 	for _, w := range workers {
 		var blockTokens int64
 		var blockSeconds float64
@@ -65,6 +73,14 @@ func computeMetrics(workers []*worker) metrics {
 			m.outputTokens += n
 			m.runtimeSeconds += r.RuntimeSeconds
 			m.ttftSum += r.TTFTSeconds
+			promptTokens += int64(r.PromptTokens)
+			if p := r.PrefillSeconds; p != nil {
+				withField++
+				if p.Ok() {
+					timed++
+					prefillSeconds += p.Value
+				}
+			}
 			m.h2dBytes += r.Cache.H2DBytes
 			m.hits += r.Cache.Hits
 			m.misses += r.Cache.Misses
@@ -91,6 +107,16 @@ func computeMetrics(workers []*worker) metrics {
 	m.rssPeak = maxObs(rss)
 	for _, name := range invariantCounters {
 		m.invariants[name] = sumObs(inv[name])
+	}
+	// Isolated prefill: Σ prompt_tokens / Σ prefill_seconds in request
+	// order, a number only when every measured request was timed.
+	m.prefillMixed = withField > 0 && withField < m.requests
+	if withField > 0 {
+		p := &editions.Prefill{PromptTokens: promptTokens, Seconds: editions.UnknownObs[float64](), TokS: editions.UnknownObs[float64]()}
+		if timed == m.requests && prefillSeconds > 0 {
+			p.Seconds, p.TokS = editions.Observed(prefillSeconds), editions.Observed(float64(promptTokens)/prefillSeconds)
+		}
+		m.prefill = p
 	}
 	return m
 }

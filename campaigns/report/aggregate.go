@@ -29,6 +29,7 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 	}
 	m := &d.Metrics
 	var ttftSum float64
+	pf := prefillSum{}
 	var vram, vramProc, rss []editions.Obs[int64]
 	inv := make([][]editions.Obs[int64], 5)
 	for bi, r := range recs {
@@ -48,6 +49,7 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 			m.OutputTokens += n
 			m.RuntimeSeconds += q.RuntimeSeconds
 			ttftSum += q.TTFTSeconds
+			pf.add(q)
 			m.H2DBytes += q.Cache.H2DBytes
 			m.Misses += q.Cache.Misses
 			m.Hits += q.Cache.Hits
@@ -82,12 +84,47 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 	m.VRAMPeakBytes = MaxObs(vram)
 	m.VRAMProcessPeakBytes = MaxObs(vramProc)
 	m.RSSPeakBytes = MaxObs(rss)
+	m.Prefill = pf.metrics()
 	d.Uncertainty = Uncertainty(cfg.ID, DefaultBootstrapSeed, recs)
 	d.Invariants = editions.Invariants{
 		D2HExpertBytes: SumObs(inv[0]), Writebacks: SumObs(inv[1]), AuthorityWrites: SumObs(inv[2]),
 		RequestHashBytes: SumObs(inv[3]), RequestArtifactReads: SumObs(inv[4]),
 	}
 	return d, nil
+}
+
+// prefillSum sums the measured requests' prompt tokens and prefill times
+// in request order.
+type prefillSum struct {
+	tokens        int64
+	seconds       float64
+	timed, absent int // requests with an observed time, with no field
+	requests      int
+}
+
+func (p *prefillSum) add(q editions.Request) {
+	p.requests++
+	p.tokens += int64(q.PromptTokens)
+	switch {
+	case q.PrefillSeconds == nil:
+		p.absent++
+	case q.PrefillSeconds.Ok():
+		p.timed++
+		p.seconds += q.PrefillSeconds.Value
+	}
+}
+
+// metrics is the configuration's Prefill: nil when no record carries the
+// field (records made before it), UNKNOWN unless every request was timed.
+func (p *prefillSum) metrics() *editions.Prefill {
+	if p.requests == 0 || p.absent == p.requests {
+		return nil
+	}
+	out := &editions.Prefill{PromptTokens: p.tokens, Seconds: editions.UnknownObs[float64](), TokS: editions.UnknownObs[float64]()}
+	if p.timed == p.requests && p.seconds > 0 {
+		out.Seconds, out.TokS = editions.Observed(p.seconds), editions.Observed(float64(p.tokens)/p.seconds)
+	}
+	return out
 }
 
 // combine applies the rule for absent observations: any UNKNOWN makes the

@@ -35,6 +35,15 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 			ref("/metrics/output_tokens", float64(m.OutputTokens)), ref("/metrics/runtime_seconds", m.RuntimeSeconds))
 		add("ttft_mean_s", "s", 4, m.TTFTMeanS,
 			fmt.Sprintf("%s: mean time to first token (admission to first token, prefill included) over %d measured requests", who, d.Requests), nil, nil)
+		if p := m.Prefill; p != nil && p.TokS.Ok() {
+			out.Claims = append(out.Claims, editions.Claim{
+				ID: d.ID + ".prefill_tok_s", Value: Round(p.TokS.Value, 2), Unit: "tokens/s", Decimals: 2,
+				Statement: fmt.Sprintf("%s: isolated prefill rate over %d measured requests, sum(prompt tokens) / sum(prefill seconds), admission to the prompt's last logits before selection", who, d.Requests),
+				Source:    *ref("/metrics/prefill/tok_s", p.TokS.Value),
+				Numerator: ref("/metrics/prefill/prompt_tokens", float64(p.PromptTokens)), Denominator: ref("/metrics/prefill/seconds", p.Seconds.Value),
+				Evidence: c.Evidence, Validation: "valid", Publication: c.Publication, Reproduction: "not_attempted",
+			})
+		}
 		add("h2d_bytes", "bytes", 0, float64(m.H2DBytes),
 			fmt.Sprintf("%s: host-to-device expert bytes summed over %d measured requests (not a rate)", who, d.Requests), nil, nil)
 		if m.RSSPeakBytes.Ok() {

@@ -148,21 +148,38 @@ var uncertaintyFields = []struct {
 		func(u *editions.Uncertainty) editions.Interval { return u.TTFTMeanS })},
 }
 
-// resultFields are the results table's columns for docs: configFields,
-// with the interval columns when every document carries an uncertainty.
-// Editions made before bootstrap-v1 carry none, so their tables (and
-// exports) keep the columns they were published with.
-func resultFields(docs []editions.ConfigDoc) []field {
-	if len(docs) == 0 || slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Uncertainty == nil }) {
-		return configFields
+// prefillField is the isolated prefill rate, shown after the TTFT mean
+// (and its interval) when every document carries it.
+var prefillField = field{Name: "prefill", Unit: "tok/s", Right: true, Key: "prefill_tok_s", Value: func(d *editions.ConfigDoc) string {
+	if o := d.Metrics.Prefill.TokS; !o.Ok() {
+		return o.Status
 	}
+	return fmt.Sprintf("%.1f", d.Metrics.Prefill.TokS.Value)
+}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.Prefill.TokS }}
+
+// resultFields are the results table's columns for docs: configFields,
+// with the interval columns when every document carries an uncertainty
+// and the prefill column when every document carries a prefill rate.
+// Editions made before bootstrap-v1 (or before prefill_seconds) lack them,
+// so their tables (and exports) keep the columns they were published with.
+func resultFields(docs []editions.ConfigDoc) []field {
+	every := func(has func(d editions.ConfigDoc) bool) bool {
+		return len(docs) > 0 && !slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return !has(d) })
+	}
+	intervals := every(func(d editions.ConfigDoc) bool { return d.Uncertainty != nil })
+	prefill := every(func(d editions.ConfigDoc) bool { return d.Metrics.Prefill != nil })
 	var out []field
 	for _, f := range configFields {
 		out = append(out, f)
-		for _, u := range uncertaintyFields {
-			if u.after == f.Key {
-				out = append(out, u.field)
+		if intervals {
+			for _, u := range uncertaintyFields {
+				if u.after == f.Key {
+					out = append(out, u.field)
+				}
 			}
+		}
+		if prefill && f.Key == "ttft_mean_ms" {
+			out = append(out, prefillField)
 		}
 	}
 	return out

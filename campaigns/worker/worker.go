@@ -207,7 +207,7 @@ func Run(o Options) (err error) {
 			Index: i, PromptID: p.ID, PromptTokens: len(prompts[i]), PromptTokenIDs: prompts[i],
 			N: len(res.Tokens), TokenIDs: res.Tokens, TokenNs: res.TokenNs,
 			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
-			Cache: requestCache(cc, prefetching), RoutingTrace: trace,
+			PrefillSeconds: prefillObs(res), Cache: requestCache(cc, prefetching), RoutingTrace: trace,
 		})
 		fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(res.Tokens))
 	}
@@ -218,6 +218,16 @@ func Run(o Options) (err error) {
 		return fmt.Errorf("the worker's own record breaks the contract: %w", err)
 	}
 	return editions.WriteDoc(o.Out, &rec)
+}
+
+// prefillObs is a request's prefill time, UNKNOWN when the engine could not
+// time it (an asynchronous backend).
+func prefillObs(res engine.Result) *editions.Obs[float64] {
+	o := editions.UnknownObs[float64]()
+	if res.PrefillTimed {
+		o = editions.Observed(res.PrefillSeconds)
+	}
+	return &o
 }
 
 // checkCapabilities fails before any work when the contract requires an

@@ -37,7 +37,9 @@ func generateCommand() *cli.Command {
 		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--overlap off|hit-compute] [--json]",
 		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
 --tokens tokens come out) and prints the text, the token ids and the timings:
-TTFT (admission to first token), decode seconds (first to last token) and
+TTFT (admission to first token), prefill (admission to the prompt's last
+logits, before the first selection: timed on the CPU backend, UNKNOWN on CUDA,
+whose ops run asynchronously), decode seconds (first to last token) and
 decode tok/s = (N-1) / decode seconds.
 
 Without --artifact it synthesises --arch/--seed (default olmoe-tiny, seed 1),
@@ -62,7 +64,7 @@ runs only in graph-segmented steps: --device cuda, --capacity below the
 expert count, --step-mode auto or graph-segmented, and --prefetch off.
 
 --json prints one object with at least token_ids, ttft_seconds,
-decode_seconds, decode_tok_s, and under "cache" the request's counters
+prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's counters
 (hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact `DIR` (from horizon-bench prepare)"},
@@ -109,13 +111,17 @@ type generateOutput struct {
 	DecodeSeconds  float64 `json:"decode_seconds"`
 	DecodeTokS     float64 `json:"decode_tok_s"`
 	RuntimeSeconds float64 `json:"runtime_seconds"`
-	Capacity       int     `json:"capacity"`
-	Experts        int     `json:"experts_per_layer"`
-	Placement      string  `json:"placement"`
-	Policy         string  `json:"policy"`
-	Transport      string  `json:"transport"`
-	StepMode       string  `json:"step_mode"`
-	Prefetch       string  `json:"prefetch"`
+	// PrefillSeconds is admission to the prompt's last logits before the
+	// first selection (a number, or UNKNOWN on a backend that runs
+	// asynchronously: CUDA).
+	PrefillSeconds editions.Obs[float64] `json:"prefill_seconds"`
+	Capacity       int                   `json:"capacity"`
+	Experts        int                   `json:"experts_per_layer"`
+	Placement      string                `json:"placement"`
+	Policy         string                `json:"policy"`
+	Transport      string                `json:"transport"`
+	StepMode       string                `json:"step_mode"`
+	Prefetch       string                `json:"prefetch"`
 	// Overlap is the miss/hit overlap mode in force: off or hit-compute.
 	Overlap string `json:"overlap"`
 	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
@@ -268,6 +274,10 @@ func runGenerate(c *cli.Context) error {
 		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Overlap: eng.OverlapMode(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
+	out.PrefillSeconds = editions.UnknownObs[float64]()
+	if res.PrefillTimed {
+		out.PrefillSeconds = editions.Observed(res.PrefillSeconds)
+	}
 	if split, early, ok := eng.OverlapCounts(); ok {
 		out.OverlapSplitLayers, out.OverlapEarlyExperts = &split, &early
 	}
@@ -288,6 +298,11 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "prompt ids %v\n", out.PromptIDs)
 	fmt.Fprintf(w, "token ids  %v\n", out.TokenIDs)
 	fmt.Fprintf(w, "TTFT       %.3f ms\n", out.TTFTSeconds*1e3)
+	if p := out.PrefillSeconds; p.Ok() {
+		fmt.Fprintf(w, "prefill    %.3f ms (%d prompt tokens, %.1f tok/s; admission to the last prompt logits)\n", p.Value*1e3, len(out.PromptIDs), float64(len(out.PromptIDs))/p.Value)
+	} else {
+		fmt.Fprintf(w, "prefill    %s (the %s backend runs asynchronously; TTFT includes it)\n", p.Status, out.Backend)
+	}
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
 	if out.Overlap != engine.OverlapOff {
 		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)", out.Overlap, out.StepMode)

@@ -126,6 +126,16 @@ type Backend interface {
 	Argmax(logits Tensor, masked []int) (int, error)
 }
 
+// Synchronous is implemented by backends whose ops have completed on
+// return (the CPU backend). The engine can then take a timing point
+// between two ops of a step on the host clock: the end of prefill, the
+// prompt's last logits before selection (engine.Result.PrefillSeconds). A
+// backend whose ops run asynchronously (the CUDA backend) does not
+// implement it, and that point stays unobserved.
+type Synchronous interface {
+	Synchronous() bool
+}
+
 // Viewer is implemented by backends whose tensors can be viewed in part
 // without a copy (the CUDA backend). The engine then uploads the attention
 // projections q|k|v (and Qwen's shared-expert gate|up|mix) as one matrix

@@ -42,6 +42,10 @@ func (b *Backend) Name() string { return "cpu" }
 // activations in FP32.
 func (b *Backend) ActivationDType() string { return "FP32" }
 
+// Synchronous reports that every op has completed when it returns
+// (backend.Synchronous).
+func (b *Backend) Synchronous() bool { return true }
+
 // vec is an FP32 buffer: activations and decoded FP16 weights.
 type vec struct {
 	data  []float32

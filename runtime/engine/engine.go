@@ -53,6 +53,10 @@ type Engine struct {
 	// (the plan's group buffer, on the host in the op-by-op interpreter).
 	groupIDs     []int
 	groupWeights []float32
+	// headDone, when set, runs as soon as the head instruction has left
+	// the logits (Generate sets it for the prompt's last position on a
+	// synchronous backend: the end of prefill).
+	headDone func()
 
 	// KV caches, [T, Hkv*hd] per layer.
 	kCache, vCache []backend.Tensor

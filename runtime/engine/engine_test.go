@@ -186,6 +186,11 @@ func TestTimingPoints(t *testing.T) {
 	if res.TTFTSeconds <= 0 || res.DecodeSeconds <= 0 {
 		t.Fatalf("non-positive timings: %+v", res)
 	}
+	// The CPU backend is synchronous: prefill is timed, and it ends before
+	// the first token (which adds its selection).
+	if !res.PrefillTimed || res.PrefillSeconds <= 0 || res.PrefillSeconds > res.TTFTSeconds {
+		t.Fatalf("prefill %v s (timed %v), TTFT %v s: want 0 < prefill <= TTFT", res.PrefillSeconds, res.PrefillTimed, res.TTFTSeconds)
+	}
 }
 
 func TestGenerateErrors(t *testing.T) {

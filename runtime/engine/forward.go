@@ -86,6 +86,9 @@ func (e *Engine) run(p *plan.Plan, tok, pos int, masked []int) (int, error) {
 			if err = e.be.MatVec(e.logits, e.w.LMHead, e.xn, nil); err != nil {
 				return -1, fmt.Errorf("lm_head: %w", err)
 			}
+			if e.headDone != nil {
+				e.headDone()
+			}
 			continue
 		case plan.OpSelect:
 			if next, err = e.be.Argmax(e.logits, masked); err != nil {

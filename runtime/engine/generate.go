@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
 )
 
 // Request is one greedy generation.
@@ -33,6 +35,12 @@ type Result struct {
 	DecodeSeconds float64
 	// RuntimeSeconds: admission to the last token.
 	RuntimeSeconds float64
+	// PrefillSeconds: admission to the prompt's last logits, before the
+	// first selection, when PrefillTimed (a backend.Synchronous backend run
+	// op by op: the logits are then on the device when the head's last op
+	// returns). A backend that runs asynchronously leaves it untimed.
+	PrefillSeconds float64
+	PrefillTimed   bool
 	// Logits holds LogitSteps rows of [V] values.
 	Logits [][]float32
 }
@@ -81,7 +89,13 @@ func (e *Engine) Generate(req Request) (Result, error) {
 			return Result{}, fmt.Errorf("prefill position %d: %w", pos, err)
 		}
 	}
+	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
+		e.headDone = func() {
+			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
+		}
+	}
 	next, err := e.run(e.full, req.Prompt[n-1], n-1, masked)
+	e.headDone = nil
 	if err != nil {
 		return Result{}, fmt.Errorf("prefill position %d: %w", n-1, err)
 	}
