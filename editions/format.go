@@ -250,16 +250,16 @@ type RoutingTrace struct {
 // request (the monotonic clock read when the request is handed to the
 // engine).
 type Request struct {
-	Index          int          `json:"index"`     // position within the block, from 0
-	PromptID       string       `json:"prompt_id"` // contract prompt id, in contract order
-	PromptTokens   int          `json:"prompt_tokens"`
-	PromptTokenIDs []int        `json:"prompt_token_ids"` // the tokenised prompt text, len PromptTokens
-	N              int          `json:"n"`                // tokens produced; the contract requires output_tokens
-	TokenIDs       []int        `json:"token_ids"`
-	TokenNs        []int64      `json:"token_ns"`        // len N, non-decreasing
-	TTFTSeconds    float64      `json:"ttft_seconds"`    // token_ns[0] / 1e9
-	DecodeSeconds  float64      `json:"decode_seconds"`  // (token_ns[N-1] - token_ns[0]) / 1e9
-	RuntimeSeconds float64      `json:"runtime_seconds"` // token_ns[N-1] / 1e9
+	Index          int     `json:"index"`     // position within the block, from 0
+	PromptID       string  `json:"prompt_id"` // contract prompt id, in contract order
+	PromptTokens   int     `json:"prompt_tokens"`
+	PromptTokenIDs []int   `json:"prompt_token_ids"` // the tokenised prompt text, len PromptTokens
+	N              int     `json:"n"`                // tokens produced; the contract requires output_tokens
+	TokenIDs       []int   `json:"token_ids"`
+	TokenNs        []int64 `json:"token_ns"`        // len N, non-decreasing
+	TTFTSeconds    float64 `json:"ttft_seconds"`    // token_ns[0] / 1e9
+	DecodeSeconds  float64 `json:"decode_seconds"`  // (token_ns[N-1] - token_ns[0]) / 1e9
+	RuntimeSeconds float64 `json:"runtime_seconds"` // token_ns[N-1] / 1e9
 	// PrefillSeconds is admission to the prompt's last logits on the
 	// device, before the first selection (isolated prefill; the first
 	// token's selection and read-back are in TTFT, not here). UNKNOWN where
