@@ -135,6 +135,9 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	}
 	mx := &d.Metrics
 	var ttft float64
+	var pfTokens int64
+	var pfSeconds float64
+	var pfField, pfTimed int
 	var spread []float64
 	obsMax := func(get func(*editions.RawRecord) editions.Obs[int64]) editions.Obs[int64] {
 		out := editions.Observed[int64](math.MinInt64)
@@ -162,6 +165,14 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 			mx.OutputTokens += int64(q.N)
 			mx.RuntimeSeconds += q.RuntimeSeconds
 			ttft += q.TTFTSeconds
+			pfTokens += int64(q.PromptTokens)
+			if q.PrefillSeconds != nil {
+				pfField++
+				if q.PrefillSeconds.Ok() {
+					pfTimed++
+					pfSeconds += q.PrefillSeconds.Value
+				}
+			}
 			mx.H2DBytes += q.Cache.H2DBytes
 			mx.Hits += q.Cache.Hits
 			mx.Misses += q.Cache.Misses
@@ -189,6 +200,12 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	mx.PooledDecodeTokS = float64(mx.DecodeTokens) / mx.DecodeSeconds
 	mx.OverallOutputTokS = float64(mx.OutputTokens) / mx.RuntimeSeconds
 	mx.TTFTMeanS = ttft / float64(d.Requests)
+	if pfField > 0 {
+		mx.Prefill = &editions.Prefill{PromptTokens: pfTokens, Seconds: editions.UnknownObs[float64](), TokS: editions.UnknownObs[float64]()}
+		if pfTimed == d.Requests && pfSeconds > 0 {
+			mx.Prefill.Seconds, mx.Prefill.TokS = editions.Observed(pfSeconds), editions.Observed(float64(pfTokens)/pfSeconds)
+		}
+	}
 	mx.ResponseMeanS = mx.RuntimeSeconds / float64(d.Requests)
 	mx.VRAMPeakBytes = obsMax(func(r *editions.RawRecord) editions.Obs[int64] { return r.Observations.VRAMPeakBytes })
 	mx.VRAMProcessPeakBytes = obsMax(func(r *editions.RawRecord) editions.Obs[int64] { return r.Observations.VRAMProcessPeakBytes })

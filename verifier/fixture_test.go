@@ -452,10 +452,29 @@ var fixResultFields = []fixField{
 // each after its point value's, when every document carries an
 // uncertainty (as the runner's results table does).
 func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
+	intervals, prefill := len(docs) > 0, len(docs) > 0
 	for _, d := range docs {
-		if d.Uncertainty == nil {
+		intervals = intervals && d.Uncertainty != nil
+		prefill = prefill && d.Metrics.Prefill != nil
+	}
+	pf := fixField{"prefill (tok/s)", true, func(d *editions.ConfigDoc) string {
+		if o := d.Metrics.Prefill.TokS; !o.Ok() {
+			return o.Status
+		}
+		return fmt.Sprintf("%.1f", d.Metrics.Prefill.TokS.Value)
+	}}
+	if !intervals {
+		if !prefill {
 			return fixResultFields
 		}
+		var out []fixField
+		for _, f := range fixResultFields {
+			out = append(out, f)
+			if f.header == "TTFT mean (ms)" {
+				out = append(out, pf)
+			}
+		}
+		return out
 	}
 	ci := map[string]fixField{
 		"pooled decode (tok/s)": {"pooled decode 95% CI (tok/s)", true, func(d *editions.ConfigDoc) string {
@@ -472,6 +491,9 @@ func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
 		out = append(out, f)
 		if c, ok := ci[f.header]; ok {
 			out = append(out, c)
+		}
+		if prefill && f.header == "TTFT mean (ms)" {
+			out = append(out, pf)
 		}
 	}
 	return out

@@ -201,6 +201,19 @@ var mutations = []mutation{
 		reaggregate(t, dir)
 		rehash(t, dir)
 	}},
+	{"prefill rate edited in a configuration document (or added where raw has none)", IDRecomputePrefill, func(t *testing.T, dir string) {
+		edit(t, dir, editions.ConfigPath(configIDs(t, dir)[0]), func(d map[string]any) {
+			m := obj(t, d, "metrics")
+			if p, ok := m["prefill"].(map[string]any); ok {
+				if _, timed := p["tok_s"].(json.Number); timed {
+					p["tok_s"] = numFloat(t, p["tok_s"]) * 2
+					return
+				}
+			}
+			m["prefill"] = map[string]any{"prompt_tokens": 1, "seconds": 1, "tok_s": 1}
+		})
+		rehash(t, dir)
+	}},
 	{"request index wrong", IDContractRequestIndex, func(t *testing.T, dir string) {
 		edit(t, dir, firstRaw(t, dir), func(d map[string]any) { obj(t, d, "requests", 0)["index"] = 7 })
 		rehash(t, dir)
