@@ -109,7 +109,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
 		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
 		fmt.Sprintf("Timing is internal to the worker process (%s); there is no HTTP boundary.", k.Timing.Clock))
-	if len(resultFields(docs)) > len(configFields) { // every configuration carries an uncertainty
+	if len(docs) > 0 && !slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Uncertainty == nil }) {
 		u := docs[0].Uncertainty
 		r.Caveats = append(r.Caveats, fmt.Sprintf("The 95%% CIs are %s percentile intervals over the measured requests (%d resamples with replacement, seed %d, "+
 			"declared in each configs/<id>.json beside p50/p90/p99 of per-request decode rate and TTFT): they describe request-to-request variation "+

@@ -1,0 +1,66 @@
+package report
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/contracts"
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// TestResultFieldsOptionalColumns: the interval columns appear only when
+// every configuration carries an uncertainty, the prefill column only when
+// every one carries a prefill aggregate, each right after its neighbour,
+// and a report of documents with a prefill but no uncertainty (a
+// configuration whose requests have no decode time) states no interval.
+func TestResultFieldsOptionalColumns(t *testing.T) {
+	base := loadConfigs(t, "smoke-cpu") // uncertainty and prefill in every document
+	strip := func(unc, pf bool) []editions.ConfigDoc {
+		out := slices.Clone(base)
+		for i := range out {
+			if !unc {
+				out[i].Uncertainty = nil
+			}
+			if !pf {
+				out[i].Metrics.Prefill = nil
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name    string
+		unc, pf bool
+		want    []string // keys in order, among the optional ones and their anchors
+	}{
+		{"neither", false, false, []string{"ttft_mean_ms", "response_mean_s"}},
+		{"intervals only", true, false, []string{"ttft_mean_ms", "ttft_mean_ci95_ms", "response_mean_s"}},
+		{"prefill only", false, true, []string{"ttft_mean_ms", "prefill_tok_s", "response_mean_s"}},
+		{"both", true, true, []string{"ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			docs := strip(tc.unc, tc.pf)
+			var keys []string
+			for _, f := range resultFields(docs) {
+				if slices.Contains([]string{"ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}, f.Key) {
+					keys = append(keys, f.Key)
+				}
+			}
+			if !slices.Equal(keys, tc.want) {
+				t.Fatalf("columns %v, want %v", keys, tc.want)
+			}
+			k := &contracts.Contract{}
+			r := buildReport(&Campaign{Edition: "x", Device: "cpu"}, k, "", nil, docs, nil, nil, 0)
+			ci := slices.ContainsFunc(r.Caveats, func(s string) bool { return strings.Contains(s, "95% CIs") })
+			if ci != tc.unc {
+				t.Fatalf("interval caveat %v, want %v", ci, tc.unc)
+			}
+		})
+	}
+	// One document without a prefill hides the column for all.
+	docs := strip(true, true)
+	docs[1].Metrics.Prefill = nil
+	if slices.ContainsFunc(resultFields(docs), func(f field) bool { return f.Key == "prefill_tok_s" }) {
+		t.Fatal("prefill column shown although one configuration has no prefill aggregate")
+	}
+}
