@@ -60,6 +60,19 @@ type Manifest struct {
 	CreatedAt string      `json:"created_at"` // RFC 3339, UTC
 	Tool      BuildInfo   `json:"tool"`
 	Files     []FileEntry `json:"files"` // sorted by path; never lists manifest.json itself
+	// Republished lists, oldest first, each time a later build rewrote the
+	// edition's derived documents (configurations, claims, reports, plots,
+	// this manifest) from its unchanged raw records and frozen campaign and
+	// contract (horizon-bench republish). CreatedAt and Tool stay those of
+	// the build that ran the workers. Absent when never republished.
+	Republished []Republication `json:"republished,omitempty"`
+}
+
+// Republication is one rewrite of an edition's derived documents.
+type Republication struct {
+	At     string    `json:"at"` // RFC 3339, UTC
+	Tool   BuildInfo `json:"tool"`
+	Reason string    `json:"reason"`
 }
 
 // FileEntry is one file's identity.
@@ -527,6 +540,20 @@ type Claim struct {
 	Validation   string     `json:"validation"`   // valid | invalid | pending
 	Publication  string     `json:"publication"`  // internal | public
 	Reproduction string     `json:"reproduction"` // not_attempted | reproduced | failed
+	// Interval is the claim's uncertainty where its configuration carries
+	// one (pooled decode and TTFT mean, bootstrap-v1); absent otherwise and
+	// in editions made before it.
+	Interval *ClaimInterval `json:"interval,omitempty"`
+}
+
+// ClaimInterval is a claim's interval: its bounds as source references into
+// the configuration document's uncertainty block (values in the source's
+// unit, unrounded), with the algorithm and level that made them.
+type ClaimInterval struct {
+	Algorithm string    `json:"algorithm"` // BootstrapV1
+	Level     float64   `json:"level"`     // BootstrapLevel
+	Lo        SourceRef `json:"lo"`
+	Hi        SourceRef `json:"hi"`
 }
 
 // SourceRef points into a JSON document of the edition; Value is the value

@@ -24,6 +24,10 @@ var (
 		"a claim's source is not its own configuration's document: claim <config>.<metric> must cite configs/<config>.json#/metrics/<metric>")
 	IDBindingClaimRatio = def("binding", "binding.claim-ratio", Error,
 		"a claim's numerator or denominator is not the pair its metric is defined by (decode_tokens/decode_seconds, output_tokens/runtime_seconds of its own configuration; none for the others)")
+	IDBindingClaimInterval = def("binding", "binding.claim-interval", Error,
+		"a claim carries an interval its configuration has none for, or its bounds, algorithm or level are not its configuration's uncertainty")
+	IDBindingClaimIntervalAbsent = def("binding", "binding.claim-interval-absent", Hint,
+		"a pooled decode or TTFT mean claim states no interval though its configuration carries one: claims written before claims carried intervals (republish the edition), or an interval removed")
 	IDBindingClaimTerms = def("binding", "binding.claim-terms", Error,
 		"a claim's unit or decimals differ from the ones its metric is claimed with")
 	IDBindingStatement = def("binding", "binding.statement", Error,
@@ -198,6 +202,7 @@ func checkClaimBinding(v *view, fs *findings) {
 					"claim %s: the %s of %s is %s of its own configuration", c.ID, r.member, metric, r.want)
 			}
 		}
+		checkClaimInterval(fs, f, p, c, metric, file, d)
 		if c.Unit != m.unit || c.Decimals != m.decimals {
 			fs.add(IDBindingClaimTerms, f, p, map[string]any{"unit": m.unit, "decimals": m.decimals},
 				map[string]any{"unit": c.Unit, "decimals": c.Decimals}, "claim %s: %s is claimed in %s to %d decimals", c.ID, metric, m.unit, m.decimals)
@@ -216,6 +221,37 @@ func checkClaimBinding(v *view, fs *findings) {
 				fs.add(IDBindingClaimMissing, f, "/claims", id, nil,
 					"configuration %s has no claim %s", cv.id, id)
 			}
+		}
+	}
+}
+
+// intervalMetrics are the claims that carry their configuration's
+// bootstrap interval.
+var intervalMetrics = []string{"pooled_decode_tok_s", "ttft_mean_s"}
+
+// checkClaimInterval binds a claim's interval to its configuration's
+// uncertainty: present exactly for the interval metrics of a configuration
+// with one, citing /uncertainty/<metric>/lo and /hi of its own document,
+// under that uncertainty's algorithm and level (check claims resolves the
+// bounds' values).
+func checkClaimInterval(fs *findings, f, p string, c editions.Claim, metric, file string, d *editions.ConfigDoc) {
+	want := d.Uncertainty != nil && slices.Contains(intervalMetrics, metric)
+	iv := c.Interval
+	switch {
+	case want && iv == nil:
+		fs.add(IDBindingClaimIntervalAbsent, f, p+"/interval", "the bootstrap interval of "+file, nil,
+			"claim %s: its configuration carries a %s interval the claim does not state", c.ID, d.Uncertainty.Algorithm)
+	case !want && iv != nil:
+		fs.add(IDBindingClaimInterval, f, p+"/interval", nil, iv.Algorithm,
+			"claim %s: %s has no interval in its configuration document", c.ID, metric)
+	case want:
+		u := d.Uncertainty
+		lo, hi := "/uncertainty/"+metric+"/lo", "/uncertainty/"+metric+"/hi"
+		if iv.Algorithm != u.Algorithm || iv.Level != u.Level || iv.Lo.File != file || iv.Hi.File != file || iv.Lo.Pointer != lo || iv.Hi.Pointer != hi {
+			fs.add(IDBindingClaimInterval, f, p+"/interval",
+				map[string]any{"algorithm": u.Algorithm, "level": u.Level, "lo": file + "#" + lo, "hi": file + "#" + hi},
+				map[string]any{"algorithm": iv.Algorithm, "level": iv.Level, "lo": iv.Lo.File + "#" + iv.Lo.Pointer, "hi": iv.Hi.File + "#" + iv.Hi.Pointer},
+				"claim %s: the interval must be its own configuration's %s bounds", c.ID, metric)
 		}
 	}
 }

@@ -63,6 +63,13 @@ func checkClaims(v *view, fs *findings) {
 			}
 		}
 
+		if iv := c.Interval; iv != nil {
+			lo, lok := claimRef(v, fs, c, p+"/interval/lo", &iv.Lo, -1)
+			hi, hok := claimRef(v, fs, c, p+"/interval/hi", &iv.Hi, -1)
+			if lok && hok && lo > hi {
+				fs.add(IDClaimsInterval, f, p+"/interval", "lo <= hi", []float64{lo, hi}, "claim %s: the interval's bounds are reversed", c.ID)
+			}
+		}
 		if (c.Numerator == nil) != (c.Denominator == nil) {
 			fs.add(IDClaimsRatioHalf, f, p, "numerator and denominator, or neither", nil, "claim %s has only half a ratio", c.ID)
 			continue

@@ -22,6 +22,11 @@ func checkManifest(v *view, fs *findings) {
 	if strings.TrimSpace(m.Edition) == "" {
 		fs.add(IDManifestNoEditionID, mf, "/edition", "an edition id", m.Edition, "the manifest names no edition")
 	}
+	for i, r := range m.Republished {
+		fs.add(IDManifestRepublished, mf, ptr("republished", i), nil, r.Tool.VCSRevision,
+			"derived documents republished %s by %s %s (VCS revision %s, modified %s): %s; the raw records are the workers' of %s",
+			r.At, r.Tool.Module, r.Tool.Version, r.Tool.VCSRevision, r.Tool.VCSModified, r.Reason, m.Tool.VCSRevision)
+	}
 
 	listed := map[string]bool{}
 	for i, f := range m.Files {

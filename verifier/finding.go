@@ -118,6 +118,7 @@ var (
 
 	// manifest: check 1.
 	IDManifestMissingFile  = def("manifest", "manifest.missing-file", Error, "a file listed in the manifest does not exist")
+	IDManifestRepublished  = def("manifest", "manifest.republished", Hint, "the edition's derived documents were rewritten from its raw records by a later build (horizon-bench republish): when, by which build, why")
 	IDManifestSize         = def("manifest", "manifest.size-mismatch", Error, "a listed file's size differs from the manifest")
 	IDManifestHash         = def("manifest", "manifest.hash-mismatch", Error, "a listed file's SHA-256 differs from the manifest")
 	IDManifestUnlisted     = def("manifest", "manifest.unlisted-file", Error, "a file exists in the edition but is not listed in the manifest")
@@ -206,6 +207,7 @@ var (
 	IDClaimsSourceValue = def("claims", "claims.source-value", Error, "the value recorded with a source differs from the value at its pointer")
 	IDClaimsValue       = def("claims", "claims.value", Error, "a claim's value is not its source value rounded as declared")
 	IDClaimsRatio       = def("claims", "claims.ratio", Error, "numerator / denominator does not equal the source value")
+	IDClaimsInterval    = def("claims", "claims.interval", Error, "a claim's interval bounds are reversed (each bound's recorded value is checked against its source like the numerator's)")
 	IDClaimsRatioHalf   = def("claims", "claims.ratio-incomplete", Error, "a claim has a numerator without a denominator or the reverse")
 
 	// invariants: check 6.

@@ -86,6 +86,12 @@ func reaggregate(t testing.TB, dir string) {
 					ref["value"] = sourceValue(t, dir, ref)
 				}
 			}
+			if iv, ok := c["interval"].(map[string]any); ok {
+				for _, k := range []string{"lo", "hi"} {
+					ref := obj(t, iv, k)
+					ref["value"] = sourceValue(t, dir, ref)
+				}
+			}
 		}
 	})
 }

@@ -37,6 +37,27 @@ func init() {
 				})
 				forge(t, dir)
 			}},
+		forgery{family: "binding", name: "claim interval citing another configuration's bounds", want: IDBindingClaimInterval,
+			apply: func(t *testing.T, dir string) {
+				ids := configIDs(t, dir)
+				if len(ids) < 2 {
+					t.Skip("one configuration")
+				}
+				found := false
+				edit(t, dir, editions.ClaimsFile, func(d map[string]any) {
+					_, c := claimWithSuffix(t, d, ".pooled_decode_tok_s")
+					if iv, ok := c["interval"].(map[string]any); ok {
+						found = true
+						for _, k := range []string{"lo", "hi"} {
+							obj(t, iv, k)["file"] = editions.ConfigPath(ids[1])
+						}
+					}
+				})
+				if !found {
+					t.Skip("claims without intervals")
+				}
+				forge(t, dir) // refreshes the bounds' values from the new sources
+			}},
 		forgery{family: "binding", name: "claim statement edited", want: IDBindingStatement,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)

@@ -22,6 +22,7 @@ func init() {
 					hi := numFloat(t, iv["hi"])
 					iv["hi"] = json.Number(strconv.FormatFloat(math.Nextafter(hi, math.Inf(1)), 'g', -1, 64))
 				})
+				refreshClaimIntervals(t, dir) // the claim states the forged bound
 				rehash(t, dir)
 			}},
 		forgery{family: "recompute", name: "bootstrap seed swapped under the written interval", want: IDRecomputeBootstrap,
@@ -33,6 +34,23 @@ func init() {
 				rehash(t, dir)
 			}},
 	)
+}
+
+// refreshClaimIntervals rewrites every claim interval's recorded bound
+// values from their sources, as a forger who edited an uncertainty would.
+func refreshClaimIntervals(t *testing.T, dir string) {
+	t.Helper()
+	edit(t, dir, editions.ClaimsFile, func(doc map[string]any) {
+		claims, _ := doc["claims"].([]any)
+		for _, c := range claims {
+			if iv, ok := c.(map[string]any)["interval"].(map[string]any); ok {
+				for _, k := range []string{"lo", "hi"} {
+					ref := obj(t, iv, k)
+					ref["value"] = sourceValue(t, dir, ref)
+				}
+			}
+		}
+	})
 }
 
 // editUncertainty edits the uncertainty of the first configuration that

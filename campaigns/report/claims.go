@@ -26,15 +26,28 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 				Evidence: c.Evidence, Validation: "valid", Publication: c.Publication, Reproduction: "not_attempted",
 			})
 		}
+		// withInterval gives the last claim its bootstrap interval, at
+		// /uncertainty/<metric>/lo and /hi, when the configuration has one.
+		withInterval := func(metric string, iv func(u *editions.Uncertainty) editions.Interval) {
+			u := d.Uncertainty
+			if u == nil {
+				return
+			}
+			x := iv(u)
+			out.Claims[len(out.Claims)-1].Interval = &editions.ClaimInterval{Algorithm: u.Algorithm, Level: u.Level,
+				Lo: *ref("/uncertainty/"+metric+"/lo", x.Lo), Hi: *ref("/uncertainty/"+metric+"/hi", x.Hi)}
+		}
 		m := d.Metrics
 		add("pooled_decode_tok_s", "tokens/s", 2, m.PooledDecodeTokS,
 			fmt.Sprintf("%s: pooled decode rate over %d measured requests, sum(N-1) / sum(decode seconds), first-token wait excluded", who, d.Requests),
 			ref("/metrics/decode_tokens", float64(m.DecodeTokens)), ref("/metrics/decode_seconds", m.DecodeSeconds))
+		withInterval("pooled_decode_tok_s", func(u *editions.Uncertainty) editions.Interval { return u.PooledDecodeTokS })
 		add("overall_output_tok_s", "tokens/s", 2, m.OverallOutputTokS,
 			fmt.Sprintf("%s: overall output rate over %d measured requests, sum(N) / sum(runtime seconds), admission to last token", who, d.Requests),
 			ref("/metrics/output_tokens", float64(m.OutputTokens)), ref("/metrics/runtime_seconds", m.RuntimeSeconds))
 		add("ttft_mean_s", "s", 4, m.TTFTMeanS,
 			fmt.Sprintf("%s: mean time to first token (admission to first token, prefill included) over %d measured requests", who, d.Requests), nil, nil)
+		withInterval("ttft_mean_s", func(u *editions.Uncertainty) editions.Interval { return u.TTFTMeanS })
 		if p := m.Prefill; p != nil && p.TokS.Ok() {
 			out.Claims = append(out.Claims, editions.Claim{
 				ID: d.ID + ".prefill_tok_s", Value: Round(p.TokS.Value, 2), Unit: "tokens/s", Decimals: 2,

@@ -35,6 +35,16 @@ type EditionInput struct {
 	// editions.BootstrapV1: its configuration documents carry no
 	// uncertainty. The runner leaves it false, so new editions have it.
 	WithoutUncertainty bool
+	// Republish, when set, rewrites an existing edition's derived
+	// documents: the manifest keeps the previous one's created_at and tool
+	// and appends this build's republication (editions.Manifest).
+	Republish *Republish
+}
+
+// Republish is what a republication keeps and adds to the manifest.
+type Republish struct {
+	Previous editions.Manifest
+	Reason   string
 }
 
 // reporters are the report formats of an edition, by file.
@@ -113,7 +123,26 @@ func WriteEdition(dir string, in EditionInput) error {
 			return err
 		}
 	}
-	return writeManifest(dir, c.Edition, in.Now)
+	return writeManifestAs(dir, c.Edition, in.Now, in.Republish)
+}
+
+// writeManifestAs is writeManifest, or with rp the republished manifest:
+// the previous creation time and tool, its republications and this one.
+func writeManifestAs(dir, edition string, now func() time.Time, rp *Republish) error {
+	if rp == nil {
+		return writeManifest(dir, edition, now)
+	}
+	if now == nil {
+		now = time.Now
+	}
+	m, err := editions.BuildManifest(dir, edition, now(), rp.Previous.Tool)
+	if err != nil {
+		return err
+	}
+	m.CreatedAt = rp.Previous.CreatedAt
+	m.Republished = append(append([]editions.Republication(nil), rp.Previous.Republished...),
+		editions.Republication{At: now().UTC().Format(time.RFC3339), Tool: editions.ReadBuildInfo(), Reason: rp.Reason})
+	return editions.WriteDoc(filepath.Join(dir, editions.ManifestFile), &m)
 }
 
 // writeManifest lists every file of dir in its manifest.json, created at

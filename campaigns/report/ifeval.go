@@ -234,6 +234,8 @@ type IFEvalInput struct {
 	Shards map[string][]*editions.IFEvalShard
 	RunDir string
 	Now    func() time.Time
+	// Republish: as EditionInput's.
+	Republish *Republish
 }
 
 // IFEvalPlotFile is the per-category figure of an IFEval edition.
@@ -303,7 +305,7 @@ func WriteIFEvalEdition(dir string, in IFEvalInput) error {
 			return err
 		}
 	}
-	return writeManifest(dir, c.Edition, in.Now)
+	return writeManifestAs(dir, c.Edition, in.Now, in.Republish)
 }
 
 // ifevalReport is what both IFEval reports show.

@@ -54,6 +54,7 @@ Exit codes (every command):
 			simulateCommand(),
 			compareCommand(),
 			reportCommand(),
+			republishCommand(),
 			ifevalCommand(),
 		},
 		// No subcommand prints the help; an unknown one is a usage error.
