@@ -44,7 +44,11 @@ func Republish(dir, reason string, ceilings func(string) string) error {
 	if err := os.CopyFS(filepath.Join(src, "raw"), os.DirFS(filepath.Join(dir, "raw"))); err != nil {
 		return fmt.Errorf("copy the raw records: %w", err)
 	}
-	rp := &report.Republish{Previous: m, Reason: reason}
+	sum, _, err := editions.HashFile(filepath.Join(dir, editions.ManifestFile))
+	if err != nil {
+		return err
+	}
+	rp := &report.Republish{Previous: m, PreviousSHA256: sum, Reason: reason}
 	var ids struct {
 		Configs []struct {
 			ID string `json:"id"`

@@ -40,8 +40,13 @@ func TestRepublish(t *testing.T) {
 			if after.CreatedAt != before.CreatedAt || !reflect.DeepEqual(after.Tool, before.Tool) {
 				t.Fatalf("manifest created_at/tool changed: %s %+v -> %s %+v", before.CreatedAt, before.Tool.VCSRevision, after.CreatedAt, after.Tool.VCSRevision)
 			}
-			if n := len(after.Republished); n != len(before.Republished)+1 || after.Republished[n-1].Reason != "a test republication" {
-				t.Fatalf("republished %+v", after.Republished)
+			prev, _, err := editions.HashFile(filepath.Join(src, editions.ManifestFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(after.Republished); n != len(before.Republished)+1 || after.Republished[n-1].Reason != "a test republication" ||
+				after.Republished[n-1].PreviousManifestSHA256 != prev {
+				t.Fatalf("republished %+v, want one more with the reason and previous manifest %s", after.Republished, prev)
 			}
 			for _, f := range before.Files {
 				if !strings.HasPrefix(f.Path, "raw/") && f.Path != editions.CampaignFile && f.Path != editions.ContractFile {

@@ -73,6 +73,20 @@ type Republication struct {
 	At     string    `json:"at"` // RFC 3339, UTC
 	Tool   BuildInfo `json:"tool"`
 	Reason string    `json:"reason"`
+	// PreviousManifestSHA256 is the SHA-256 of the manifest.json this
+	// republication replaced: a reproduction made before it (bound to that
+	// manifest) still belongs to the edition, whose raw records it kept.
+	PreviousManifestSHA256 string `json:"previous_manifest_sha256"`
+}
+
+// ManifestLineage is the SHA-256 of every manifest.json the edition has
+// had before its current one, oldest first (its republications').
+func (m Manifest) ManifestLineage() []string {
+	var out []string
+	for _, r := range m.Republished {
+		out = append(out, r.PreviousManifestSHA256)
+	}
+	return out
 }
 
 // FileEntry is one file's identity.

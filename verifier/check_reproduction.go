@@ -46,7 +46,8 @@ import (
 // plausibility.
 var (
 	IDReproUnreadable         = def("reproduction", "reproduction.unreadable", Error, "the reproduction directory or its reproduction.json cannot be read, is not horizon.reproduction version 1, or does not validate against its schema")
-	IDReproEdition            = def("reproduction", "reproduction.edition-mismatch", Error, "the reproduction record names another edition id, or another manifest.json SHA-256, than this edition")
+	IDReproEdition            = def("reproduction", "reproduction.edition-mismatch", Error, "the reproduction record names another edition id, or another manifest.json SHA-256, than this edition (its current manifest or one it had before a republication)")
+	IDReproBeforeRepublish    = def("reproduction", "reproduction.before-republish", Hint, "the reproduction was made from the edition's manifest before a republication; its raw records are the edition's (checked per worker)")
 	IDReproRecord             = def("reproduction", "reproduction.record-invalid", Error, "the record is malformed: a file path off the layout, a worker listed twice, a configuration or block this edition does not have, a configuration summary without its workers, or a stray file under original/ or rerun/")
 	IDReproOriginal           = def("reproduction", "reproduction.original-mismatch", Error, "an original copy is not byte-identical to the edition's raw record, or its recorded size or SHA-256 is not the edition's")
 	IDReproRerun              = def("reproduction", "reproduction.rerun-record", Error, "a rerun raw record is missing or undecodable, differs from its recorded size or SHA-256, is not a worker of this edition's configuration, block, contract and device, or its timings contradict its timestamps")
@@ -98,9 +99,15 @@ func checkReproduction(v *view, fs *findings) {
 	}
 	if md := v.e.docs[editions.ManifestFile]; md != nil {
 		sum := sha256.Sum256(md.data)
-		if want := hex.EncodeToString(sum[:]); d.EditionManifestSHA256 != want {
+		want := hex.EncodeToString(sum[:])
+		switch lineage := v.e.Manifest.ManifestLineage(); {
+		case d.EditionManifestSHA256 == want:
+		case slices.Contains(lineage, d.EditionManifestSHA256):
+			fs.add(IDReproBeforeRepublish, recFile, "/edition_manifest_sha256", want, d.EditionManifestSHA256,
+				"the reproduction was made from the edition's manifest before a republication (manifest.json#/republished): the raw records it compares are the same, each checked below")
+		default:
 			fs.add(IDReproEdition, recFile, "/edition_manifest_sha256", want, d.EditionManifestSHA256,
-				"the reproduction was made from another manifest.json than this edition's: the edition changed, or the record is of another one")
+				"the reproduction was made from another manifest.json than this edition's (or any it had before a republication): the edition changed, or the record is of another one")
 		}
 	}
 	tol := d.SpeedTolerance

@@ -107,6 +107,20 @@ func TestNewEditionUncertaintyVerifies(t *testing.T) {
 	if err := editions.WriteDoc(p, &d); err != nil {
 		t.Fatal(err)
 	}
+	// The careful tamperer's claim states the moved bound too.
+	cp := filepath.Join(dir, editions.ClaimsFile)
+	var cl editions.ClaimsDoc
+	if b, err := os.ReadFile(cp); err != nil || json.Unmarshal(b, &cl) != nil {
+		t.Fatalf("claims.json: %v", err)
+	}
+	for i := range cl.Claims {
+		if c := &cl.Claims[i]; c.ID == id+".pooled_decode_tok_s" && c.Interval != nil {
+			c.Interval.Hi.Value = d.Uncertainty.PooledDecodeTokS.Hi
+		}
+	}
+	if err := editions.WriteDoc(cp, &cl); err != nil {
+		t.Fatal(err)
+	}
 	remanifest()
 	rep := verify()
 	if rep.Passed() || !rep.Has(verifier.IDRecomputeBootstrap) {

@@ -44,7 +44,9 @@ type EditionInput struct {
 // Republish is what a republication keeps and adds to the manifest.
 type Republish struct {
 	Previous editions.Manifest
-	Reason   string
+	// PreviousSHA256 is the SHA-256 of the previous manifest.json file.
+	PreviousSHA256 string
+	Reason         string
 }
 
 // reporters are the report formats of an edition, by file.
@@ -141,7 +143,8 @@ func writeManifestAs(dir, edition string, now func() time.Time, rp *Republish) e
 	}
 	m.CreatedAt = rp.Previous.CreatedAt
 	m.Republished = append(append([]editions.Republication(nil), rp.Previous.Republished...),
-		editions.Republication{At: now().UTC().Format(time.RFC3339), Tool: editions.ReadBuildInfo(), Reason: rp.Reason})
+		editions.Republication{At: now().UTC().Format(time.RFC3339), Tool: editions.ReadBuildInfo(), Reason: rp.Reason,
+			PreviousManifestSHA256: rp.PreviousSHA256})
 	return editions.WriteDoc(filepath.Join(dir, editions.ManifestFile), &m)
 }
 
