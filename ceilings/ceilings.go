@@ -45,9 +45,9 @@ type Options struct {
 	VRAMAllowance int64
 	// VRAMProcess judges the VRAM limit on the process's reading (its NVML
 	// entry, what nvidia-smi shows for the process), as issue 14 asks, with
-	// the device reading's margin beside it. False judges the device
-	// reading: the table of the committed edition reports, which stay as
-	// they were rendered (horizon-bench ceilings sets it).
+	// the device reading's margin beside it (the default, for edition
+	// reports and horizon-bench ceilings alike). False judges the device
+	// reading, which adds the driver's reservation.
 	VRAMProcess bool
 }
 
@@ -59,6 +59,7 @@ func DefaultOptions() Options {
 		HBMSource:     "H200 device-to-device copy, 1-4 GiB, bytes read + written (GPU-NOTES.md)",
 		PartialFactor: 1.2,
 		VRAMAllowance: 7 * (1 << 30) / 10,
+		VRAMProcess:   true,
 	}
 }
 
