@@ -24,29 +24,14 @@ mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : >"$summary"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.txt"
-[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
+. scripts/h200-lib.sh
+h200_unpack
 (cd kernels && timeout 30 ../carry/kernels.test -test.v) >"$OUT/kernels-test.log" 2>&1
 echo "kernels-test: rc=$?" | tee -a "$summary"
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
-	t0=$SECONDS
-	(cd runtime/cuda && timeout 200 ../../carry/cuda.test -test.v -test.timeout 190s) >"$OUT/cuda-test.log" 2>&1
-	echo "cuda-test: rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
-	grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
+	h200_suite 200
 fi
-arts=""
-for spec in olmoe-1b-7b:924 qwen15-moe-a27b:1; do
-	arch=${spec%%:*} seed=${spec#*:}
-	art=/dev/shm/persistent/$arch-$seed-int4
-	if [ ! -f "$art/artifact.json" ]; then
-		t0=$SECONDS
-		ckpt=/dev/shm/persistent/ckpt-$arch
-		carry/horizon-bench-cuda synth --arch "$arch" --seed "$seed" --out "$ckpt" >"$OUT/synth-$arch.log" 2>&1 &&
-			carry/horizon-bench-cuda prepare --checkpoint "$ckpt" --out "$art" >"$OUT/prepare-$arch.log" 2>&1
-		echo "$arch artifact: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-		rm -rf "$ckpt"
-	fi
-	arts="$arts${arts:+:}$art"
-done
+h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 t0=$SECONDS
 (cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 150 ../../carry/cuda.test -test.run '^$' \
 	-test.bench 'BenchmarkDecodeModes/.*/^(graph-full|graph-full-nopdl)$' -test.benchtime 1x -test.v -test.timeout 140s) >"$OUT/bench-modes.log" 2>&1

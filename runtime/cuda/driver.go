@@ -225,12 +225,9 @@ const maxLaunchArgs = 24
 // from blob. It replaces cu.Function.Launch, which allocates C memory on
 // every call and cannot pass structs.
 func launchKernel(fn cu.Function, grid, block, smem int, s cu.Stream, args []uint64, blob unsafe.Pointer) error {
-	if len(args) > maxLaunchArgs {
-		return fmt.Errorf("cuLaunchKernel: %d arguments, at most %d", len(args), maxLaunchArgs)
-	}
-	var ap *C.ulonglong
-	if len(args) > 0 {
-		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	ap, err := launchArgs("cuLaunchKernel", args)
+	if err != nil {
+		return err
 	}
 	return check("cuLaunchKernel", C.horizon_launch(rawFunction(fn), C.uint(grid), C.uint(block), C.uint(smem),
 		rawStream(s), ap, C.int(len(args)), blob))
@@ -241,15 +238,24 @@ func launchKernel(fn cu.Function, grid, block, smem int, s cu.Stream, args []uin
 // start while the kernel before it on s still runs, so fn must call
 // grid_dep_enter before any access that depends on it (kernels/common.cuh).
 func launchKernelPDL(fn cu.Function, grid, block, smem int, s cu.Stream, args []uint64) error {
-	if len(args) > maxLaunchArgs {
-		return fmt.Errorf("cuLaunchKernelEx: %d arguments, at most %d", len(args), maxLaunchArgs)
-	}
-	var ap *C.ulonglong
-	if len(args) > 0 {
-		ap = (*C.ulonglong)(unsafe.Pointer(&args[0]))
+	ap, err := launchArgs("cuLaunchKernelEx", args)
+	if err != nil {
+		return err
 	}
 	return check("cuLaunchKernelEx", C.horizon_launch_pdl(rawFunction(fn), C.uint(grid), C.uint(block), C.uint(smem),
 		rawStream(s), ap, C.int(len(args))))
+}
+
+// launchArgs is args as the C launch helpers take them (nil for none), or
+// an error naming call when there are more than they hold.
+func launchArgs(call string, args []uint64) (*C.ulonglong, error) {
+	if len(args) > maxLaunchArgs {
+		return nil, fmt.Errorf("%s: %d arguments, at most %d", call, len(args), maxLaunchArgs)
+	}
+	if len(args) == 0 {
+		return nil, nil
+	}
+	return (*C.ulonglong)(unsafe.Pointer(&args[0])), nil
 }
 
 // blocksPerSM is how many blocks of fn (block threads, smem bytes of dynamic

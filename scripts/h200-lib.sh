@@ -1,0 +1,38 @@
+# h200-lib.sh: what the GPU-machine scripts share; source it after setting
+# OUT and summary (the file each step's one-line result is appended to).
+#
+#   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB)
+#   h200_suite SECONDS               the whole CUDA suite (carry/cuda.test) into $OUT/cuda-test.log
+#   h200_artifacts ROOT ARCH:SEED... INT4 artifacts of the synthetic presets under ROOT (kept there
+#                                    on a warm machine), their directories ':'-separated in $arts
+
+h200_unpack() {
+	[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
+	return 0
+}
+
+h200_suite() {
+	local t0=$SECONDS limit=${1:-200}
+	(cd runtime/cuda && timeout "$limit" ../../carry/cuda.test -test.v -test.timeout "$((limit - 10))s") >"$OUT/cuda-test.log" 2>&1
+	echo "cuda-test: rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
+	grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
+}
+
+h200_artifacts() {
+	local root=$1 spec arch seed art ckpt t0
+	shift
+	arts=""
+	for spec in "$@"; do
+		arch=${spec%%:*} seed=${spec#*:}
+		art=$root/$arch-$seed-int4
+		if [ ! -f "$art/artifact.json" ]; then
+			t0=$SECONDS
+			ckpt=$root/ckpt-$arch
+			"${HORIZON_BENCH:-carry/horizon-bench-cuda}" synth --arch "$arch" --seed "$seed" --out "$ckpt" >"$OUT/synth-$arch.log" 2>&1 &&
+				"${HORIZON_BENCH:-carry/horizon-bench-cuda}" prepare --checkpoint "$ckpt" --out "$art" >"$OUT/prepare-$arch.log" 2>&1
+			echo "$arch artifact: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+			rm -rf "$ckpt"
+		fi
+		arts="$arts${arts:+:}$art"
+	done
+}
