@@ -80,19 +80,27 @@ names a directory of *.json schema files.
 // list and its count are the checks that run (a test holds every check to
 // a description here, and every description to a check).
 var checkHelp = map[string][]string{
-	"manifest": {"every listed file present with its size and SHA-256, nothing unlisted"},
-	"schema":   {"every JSON document validates against its JSON Schema"},
+	"manifest": {
+		"every listed file present with its size and SHA-256, nothing unlisted;",
+		"republications (horizon-bench republish) are hints",
+	},
+	"schema": {"every JSON document validates against its JSON Schema"},
 	"contract": {
 		"the frozen contract's hash; declared blocks and prompts in order;",
-		"exactly N tokens, no EOS, consistent timestamps; warmup excluded",
+		"exactly N tokens, no EOS, consistent timestamps; warmup excluded;",
+		"prefill_seconds within (0, TTFT]",
 	},
-	"recompute":   {"every aggregate of configs/*.json rederived from raw/ and compared exactly"},
-	"claims":      {"each claim equals its source value rounded as declared; valid statuses"},
+	"recompute": {"every aggregate of configs/*.json rederived from raw/ and compared exactly"},
+	"claims": {
+		"each claim equals its source value rounded as declared; ratios and",
+		"interval bounds resolve to their sources; valid statuses",
+	},
 	"invariants":  {"required-zero cache counters are observed zeros (UNKNOWN is an error)"},
 	"consistency": {"same checkpoint, expert format and numerics => identical greedy tokens"},
 	"binding": {
-		"each claim cites its own configuration's metric with the statement the",
-		"verifier regenerates; every required metric is claimed; evidence and",
+		"each claim cites its own configuration's metric (and its interval, the",
+		"configuration's bootstrap bounds) with the statement the verifier",
+		"regenerates; every required metric is claimed; evidence and",
 		"publication no higher than the campaign's; the contract is a released",
 		"one (or --contract FILE), the campaign is --campaign FILE if given",
 	},
