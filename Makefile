@@ -99,6 +99,18 @@ gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gp
 	$(MAKE) cuda || echo "gpu-test: the CLI did not build; scripts/gpu-test.sh skips its smoke run"
 	@ls -la $(CARRY)
 
+# The device tool copies at most 64 MiB of the working tree (tracked files
+# included); the largest committed editions are set aside under carry/aside
+# (ignored) for a device call and put back afterwards.
+DEVICE_ASIDE := editions/residency-ablation editions/ifeval541-olmoe-synthetic
+device-aside: ## before a device call: move the largest committed editions to carry/aside (the tree must stay under 64 MiB)
+	@mkdir -p $(CARRY)/aside/editions
+	@for d in $(DEVICE_ASIDE); do if [ -d "$$d" ]; then mv "$$d" $(CARRY)/aside/$$d && echo "aside: $$d"; fi; done
+	@du -cb $$(git ls-files | while read f; do [ -e "$$f" ] && echo "$$f"; done) 2>/dev/null | tail -1
+device-back: ## after a device call: put the editions device-aside moved back
+	@for d in $(DEVICE_ASIDE); do if [ -d $(CARRY)/aside/$$d ]; then mv $(CARRY)/aside/$$d "$$d" && echo "back: $$d"; fi; done
+	@git status --short --untracked-files=no | grep '^ D' && { echo "device-back: tracked files still missing"; exit 1; } || true
+
 gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name a clean revision) and pack them as carry/bins.tar.xz, the one file to carry to the GPU machine
 	@test -z "$$(git status --porcelain --untracked-files=no)" || echo "gpu-bins: uncommitted changes are not in the build (it builds HEAD)"
 	rm -rf $(CARRY)/clone && git clone -q . $(CARRY)/clone && git -C $(CARRY)/clone checkout -q $$(git rev-parse HEAD)
@@ -112,7 +124,7 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: edition-smoke edition-smoke-check ifeval-smoke-check
+.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
