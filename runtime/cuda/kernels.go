@@ -48,6 +48,7 @@ type kernelSet struct {
 	attentionScoresStep, attentionPVStep                       cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
+	prefetchL2                                                 cu.Function // the captured steps' L2 prefetch branch (step_prefetch.go)
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
 	persistent [len(persistentBuilds)]cu.Function
 	rmsnorm    cu.Function
@@ -127,6 +128,7 @@ func (b *Backend) loadKernels() error {
 	k.attentionScoresStep, k.attentionPVStep = get("attention_scores_step"), get("attention_pv_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
+	k.prefetchL2 = get("prefetch_l2")
 	for i, n := range persistentBuilds {
 		k.persistent[i] = get(n)
 	}
@@ -196,6 +198,7 @@ var moduleFuncs = map[string][]string{
 	"router":          {"router_topk"},
 	"embed_argmax":    {"embed_gather", "argmax_masked"},
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
+	"prefetch":        {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_scores_step", "attention_pv_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step"},
 	"persistent": persistentBuilds[:],

@@ -86,7 +86,9 @@ func TestPersistentRefusesPartial(t *testing.T) {
 
 // BenchmarkDecodeModes times single-request greedy decode at full
 // residency in graph-full steps (with programmatic dependent launch, and
-// without: graph-full-nopdl) and in each build of the persistent kernel,
+// without: graph-full-nopdl; without the L2 prefetch branch:
+// graph-full-nol2; with it at the normal eviction priority or another
+// budget) and in each build of the persistent kernel,
 // on the artifacts named by HORIZON_BENCH_ARTIFACTS (directories separated
 // by ':'; skipped when unset), and checks that every mode gives the tokens
 // graph-full gives. It reports decode tok/s (the engine's DecodeTokS) as
@@ -109,7 +111,11 @@ func BenchmarkDecodeModes(b *testing.B) {
 			step string
 			tn   tuning
 		}
-		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}}}
+		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}},
+			{"graph-full-nol2", engine.StepGraphFull, tuning{noL2Prefetch: true}},
+			{"graph-full-l2normal", engine.StepGraphFull, tuning{l2Normal: true}},
+			{"graph-full-l2-12m", engine.StepGraphFull, tuning{l2Budget: 12 << 20}},
+			{"graph-full-l2-40m", engine.StepGraphFull, tuning{l2Budget: 40 << 20}}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}

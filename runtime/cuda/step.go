@@ -78,6 +78,9 @@ type stepper struct {
 	L, A     int
 	// prog is the plan as the graphs are cut from it (step_plan.go).
 	prog *program
+	// side is the captured steps' L2 prefetch branch (step_prefetch.go);
+	// nil op by op, in persistent steps and with tuning.noL2Prefetch.
+	side *sideBranch
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -354,6 +357,11 @@ func (s *stepper) setup() error {
 		}
 	}
 
+	if s.mode != device.StepPersistent && !b.tune.noL2Prefetch {
+		if err := s.setupPrefetch(); err != nil {
+			return err
+		}
+	}
 	capture := s.capture
 	slots := 1
 	if s.deviceTables() {
@@ -422,9 +430,9 @@ func (s *stepper) capture(what string, issue func() error) (*graph, error) {
 	if err := beginCapture(b.compute); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", what, err)
 	}
-	b.pdl, b.pdlPrev = !b.tune.noPDL, false
-	ierr := issue()
-	b.pdl = false
+	b.pdl, b.pdlPrev, b.capturing = !b.tune.noPDL, false, true
+	ierr := errors.Join(issue(), s.joinPrefetch())
+	b.pdl, b.capturing = false, false
 	g, err := endCapture(b.compute)
 	if ierr != nil || err != nil {
 		if g != nil {
@@ -672,6 +680,7 @@ func (s *stepper) Close() error {
 			}
 		}
 		s.body, s.segs, s.rest, s.heads, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, nil
+		errs = append(errs, s.closePrefetch())
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

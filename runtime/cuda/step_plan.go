@@ -19,6 +19,9 @@ import (
 func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 	for i := lo; i < hi; i++ {
 		in := s.prog.body[i]
+		if err := s.forkPrefetch(i); err != nil {
+			return fmt.Errorf("instruction %d (%s): %w", i, in.Op, err)
+		}
 		if s.b.rec != nil {
 			s.b.recTag = fmt.Sprintf("%s L%d", in.Op, in.Layer)
 		}

@@ -67,7 +67,7 @@ func TestStepperMatchesOps(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0 := pdlLaunches(t)
+	pdl0, pf0 := pdlLaunches(t), prefetchLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -89,6 +89,18 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 			t.Fatalf("%s: %d programmatic dependent launches", mode, n)
 		}
 	}
+	// The same captures have an L2 prefetch branch (step_prefetch.go);
+	// op by op and persistent steps have none.
+	switch n := prefetchLaunches(t) - pf0; mode {
+	case engine.StepGraphFull, engine.StepGraphSegmented, engine.StepGraphWait:
+		if n == 0 {
+			t.Fatalf("%s: no L2 prefetch captured", mode)
+		}
+	default:
+		if n != 0 {
+			t.Fatalf("%s: %d L2 prefetch launches", mode, n)
+		}
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
 }
@@ -99,6 +111,17 @@ func pdlLaunches(t *testing.T) int {
 	t.Helper()
 	var n int
 	if err := testBE.o.do(func() error { n = testBE.pdlLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// prefetchLaunches reads the test backend's count of captured L2
+// prefetch kernels.
+func prefetchLaunches(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.prefetchLaunches; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return n
