@@ -134,6 +134,8 @@ type tuning struct {
 	noL2Prefetch bool // captured steps have no L2 prefetch branch (step_prefetch.go)
 	l2Budget     int  // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
 	l2Normal     bool // prefetched lines keep the normal eviction priority, not evict_last
+	l2Grid       int  // the prefetch kernel's grid (0: l2PrefetchGrid)
+	l2Empty      bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

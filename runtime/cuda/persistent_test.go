@@ -115,7 +115,10 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-nol2", engine.StepGraphFull, tuning{noL2Prefetch: true}},
 			{"graph-full-l2normal", engine.StepGraphFull, tuning{l2Normal: true}},
 			{"graph-full-l2-12m", engine.StepGraphFull, tuning{l2Budget: 12 << 20}},
-			{"graph-full-l2-40m", engine.StepGraphFull, tuning{l2Budget: 40 << 20}}}
+			{"graph-full-l2-40m", engine.StepGraphFull, tuning{l2Budget: 40 << 20}},
+			{"graph-full-l2-grid4", engine.StepGraphFull, tuning{l2Grid: 4}},
+			{"graph-full-l2-grid132", engine.StepGraphFull, tuning{l2Grid: 132}},
+			{"graph-full-l2-empty", engine.StepGraphFull, tuning{l2Empty: true}}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}

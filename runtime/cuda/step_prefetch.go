@@ -140,13 +140,20 @@ func (s *stepper) forkPrefetch(i int) error {
 		return fmt.Errorf("prefetch fork: %w", err)
 	}
 	br.forked = true
-	keep := 1
+	keep, grid := 1, l2PrefetchGrid
 	if b.tune.l2Normal {
 		keep = 0
 	}
+	if b.tune.l2Grid > 0 {
+		grid = b.tune.l2Grid
+	}
 	for _, r := range br.at[i] {
-		if err := launchKernel(b.k.prefetchL2, l2PrefetchGrid, block, 0, br.stream,
-			[]uint64{argPtr(r.p), uint64(r.bytes), argInt(keep)}, nil); err != nil {
+		n := uint64(r.bytes)
+		if b.tune.l2Empty {
+			n = 0
+		}
+		if err := launchKernel(b.k.prefetchL2, grid, block, 0, br.stream,
+			[]uint64{argPtr(r.p), n, argInt(keep)}, nil); err != nil {
 			return fmt.Errorf("prefetch %d bytes: %w", r.bytes, err)
 		}
 		b.prefetchLaunches++
