@@ -121,21 +121,21 @@ const (
 // mean the built-in heuristics. Benchmarks set it (on the owner thread) to
 // compare variants in one run; it is read on the owner thread only.
 type tuning struct {
-	f16NR        int  // FP16 matvec rows per warp task: 1, 2 or 4
-	w4NR         int  // int4 matvec rows per warp task: 1, 2, 4 or 8
-	gateUpNRP    int  // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
-	downVariant  int  // grouped down: 1 + index into downVariants
-	downTile     int  // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
-	noMapped     bool // TopK/Argmax read results back with a copy even when mapped memory works
-	traceUnits   bool // persistent steps record each unit's timestamps (persistentProfile)
-	noPrefetch   bool // persistent programs prefetch nothing into L2
-	keepGrids    bool // persistent programs keep every launch's grid (no regrid)
-	noPDL        bool // captured steps launch every kernel plainly (no programmatic dependent launch)
-	noL2Prefetch bool // captured steps have no L2 prefetch branch (step_prefetch.go)
-	l2Budget     int  // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
-	l2Normal     bool // prefetched lines keep the normal eviction priority, not evict_last
-	l2Grid       int  // the prefetch kernel's grid (0: l2PrefetchGrid)
-	l2Empty      bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
+	f16NR       int  // FP16 matvec rows per warp task: 1, 2 or 4
+	w4NR        int  // int4 matvec rows per warp task: 1, 2, 4 or 8
+	gateUpNRP   int  // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
+	downVariant int  // grouped down: 1 + index into downVariants
+	downTile    int  // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
+	noMapped    bool // TopK/Argmax read results back with a copy even when mapped memory works
+	traceUnits  bool // persistent steps record each unit's timestamps (persistentProfile)
+	noPrefetch  bool // persistent programs prefetch nothing into L2
+	keepGrids   bool // persistent programs keep every launch's grid (no regrid)
+	noPDL       bool // captured steps launch every kernel plainly (no programmatic dependent launch)
+	l2Prefetch  bool // captured steps run the L2 prefetch branch (step_prefetch.go; off by default: slower on the H200)
+	l2Budget    int  // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
+	l2Normal    bool // prefetched lines keep the normal eviction priority, not evict_last
+	l2Grid      int  // the prefetch kernel's grid (0: l2PrefetchGrid)
+	l2Empty     bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -179,7 +179,7 @@ func rotation(size int) int { return max(2, rotationBytes/size) }
 
 // withTuning sets the backend's launch tuning for one benchmark (results do
 // not depend on it, only speed) and restores the defaults afterwards.
-func withTuning(b *testing.B, be *Backend, t tuning) {
+func withTuning(b testing.TB, be *Backend, t tuning) {
 	set := func(t tuning) {
 		if err := be.o.do(func() error { be.tune = t; return nil }); err != nil {
 			b.Fatal(err)

@@ -86,9 +86,9 @@ func TestPersistentRefusesPartial(t *testing.T) {
 
 // BenchmarkDecodeModes times single-request greedy decode at full
 // residency in graph-full steps (with programmatic dependent launch, and
-// without: graph-full-nopdl; without the L2 prefetch branch:
-// graph-full-nol2; with it at the normal eviction priority or another
-// budget) and in each build of the persistent kernel,
+// without: graph-full-nopdl; with the L2 prefetch branch: graph-full-l2,
+// and its variants: normal eviction priority, other budgets and grids, an
+// empty branch) and in each build of the persistent kernel,
 // on the artifacts named by HORIZON_BENCH_ARTIFACTS (directories separated
 // by ':'; skipped when unset), and checks that every mode gives the tokens
 // graph-full gives. It reports decode tok/s (the engine's DecodeTokS) as
@@ -111,14 +111,15 @@ func BenchmarkDecodeModes(b *testing.B) {
 			step string
 			tn   tuning
 		}
+		l2 := func(t tuning) tuning { t.l2Prefetch = true; return t }
 		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}},
-			{"graph-full-nol2", engine.StepGraphFull, tuning{noL2Prefetch: true}},
-			{"graph-full-l2normal", engine.StepGraphFull, tuning{l2Normal: true}},
-			{"graph-full-l2-12m", engine.StepGraphFull, tuning{l2Budget: 12 << 20}},
-			{"graph-full-l2-40m", engine.StepGraphFull, tuning{l2Budget: 40 << 20}},
-			{"graph-full-l2-grid4", engine.StepGraphFull, tuning{l2Grid: 4}},
-			{"graph-full-l2-grid132", engine.StepGraphFull, tuning{l2Grid: 132}},
-			{"graph-full-l2-empty", engine.StepGraphFull, tuning{l2Empty: true}}}
+			{"graph-full-l2", engine.StepGraphFull, l2(tuning{})},
+			{"graph-full-l2normal", engine.StepGraphFull, l2(tuning{l2Normal: true})},
+			{"graph-full-l2-12m", engine.StepGraphFull, l2(tuning{l2Budget: 12 << 20})},
+			{"graph-full-l2-40m", engine.StepGraphFull, l2(tuning{l2Budget: 40 << 20})},
+			{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
+			{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
+			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}

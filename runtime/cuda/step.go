@@ -79,7 +79,8 @@ type stepper struct {
 	// prog is the plan as the graphs are cut from it (step_plan.go).
 	prog *program
 	// side is the captured steps' L2 prefetch branch (step_prefetch.go);
-	// nil op by op, in persistent steps and with tuning.noL2Prefetch.
+	// nil unless tuning.l2Prefetch is set, and always op by op and in
+	// persistent steps.
 	side *sideBranch
 
 	// Device buffers the stepper owns.
@@ -357,7 +358,7 @@ func (s *stepper) setup() error {
 		}
 	}
 
-	if s.mode != device.StepPersistent && !b.tune.noL2Prefetch {
+	if s.mode != device.StepPersistent && b.tune.l2Prefetch {
 		if err := s.setupPrefetch(); err != nil {
 			return err
 		}

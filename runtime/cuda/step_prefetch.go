@@ -26,6 +26,12 @@ import (
 // (kernels/prefetch.cu) loads into no register and writes nothing, so no
 // value a step computes can depend on it: TestStepperMatchesOps still
 // compares every captured mode with op by op bit for bit.
+//
+// It is off by default (tuning.l2Prefetch turns it on) because on the H200
+// it made decode slower, not faster: 935 against 987 tok/s on the
+// OLMoE-1B-7B shape and 450 against 463 on Qwen1.5-MoE, at every budget and
+// eviction priority tried (results/l2-prefetch-h200). BenchmarkDecodeModes
+// keeps the variants that tell why (an empty branch, other grids).
 
 // l2PrefetchBudget is the most one fork prefetches: half the H200's 50 MB
 // L2, which still holds a whole OLMoE q|k|v (24 MiB).
@@ -81,7 +87,8 @@ func (s *stepper) denseReads(i int) []backend.Tensor {
 }
 
 // setupPrefetch schedules the branch (captured modes; not with
-// tuning.noL2Prefetch) and makes its stream and events; owner thread.
+// only with tuning.l2Prefetch) and makes its stream and events; owner
+// thread.
 func (s *stepper) setupPrefetch() error {
 	instrs := append(append([]plan.Instr(nil), s.prog.body...), s.prog.head...)
 	bytes := func(i int) []int64 {

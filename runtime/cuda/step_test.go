@@ -63,6 +63,39 @@ func TestStepperMatchesOps(t *testing.T) {
 	}
 }
 
+// TestStepperL2Prefetch: the captured modes with the L2 prefetch branch
+// (tuning.l2Prefetch, off by default) give op by op's bits, tokens and
+// cache counters, at full and partial residency, on both tiny models.
+func TestStepperL2Prefetch(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		art := testArtifact(t, arch, qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+			t.Run(fmt.Sprintf("%s/c%d", arch, c), func(t *testing.T) {
+				req := engine.Request{Prompt: promptIDs("Prefetch moves bytes, never values."), Tokens: 16, SuppressEOS: true, LogitSteps: 16}
+				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: engine.StepOps}
+				want, wantC := generateMode(t, art, o, req, engine.StepOps)
+				withTuning(t, testBE, tuning{l2Prefetch: true})
+				modes := []string{engine.StepGraphFull}
+				if c < cfg.NumExperts {
+					modes = []string{engine.StepGraphSegmented, engine.StepGraphWait}
+				}
+				for _, mode := range modes {
+					o.StepMode = mode
+					got, gotC := generateMode(t, art, o, req, mode)
+					sameResult(t, mode+" with L2 prefetch", got, want)
+					if gotC != wantC {
+						t.Fatalf("%s: cache hits/misses/h2d %v, op by op %v", mode, gotC, wantC)
+					}
+				}
+			})
+		}
+	}
+}
+
 // generateMode loads with o, checks the step mode and runs req; it returns
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
@@ -89,17 +122,19 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 			t.Fatalf("%s: %d programmatic dependent launches", mode, n)
 		}
 	}
-	// The same captures have an L2 prefetch branch (step_prefetch.go);
-	// op by op and persistent steps have none.
-	switch n := prefetchLaunches(t) - pf0; mode {
-	case engine.StepGraphFull, engine.StepGraphSegmented, engine.StepGraphWait:
+	// With tuning.l2Prefetch the same captures have an L2 prefetch branch
+	// (step_prefetch.go); op by op and persistent steps never have one.
+	var on bool
+	if err := testBE.o.do(func() error { on = testBE.tune.l2Prefetch; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	switch n := prefetchLaunches(t) - pf0; {
+	case on && (mode == engine.StepGraphFull || mode == engine.StepGraphSegmented || mode == engine.StepGraphWait):
 		if n == 0 {
 			t.Fatalf("%s: no L2 prefetch captured", mode)
 		}
-	default:
-		if n != 0 {
-			t.Fatalf("%s: %d L2 prefetch launches", mode, n)
-		}
+	case n != 0:
+		t.Fatalf("%s: %d L2 prefetch launches (l2Prefetch %v)", mode, n, on)
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
