@@ -19,6 +19,8 @@
 //	persistent       the persistent decode kernel: one launch interprets a
 //	                 step's program of the kernels above, with counters in
 //	                 device memory between its instructions
+//	prefetch         L2 prefetch of weight bytes (the captured steps' optional
+//	                 prefetch branch, runtime/cuda/step_prefetch.go)
 //	bench            benchmark helpers (timer spin, streaming-read ceiling,
 //	                 empty kernel) and the mapped-memory probe
 //
