@@ -147,3 +147,24 @@ type Viewer interface {
 	// memory. A view is never freed on its own; it lives as long as t.
 	View(t Tensor, off, n int) (Tensor, error)
 }
+
+// Batched is implemented by backends that run a prompt's positions as one
+// batch (the engine's batched prefill, runtime/engine/prefill.go). Each op
+// computes every token's row exactly as the per-token op computes it, with
+// the same reduction order, so a batched prefill gives token-at-a-time
+// prefill's bits while it reads each weight row once for all the tokens.
+// Activations of T tokens are [T, width] row-major tensors.
+type Batched interface {
+	// Rows returns rows [lo, lo+n) of t, a [*, width] activation tensor,
+	// as a tensor sharing t's memory (so per-token ops run on a token's
+	// row in place). A row view is never freed on its own.
+	Rows(t Tensor, width, lo, n int) (Tensor, error)
+	// MatMul: dst[t] = W · x[t] (+ bias) for the T rows of x [T, C]: each
+	// row is MatVec(dst[t], W, x[t], bias), bit for bit.
+	MatMul(dst, w, x, bias Tensor, T int) error
+	// ExpertMatMul: dst[dstRows[i]] = M · x[xRows[i]] for every i, where M
+	// is matrix m of the expert record rec: a gather of activation rows,
+	// one read of M for all of them, and a scatter of the results. Each
+	// row is ExpertMatVec's, bit for bit. dst is [*, m.Rows], x [*, m.Cols].
+	ExpertMatMul(dst Tensor, dstRows []int, rec Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows []int) error
+}

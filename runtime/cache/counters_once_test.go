@@ -109,7 +109,7 @@ func TestCountMethodsHaveOneCaller(t *testing.T) {
 		method  string
 		callers []string // sorted, one entry per call site
 	}{
-		{"countGroup", []string{"(*lease).Serve"}},
+		{"countGroup", []string{"(*lease).ServeFor"}},
 		{"countEvictions", []string{"(*Cache).miss", "(*Cache).prefetch"}},
 		{"countCopy", []string{"(*Cache).wait"}},
 	}

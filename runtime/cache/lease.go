@@ -147,8 +147,16 @@ func (s *lease) Resident() []backend.Tensor { return s.resident }
 // nothing; a Serve that fails before publication changes nothing and may
 // be retried. It returns the cache's fault, ErrClosed, or the miss's error
 // (ErrNoVictim, ErrNoSpare, a device error).
-func (s *lease) Serve() ([]backend.Tensor, error) {
+func (s *lease) Serve() ([]backend.Tensor, error) { return s.ServeFor(len(s.ids)) }
+
+// ServeFor implements device.Lease: Serve, counting uses lookups: the
+// group's hits and misses as Serve finds them, and uses - len(group) more
+// hits for the lookups that read the rows the lease holds.
+func (s *lease) ServeFor(uses int) ([]backend.Tensor, error) {
 	c, l := s.c, s.l
+	if uses < len(s.ids) {
+		return nil, fmt.Errorf("cache: serve group %v of layer %d for %d lookups: fewer than its experts", s.ids, l.index, uses)
+	}
 	l.mu.Lock()
 	served, released := s.served, s.released
 	l.mu.Unlock()
@@ -163,6 +171,7 @@ func (s *lease) Serve() ([]backend.Tensor, error) {
 	}
 	hits, misses, err := c.serve(s)
 	if hits+misses > 0 {
+		hits += uses - len(s.ids)
 		// The one count of a routed group, whatever served it (every
 		// step mode goes through here; TestCountersHaveOneIncrement).
 		l.counters.countGroup(hits, misses)

@@ -63,6 +63,12 @@ type Lease interface {
 	// hits and misses and returns every row in the order of the group.
 	// A second call returns the same rows and counts nothing.
 	Serve() ([]backend.Tensor, error)
+	// ServeFor is Serve for a consumer that reads the group's rows for
+	// uses >= len(group) lookups (a batched prefill: every (token, slot)
+	// pair routed to one of its experts). The first lookup of each expert
+	// is counted as Serve counts it; the others are hits, since they read
+	// the row the lease holds. The eviction policy sees the group once.
+	ServeFor(uses int) ([]backend.Tensor, error)
 	// Release ends the lease (idempotent). The cache reuses a row only
 	// after the compute issued before Release has completed.
 	Release()

@@ -14,6 +14,7 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
 	"github.com/horizon-runmap/horizon/runtime/plan"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
 // DefaultMaxSeq bounds prompt + generated tokens when Options.MaxSeq is 0.
@@ -26,6 +27,9 @@ type Options struct {
 	Weights  *Weights
 	Experts  ExpertRows
 	Executor executor.Executor
+	// Layout is the expert records' layout (batched prefill reads the
+	// matrices of a routed row itself).
+	Layout qpack.RecordLayout
 	// MaxSeq is the KV-cache length in positions (0: DefaultMaxSeq, capped
 	// at the model's max_position_embeddings).
 	MaxSeq int
@@ -38,11 +42,17 @@ type Engine struct {
 	w       *Weights
 	experts ExpertRows
 	exec    executor.Executor
+	layout  qpack.RecordLayout
 	maxSeq  int
 	eps     float32
 	stepper Stepper // nil: op-by-op steps
 	// pf is next-layer prefetch (prefetch.go); nil: off.
 	pf *nextLayerPrefetch
+	// batched runs the prompt as batches (prefill.go); nil: token at a
+	// time. bt is its scratch.
+	batched backend.Batched
+	bt      *batch
+	chunk   int // positions a batch (0: PrefillChunk; tests set less)
 	// overlap: the stepper computes a group's hits while its misses copy
 	// (overlap.go).
 	overlap bool
@@ -84,7 +94,7 @@ func New(o Options) (*Engine, error) {
 	if cfg.MaxPositions > 0 && maxSeq > cfg.MaxPositions {
 		maxSeq = cfg.MaxPositions
 	}
-	e := &Engine{be: o.Backend, cfg: cfg, w: o.Weights, experts: o.Experts, exec: o.Executor,
+	e := &Engine{be: o.Backend, cfg: cfg, w: o.Weights, experts: o.Experts, exec: o.Executor, layout: o.Layout,
 		maxSeq: maxSeq, eps: float32(cfg.RMSNormEps)}
 	var err error
 	alloc := func(n int) backend.Tensor {

@@ -84,20 +84,15 @@ func (e *Engine) Generate(req Request) (Result, error) {
 	// the last one and every decode step run it whole, ending in the
 	// selected token.
 	n := len(req.Prompt)
-	for pos, t := range req.Prompt[:n-1] {
-		if _, err := e.run(e.body, t, pos, masked); err != nil {
-			return Result{}, fmt.Errorf("prefill position %d: %w", pos, err)
-		}
-	}
 	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
 		e.headDone = func() {
 			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
 		}
 	}
-	next, err := e.run(e.full, req.Prompt[n-1], n-1, masked)
+	next, err := e.prefill(req.Prompt, masked)
 	e.headDone = nil
 	if err != nil {
-		return Result{}, fmt.Errorf("prefill position %d: %w", n-1, err)
+		return Result{}, err
 	}
 	pos := n
 	for {
@@ -115,6 +110,25 @@ func (e *Engine) Generate(req Request) (Result, error) {
 		pos++
 	}
 	return res.finish(), nil
+}
+
+// prefill runs the prompt (batched, or one position at a time) and
+// returns the greedy next token.
+func (e *Engine) prefill(prompt []int, masked []int) (int, error) {
+	if e.batched != nil {
+		return e.prefillBatched(prompt, masked)
+	}
+	n := len(prompt)
+	for pos, t := range prompt[:n-1] {
+		if _, err := e.run(e.body, t, pos, masked); err != nil {
+			return -1, fmt.Errorf("prefill position %d: %w", pos, err)
+		}
+	}
+	next, err := e.run(e.full, prompt[n-1], n-1, masked)
+	if err != nil {
+		return -1, fmt.Errorf("prefill position %d: %w", n-1, err)
+	}
+	return next, nil
 }
 
 // finish sets the request's timing summary from TokenNs.

@@ -36,6 +36,10 @@ type LoadOptions struct {
 	// or graph-segmented on a backend with a stepper; anything else is an
 	// error.
 	Overlap string
+	// Prefill: "" or "auto" (batched where the backend runs batched ops op
+	// by op, else token at a time), "batched" (an error where it cannot
+	// run) or "token" (PrefillModes, prefill.go).
+	Prefill string
 	// Trace turns on the cache's routing trace (cache.Options.Trace,
 	// Cache.TakeTrace).
 	Trace bool
@@ -60,6 +64,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, fmt.Errorf("artifact config: %w", err)
 	}
 	prefetch, err := ParsePrefetch(o.Prefetch)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	prefill, err := ParsePrefill(o.Prefill)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -127,7 +135,7 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err != nil {
 		return nil, fmt.Errorf("expert cache: %w", err)
 	}
-	eng, err := New(Options{Backend: be, Config: cfg, Weights: w, Experts: c, Executor: ex, MaxSeq: o.MaxSeq})
+	eng, err := New(Options{Backend: be, Config: cfg, Weights: w, Experts: c, Executor: ex, Layout: art.Layout(), MaxSeq: o.MaxSeq})
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
@@ -136,6 +144,9 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	}
 	if err := eng.useStepper(stepMode, art.Layout(), overlap == OverlapHitCompute); err != nil {
 		return nil, errors.Join(err, c.Close())
+	}
+	if err := eng.usePrefill(prefill); err != nil {
+		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
 	}
 	c.Admit()
 	return &Loaded{Engine: eng, Cache: c, Authority: auth}, nil

@@ -95,12 +95,13 @@ func (e *Engine) StepMode() string {
 	return StepOps
 }
 
-// Close releases the stepper, if any.
+// Close releases the stepper, if any, and the batched prefill's scratch.
 func (e *Engine) Close() error {
+	err := e.freeBatch()
 	if e.stepper == nil {
-		return nil
+		return err
 	}
-	err := e.stepper.Close()
+	err = errors.Join(err, e.stepper.Close())
 	e.stepper = nil
 	return err
 }

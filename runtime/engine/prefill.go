@@ -1,0 +1,563 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/plan"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// Batched prefill: the prompt runs as the plan with T = its length (at most
+// PrefillChunk positions a batch, the KV cache carried from one batch to the
+// next), on a backend that runs batched ops (backend.Batched, the CPU
+// backend). Per layer:
+//
+//   - the projections (q, k, v, o_proj, the router, Qwen's shared expert)
+//     are one MatMul over the batch's T rows: each weight row is read once;
+//   - norms and elementwise ops run over all T rows in one op (a norm
+//     normalises each group of its weight's length: each token);
+//   - RoPE, the KV append, attention and top-k run per token, on the
+//     token's row: token t attends to positions 0..pos0+t of a cache that
+//     already holds the whole batch's K and V (causal);
+//   - the routed experts are computed by expert, not by token: the layer's
+//     distinct routed experts, in first-use order (token order, then slot
+//     order), are leased TopK at a time through the cache (Lease, Serve:
+//     the one protocol, with its publication and lease rules; a wave never
+//     needs more rows than a routed group does, so it fits every capacity).
+//     Each expert's matrices are read once for all of its (token, slot)
+//     pairs (ExpertMatMul: gate, up, SiLU·up, down), the wave is released,
+//     and the next one is leased. After the last wave every token combines
+//     its slots in slot order, as the executors do.
+//
+// Every op gives each token the bits of the per-token op (backend.Batched),
+// and the combine runs in the executors' order, so batched prefill gives
+// token-at-a-time prefill's logits and tokens bit for bit, on every
+// executor and capacity. What changes is how often the cache is asked:
+// once per distinct expert of a layer and batch instead of once per token
+// and slot. Every (token, slot) pair still counts one lookup: the first
+// pair of an expert in its wave is a hit or a miss as Serve finds it, the
+// others hits (Lease.ServeFor: they read the row the lease holds), so
+// hits + misses stay top-k x layers x positions, and misses and H2D bytes
+// are those of the waves. Next-layer prefetch predicts one token's next
+// group between two layers, so with it on the prompt runs token at a time.
+
+// PrefillChunk is the most prompt positions one batch runs.
+const PrefillChunk = 512
+
+// Prefill modes (LoadOptions.Prefill).
+const (
+	// PrefillAuto runs batched prefill where the backend runs batched ops
+	// op by op (the CPU backend) and next-layer prefetch is off, and token
+	// at a time otherwise.
+	PrefillAuto = "auto"
+	// PrefillBatched asks for batched prefill; Load fails where it cannot run.
+	PrefillBatched = "batched"
+	// PrefillToken runs the prompt one position at a time (the plan with
+	// T = 1), as decode steps run.
+	PrefillToken = "token"
+)
+
+// PrefillModes lists the accepted prefill modes.
+func PrefillModes() []string { return []string{PrefillAuto, PrefillBatched, PrefillToken} }
+
+// ParsePrefill maps "" to PrefillAuto and checks the name.
+func ParsePrefill(s string) (string, error) {
+	switch s {
+	case "", PrefillAuto:
+		return PrefillAuto, nil
+	case PrefillBatched, PrefillToken:
+		return s, nil
+	}
+	return "", fmt.Errorf("unknown prefill mode %q (known: %v)", s, PrefillModes())
+}
+
+// usePrefill resolves mode on this engine's backend, step mode and
+// prefetch.
+func (e *Engine) usePrefill(mode string) error {
+	bb, ok := e.be.(backend.Batched)
+	can := ok && e.stepper == nil && e.pf == nil
+	switch mode {
+	case PrefillToken:
+		return nil
+	case PrefillBatched:
+		if !can {
+			why := fmt.Sprintf("the %s backend has no batched ops", e.be.Name())
+			switch {
+			case ok && e.stepper != nil:
+				why = "a captured device step runs the prompt one position at a time"
+			case ok:
+				why = fmt.Sprintf("prefetch %s predicts each position's next group between two layers", PrefetchNextLayer)
+			}
+			return fmt.Errorf("prefill %s: %s", PrefillBatched, why)
+		}
+	}
+	if can {
+		e.batched = bb
+	}
+	return nil
+}
+
+// PrefillMode is the prefill this engine runs: PrefillBatched or
+// PrefillToken.
+func (e *Engine) PrefillMode() string {
+	if e.batched != nil {
+		return PrefillBatched
+	}
+	return PrefillToken
+}
+
+// batch is the scratch of a batch of up to cap prompt positions, [T, *]
+// row-major, allocated on the first batched prefill and kept.
+type batch struct {
+	cap                 int
+	x, xn               backend.Tensor // [T, D]
+	q, att, ao          backend.Tensor // [T, Hq*hd], [T, Hq*hd], [T, D]
+	k, v                backend.Tensor // [T, Hkv*hd]
+	rl                  backend.Tensor // router logits [T, E]
+	moe                 backend.Tensor // [T, D]
+	gate, up, act, outs backend.Tensor // per (token, slot): [T*A, F] x3, [T*A, D]
+	sg, su, sa, sd, mix backend.Tensor // Qwen: [T, S] x3, [T, D], [T, 1]
+	zeros               []float32      // [D]
+	// The routed group of every token of the batch (the plan's group
+	// buffer, on the host): ids[t*A+k], weights[t*A+k].
+	ids     []int
+	weights []float32
+}
+
+// batchFor returns scratch for T positions.
+func (e *Engine) batchFor(T int) (*batch, error) {
+	if e.bt != nil && e.bt.cap >= T {
+		return e.bt, nil
+	}
+	if e.bt != nil {
+		if err := e.freeBatch(); err != nil {
+			return nil, err
+		}
+	}
+	cfg := e.cfg
+	D, Q, KV, A, F := cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim(), cfg.KVDim(), cfg.TopK, e.layout.Gate.Rows
+	bt := &batch{cap: T, zeros: make([]float32, D), ids: make([]int, T*A), weights: make([]float32, T*A)}
+	var err error
+	alloc := func(n int) backend.Tensor {
+		if err != nil {
+			return nil
+		}
+		var t backend.Tensor
+		t, err = e.be.Alloc(n)
+		return t
+	}
+	bt.x, bt.xn, bt.q, bt.att, bt.ao = alloc(T*D), alloc(T*D), alloc(T*Q), alloc(T*Q), alloc(T*D)
+	bt.k, bt.v, bt.rl, bt.moe = alloc(T*KV), alloc(T*KV), alloc(T*cfg.NumExperts), alloc(T*D)
+	bt.gate, bt.up, bt.act, bt.outs = alloc(T*A*F), alloc(T*A*F), alloc(T*A*F), alloc(T*A*D)
+	if cfg.HasSharedExpert() {
+		S := cfg.SharedFFN
+		bt.sg, bt.su, bt.sa, bt.sd, bt.mix = alloc(T*S), alloc(T*S), alloc(T*S), alloc(T*D), alloc(T)
+	}
+	if err != nil {
+		e.bt = bt
+		return nil, fmt.Errorf("batched prefill scratch for %d positions: %w", T, err)
+	}
+	e.bt = bt
+	return bt, nil
+}
+
+// freeBatch frees the batch scratch.
+func (e *Engine) freeBatch() error {
+	bt := e.bt
+	e.bt = nil
+	if bt == nil {
+		return nil
+	}
+	var errs []error
+	for _, t := range []backend.Tensor{bt.x, bt.xn, bt.q, bt.att, bt.ao, bt.k, bt.v, bt.rl, bt.moe,
+		bt.gate, bt.up, bt.act, bt.outs, bt.sg, bt.su, bt.sa, bt.sd, bt.mix} {
+		if t != nil {
+			if err := e.be.Free(t); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("free batched prefill scratch: %w", errs[0])
+	}
+	return nil
+}
+
+// prefillBatched runs the prompt in batches of at most PrefillChunk
+// positions and returns the greedy next token (the last position's head
+// and select, masked excluded).
+func (e *Engine) prefillBatched(prompt []int, masked []int) (int, error) {
+	n, chunk := len(prompt), PrefillChunk
+	if e.chunk > 0 {
+		chunk = e.chunk
+	}
+	next := -1
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		p, err := plan.Build(e.cfg, plan.Options{T: hi - lo, MaxSeq: e.maxSeq, Head: hi == n})
+		if err != nil {
+			return -1, err
+		}
+		if next, err = e.runBatch(p, prompt[lo:hi], lo, masked); err != nil {
+			return -1, fmt.Errorf("prefill positions %d..%d: %w", lo, hi-1, err)
+		}
+	}
+	return next, nil
+}
+
+// runBatch executes plan p (T = len(toks) positions from pos0) on the
+// batch scratch; a plan with a head runs it on the last position, leaving
+// its logits in e.logits, and returns the selected token.
+func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int, error) {
+	T := len(toks)
+	if p.T != T {
+		return -1, fmt.Errorf("engine: a plan of T = %d for %d positions", p.T, T)
+	}
+	if pos0+T > e.maxSeq {
+		return -1, fmt.Errorf("positions %d..%d beyond the KV cache of %d positions", pos0, pos0+T-1, e.maxSeq)
+	}
+	bt, err := e.batchFor(T)
+	if err != nil {
+		return -1, err
+	}
+	cfg, be, bb := e.cfg, e.be, e.batched
+	D := cfg.HiddenSize
+	row := func(t backend.Tensor, width, i int) (backend.Tensor, error) { return bb.Rows(t, width, i, 1) }
+	// part is rows [0, T) of a scratch tensor of width per row.
+	part := func(t backend.Tensor, width int) (backend.Tensor, error) { return bb.Rows(t, width, 0, T) }
+	next := -1
+	for i := range p.Instrs {
+		in := &p.Instrs[i]
+		var err error
+		switch in.Op {
+		case plan.OpEmbed:
+			err = forTokens(T, func(t int) error {
+				xt, err := row(bt.x, D, t)
+				if err != nil {
+					return err
+				}
+				return be.Embed(xt, e.w.Embed, toks[t])
+			})
+		case plan.OpAttnIn:
+			err = e.attnInBatch(bt, in.Layer, T, pos0)
+		case plan.OpAttention:
+			Q := cfg.NumHeads * cfg.HeadDim()
+			err = forTokens(T, func(t int) error {
+				at, err := row(bt.att, Q, t)
+				if err != nil {
+					return err
+				}
+				qt, err := row(bt.q, Q, t)
+				if err != nil {
+					return err
+				}
+				return be.Attention(at, qt, e.kCache[in.Layer], e.vCache[in.Layer], pos0+t+1, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim())
+			})
+		case plan.OpAttnOut:
+			err = e.attnOutBatch(bt, in.Layer, T, part)
+		case plan.OpRoute:
+			err = e.routeBatch(bt, in.Layer, T, part, row)
+		case plan.OpRoutedExperts:
+			err = e.routedExpertsBatch(bt, in.Layer, T, row)
+		case plan.OpSharedExpert:
+			err = e.sharedExpertBatch(bt, in.Layer, T, part, row)
+		case plan.OpMoEResidual:
+			err = withParts(part, []backend.Tensor{bt.x, bt.moe}, []int{D, D}, func(v []backend.Tensor) error { return be.Add(v[0], v[0], v[1]) })
+		case plan.OpHead:
+			var last backend.Tensor
+			if last, err = row(bt.x, D, T-1); err != nil {
+				return -1, err
+			}
+			if err = be.RMSNorm(e.xn, last, e.w.Norm, e.eps); err != nil {
+				return -1, fmt.Errorf("final norm: %w", err)
+			}
+			if err = be.MatVec(e.logits, e.w.LMHead, e.xn, nil); err != nil {
+				return -1, fmt.Errorf("lm_head: %w", err)
+			}
+			if e.headDone != nil {
+				e.headDone()
+			}
+			continue
+		case plan.OpSelect:
+			if next, err = be.Argmax(e.logits, masked); err != nil {
+				return -1, fmt.Errorf("select: %w", err)
+			}
+			continue
+		default:
+			return -1, fmt.Errorf("engine: plan instruction %d: %s is not an instruction the batched interpreter executes", i, in.Op)
+		}
+		if err != nil {
+			if in.Layer >= 0 {
+				return -1, fmt.Errorf("layer %d %s: %w", in.Layer, in.Op, err)
+			}
+			return -1, fmt.Errorf("%s: %w", in.Op, err)
+		}
+	}
+	return next, nil
+}
+
+// forTokens runs f for t = 0..T-1 in order.
+func forTokens(T int, f func(t int) error) error {
+	for t := range T {
+		if err := f(t); err != nil {
+			return fmt.Errorf("token %d: %w", t, err)
+		}
+	}
+	return nil
+}
+
+// withParts calls f with the first T rows of each tensor (widths per
+// tensor), through part.
+func withParts(part func(backend.Tensor, int) (backend.Tensor, error), ts []backend.Tensor, widths []int, f func([]backend.Tensor) error) error {
+	vs := make([]backend.Tensor, len(ts))
+	for i, t := range ts {
+		v, err := part(t, widths[i])
+		if err != nil {
+			return err
+		}
+		vs[i] = v
+	}
+	return f(vs)
+}
+
+// attnInBatch is attn-in over T positions from pos0: the input norm, the
+// q/k/v projections as MatMuls, OLMoE's q/k norms, and per token RoPE and
+// the KV append.
+func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
+	cfg, be, bb, lw := e.cfg, e.be, e.batched, &e.w.Layers[l]
+	D, Q, KV, hd := cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim(), cfg.KVDim(), cfg.HeadDim()
+	x, xn, q, k, v := bt.x, bt.xn, bt.q, bt.k, bt.v
+	var err error
+	for _, pv := range []struct {
+		t     *backend.Tensor
+		width int
+	}{{&x, D}, {&xn, D}, {&q, Q}, {&k, KV}, {&v, KV}} {
+		if *pv.t, err = bb.Rows(*pv.t, pv.width, 0, T); err != nil {
+			return err
+		}
+	}
+	steps := []opStep{
+		{"input norm", func() error { return be.RMSNorm(xn, x, lw.InputNorm, e.eps) }},
+		{"q_proj", func() error { return bb.MatMul(q, lw.Q, xn, lw.QBias, T) }},
+		{"k_proj", func() error { return bb.MatMul(k, lw.K, xn, lw.KBias, T) }},
+		{"v_proj", func() error { return bb.MatMul(v, lw.V, xn, lw.VBias, T) }},
+	}
+	if lw.QNorm != nil {
+		steps = append(steps,
+			opStep{"q_norm", func() error { return be.RMSNorm(q, q, lw.QNorm, e.eps) }},
+			opStep{"k_norm", func() error { return be.RMSNorm(k, k, lw.KNorm, e.eps) }})
+	}
+	steps = append(steps, opStep{"rope and kv append", func() error {
+		return forTokens(T, func(t int) error {
+			qt, err := bb.Rows(q, Q, t, 1)
+			if err != nil {
+				return err
+			}
+			kt, err := bb.Rows(k, KV, t, 1)
+			if err != nil {
+				return err
+			}
+			vt, err := bb.Rows(v, KV, t, 1)
+			if err != nil {
+				return err
+			}
+			if err := be.RoPE(qt, cfg.NumHeads, hd, pos0+t, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope q: %w", err)
+			}
+			if err := be.RoPE(kt, cfg.NumKVHeads, hd, pos0+t, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope k: %w", err)
+			}
+			return be.KVAppend(e.kCache[l], e.vCache[l], kt, vt, pos0+t)
+		})
+	}})
+	return runSteps(steps)
+}
+
+// attnOutBatch is attn-out over T positions: x = x + Wo·att.
+func (e *Engine) attnOutBatch(bt *batch, l, T int, part func(backend.Tensor, int) (backend.Tensor, error)) error {
+	cfg := e.cfg
+	D, Q := cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim()
+	return withParts(part, []backend.Tensor{bt.x, bt.att, bt.ao}, []int{D, Q, D}, func(v []backend.Tensor) error {
+		if err := e.batched.MatMul(v[2], e.w.Layers[l].O, v[1], nil, T); err != nil {
+			return fmt.Errorf("o_proj: %w", err)
+		}
+		if err := e.be.Add(v[0], v[0], v[2]); err != nil {
+			return fmt.Errorf("attention residual: %w", err)
+		}
+		return nil
+	})
+}
+
+// routeBatch is route over T positions: the post-attention norm, the
+// router as one MatMul, and each token's top-k into bt.ids and bt.weights.
+func (e *Engine) routeBatch(bt *batch, l, T int, part func(backend.Tensor, int) (backend.Tensor, error),
+	row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
+	cfg, lw := e.cfg, &e.w.Layers[l]
+	D, E, A := cfg.HiddenSize, cfg.NumExperts, cfg.TopK
+	err := withParts(part, []backend.Tensor{bt.x, bt.xn, bt.rl}, []int{D, D, E}, func(v []backend.Tensor) error {
+		if err := e.be.RMSNorm(v[1], v[0], lw.PostNorm, e.eps); err != nil {
+			return fmt.Errorf("post-attention norm: %w", err)
+		}
+		if err := e.batched.MatMul(v[2], lw.Router, v[1], nil, T); err != nil {
+			return fmt.Errorf("router: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return forTokens(T, func(t int) error {
+		lt, err := row(bt.rl, E, t)
+		if err != nil {
+			return err
+		}
+		ids, weights, err := e.be.TopK(lt, A, cfg.NormTopKProb)
+		if err != nil {
+			return fmt.Errorf("router top-%d: %w", A, err)
+		}
+		if len(ids) != A || len(weights) != A {
+			return fmt.Errorf("router top-%d returned %d ids and %d weights", A, len(ids), len(weights))
+		}
+		copy(bt.ids[t*A:], ids)
+		copy(bt.weights[t*A:], weights)
+		return nil
+	})
+}
+
+// routedExperts over T positions, by expert in waves (see the file's
+// comment): bt.moe[t] = Σ_k weights[t,k] · expert(ids[t,k])(xn[t]).
+func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
+	cfg, be, lay := e.cfg, e.be, e.layout
+	D, A := cfg.HiddenSize, cfg.TopK
+	// The layer's distinct experts in first-use order, and the (token,
+	// slot) pairs of each: slot s = t*A + k.
+	var order []int
+	slots := map[int][]int{}
+	for s, id := range bt.ids[:T*A] {
+		if _, seen := slots[id]; !seen {
+			order = append(order, id)
+		}
+		slots[id] = append(slots[id], s)
+	}
+	for w0 := 0; w0 < len(order); w0 += A {
+		wave := order[w0:min(w0+A, len(order))]
+		ls, err := e.experts.Lease(l, wave)
+		if err != nil {
+			return fmt.Errorf("lease experts %v: %w", wave, err)
+		}
+		// Every (token, slot) pair is a lookup (ServeFor).
+		uses := 0
+		for _, id := range wave {
+			uses += len(slots[id])
+		}
+		rows, err := ls.ServeFor(uses)
+		if err == nil {
+			err = e.waveExperts(bt, wave, rows, slots, lay, row)
+		}
+		ls.Release()
+		if err != nil {
+			return fmt.Errorf("experts %v: %w", wave, err)
+		}
+	}
+	return forTokens(T, func(t int) error {
+		mt, err := row(bt.moe, D, t)
+		if err != nil {
+			return err
+		}
+		if err := be.WriteF32(mt, bt.zeros); err != nil {
+			return fmt.Errorf("clear output: %w", err)
+		}
+		for k := range A {
+			ot, err := row(bt.outs, D, t*A+k)
+			if err != nil {
+				return err
+			}
+			if err := be.AddScaled(mt, ot, bt.weights[t*A+k]); err != nil {
+				return fmt.Errorf("combine slot %d: %w", k, err)
+			}
+		}
+		return nil
+	})
+}
+
+// waveExperts computes one wave's experts for their (token, slot) pairs:
+// gate and up of xn[token] into the slot's rows, SiLU·up, and down into
+// bt.outs[slot].
+func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots map[int][]int, lay qpack.RecordLayout,
+	row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
+	be, bb, A, F := e.be, e.batched, e.cfg.TopK, lay.Gate.Rows
+	for j, id := range wave {
+		ss := slots[id]
+		toks := make([]int, len(ss))
+		for i, s := range ss {
+			toks[i] = s / A
+		}
+		if err := bb.ExpertMatMul(bt.gate, ss, rows[j], lay.Gate, lay.Scheme, bt.xn, toks); err != nil {
+			return fmt.Errorf("expert %d gate: %w", id, err)
+		}
+		if err := bb.ExpertMatMul(bt.up, ss, rows[j], lay.Up, lay.Scheme, bt.xn, toks); err != nil {
+			return fmt.Errorf("expert %d up: %w", id, err)
+		}
+		for _, s := range ss {
+			a, err := row(bt.act, F, s)
+			if err != nil {
+				return err
+			}
+			g, err := row(bt.gate, F, s)
+			if err != nil {
+				return err
+			}
+			u, err := row(bt.up, F, s)
+			if err != nil {
+				return err
+			}
+			if err := be.SiLUMul(a, g, u); err != nil {
+				return fmt.Errorf("expert %d act: %w", id, err)
+			}
+		}
+		if err := bb.ExpertMatMul(bt.outs, ss, rows[j], lay.Down, lay.Scheme, bt.act, ss); err != nil {
+			return fmt.Errorf("expert %d down: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// sharedExpertBatch is shared-expert (Qwen) over T positions: moe[t] +=
+// sigmoid(w_mix·xn[t]) · shared(xn[t]).
+func (e *Engine) sharedExpertBatch(bt *batch, l, T int, part func(backend.Tensor, int) (backend.Tensor, error),
+	row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
+	cfg, be, bb, lw := e.cfg, e.be, e.batched, &e.w.Layers[l]
+	D, S := cfg.HiddenSize, cfg.SharedFFN
+	err := withParts(part, []backend.Tensor{bt.xn, bt.sg, bt.su, bt.sa, bt.sd, bt.mix}, []int{D, S, S, S, D, 1}, func(v []backend.Tensor) error {
+		xn, sg, su, sa, sd, mix := v[0], v[1], v[2], v[3], v[4], v[5]
+		return runSteps([]opStep{
+			{"shared gate_proj", func() error { return bb.MatMul(sg, lw.SharedGate, xn, nil, T) }},
+			{"shared up_proj", func() error { return bb.MatMul(su, lw.SharedUp, xn, nil, T) }},
+			{"shared act", func() error { return be.SiLUMul(sa, sg, su) }},
+			{"shared down_proj", func() error { return bb.MatMul(sd, lw.SharedDown, sa, nil, T) }},
+			{"shared_expert_gate", func() error { return bb.MatMul(mix, lw.SharedMix, xn, nil, T) }},
+		})
+	})
+	if err != nil {
+		return err
+	}
+	return forTokens(T, func(t int) error {
+		mt, err := row(bt.moe, D, t)
+		if err != nil {
+			return err
+		}
+		sdt, err := row(bt.sd, D, t)
+		if err != nil {
+			return err
+		}
+		gt, err := row(bt.mix, 1, t)
+		if err != nil {
+			return err
+		}
+		if err := be.AddGated(mt, sdt, gt); err != nil {
+			return fmt.Errorf("shared combine: %w", err)
+		}
+		return nil
+	})
+}
