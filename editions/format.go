@@ -266,7 +266,7 @@ type Warmup struct {
 // requests) from the setup's initial placement with its policy and
 // capacity (eviction.Model) reproduces every request's cache counters.
 type RoutingTrace struct {
-	Format string `json:"format"` // eviction.TraceFormat, "eviction-trace-v1"
+	Format string `json:"format"` // eviction.TraceFormat ("eviction-trace-v2"), or "eviction-trace-v1" (no batch events)
 	Events int    `json:"events"` // number of events in Data
 	// Data is base64 (standard, padded) of the packed events: per event
 	// the bytes kind (1 lease, 2 prefetch), layer, n, then n expert ids.

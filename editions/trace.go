@@ -9,10 +9,7 @@ import (
 // Decoded returns the trace's events, checking its format and its
 // declared event count.
 func (t *RoutingTrace) Decoded() ([]eviction.Event, error) {
-	if t.Format != eviction.TraceFormat {
-		return nil, fmt.Errorf("routing trace format %q, want %q", t.Format, eviction.TraceFormat)
-	}
-	evs, err := eviction.Decode(t.Data)
+	evs, err := eviction.DecodeFormat(t.Format, t.Data)
 	if err != nil {
 		return nil, err
 	}

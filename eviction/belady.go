@@ -57,8 +57,11 @@ func Belady(cfg Config, events []Event) (BeladyResult, error) {
 		uses[l] = make([][]int, cfg.Experts)
 	}
 	for i, ev := range events {
-		if ev.Kind != KindLease && ev.Kind != KindPrefetch {
+		if ev.Kind != KindLease && ev.Kind != KindPrefetch && ev.Kind != KindBatch {
 			return BeladyResult{}, fmt.Errorf("eviction: belady: %w: event %d: kind %d", ErrEvent, i, ev.Kind)
+		}
+		if err := checkUses(ev); err != nil {
+			return BeladyResult{}, fmt.Errorf("eviction: belady: event %d: %w", i, err)
 		}
 		if ev.Layer < 0 || ev.Layer >= cfg.Layers {
 			return BeladyResult{}, fmt.Errorf("eviction: belady: %w: event %d: layer %d outside 0..%d", ErrEvent, i, ev.Layer, cfg.Layers-1)
@@ -73,7 +76,7 @@ func Belady(cfg Config, events []Event) (BeladyResult, error) {
 			if slices.Contains(ev.IDs[:j], e) {
 				return BeladyResult{}, fmt.Errorf("eviction: belady: %w: event %d (layer %d): expert %d twice in group %v", ErrEvent, i, ev.Layer, e, ev.IDs)
 			}
-			if ev.Kind == KindLease {
+			if ev.Kind != KindPrefetch {
 				uses[ev.Layer][e] = append(uses[ev.Layer][e], i)
 			}
 		}
@@ -97,7 +100,7 @@ func Belady(cfg Config, events []Event) (BeladyResult, error) {
 	}
 	res := BeladyResult{LayerMisses: make([]int64, cfg.Layers), LayerEvictions: make([]int64, cfg.Layers), EventMisses: make([]int, len(events)), EventEvictions: make([]int, len(events))}
 	for i, ev := range events {
-		if ev.Kind != KindLease {
+		if ev.Kind == KindPrefetch {
 			continue
 		}
 		l := ev.Layer
@@ -135,7 +138,7 @@ func Belady(cfg Config, events []Event) (BeladyResult, error) {
 				size[l]++
 			}
 		}
-		res.Lookups += int64(len(ev.IDs))
+		res.Lookups += int64(ev.Lookups())
 		res.Misses += int64(missing)
 		res.LayerMisses[l] += int64(missing)
 		res.EventMisses[i] = missing

@@ -192,6 +192,14 @@ func (m *Model) Apply(ev Event) error {
 	switch ev.Kind {
 	case KindLease:
 		return m.lease(ev.Layer, ev.IDs)
+	case KindBatch:
+		if err := m.lease(ev.Layer, ev.IDs); err != nil {
+			return err
+		}
+		extra := int64(ev.Lookups() - len(ev.IDs))
+		m.c.Hits += extra
+		m.c.LayerHits[ev.Layer] += extra
+		return nil
 	case KindPrefetch:
 		m.prefetch(ev.Layer, ev.IDs)
 		return nil
@@ -201,8 +209,11 @@ func (m *Model) Apply(ev Event) error {
 
 // check validates an event like the cache's checkGroup.
 func (m *Model) check(ev Event) error {
-	if ev.Kind != KindLease && ev.Kind != KindPrefetch {
+	if ev.Kind != KindLease && ev.Kind != KindPrefetch && ev.Kind != KindBatch {
 		return fmt.Errorf("eviction: %w: kind %d", ErrEvent, ev.Kind)
+	}
+	if err := checkUses(ev); err != nil {
+		return err
 	}
 	if ev.Layer < 0 || ev.Layer >= len(m.layers) {
 		return fmt.Errorf("eviction: %w: %s of layer %d outside 0..%d", ErrEvent, ev.Kind, ev.Layer, len(m.layers)-1)
@@ -220,6 +231,26 @@ func (m *Model) check(ev Event) error {
 		}
 		if slices.Contains(ev.IDs[:i], e) {
 			return fmt.Errorf("eviction: %w: %s of layer %d: expert %d twice in group %v", ErrEvent, ev.Kind, ev.Layer, e, ev.IDs)
+		}
+	}
+	return nil
+}
+
+// checkUses checks a batch's uses (one of at least 1 per id) and that no
+// other kind carries any.
+func checkUses(ev Event) error {
+	if ev.Kind != KindBatch {
+		if ev.Uses != nil {
+			return fmt.Errorf("eviction: %w: %s of layer %d carries uses", ErrEvent, ev.Kind, ev.Layer)
+		}
+		return nil
+	}
+	if len(ev.Uses) != len(ev.IDs) {
+		return fmt.Errorf("eviction: %w: batch of layer %d: %d uses for %d experts", ErrEvent, ev.Layer, len(ev.Uses), len(ev.IDs))
+	}
+	for i, u := range ev.Uses {
+		if u < 1 {
+			return fmt.Errorf("eviction: %w: batch of layer %d: expert %d has %d uses", ErrEvent, ev.Layer, ev.IDs[i], u)
 		}
 	}
 	return nil

@@ -107,15 +107,15 @@ func simulateBelady(cfg Config, warm, reqs []Event, res *SimResult) error {
 		return err
 	}
 	for i, ev := range all {
-		if ev.Kind != KindLease {
+		if ev.Kind == KindPrefetch {
 			continue
 		}
 		if i < len(warm) {
-			res.WarmupLookups += int64(len(ev.IDs))
+			res.WarmupLookups += int64(ev.Lookups())
 			res.WarmupMisses += int64(b.EventMisses[i])
 			continue
 		}
-		res.Lookups += int64(len(ev.IDs))
+		res.Lookups += int64(ev.Lookups())
 		res.Misses += int64(b.EventMisses[i])
 		res.Evictions += int64(b.EventEvictions[i])
 		res.LayerMisses[ev.Layer] += int64(b.EventMisses[i])

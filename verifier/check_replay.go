@@ -22,12 +22,16 @@ import (
 //
 // A trace must also agree with the token counts: every position fed
 // through the model (prompt_tokens + N - 1: the last token is never fed
-// back; runtime/engine Generate) leases one group of top_k distinct
-// experts in every layer, so each layer has exactly that many lease
-// events in a request (in the warmup, whose prompt length the record does
-// not state, the same number in every layer, at least N); with prefetch
-// on each position predicts every layer but the first once (next-layer
-// prefetch), with it off nothing is prefetched.
+// back; runtime/engine Generate) routes top_k distinct experts in every
+// layer, either as a lease of one group (a position run alone) or as
+// lookups of a batch event (a batched prefill's wave of distinct experts,
+// eviction.KindBatch: its uses count the (token, slot) pairs), so each
+// layer routes exactly positions x top_k lookups in a request (in the
+// warmup, whose prompt length the record does not state, the same number
+// in every layer, at least N x top_k). With prefetch on each lease
+// predicts every layer but the first once (next-layer prefetch), and
+// there are no batches (prefill then runs token at a time); with it off
+// nothing is prefetched.
 //
 // Records of version 1 were written before traces: their counters cannot
 // be replayed (a hint; check physics still holds them to the cache's
@@ -108,11 +112,11 @@ func decodeTraces(w *worker, fs *findings) ([]tracedPart, bool) {
 			fs.add(IDReplayTrace, w.path, pointer+ptr, expected, found, "%s %s: %s", w.path, pointer, fmt.Sprintf(format, args...))
 			ok = false
 		}
-		if t.Format != eviction.TraceFormat {
-			bad("/format", eviction.TraceFormat, t.Format, "routing trace format %q, this verifier reads %q", t.Format, eviction.TraceFormat)
+		if t.Format != eviction.TraceFormat && t.Format != eviction.TraceFormatV1 {
+			bad("/format", eviction.TraceFormat, t.Format, "routing trace format %q, this verifier reads %q and %q", t.Format, eviction.TraceFormat, eviction.TraceFormatV1)
 			return
 		}
-		evs, err := eviction.Decode(t.Data)
+		evs, err := eviction.DecodeFormat(t.Format, t.Data)
 		if err != nil {
 			bad("/data", nil, nil, "%v", err)
 			return
@@ -121,11 +125,16 @@ func decodeTraces(w *worker, fs *findings) ([]tracedPart, bool) {
 			bad("/events", len(evs), t.Events, "the trace holds %d events, its events field says %d", len(evs), t.Events)
 			return
 		}
-		leases := make([]int, m.Layers)
+		leases := make([]int, m.Layers)  // lease events
+		lookups := make([]int, m.Layers) // routed lookups: top_k a lease, the uses of a batch
 		prefetches := make([]int, m.Layers)
 		for i, ev := range evs {
 			if ev.Layer >= m.Layers {
 				bad("/data", m.Layers-1, ev.Layer, "event %d (%s) is of layer %d, the model has layers 0..%d", i, ev.Kind, ev.Layer, m.Layers-1)
+				return
+			}
+			if ev.Kind == eviction.KindBatch && prefetchOn {
+				bad("/data", nil, ev.Kind, "event %d is a batched prefill's wave of layer %d, but setup.prefetch is %s: a prefill with next-layer prefetch runs token at a time", i, ev.Layer, prefetchOf(r.Setup))
 				return
 			}
 			if ev.Kind == eviction.KindLease && len(ev.IDs) != m.TopK || len(ev.IDs) > m.TopK {
@@ -142,27 +151,30 @@ func decodeTraces(w *worker, fs *findings) ([]tracedPart, bool) {
 					return
 				}
 			}
-			if ev.Kind == eviction.KindLease {
+			switch ev.Kind {
+			case eviction.KindLease:
 				leases[ev.Layer]++
-			} else {
+			case eviction.KindPrefetch:
 				prefetches[ev.Layer]++
 			}
+			lookups[ev.Layer] += ev.Lookups()
 		}
 		for l := range leases {
+			want := positions * m.TopK
 			switch {
-			case exact && leases[l] != positions:
-				bad("/events", positions, leases[l], "layer %d leases %d routed groups, but prompt_tokens + N - 1 = %d positions were fed through the model", l, leases[l], positions)
+			case exact && lookups[l] != want:
+				bad("/events", want, lookups[l], "layer %d's leases and batches route %d lookups, but prompt_tokens + N - 1 = %d positions x top_k %d were fed through the model", l, lookups[l], positions, m.TopK)
 				return
-			case !exact && (leases[l] != leases[0] || leases[l] < positions):
-				bad("/events", leases[0], leases[l], "layer %d leases %d routed groups, layer 0 %d; every layer routes every position once, and the warmup fed at least N = %d", l, leases[l], leases[0], positions)
+			case !exact && (lookups[l] != lookups[0] || lookups[l] < want):
+				bad("/events", lookups[0], lookups[l], "layer %d's leases and batches route %d lookups, layer 0's %d; every layer routes every position once, and the warmup fed at least N = %d positions", l, lookups[l], lookups[0], positions)
 				return
 			}
-			want := 0
+			wantPF := 0
 			if prefetchOn && l > 0 {
-				want = leases[l]
+				wantPF = leases[l]
 			}
-			if prefetches[l] != want {
-				bad("/events", want, prefetches[l], "layer %d has %d prefetch events with prefetch %s and %d leases (next-layer prefetch predicts every layer but the first once per position)", l, prefetches[l], prefetchOf(r.Setup), leases[l])
+			if prefetches[l] != wantPF {
+				bad("/events", wantPF, prefetches[l], "layer %d has %d prefetch events with prefetch %s and %d leases (next-layer prefetch predicts every layer but the first once per position)", l, prefetches[l], prefetchOf(r.Setup), leases[l])
 				return
 			}
 		}

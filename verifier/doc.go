@@ -109,8 +109,9 @@
 //     trusted signature speaks to that.
 //
 //  10. replay: raw records of version 2 carry the cache's routing trace
-//     of the warmup and of every request (eviction-trace-v1: every routed
-//     group leased and every predicted group prefetched, in call order).
+//     of the warmup and of every request (eviction-trace-v2: every routed
+//     group leased, every batched prefill's wave and every predicted group
+//     prefetched, in call order; v1 has no waves).
 //     The verifier replays each worker's sequence (warmup, then its
 //     requests in order) through eviction.Model from the setup's initial
 //     placement with its policy and capacity, and every request's hits,

@@ -27,7 +27,7 @@ func simulateCommand() *cli.Command {
 		Usage:     "replay an edition's recorded routing traces offline under other policies and capacities, down to Belady's MIN",
 		UsageText: "horizon-bench simulate EDITION_DIR [--configs a,b] [--policy lru,fifo,lfu,arc,belady] [--capacity 8,16,...] [-o md|csv|json] [--prefetch]",
 		Description: `Reads the routing traces of the edition's raw records (warmup.routing_trace and
-requests[i].routing_trace, eviction-trace-v1) and replays them through the
+requests[i].routing_trace, eviction-trace-v1 or -v2) and replays them through the
 cache's model (package eviction) under every policy and capacity asked:
 each worker (raw/<config>/block-<k>.json) from a fresh cache at the recorded
 initial placement, its warmup then its requests in order, summed over the

@@ -109,7 +109,7 @@ func TestCountMethodsHaveOneCaller(t *testing.T) {
 		method  string
 		callers []string // sorted, one entry per call site
 	}{
-		{"countGroup", []string{"(*lease).ServeFor"}},
+		{"countGroup", []string{"(*lease).Serve"}},
 		{"countEvictions", []string{"(*Cache).miss", "(*Cache).prefetch"}},
 		{"countCopy", []string{"(*Cache).wait"}},
 	}

@@ -84,6 +84,26 @@ func (c *Cache) Snapshot(layer int) (device.Snapshot, error) {
 // A lease belongs to the goroutine that took it (Resident and Serve);
 // Release may be called from any goroutine.
 func (c *Cache) Lease(layer int, ids []int) (device.Lease, error) {
+	return c.lease(layer, ids, nil)
+}
+
+// LeaseBatch implements device.ExpertRows: Lease for a batched prefill's
+// wave, whose Serve counts sum(uses) lookups (the trace records it as an
+// eviction.KindBatch event).
+func (c *Cache) LeaseBatch(layer int, ids []int, uses []int) (device.Lease, error) {
+	if len(uses) != len(ids) {
+		return nil, fmt.Errorf("cache: batch of layer %d: %d uses for %d experts", layer, len(uses), len(ids))
+	}
+	for i, u := range uses {
+		if u < 1 {
+			return nil, fmt.Errorf("cache: batch of layer %d: expert %d has %d uses, want at least 1", layer, ids[i], u)
+		}
+	}
+	return c.lease(layer, ids, uses)
+}
+
+// lease is Lease (uses nil) and LeaseBatch.
+func (c *Cache) lease(layer int, ids []int, uses []int) (device.Lease, error) {
 	if err := c.faultErr(); err != nil {
 		return nil, err
 	}
@@ -91,14 +111,22 @@ func (c *Cache) Lease(layer int, ids []int) (device.Lease, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.record(eviction.KindLease, layer, ids)
+	reuse := 0
+	if uses != nil {
+		c.recordBatch(layer, ids, uses)
+		for _, u := range uses {
+			reuse += u - 1
+		}
+	} else {
+		c.record(eviction.KindLease, layer, ids)
+	}
 	if err := c.routed(l, ids); err != nil {
 		return nil, fmt.Errorf("cache: lease of layer %d after its prefetch failed: %w", layer, err)
 	}
 	n := len(ids)
 	ints := make([]int, 2*n)
 	tensors := make([]backend.Tensor, 2*n)
-	s := &lease{c: c, l: l, ids: ints[:n:n], idx: ints[n:], resident: tensors[:n:n], rows: tensors[n:]}
+	s := &lease{c: c, l: l, ids: ints[:n:n], idx: ints[n:], resident: tensors[:n:n], rows: tensors[n:], reuse: reuse}
 	copy(s.ids, ids)
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -122,6 +150,9 @@ type lease struct {
 	c   *Cache
 	l   *layer
 	ids []int // the routed group (Lease's ids, copied)
+	// reuse is a batch's lookups beyond one per expert (LeaseBatch),
+	// counted as hits by Serve.
+	reuse int
 
 	// Guarded by l.mu.
 	idx      []int            // idx[i]: the row leased for ids[i], -1 while none
@@ -147,16 +178,8 @@ func (s *lease) Resident() []backend.Tensor { return s.resident }
 // nothing; a Serve that fails before publication changes nothing and may
 // be retried. It returns the cache's fault, ErrClosed, or the miss's error
 // (ErrNoVictim, ErrNoSpare, a device error).
-func (s *lease) Serve() ([]backend.Tensor, error) { return s.ServeFor(len(s.ids)) }
-
-// ServeFor implements device.Lease: Serve, counting uses lookups: the
-// group's hits and misses as Serve finds them, and uses - len(group) more
-// hits for the lookups that read the rows the lease holds.
-func (s *lease) ServeFor(uses int) ([]backend.Tensor, error) {
+func (s *lease) Serve() ([]backend.Tensor, error) {
 	c, l := s.c, s.l
-	if uses < len(s.ids) {
-		return nil, fmt.Errorf("cache: serve group %v of layer %d for %d lookups: fewer than its experts", s.ids, l.index, uses)
-	}
 	l.mu.Lock()
 	served, released := s.served, s.released
 	l.mu.Unlock()
@@ -171,7 +194,7 @@ func (s *lease) ServeFor(uses int) ([]backend.Tensor, error) {
 	}
 	hits, misses, err := c.serve(s)
 	if hits+misses > 0 {
-		hits += uses - len(s.ids)
+		hits += s.reuse
 		// The one count of a routed group, whatever served it (every
 		// step mode goes through here; TestCountersHaveOneIncrement).
 		l.counters.countGroup(hits, misses)

@@ -72,7 +72,8 @@ func zipfGroup(s float64) groupSampler {
 
 // TestCacheMatchesModel is the differential test of eviction.Model: random
 // and Zipf-routed sequences of leases (each served and released, as the
-// sequential engine does) and prefetches through the real cache on the CPU
+// sequential engine does), batched prefill waves (LeaseBatch; without
+// prefetch, as in the engine) and prefetches through the real cache on the CPU
 // device, and the same events through the model, for every registered
 // policy, both placements and several capacities (including capacity ==
 // group size and full residency): the counters agree after every event,
@@ -123,8 +124,18 @@ func runDifferential(t *testing.T, r *rand.Rand, layers, experts, k, size, capac
 	for step := 0; step < steps; step++ {
 		for l := 0; l < layers; l++ {
 			ev := eviction.Event{Kind: eviction.KindLease, Layer: l, IDs: draw(r, experts, k)}
-			if prefetch && r.IntN(3) == 0 {
+			switch {
+			case prefetch && r.IntN(3) == 0:
 				ev = eviction.Event{Kind: eviction.KindPrefetch, Layer: l, IDs: draw(r, experts, 1+r.IntN(k))}
+			case !prefetch && r.IntN(3) == 0:
+				// A batched prefill's wave: up to a group of experts,
+				// each read by 1..5 lookups.
+				ids := draw(r, experts, 1+r.IntN(k))
+				uses := make([]int, len(ids))
+				for i := range uses {
+					uses[i] = 1 + r.IntN(5)
+				}
+				ev = eviction.Event{Kind: eviction.KindBatch, Layer: l, IDs: ids, Uses: uses}
 			}
 			switch ev.Kind {
 			case eviction.KindLease:
@@ -133,6 +144,15 @@ func runDifferential(t *testing.T, r *rand.Rand, layers, experts, k, size, capac
 					t.Fatalf("step %d: lease %v of layer %d: %v", step, ev.IDs, l, err)
 				}
 				release()
+			case eviction.KindBatch:
+				ls, err := c.LeaseBatch(l, ev.IDs, ev.Uses)
+				if err != nil {
+					t.Fatalf("step %d: batch %v of layer %d: %v", step, ev.IDs, l, err)
+				}
+				if _, err := ls.Serve(); err != nil {
+					t.Fatalf("step %d: serve batch %v of layer %d: %v", step, ev.IDs, l, err)
+				}
+				ls.Release()
 			case eviction.KindPrefetch:
 				if err := c.Prefetch(l, ev.IDs); err != nil {
 					t.Fatalf("step %d: prefetch %v of layer %d: %v", step, ev.IDs, l, err)

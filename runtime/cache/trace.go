@@ -1,10 +1,15 @@
 package cache
 
-import "github.com/horizon-runmap/horizon/eviction"
+import (
+	"slices"
+
+	"github.com/horizon-runmap/horizon/eviction"
+)
 
 // Routing traces. With Options.Trace the cache records what it was asked,
 // in call order: every Lease (after its group was validated, before it
-// scores the layer's prediction) as an eviction.KindLease event, and every
+// scores the layer's prediction) as an eviction.KindLease event (a
+// LeaseBatch as an eviction.KindBatch event, with its uses), and every
 // Prefetch (after validation) as an eviction.KindPrefetch event. The
 // counters are a function of that sequence, the initial placement, the
 // capacity and the policy (eviction.Model reproduces them; the verifier
@@ -22,6 +27,19 @@ func (c *Cache) record(kind eviction.Kind, layer int, ids []int) {
 	start := len(c.traceIDs)
 	c.traceIDs = append(c.traceIDs, ids...)
 	c.trace = append(c.trace, eviction.Event{Kind: kind, Layer: layer, IDs: c.traceIDs[start:len(c.traceIDs):len(c.traceIDs)]})
+}
+
+// recordBatch notes a LeaseBatch in the trace, when tracing is on.
+func (c *Cache) recordBatch(layer int, ids, uses []int) {
+	if !c.opts.Trace {
+		return
+	}
+	c.traceMu.Lock()
+	defer c.traceMu.Unlock()
+	start := len(c.traceIDs)
+	c.traceIDs = append(c.traceIDs, ids...)
+	c.trace = append(c.trace, eviction.Event{Kind: eviction.KindBatch, Layer: layer,
+		IDs: c.traceIDs[start:len(c.traceIDs):len(c.traceIDs)], Uses: slices.Clone(uses)})
 }
 
 // TakeTrace returns the events recorded since New or the previous

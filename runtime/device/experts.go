@@ -32,6 +32,12 @@ type ExpertRows interface {
 	Snapshot(layer int) (Snapshot, error)
 	// Lease takes a lease on the routed group ids of layer (see above).
 	Lease(layer int, ids []int) (Lease, error)
+	// LeaseBatch is Lease for a batched prefill's wave: ids are distinct
+	// experts of layer (at most a routed group's worth) that uses[i] >= 1
+	// routed (token, slot) lookups read. Serve counts the first lookup of
+	// each expert as a lease's, and the others as hits, since they read
+	// the row the lease holds; the eviction policy sees the group once.
+	LeaseBatch(layer int, ids []int, uses []int) (Lease, error)
 	// Prefetch starts loading the experts of ids, a predicted group of
 	// layer, that are not published. It is best effort, leases nothing
 	// and counts no hit or miss.
@@ -63,12 +69,6 @@ type Lease interface {
 	// hits and misses and returns every row in the order of the group.
 	// A second call returns the same rows and counts nothing.
 	Serve() ([]backend.Tensor, error)
-	// ServeFor is Serve for a consumer that reads the group's rows for
-	// uses >= len(group) lookups (a batched prefill: every (token, slot)
-	// pair routed to one of its experts). The first lookup of each expert
-	// is counted as Serve counts it; the others are hits, since they read
-	// the row the lease holds. The eviction policy sees the group once.
-	ServeFor(uses int) ([]backend.Tensor, error)
 	// Release ends the lease (idempotent). The cache reuses a row only
 	// after the compute issued before Release has completed.
 	Release()

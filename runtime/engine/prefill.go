@@ -22,7 +22,7 @@ import (
 //     already holds the whole batch's K and V (causal);
 //   - the routed experts are computed by expert, not by token: the layer's
 //     distinct routed experts, in first-use order (token order, then slot
-//     order), are leased TopK at a time through the cache (Lease, Serve:
+//     order), are leased TopK at a time through the cache (LeaseBatch, Serve:
 //     the one protocol, with its publication and lease rules; a wave never
 //     needs more rows than a routed group does, so it fits every capacity).
 //     Each expert's matrices are read once for all of its (token, slot)
@@ -37,7 +37,7 @@ import (
 // once per distinct expert of a layer and batch instead of once per token
 // and slot. Every (token, slot) pair still counts one lookup: the first
 // pair of an expert in its wave is a hit or a miss as Serve finds it, the
-// others hits (Lease.ServeFor: they read the row the lease holds), so
+// others hits (LeaseBatch: they read the row the lease holds), so
 // hits + misses stay top-k x layers x positions, and misses and H2D bytes
 // are those of the waves. Next-layer prefetch predicts one token's next
 // group between two layers, so with it on the prompt runs token at a time.
@@ -442,16 +442,16 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	}
 	for w0 := 0; w0 < len(order); w0 += A {
 		wave := order[w0:min(w0+A, len(order))]
-		ls, err := e.experts.Lease(l, wave)
+		// Every (token, slot) pair is a lookup (LeaseBatch).
+		uses := make([]int, len(wave))
+		for i, id := range wave {
+			uses[i] = len(slots[id])
+		}
+		ls, err := e.experts.LeaseBatch(l, wave, uses)
 		if err != nil {
 			return fmt.Errorf("lease experts %v: %w", wave, err)
 		}
-		// Every (token, slot) pair is a lookup (ServeFor).
-		uses := 0
-		for _, id := range wave {
-			uses += len(slots[id])
-		}
-		rows, err := ls.ServeFor(uses)
+		rows, err := ls.Serve()
 		if err == nil {
 			err = e.waveExperts(bt, wave, rows, slots, lay, row)
 		}
