@@ -139,6 +139,14 @@ type Configuration struct {
 	// capacities, so that a capacity step changes residency only. Frozen
 	// campaigns from before the field omit it, which means auto.
 	StepMode string `yaml:"step_mode" json:"step_mode,omitempty"`
+	// Prefill is how the worker runs a prompt (engine.LoadOptions.Prefill):
+	// auto (the default: batched where the backend runs batched ops op by
+	// op, the CPU without prefetch; token at a time on CUDA), batched (the
+	// prompt as batches of positions, each weight row read once for all;
+	// CPU only, prefetch off) or token (one position at a time). Tokens and
+	// logits never change; the cache is asked per wave instead of per
+	// position. Left out of the frozen campaign when not declared.
+	Prefill string `yaml:"prefill" json:"prefill,omitempty"`
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -372,6 +380,12 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("step_mode %s at capacity %d of %d: %s routes on the device through a table of every expert's row, so it needs full residency; use %s to hold one mode across capacities", cfg.StepMode, cfg.Capacity, m.Experts, cfg.StepMode, StepGraphSegmented)
 	case cfg.Prefetch != PrefetchOff && cfg.StepMode != StepAuto && cfg.StepMode != StepOps:
 		return fmt.Errorf("step_mode %s with prefetch %s: prefetch predicts between layers on the host, so it runs op by op (step_mode %s or %s)", cfg.StepMode, cfg.Prefetch, StepAuto, StepOps)
+	case cfg.Prefill != "" && !slices.Contains(n.Prefill, cfg.Prefill):
+		return fmt.Errorf("prefill %q: want one of %s", cfg.Prefill, strings.Join(n.Prefill, ", "))
+	case cfg.Prefill == PrefillBatched && c.Device != "cpu":
+		return fmt.Errorf("prefill %s on device %s: batched prefill runs on the cpu backend's batched ops; the %s steps run the prompt one position at a time (prefill %s or %s)", cfg.Prefill, c.Device, c.Device, PrefillAuto, PrefillToken)
+	case cfg.Prefill == PrefillBatched && cfg.Prefetch != PrefetchOff:
+		return fmt.Errorf("prefill %s with prefetch %s: next-layer prefetch predicts each position's next group between two layers, so the prompt runs token at a time (prefill %s or %s)", cfg.Prefill, cfg.Prefetch, PrefillAuto, PrefillToken)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:
 		return fmt.Errorf("step_mode %s with overlap %s: overlap runs in graph-segmented steps (step_mode %s or %s)", cfg.StepMode, cfg.Overlap, StepAuto, StepGraphSegmented)
 	}

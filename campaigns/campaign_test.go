@@ -65,6 +65,9 @@ func TestBadCampaigns(t *testing.T) {
 		"step-mode-prefetch.bad.yml":     `configuration "olmoe-c8": step_mode graph-segmented with prefetch next-layer: prefetch predicts between layers on the host`,
 		"step-mode-overlap.bad.yml":      `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
+		"prefill.bad.yml":                `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
+		"prefill-cuda.bad.yml":           `configuration "olmoe-c8": prefill batched on device cuda: batched prefill runs on the cpu backend's batched ops`,
+		"prefill-prefetch.bad.yml":       `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
 	if len(files) != len(want) {

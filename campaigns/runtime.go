@@ -26,11 +26,14 @@ const (
 	StepGraphFull       = "graph-full"
 	StepGraphSegmented  = "graph-segmented"
 	StepPersistent      = "persistent"
+	PrefillAuto         = "auto" // the default prefill
+	PrefillBatched      = "batched"
+	PrefillToken        = "token"
 )
 
 // Names are the runtime's names a configuration may use.
 type Names struct {
-	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes []string
+	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes, Prefill []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.

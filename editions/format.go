@@ -228,6 +228,12 @@ type Setup struct {
 	// experts' gate/up while its misses copied; tokens never change).
 	// Records from before the field omit it, which means off.
 	Overlap string `json:"overlap,omitempty"`
+	// Prefill is how the prompt ran: "token" (one position at a time, the
+	// plan with T = 1) or "batched" (the plan with T = the batch's
+	// positions; the cache asked once per wave of distinct experts, the
+	// routing trace's batch events). Records from before the field omit
+	// it, which means token.
+	Prefill string `json:"prefill,omitempty"`
 	// TokenizerSHA256 is the SHA-256 of the tokenizer.json the worker
 	// loaded from the artifact and encoded the prompts with (for a
 	// synthetic checkpoint, Horizon's byte-level description). Records

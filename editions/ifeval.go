@@ -51,6 +51,9 @@ type IFEvalSetup struct {
 	Placement string `json:"placement"`
 	Policy    string `json:"policy"`
 	StepMode  string `json:"step_mode"`
+	// Prefill is how each prompt ran: "token" or "batched" (Setup.Prefill);
+	// shards from before the field omit it, which means token.
+	Prefill string `json:"prefill,omitempty"`
 	// PromptFormat is what was used: chat_template, or raw (the contract's
 	// format when it is raw, or a checkpoint without a chat template).
 	PromptFormat string `json:"prompt_format"`

@@ -25,6 +25,9 @@ import (
 //	                                   documented default (staged, off, off)
 //	step_mode                          only where the campaign declares it (today's
 //	                                   campaigns do not; absent in raw means ops)
+//	prefill                            only where the raw record states it (absent in
+//	                                   the campaign means auto: batched on the cpu
+//	                                   without prefetch, else token)
 //
 // Executor and an integer capacity are check contract's
 // (contract.campaign-config); spares and staging are not compared (the
@@ -40,7 +43,7 @@ var (
 	IDPhysHost = def("physics", "physics.host", Error,
 		"a worker's hostname, GPU or driver differs from the majority of the edition's workers: one edition is one host")
 	IDPhysCampaignSetup = def("physics", "physics.campaign-setup", Error,
-		"a worker's checkpoint, expert format, capacity, transport, prefetch, overlap or step mode differs from what the campaign declares for its configuration")
+		"a worker's checkpoint, expert format, capacity, transport, prefetch, overlap, step mode or prefill differs from what the campaign declares for its configuration")
 )
 
 // expertFormats maps a campaign's expert_format to the artifact's.
@@ -187,7 +190,31 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 			out = append(out, setupDiff{x.member, "/setup/" + x.member, want, got})
 		}
 	}
+	// prefill: records from before the field omit it (they ran token at a
+	// time, whatever the rule now says), so only a recorded mode is held
+	// to the campaign's (absent: auto, resolved by the engine's rule).
+	if s.Prefill != "" {
+		want, _ := str("prefill")
+		want = orDefault(want, "auto")
+		if want == "auto" {
+			want = autoPrefill(r)
+		}
+		if s.Prefill != want {
+			out = append(out, setupDiff{"prefill", "/setup/prefill", want, s.Prefill})
+		}
+	}
 	return out
+}
+
+// autoPrefill is the prefill a campaign's prefill auto resolves to
+// (runtime/engine's rule, stated again here): batched on the CPU with
+// prefetch off, token at a time otherwise (CUDA's steps run one position
+// at a time; next-layer prefetch predicts per position).
+func autoPrefill(r *editions.RawRecord) string {
+	if r.Environment.Device == "cpu" && orDefault(r.Setup.Prefetch, defaultPrefetch) == defaultPrefetch {
+		return "batched"
+	}
+	return "token"
 }
 
 // jsonNumberText is the literal of a JSON number ("" for anything else).

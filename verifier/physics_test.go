@@ -181,6 +181,14 @@ func TestPhysicsFindings(t *testing.T) {
 		{"another expert format than the campaign's", false, IDPhysCampaignSetup, func(t *testing.T, v *view) {
 			rec(v, 0, 0).Artifact.ExpertFormat = "fp16"
 		}},
+		// The fixture's campaign leaves prefill out (auto): batched on the
+		// CPU, token at a time on CUDA.
+		{"token-at-a-time prefill where auto runs batched", false, IDPhysCampaignSetup, func(t *testing.T, v *view) {
+			rec(v, 0, 0).Setup.Prefill = "token"
+		}},
+		{"batched prefill on cuda", true, IDPhysCampaignSetup, func(t *testing.T, v *view) {
+			rec(v, 1, 0).Setup.Prefill = "batched"
+		}},
 		{"one worker's EOS ids", false, IDPhysEOSPinned, func(t *testing.T, v *view) { rec(v, 0, 1).Setup.Model.EOSTokenIDs = []int{510} }},
 		{"every worker's EOS ids", false, IDPhysEOSPreset, func(t *testing.T, v *view) {
 			eachRec(v, func(r *editions.RawRecord) { r.Setup.Model.EOSTokenIDs = []int{510} })

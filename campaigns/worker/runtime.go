@@ -32,12 +32,12 @@ type Runtime struct{}
 var _ campaigns.Runtime = Runtime{}
 
 // Names lists the runtime's executors, placements, policies, transports,
-// prefetch and overlap modes.
+// prefetch, overlap, step and prefill modes.
 func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
-		StepModes: engine.StepModes(),
+		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(),
 	}
 }
 

@@ -133,9 +133,9 @@ func Run(o Options) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode,
-		MaxSeq:   maxSeq,
-		Trace:    true,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill,
+		MaxSeq: maxSeq,
+		Trace:  true,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -163,7 +163,7 @@ func Run(o Options) (err error) {
 	rec.Setup = editions.Setup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Spares: opts.Spares, Staging: opts.Staging,
 		Transport: opts.Transport, StepMode: l.StepMode(), Prefetch: l.PrefetchMode(), Overlap: l.OverlapMode(),
-		Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
+		Prefill: l.PrefillMode(), Executor: l.ExecutorName(), Placement: opts.Placement, Policy: opts.Policy,
 		Regime: campaigns.Regime(opts.Capacity, mcfg.NumExperts), TokenizerSHA256: tokSHA,
 	}
 	prefetching := l.PrefetchMode() != engine.PrefetchOff

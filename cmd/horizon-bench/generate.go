@@ -86,6 +86,7 @@ prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's c
 			&cli.StringFlag{Name: "prefetch", Value: engine.PrefetchOff, Usage: "speculative expert prefetch: " + strings.Join(engine.PrefetchModes(), ", ") + " (next-layer predicts layer L+1's experts from layer L's input; op-by-op steps only)"},
 			&cli.StringFlag{Name: "overlap", Value: engine.OverlapOff, Usage: "miss/hit overlap: " + strings.Join(engine.OverlapModes(), ", ") + " (hit-compute computes a layer's resident experts while its misses copy; needs --device cuda, partial residency (--capacity below the expert count), --step-mode auto or graph-segmented, and --prefetch off)"},
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented, graph-wait or persistent (one launch of the persistent decode kernel per step, full residency) (cuda only; see README)"},
+			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched on the cpu without --prefetch, token at a time on cuda; batched reads each weight row once for the whole prompt and gives token at a time's logits bit for bit)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -122,6 +123,8 @@ type generateOutput struct {
 	Transport      string                `json:"transport"`
 	StepMode       string                `json:"step_mode"`
 	Prefetch       string                `json:"prefetch"`
+	// Prefill is how the prompt ran: token or batched.
+	Prefill string `json:"prefill"`
 	// Overlap is the miss/hit overlap mode in force: off or hit-compute.
 	Overlap string `json:"overlap"`
 	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
@@ -157,6 +160,9 @@ func runGenerate(c *cli.Context) error {
 		return usageError("--%v", err)
 	}
 	if _, err := engine.ParseOverlap(c.String("overlap")); err != nil {
+		return usageError("--%v", err)
+	}
+	if _, err := engine.ParsePrefill(c.String("prefill")); err != nil {
 		return usageError("--%v", err)
 	}
 	dir := c.String("artifact")
@@ -230,7 +236,7 @@ func runGenerate(c *cli.Context) error {
 		MaxSeq:   maxSeq,
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
-		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"),
+		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"), Prefill: c.String("prefill"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -271,7 +277,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Overlap: eng.OverlapMode(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	out.PrefillSeconds = editions.UnknownObs[float64]()
