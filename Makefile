@@ -48,7 +48,7 @@ attest-check: ## sign a copy of smoke-cpu with a fresh key; horizon-verify --tru
 		echo "attest-check: a signature by another key passed --trusted-key"; cat out/attest-check/wrong-key.txt; exit 1; \
 	else grep -q signature.wrong-key out/attest-check/wrong-key.txt && echo "attest-check: the wrong key fails (signature.wrong-key), as it must"; fi
 
-bench: ## CPU benchmarks: qpack matvec and tiny-model decode
+bench: ## CPU benchmarks: qpack matvec, tiny-model decode and prefill (token at a time against batched)
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./runtime/cpu/ ./runtime/engine/
 
 clean: ## remove build outputs, run directories (runs/) and scratch output (out/)
