@@ -62,7 +62,7 @@ func TestCommittedEditionsRegenerate(t *testing.T) {
 			}
 			out := t.TempDir()
 			in := report.EditionInput{CampaignDoc: cd, ContractDoc: kd, Records: recs, RunDir: src, Ceilings: rt.CeilingsSection,
-				WithoutUncertainty: legacy}
+				HBMCeilings: rt.HBMCeilings, WithoutUncertainty: legacy}
 			if err := report.WriteEdition(out, in); err != nil {
 				t.Fatal(err)
 			}

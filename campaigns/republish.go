@@ -19,9 +19,10 @@ import (
 // which are kept byte for byte. The manifest keeps the original creation
 // time and tool (the build that ran the workers) and appends this build's
 // republication with reason. The new edition replaces the old one in one
-// rename (publish), so dir is never half written. ceilings is the cuda
-// reports' ceilings section (Runtime.CeilingsSection); nil leaves it out.
-func Republish(dir, reason string, ceilings func(string) string) error {
+// rename (publish), so dir is never half written. ceil gives the cuda
+// reports' ceilings section and headline ceilings (the Runtime's); nil
+// leaves them out.
+func Republish(dir, reason string, ceil Ceilings) error {
 	var m editions.Manifest
 	if err := readJSONStrict(filepath.Join(dir, editions.ManifestFile), &m); err != nil {
 		return fmt.Errorf("%s is not an edition: %w", dir, err)
@@ -92,6 +93,9 @@ func Republish(dir, reason string, ceilings func(string) string) error {
 			return fmt.Errorf("configuration %s has no raw records in %s", c.ID, dir)
 		}
 	}
-	in := report.EditionInput{CampaignDoc: cd, ContractDoc: kd, Records: recs, RunDir: src, Ceilings: ceilings, Republish: rp}
+	in := report.EditionInput{CampaignDoc: cd, ContractDoc: kd, Records: recs, RunDir: src, Republish: rp}
+	if ceil != nil {
+		in.Ceilings, in.HBMCeilings = ceil.CeilingsSection, ceil.HBMCeilings
+	}
 	return publish(dir, true, func(d string) error { return report.WriteEdition(d, in) })
 }

@@ -233,7 +233,8 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 		records[w.cfg.ID] = append(records[w.cfg.ID], rec)
 	}
 	prog.Say("aggregating and writing the edition")
-	in := report.EditionInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Records: records, RunDir: runDir, Ceilings: o.Runtime.CeilingsSection}
+	in := report.EditionInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Records: records, RunDir: runDir, Ceilings: o.Runtime.CeilingsSection,
+		HBMCeilings: o.Runtime.HBMCeilings}
 	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteEdition(dir, in) }); err != nil {
 		return res, err
 	}

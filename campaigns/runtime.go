@@ -66,9 +66,17 @@ type Runtime interface {
 	PrepareArtifacts(ctx context.Context, c *Campaign, base string, say func(string)) (map[string]string, error)
 	// ArtifactSHA256 is a prepared artifact's identity (part of work keys).
 	ArtifactSHA256(dir string) (string, error)
+	Ceilings
+}
+
+// Ceilings is what a cuda report needs of the runtime about ceilings.
+type Ceilings interface {
 	// CeilingsSection is the report's ceilings section for the raw records
 	// under an edition directory (report.EditionInput.Ceilings).
 	CeilingsSection(editionDir string) string
+	// HBMCeilings is each cuda configuration's HBM decode ceiling in tok/s
+	// (report.EditionInput.HBMCeilings), by configuration id.
+	HBMCeilings(editionDir string) map[string]float64
 }
 
 // ArtifactsDir holds the prepared artifacts inside a run directory (or a

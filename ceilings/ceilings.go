@@ -327,6 +327,23 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 	return WriteSections(w, confs, baselines, o, 2)
 }
 
+// HBMCeilings is each cuda configuration's decode ceiling in tok/s (HBM
+// bandwidth over its HBM bytes per step, the "HBM ceiling" column of
+// WriteSections), by configuration id. Configurations measured on another
+// device, or of an architecture without known shapes, are left out.
+func HBMCeilings(confs []*Config, o Options) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range confs {
+		if c.Device != "cuda" {
+			continue
+		}
+		if b, err := StepBytes(c.Arch, c.RecordBytes); err == nil && b.Total() > 0 {
+			out[c.ID] = o.HBMBytesPerS / float64(b.Total())
+		}
+	}
+	return out
+}
+
 // WriteSections is Write without the title, its sections at heading level
 // (2: "##"), for embedding in another report (an edition's report.md).
 func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options, level int) error {

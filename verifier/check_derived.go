@@ -22,7 +22,9 @@ import (
 // JSON honest and edits the numbers people look at.
 //
 // Both reports are required, and so is every plot report.md shows. The
-// results table and the cache-invariants table of each report are parsed
+// results table (in report.html the speed and resources tables under the
+// Results heading, joined on their configuration column) and the
+// cache-invariants table of each report are parsed
 // and every cell is compared with configs/<id>.json, formatted the way its
 // column says (derivedColumns, the verifier's own copy of the runner's
 // field list: header -> JSON pointer, scale, decimals). So are the contract
@@ -319,8 +321,12 @@ func mdCells(l string) []string {
 	return append(cells, strings.TrimSpace(b.String()))
 }
 
-// htmlTableUnder parses the first <table> after <h2>title</h2> (and before
-// the next <h2>).
+// htmlTableUnder parses the <table>s after <h2>title</h2> (and before the
+// next <h2>) as one table. report.html splits its results into a speed and
+// a resources table whose rows both start with the configuration (older
+// editions have one table): the tables are joined row by row, the later
+// ones' first column dropped. Tables whose rows do not start with the same
+// cells, in the same order, are not a table (false): derived.table-missing.
 func htmlTableUnder(text, title string) (reportTable, bool) {
 	_, after, ok := strings.Cut(text, "<h2>"+html.EscapeString(title)+"</h2>")
 	if !ok {
@@ -329,12 +335,39 @@ func htmlTableUnder(text, title string) (reportTable, bool) {
 	if next := strings.Index(after, "<h2>"); next >= 0 {
 		after = after[:next]
 	}
-	m := htmlTable.FindStringSubmatch(after)
-	if m == nil {
+	ms := htmlTable.FindAllStringSubmatch(after, -1)
+	if ms == nil {
 		return reportTable{}, false
 	}
+	var joined reportTable
+	for i, m := range ms {
+		t, ok := htmlTableRows(m[1])
+		if !ok {
+			return reportTable{}, false
+		}
+		if i == 0 {
+			joined = t
+			continue
+		}
+		if len(t.rows) != len(joined.rows) || len(t.headers) == 0 || len(joined.headers) == 0 || t.headers[0] != joined.headers[0] {
+			return reportTable{}, false
+		}
+		joined.headers = append(joined.headers, t.headers[1:]...)
+		for r := range t.rows {
+			if len(t.rows[r]) == 0 || len(joined.rows[r]) == 0 || t.rows[r][0] != joined.rows[r][0] {
+				return reportTable{}, false
+			}
+			joined.rows[r] = append(joined.rows[r], t.rows[r][1:]...)
+		}
+	}
+	return joined, true
+}
+
+// htmlTableRows parses one table's rows: the first row of <th> cells is
+// the header.
+func htmlTableRows(body string) (reportTable, bool) {
 	var t reportTable
-	for _, r := range htmlRow.FindAllStringSubmatch(m[1], -1) {
+	for _, r := range htmlRow.FindAllStringSubmatch(body, -1) {
 		var cells []string
 		header := false
 		for _, c := range htmlCell.FindAllStringSubmatch(r[1], -1) {

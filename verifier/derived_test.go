@@ -1,8 +1,10 @@
 package verifier
 
 import (
+	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -97,5 +99,99 @@ func TestMDCells(t *testing.T) {
 	got := mdCells(`| a | b \| c |  d  |`)
 	if want := []string{"a", "b | c", "d"}; !slices.Equal(got, want) {
 		t.Fatalf("mdCells = %q, want %q", got, want)
+	}
+}
+
+// splitResults rewrites the fixture's report.html results table as the
+// runner's two tables (speed, resources): the columns from the first
+// whose header starts with split on go to a second table, which starts
+// with the configuration column again. edit then changes the split text.
+func splitResults(split string, edit func(s string) string) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) {
+		b, err := os.ReadFile(filepath.Join(dir, editions.ReportHTML))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		tab, ok := htmlTableUnder(text, resultsTitle)
+		if !ok {
+			t.Fatal("the fixture's results table does not parse")
+		}
+		at := slices.IndexFunc(tab.headers, func(h string) bool { return strings.HasPrefix(h, split) })
+		if at < 1 {
+			t.Fatalf("no column %q after the first in %v", split, tab.headers)
+		}
+		render := func(cols []int) string {
+			var s strings.Builder
+			s.WriteString("<table>\n<tr>")
+			for _, c := range cols {
+				s.WriteString("<th>" + html.EscapeString(tab.headers[c]) + "</th>")
+			}
+			s.WriteString("</tr>\n")
+			for _, r := range tab.rows {
+				s.WriteString("<tr>")
+				for _, c := range cols {
+					s.WriteString("<td>" + html.EscapeString(r[c]) + "</td>")
+				}
+				s.WriteString("</tr>\n")
+			}
+			return s.String() + "</table>"
+		}
+		var first, second []int
+		for c := range tab.headers {
+			if c < at {
+				first = append(first, c)
+			} else {
+				second = append(second, c)
+			}
+		}
+		second = append([]int{0}, second...)
+		i := strings.Index(text, "<h2>Results</h2>")
+		j := i + strings.Index(text[i:], "</table>") + len("</table>")
+		text = text[:i] + "<h2>Results</h2>\n<h3>Speed</h3>\n" + render(first) + "\n<h3>Resources</h3>\n" + render(second) + text[j:]
+		writeFile(t, dir, editions.ReportHTML, edit(text))
+	}
+}
+
+// The split results tables of report.html are joined on their first
+// column: unchanged they verify, a changed cell in the second is an error,
+// and rows out of step between the two are no table.
+func TestDerivedSplitResults(t *testing.T) {
+	same := func(s string) string { return s }
+	for _, tc := range []struct {
+		name string
+		edit func(t *testing.T, dir string)
+		want string // "" for clean
+	}{
+		{"split, unchanged", splitResults("H2D", same), ""},
+		{"a cell of the second table", splitResults("H2D", func(s string) string {
+			_, res, _ := strings.Cut(s, "<h3>Resources</h3>")
+			cell := regexp.MustCompile(`<td>tiny-c4</td><td>([^<]*)</td>`).FindStringSubmatch(res)
+			if cell == nil {
+				panic("no tiny-c4 row in the resources table")
+			}
+			return strings.Replace(s, cell[0], "<td>tiny-c4</td><td>9"+cell[1]+"</td>", 1)
+		}), IDDerivedCell},
+		{"rows out of step", splitResults("H2D", func(s string) string {
+			head, res, _ := strings.Cut(s, "<h3>Resources</h3>")
+			res = strings.Replace(strings.Replace(strings.Replace(res, "<td>tiny-c4</td>", "<td>@</td>", 1), "<td>tiny-c8</td>", "<td>tiny-c4</td>", 1), "<td>@</td>", "<td>tiny-c8</td>", 1)
+			return head + "<h3>Resources</h3>" + res
+		}), IDDerivedTableMissing},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := newFixture(t)
+			tc.edit(t, dir)
+			rehash(t, dir)
+			rep := verifyFixture(t, dir)
+			if tc.want == "" {
+				if !rep.Passed() || rep.Has(IDDerivedTableMissing) || rep.Has(IDDerivedCell) {
+					t.Fatalf("the split report does not verify:\n%s", findingsText(rep.Findings))
+				}
+				return
+			}
+			if !rep.Has(tc.want) {
+				t.Fatalf("want %s:\n%s", tc.want, findingsText(rep.Findings))
+			}
+		})
 	}
 }

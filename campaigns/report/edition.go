@@ -31,6 +31,10 @@ type EditionInput struct {
 	// need the architectures' tensor shapes (runtime/model); the runner
 	// passes its Runtime's CeilingsSection. nil leaves the section out.
 	Ceilings func(editionDir string) string
+	// HBMCeilings, for cuda editions, returns each configuration's HBM
+	// decode ceiling in tok/s (package ceilings), for the report's
+	// headlines; nil (or a configuration left out) shows none.
+	HBMCeilings func(editionDir string) map[string]float64
 	// WithoutUncertainty regenerates an edition made before
 	// editions.BootstrapV1: its configuration documents carry no
 	// uncertainty. The runner leaves it false, so new editions have it.
@@ -112,7 +116,11 @@ func WriteEdition(dir string, in EditionInput) error {
 	if err != nil {
 		return err
 	}
-	r := buildReport(c, k, in.ContractDoc.SHA256, in.Records, docs, routing, plots, len(claims.Claims))
+	var hbm map[string]float64
+	if c.Device == "cuda" && in.HBMCeilings != nil {
+		hbm = in.HBMCeilings(dir)
+	}
+	r := buildReport(c, k, in.ContractDoc.SHA256, in.Records, docs, routing, plots, len(claims.Claims), hbm)
 	if c.Device == "cuda" && in.Ceilings != nil {
 		r.Ceilings = in.Ceilings(dir)
 	}

@@ -50,7 +50,7 @@ func TestResultFieldsOptionalColumns(t *testing.T) {
 				t.Fatalf("columns %v, want %v", keys, tc.want)
 			}
 			k := &contracts.Contract{}
-			r := buildReport(&Campaign{Edition: "x", Device: "cpu"}, k, "", nil, docs, nil, nil, 0)
+			r := buildReport(&Campaign{Edition: "x", Device: "cpu"}, k, "", nil, docs, nil, nil, 0, nil)
 			ci := slices.ContainsFunc(r.Caveats, func(s string) bool { return strings.Contains(s, "95% CIs") })
 			if ci != tc.unc {
 				t.Fatalf("interval caveat %v, want %v", ci, tc.unc)
@@ -62,5 +62,32 @@ func TestResultFieldsOptionalColumns(t *testing.T) {
 	docs[1].Metrics.Prefill = nil
 	if slices.ContainsFunc(resultFields(docs), func(f field) bool { return f.Key == "prefill_tok_s" }) {
 		t.Fatal("prefill column shown although one configuration has no prefill aggregate")
+	}
+}
+
+// report.html's two results tables (speedKeys, resourceKeys) together
+// show every results column, and only the configuration column twice, so
+// the verifier can join them on it.
+func TestSpeedAndResourcesCoverResults(t *testing.T) {
+	all := append([]field(nil), configFields...)
+	for _, u := range uncertaintyFields {
+		all = append(all, u.field)
+	}
+	all = append(all, prefillField)
+	for _, f := range all {
+		inS, inR := slices.Contains(speedKeys, f.Key), slices.Contains(resourceKeys, f.Key)
+		switch {
+		case f.Key == "configuration" && !(inS && inR):
+			t.Errorf("configuration must start both tables")
+		case f.Key != "configuration" && inS == inR:
+			t.Errorf("column %s is in %d of the two tables, want exactly 1", f.Key, map[bool]int{true: 1}[inS]+map[bool]int{true: 1}[inR])
+		}
+	}
+	for _, keys := range [][]string{speedKeys, resourceKeys} {
+		for _, k := range keys {
+			if !slices.ContainsFunc(all, func(f field) bool { return f.Key == k }) {
+				t.Errorf("table key %s names no results column", k)
+			}
+		}
 	}
 }

@@ -28,11 +28,26 @@ type figure struct {
 	// legendRight puts the legend top right (lines that fall with
 	// capacity).
 	legendRight bool
+	// interval, when set, is a configuration's interval of the value
+	// (drawn as an error bar); ok false draws none.
+	interval func(d *editions.ConfigDoc) (lo, hi float64, ok bool)
+	// joinAll joins every pair of neighbouring points of a series (a
+	// replayed curve, computed at each capacity shown). Measured figures
+	// join two points only when no capacity lies between them: a line
+	// between two capacities far apart would draw a trend nobody measured.
+	joinAll bool
 }
 
 var figures = []figure{
-	{name: "decode_tok_s", title: "Pooled decode rate against capacity", y: "pooled decode (tokens/s)",
-		value: func(d *editions.ConfigDoc) (float64, bool) { return d.Metrics.PooledDecodeTokS, true }},
+	{name: "decode_tok_s", title: "Pooled decode rate against capacity (bars: bootstrap 95% CI)", y: "pooled decode (tokens/s)",
+		value: func(d *editions.ConfigDoc) (float64, bool) { return d.Metrics.PooledDecodeTokS, true },
+		interval: func(d *editions.ConfigDoc) (float64, float64, bool) {
+			if d.Uncertainty == nil {
+				return 0, 0, false
+			}
+			iv := d.Uncertainty.PooledDecodeTokS
+			return iv.Lo, iv.Hi, true
+		}},
 	{name: "vram_peak", title: "Whole-worker VRAM peak against capacity", y: "VRAM peak (GiB)",
 		value: func(d *editions.ConfigDoc) (float64, bool) {
 			o := d.Metrics.VRAMPeakBytes
@@ -47,12 +62,21 @@ var figures = []figure{
 // model, its measured requests' misses replayed under every policy
 // (editionRouting); it is not drawn for an edition without traces.
 var missesFigure = figure{name: "misses_by_policy", title: "Replayed misses of the measured requests against capacity, per policy",
-	y: "misses (measured requests)", legendRight: true}
+	y: "misses (measured requests)", legendRight: true, joinAll: true}
 
 // series groups configurations by model and executor.
 type series struct {
 	label string
 	pts   plotter.XYs
+	// errs are the points' intervals as offsets below and above the
+	// value (zero when a point has none); nil for a series without.
+	errs plotter.YErrors
+}
+
+// xyErrs is a series' points with their intervals, for gonum's error bars.
+type xyErrs struct {
+	plotter.XYs
+	plotter.YErrors
 }
 
 // writePlots renders the figures as PNGs under dir/plots and returns them
@@ -87,6 +111,13 @@ func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting) (
 				j = len(ss) - 1
 			}
 			ss[j].pts = append(ss[j].pts, plotter.XY{X: float64(d.Capacity), Y: v})
+			if f.interval != nil {
+				e := struct{ Low, High float64 }{}
+				if lo, hi, ok := f.interval(d); ok {
+					e.Low, e.High = v-lo, hi-v
+				}
+				ss[j].errs = append(ss[j].errs, e)
+			}
 		}
 		if len(ss) == 0 {
 			out = append(out, FigureRef{Title: f.title, Note: f.absent})
@@ -131,26 +162,71 @@ func renderFigure(f figure, ss []*series) ([]byte, error) {
 	p.Legend.Left = !f.legendRight
 	p.Add(plotter.NewGrid())
 	for i, s := range ss {
-		slices.SortFunc(s.pts, func(a, b plotter.XY) int {
+		order := make([]int, len(s.pts))
+		for k := range order {
+			order[k] = k
+		}
+		slices.SortStableFunc(order, func(a, b int) int {
 			switch {
-			case a.X < b.X:
+			case s.pts[a].X < s.pts[b].X:
 				return -1
-			case a.X > b.X:
+			case s.pts[a].X > s.pts[b].X:
 				return 1
 			}
 			return 0
 		})
-		l, pts, err := plotter.NewLinePoints(s.pts)
+		sorted := make(plotter.XYs, len(order))
+		var errs plotter.YErrors
+		for k, o := range order {
+			sorted[k] = s.pts[o]
+			if s.errs != nil {
+				errs = append(errs, s.errs[o])
+			}
+		}
+		pts, err := plotter.NewScatter(sorted)
 		if err != nil {
 			return nil, err
 		}
-		l.Color = plotutil.Color(i)
-		l.Dashes = plotutil.Dashes(i)
 		pts.Color = plotutil.Color(i)
 		pts.Shape = plotutil.Shape(i)
 		pts.Radius = vg.Points(3)
-		p.Add(l, pts)
-		p.Legend.Add(s.label, l, pts)
+		p.Add(pts)
+		// Lines: each run of points with no capacity missing between
+		// neighbours (every neighbour with joinAll).
+		var first *plotter.Line
+		for lo := 0; lo < len(sorted); {
+			hi := lo + 1
+			for hi < len(sorted) && (f.joinAll || sorted[hi].X-sorted[hi-1].X <= 1) {
+				hi++
+			}
+			if hi-lo > 1 {
+				l, err := plotter.NewLine(sorted[lo:hi])
+				if err != nil {
+					return nil, err
+				}
+				l.Color = plotutil.Color(i)
+				l.Dashes = plotutil.Dashes(i)
+				p.Add(l)
+				if first == nil {
+					first = l
+				}
+			}
+			lo = hi
+		}
+		if errs != nil {
+			eb, err := plotter.NewYErrorBars(xyErrs{sorted, errs})
+			if err != nil {
+				return nil, err
+			}
+			eb.Color = plotutil.Color(i)
+			eb.CapWidth = vg.Points(6)
+			p.Add(eb)
+		}
+		if first != nil {
+			p.Legend.Add(s.label, first, pts)
+		} else {
+			p.Legend.Add(s.label, pts)
+		}
 	}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.Padding = vg.Points(2)

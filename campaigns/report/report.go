@@ -22,10 +22,18 @@ type Report struct {
 	Checkpoints []string
 	Caveats     []string
 	Results     Table
-	Invariants  Table
-	Plots       []FigureRef
-	Workers     []string
-	Claims      int
+	// Speed and Resources split the results table's columns in two for
+	// report.html (speedKeys, resourceKeys: one field list still), each
+	// narrow enough for a 1024 px page.
+	Speed, Resources Table
+	// Headlines is one sentence per model: its configurations' decode
+	// rates (with their share of the HBM ceiling on cuda), TTFT and
+	// transfers, largest capacity first.
+	Headlines  []string
+	Invariants Table
+	Plots      []FigureRef
+	Workers    []string
+	Claims     int
 	// Ceilings is the Markdown of package ceilings' sections (cuda
 	// editions): each speed beside its HBM / PCIe ceiling, the partial
 	// residency model check and VRAM against the weights held.
@@ -43,13 +51,19 @@ type FigureRef struct {
 // contract (and the contract's hash), its records and aggregates, what its
 // routing traces say (nil without traces), its plots and the number of its
 // claims.
+//
+// hbm holds the cuda configurations' HBM decode ceilings (tok/s) by id, for
+// the headlines; nil shows none.
 func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records map[string][]*editions.RawRecord,
-	docs []editions.ConfigDoc, routing []modelRouting, plots []FigureRef, claims int) Report {
+	docs []editions.ConfigDoc, routing []modelRouting, plots []FigureRef, claims int, hbm map[string]float64) Report {
+	fs := resultFields(docs)
 	r := Report{
 		Edition: c.Edition, Description: strings.TrimSpace(c.Description),
 		Contract: k, ContractSHA: contractSHA, Device: c.Device,
-		Results: makeTable(resultFields(docs), docs), Invariants: makeTable(invariantFields, docs),
-		Plots: plots, Claims: claims,
+		Results: makeTable(fs, docs), Invariants: makeTable(invariantFields, docs),
+		Speed: makeTable(pickFields(fs, speedKeys), docs), Resources: makeTable(pickFields(fs, resourceKeys), docs),
+		Headlines: headlines(docs, hbm),
+		Plots:     plots, Claims: claims,
 	}
 	for _, cfg := range c.Configurations {
 		if recs := records[cfg.ID]; len(recs) > 0 {
@@ -124,6 +138,46 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		r.Caveats = append(r.Caveats, "On the cpu device the expert cache's rows live in host memory: H2D counts copies from the host authority into cache rows, VRAM is UNSUPPORTED, and speed says nothing about a GPU.")
 	}
 	return r
+}
+
+// headlines is one sentence per model (checkpoint), in document order:
+// each configuration of the model, largest capacity first, with its pooled
+// decode rate (and its share of the HBM ceiling where hbm has one), the
+// ratio to the model's first configuration, its TTFT mean and, below full
+// residency, its H2D bytes.
+func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
+	var order []string
+	byModel := map[string][]*editions.ConfigDoc{}
+	for i := range docs {
+		label := CheckpointLabel(docs[i].Checkpoint)
+		if _, ok := byModel[label]; !ok {
+			order = append(order, label)
+		}
+		byModel[label] = append(byModel[label], &docs[i])
+	}
+	var out []string
+	for _, label := range order {
+		ds := byModel[label]
+		slices.SortStableFunc(ds, func(a, b *editions.ConfigDoc) int { return b.Capacity - a.Capacity })
+		var parts []string
+		for j, d := range ds {
+			m := d.Metrics
+			s := fmt.Sprintf("%d/%d %s: %.1f tok/s", d.Capacity, d.ExpertsPerLayer, d.Executor, m.PooledDecodeTokS)
+			if ceil, ok := hbm[d.ID]; ok && ceil > 0 {
+				s += fmt.Sprintf(", %.0f%% of the HBM ceiling (%.0f tok/s)", 100*m.PooledDecodeTokS/ceil, ceil)
+			}
+			if j > 0 && ds[0].Metrics.PooledDecodeTokS > 0 {
+				s += fmt.Sprintf(" (%.2fx of %d/%d)", m.PooledDecodeTokS/ds[0].Metrics.PooledDecodeTokS, ds[0].Capacity, ds[0].ExpertsPerLayer)
+			}
+			s += fmt.Sprintf(", TTFT %.1f ms", m.TTFTMeanS*1e3)
+			if d.Capacity < d.ExpertsPerLayer {
+				s += fmt.Sprintf(", %.1f MiB H2D", float64(m.H2DBytes)/mib)
+			}
+			parts = append(parts, s)
+		}
+		out = append(out, label+": "+strings.Join(parts, "; ")+".")
+	}
+	return out
 }
 
 // promptBytes is the length of a prompt's text in bytes.

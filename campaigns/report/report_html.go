@@ -11,14 +11,19 @@ var htmlReport = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <meta charset="utf-8">
 <title>Edition {{.Edition}}</title>
 <style>
-body { font-family: system-ui, sans-serif; max-width: 80rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
-table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
-th, td { border: 1px solid #ccc; padding: 0.25rem 0.5rem; }
-th { background: #f3f3f3; }
+body { font-family: system-ui, sans-serif; max-width: 62rem; margin: 1.5rem auto; padding: 0 1rem; color: #222; line-height: 1.4; }
+table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.82rem; }
+th, td { border: 1px solid #ccc; padding: 0.2rem 0.4rem; }
+th { background: #f3f3f3; font-weight: 600; vertical-align: bottom; }
+td { white-space: nowrap; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
-code { font-size: 0.85rem; }
+code { font-size: 0.85rem; overflow-wrap: anywhere; }
+pre { overflow-x: auto; font-size: 0.78rem; }
+.headline { font-size: 1.05rem; }
+.headline li { margin: 0.3rem 0; }
 .caveat { background: #fff8e1; border-left: 4px solid #f0b400; padding: 0.5rem 1rem; }
-figure { display: inline-block; margin: 0.5rem; }
+figure { display: inline-block; margin: 0.5rem 0; max-width: 100%; }
+figure img { max-width: 100%; height: auto; }
 </style>
 </head>
 <body>
@@ -29,6 +34,8 @@ figure { display: inline-block; margin: 0.5rem; }
 concurrency {{.Concurrency}}, {{.Cache.InitialPlacement}} initial placement, {{.Cache.Policy}} eviction evolving through each block.
 Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.json">claims.json</a>.</p>{{end}}
 
+{{with .Headlines}}<ul class="headline">{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}
+
 <h2>Checkpoints</h2>
 <ul>{{range .Checkpoints}}<li>{{.}}</li>{{end}}</ul>
 
@@ -36,7 +43,10 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 <div class="caveat"><ul>{{range .Caveats}}<li>{{.}}</li>{{end}}</ul></div>
 
 <h2>Results</h2>
-{{template "table" .Results}}
+<h3>Speed</h3>
+{{template "table" .Speed}}
+<h3>Resources</h3>
+{{template "table" .Resources}}
 {{range .Plots}}{{if .File}}<figure><img src="{{.File}}" alt="{{.Title}}" width="600"><figcaption>{{.Title}}</figcaption></figure>{{else}}<p><em>{{.Title}}: {{.Note}}</em></p>{{end}}
 {{end}}
 
@@ -95,7 +105,8 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 `))
 
 // HTML writes report.html; its tables come from the same field lists as
-// report.md.
+// report.md: the results table split in two (Speed, Resources), each row
+// starting with its configuration.
 func HTML(w io.Writer, r *Report) error {
 	return htmlReport.Execute(w, r)
 }

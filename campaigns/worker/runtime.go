@@ -96,6 +96,17 @@ func (Runtime) ArtifactSHA256(dir string) (string, error) {
 	return a.Meta.ArtifactSHA256, nil
 }
 
+// HBMCeilings is package ceilings' HBM decode ceiling (tok/s) of each cuda
+// configuration whose raw records are under dir; nil where they cannot be
+// computed.
+func (Runtime) HBMCeilings(dir string) map[string]float64 {
+	confs, err := ceilings.LoadEdition(dir)
+	if err != nil {
+		return nil
+	}
+	return ceilings.HBMCeilings(confs, ceilings.DefaultOptions())
+}
+
 // CeilingsSection is package ceilings' sections for the raw records
 // already written under dir, at heading level 3; where they cannot be
 // computed (an architecture that is not a synthetic preset), a line that

@@ -70,7 +70,7 @@ a write failed.`,
 			if b := editions.ReadBuildInfo(); b.VCSModified != "false" {
 				fmt.Fprintf(c.App.ErrWriter, "republish: warning: this build's VCS state is %q (revision %s): the republication will name no clean revision (build with make build from a clean checkout)\n", b.VCSModified, b.VCSRevision)
 			}
-			if err := campaigns.Republish(dir, reason, worker.Runtime{}.CeilingsSection); err != nil {
+			if err := campaigns.Republish(dir, reason, worker.Runtime{}); err != nil {
 				return cli.Exit(fmt.Sprintf("republish: %v", err), 1)
 			}
 			fmt.Fprintf(c.App.Writer, "republished %s (raw records, campaign and contract unchanged); check it with: horizon-verify %s\n", dir, dir)
