@@ -18,6 +18,7 @@ package report
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/horizon-runmap/horizon/editions"
 )
@@ -42,6 +43,26 @@ type Configuration struct {
 	ID string `json:"id"`
 	// SeedExecutor is the seed campaign's executor name, shown beside ours.
 	SeedExecutor string `json:"seed_executor"`
+	// The declared modes, where the campaign declares them: the plots draw
+	// configurations that differ in one as separate series.
+	Transport string `json:"transport"`
+	Prefetch  string `json:"prefetch"`
+	Overlap   string `json:"overlap"`
+	StepMode  string `json:"step_mode"`
+	Prefill   string `json:"prefill"`
+}
+
+// variant names what sets a configuration apart from the defaults (a
+// transport other than staged, prefetch or overlap on, a declared step or
+// prefill mode), "" when nothing does.
+func (cfg Configuration) variant() string {
+	var parts []string
+	for _, x := range [][2]string{{cfg.Transport, "staged"}, {cfg.Prefetch, "off"}, {cfg.Overlap, "off"}, {cfg.StepMode, "auto"}, {cfg.Prefill, "auto"}} {
+		if x[0] != "" && x[0] != x[1] {
+			parts = append(parts, x[0])
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // CampaignFromDoc decodes the report's view of a frozen campaign. Fields it

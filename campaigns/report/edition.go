@@ -112,7 +112,7 @@ func WriteEdition(dir string, in EditionInput) error {
 	if err != nil {
 		return err
 	}
-	plots, err := writePlots(dir, docs, routing)
+	plots, err := writePlots(dir, docs, routing, c)
 	if err != nil {
 		return err
 	}

@@ -188,9 +188,9 @@ func resultFields(docs []editions.ConfigDoc) []field {
 // speedKeys and resourceKeys split the results columns (by Key) into
 // report.html's two tables; a key a table's fields lack is skipped.
 var (
-	speedKeys = []string{"configuration", "executor", "capacity", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
+	speedKeys = []string{"configuration", "capacity", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
 		"block_spread_tok_s", "overall_output_tok_s", "ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}
-	resourceKeys = []string{"configuration", "checkpoint", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
+	resourceKeys = []string{"configuration", "checkpoint", "executor", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
 )
 
 // pickFields is the fields of fs whose keys are in keys, in fs's order.

@@ -81,8 +81,13 @@ type xyErrs struct {
 
 // writePlots renders the figures as PNGs under dir/plots and returns them
 // for the reports, in figure order, then the misses figure when the
-// edition has routing traces.
-func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting) ([]FigureRef, error) {
+// edition has routing traces. A series is one model, executor and declared
+// variant (Configuration.variant) of campaign c.
+func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting, c *Campaign) ([]FigureRef, error) {
+	variants := map[string]string{}
+	for _, cfg := range c.Configurations {
+		variants[cfg.ID] = cfg.variant()
+	}
 	var out []FigureRef
 	emit := func(f figure, ss []*series) error {
 		b, err := renderFigure(f, ss)
@@ -105,6 +110,9 @@ func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting) (
 				continue
 			}
 			label := fmt.Sprintf("%s, %s", CheckpointLabel(d.Checkpoint), d.Executor)
+			if v := variants[d.ID]; v != "" {
+				label += ", " + v
+			}
 			j := slices.IndexFunc(ss, func(s *series) bool { return s.label == label })
 			if j < 0 {
 				ss = append(ss, &series{label: label})
@@ -196,7 +204,7 @@ func renderFigure(f figure, ss []*series) ([]byte, error) {
 		var first *plotter.Line
 		for lo := 0; lo < len(sorted); {
 			hi := lo + 1
-			for hi < len(sorted) && (f.joinAll || sorted[hi].X-sorted[hi-1].X <= 1) {
+			for hi < len(sorted) && (f.joinAll || sorted[hi].X-sorted[hi-1].X == 1) {
 				hi++
 			}
 			if hi-lo > 1 {

@@ -141,10 +141,11 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 }
 
 // headlines is one sentence per model (checkpoint), in document order:
-// each configuration of the model, largest capacity first, with its pooled
-// decode rate (and its share of the HBM ceiling where hbm has one), the
-// ratio to the model's first configuration, its TTFT mean and, below full
-// residency, its H2D bytes.
+// its configurations at the largest capacity measured (the model's
+// reference), with their pooled decode rate (and its share of the HBM
+// ceiling where hbm has one) and TTFT mean, then the configuration at its
+// smallest capacity, with its rate as a ratio of the first and its H2D
+// bytes. The tables below have every configuration.
 func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
 	var order []string
 	byModel := map[string][]*editions.ConfigDoc{}
@@ -157,23 +158,32 @@ func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
 	}
 	var out []string
 	for _, label := range order {
-		ds := byModel[label]
+		ds := slices.Clone(byModel[label])
 		slices.SortStableFunc(ds, func(a, b *editions.ConfigDoc) int { return b.Capacity - a.Capacity })
-		var parts []string
-		for j, d := range ds {
+		top := ds[0]
+		one := func(d *editions.ConfigDoc) string {
 			m := d.Metrics
-			s := fmt.Sprintf("%d/%d %s: %.1f tok/s", d.Capacity, d.ExpertsPerLayer, d.Executor, m.PooledDecodeTokS)
+			s := fmt.Sprintf("%s (%d/%d experts): %.1f tok/s", d.ID, d.Capacity, d.ExpertsPerLayer, m.PooledDecodeTokS)
 			if ceil, ok := hbm[d.ID]; ok && ceil > 0 {
 				s += fmt.Sprintf(", %.0f%% of the HBM ceiling (%.0f tok/s)", 100*m.PooledDecodeTokS/ceil, ceil)
 			}
-			if j > 0 && ds[0].Metrics.PooledDecodeTokS > 0 {
-				s += fmt.Sprintf(" (%.2fx of %d/%d)", m.PooledDecodeTokS/ds[0].Metrics.PooledDecodeTokS, ds[0].Capacity, ds[0].ExpertsPerLayer)
+			if d.Capacity < top.Capacity && top.Metrics.PooledDecodeTokS > 0 {
+				s += fmt.Sprintf(", %.2fx of %s", m.PooledDecodeTokS/top.Metrics.PooledDecodeTokS, top.ID)
 			}
 			s += fmt.Sprintf(", TTFT %.1f ms", m.TTFTMeanS*1e3)
 			if d.Capacity < d.ExpertsPerLayer {
 				s += fmt.Sprintf(", %.1f MiB H2D", float64(m.H2DBytes)/mib)
 			}
-			parts = append(parts, s)
+			return s
+		}
+		var parts []string
+		for _, d := range ds {
+			if d.Capacity == top.Capacity {
+				parts = append(parts, one(d))
+			}
+		}
+		if low := ds[len(ds)-1]; low.Capacity < top.Capacity {
+			parts = append(parts, "at the smallest capacity "+one(low))
 		}
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
 	}

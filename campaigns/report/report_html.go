@@ -16,6 +16,7 @@ table { border-collapse: collapse; margin: 0.5rem 0 1rem; font-size: 0.82rem; }
 th, td { border: 1px solid #ccc; padding: 0.2rem 0.4rem; }
 th { background: #f3f3f3; font-weight: 600; vertical-align: bottom; }
 td { white-space: nowrap; }
+td:first-child { white-space: normal; overflow-wrap: anywhere; max-width: 11rem; }
 td.r { text-align: right; font-variant-numeric: tabular-nums; }
 code { font-size: 0.85rem; overflow-wrap: anywhere; }
 pre { overflow-x: auto; font-size: 0.78rem; }
