@@ -238,7 +238,7 @@ func renderFigure(f figure, ss []*series) ([]byte, error) {
 	}
 	p.Legend.ThumbnailWidth = vg.Points(20)
 	p.Legend.Padding = vg.Points(2)
-	p.Y.Max *= 1.25 // room for the legend above the lines
+	p.Y.Max *= 1.15 + 0.09*float64(len(ss)) // room for the legend above the points, a line per series
 	pad := math.Max(1, (p.X.Max-p.X.Min)*0.05)
 	p.X.Min, p.X.Max = p.X.Min-pad, p.X.Max+pad
 	p.Y.Tick.Marker = plainTicks{}

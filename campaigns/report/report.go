@@ -182,7 +182,15 @@ func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
 				parts = append(parts, one(d))
 			}
 		}
-		if low := ds[len(ds)-1]; low.Capacity < top.Capacity {
+		// The first configuration (campaign order) at the smallest capacity.
+		low := ds[len(ds)-1]
+		for _, d := range byModel[label] {
+			if d.Capacity == low.Capacity {
+				low = d
+				break
+			}
+		}
+		if low.Capacity < top.Capacity {
 			parts = append(parts, "at the smallest capacity "+one(low))
 		}
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
