@@ -159,7 +159,7 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, prog.Say)
+	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, ReportTo(prog))
 	if err != nil {
 		return res, err
 	}

@@ -419,3 +419,42 @@ func (l *logProgress) endWorker() {
 	fmt.Fprintln(l.w, l.t.workerDone(l.now()))
 	l.t.n = 0
 }
+
+// Step implements StepProgress: a byte bar for one long step of artifact
+// preparation (before Start: nothing else is on screen), its line
+// replaced at the end by the step's "done" line, as the log prints it.
+func (b *bar) Step(what string) StepReport { return &barStep{b: b, what: what, start: b.now()} }
+
+type barStep struct {
+	b     *bar
+	what  string
+	start time.Time
+	total int64
+	pb    *progressbar.ProgressBar // nil until the first Progress with a total
+}
+
+func (s *barStep) Progress(done, total int64) {
+	if total <= 0 {
+		return
+	}
+	if s.pb == nil {
+		s.total = total
+		s.pb = progressbar.NewOptions64(total,
+			progressbar.OptionSetWriter(s.b.w),
+			progressbar.OptionSetWidth(30),
+			progressbar.OptionShowBytes(true),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionSetDescription(s.what),
+			progressbar.OptionClearOnFinish(),
+		)
+	}
+	_ = s.pb.Set64(done)
+}
+
+func (s *barStep) End() {
+	if s.pb != nil {
+		_ = s.pb.Finish()
+	}
+	fmt.Fprintf(s.b.w, "%s: done, %s in %s\n", s.what, ByteSize(s.total), Elapsed(s.b.now().Sub(s.start)))
+}

@@ -337,7 +337,7 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 	for _, cfg := range p.configs {
 		sub.Configurations = append(sub.Configurations, *cfg)
 	}
-	arts, _, err := prepareAll(ctx, o.Runtime, &sub, runDir, o.ArtifactCache, nil, prog.Say)
+	arts, _, err := prepareAll(ctx, o.Runtime, &sub, runDir, o.ArtifactCache, nil, ReportTo(prog))
 	if err != nil {
 		return editions.ReproductionDoc{}, err
 	}

@@ -63,7 +63,7 @@ func newRunDir(t *testing.T) string {
 			sharedErr = err
 			return
 		}
-		_, sharedErr = rt.PrepareArtifacts(context.Background(), c, sharedArtifacts, func(string) {})
+		_, sharedErr = rt.PrepareArtifacts(context.Background(), c, sharedArtifacts, Report{Say: func(string) {}})
 	})
 	if sharedErr != nil {
 		t.Fatal(sharedErr)

@@ -169,7 +169,7 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	if err != nil {
 		return res, err
 	}
-	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, prog.Say)
+	rs, err := setupRun(ctx, o, c, &res, campDoc, contractDoc, ReportTo(prog))
 	if err != nil {
 		return res, err
 	}
@@ -307,7 +307,7 @@ type runState struct {
 // editions/<edition>), creates, locks and cleans the run directory
 // (default runs/<edition>), writes the frozen documents, opens the journal
 // and prepares the artifacts.
-func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, campDoc editions.CampaignDoc, contractDoc editions.ContractDoc, say func(string)) (*runState, error) {
+func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, campDoc editions.CampaignDoc, contractDoc editions.ContractDoc, rep Report) (*runState, error) {
 	if res.Dir == "" {
 		res.Dir = filepath.Join("editions", c.Edition)
 	}
@@ -342,7 +342,7 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 	if rs.j, err = openJournal(rs.runDir); err != nil {
 		return fail(err)
 	}
-	if rs.arts, rs.left, err = prepareAll(ctx, o.Runtime, c, rs.runDir, o.ArtifactCache, o.ShouldStop, say); err != nil {
+	if rs.arts, rs.left, err = prepareAll(ctx, o.Runtime, c, rs.runDir, o.ArtifactCache, o.ShouldStop, rep); err != nil {
 		return fail(err)
 	}
 	rs.unlock = unlock
@@ -542,8 +542,9 @@ const artifactCacheLock = "artifacts.lock"
 // each it asks stop; when stop says true it returns how many artifacts were
 // left, and no directories. It says what it is about to do first (this can
 // take minutes with nothing else on screen), and each artifact's lines
-// carry its number, "[1/2] ".
-func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache string, stop func() bool, say func(string)) (map[string]string, int, error) {
+// carry its number, "[1/2] ", and so do its steps.
+func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache string, stop func() bool, rep Report) (map[string]string, int, error) {
+	say := rep.Say
 	base := runDir
 	if cache != "" {
 		base = cache
@@ -564,7 +565,12 @@ func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache stri
 		if stop != nil && stop() {
 			return nil, len(keys) - i, nil
 		}
-		say := func(msg string) { say(fmt.Sprintf("[%d/%d] %s", i+1, len(keys), msg)) }
+		prefix := fmt.Sprintf("[%d/%d] ", i+1, len(keys))
+		say := func(msg string) { say(prefix + msg) }
+		one := Report{Say: say}
+		if rep.Step != nil {
+			one.Step = func(what string) StepReport { return rep.Step(prefix + what) }
+		}
 		unlock := func() {}
 		if cache != "" {
 			var ok bool
@@ -577,7 +583,7 @@ func prepareAll(ctx context.Context, rt Runtime, c *Campaign, runDir, cache stri
 		}
 		sub := *c
 		sub.Configurations = groups[key]
-		d, err := rt.PrepareArtifacts(ctx, &sub, base, say)
+		d, err := rt.PrepareArtifacts(ctx, &sub, base, one)
 		unlock()
 		if err != nil {
 			return nil, 0, err

@@ -63,7 +63,8 @@ type Runtime interface {
 	// format) of c has a verified artifact under base/ArtifactsDir/<key>
 	// (key: Campaign.ArtifactKey) and returns their directories by
 	// configuration id.
-	PrepareArtifacts(ctx context.Context, c *Campaign, base string, say func(string)) (map[string]string, error)
+	// It reports through rep (lines, and its long steps' progress).
+	PrepareArtifacts(ctx context.Context, c *Campaign, base string, rep Report) (map[string]string, error)
 	// ArtifactSHA256 is a prepared artifact's identity (part of work keys).
 	ArtifactSHA256(dir string) (string, error)
 	Ceilings

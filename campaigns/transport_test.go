@@ -45,7 +45,7 @@ configurations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	arts, err := rt.PrepareArtifacts(context.Background(), c, filepath.Join(dir, "run"), func(string) {})
+	arts, err := rt.PrepareArtifacts(context.Background(), c, filepath.Join(dir, "run"), Report{Say: func(string) {}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ func scheme(format string) qpack.Scheme {
 // reused after its files are hashed against artifact.json and its identity
 // is checked; a broken one is prepared again. Synthetic checkpoints are
 // synthesised next to it and removed once prepared.
-func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string, say func(string)) (map[string]string, error) {
+func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string, rep campaigns.Report) (map[string]string, error) {
+	say := rep.Say
 	dirs := map[string]string{}
 	done := map[string]bool{}
 	for i := range c.Configurations {
@@ -52,7 +53,7 @@ func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string,
 		}
 		err := checkArtifact(c, cfg, dir)
 		if err == nil {
-			say(fmt.Sprintf("artifact %s: verified in %s, reused", key, elapsed(time.Since(t))))
+			say(fmt.Sprintf("artifact %s: verified in %s, reused", key, campaigns.Elapsed(time.Since(t))))
 			continue
 		}
 		if !errors.Is(err, os.ErrNotExist) {
@@ -63,14 +64,14 @@ func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string,
 		}
 		t = time.Now()
 		say(fmt.Sprintf("artifact %s: preparing (%s)…", key, preparePlan(cfg)))
-		if err := makeArtifact(ctx, c, cfg, dir, key, say); err != nil {
+		if err := makeArtifact(ctx, c, cfg, dir, key, rep); err != nil {
 			return nil, fmt.Errorf("prepare the artifact of %s (%s): %w", cfg.ID, cfg.Checkpoint, err)
 		}
 		say(fmt.Sprintf("artifact %s: verifying the prepared files…", key))
 		if err := checkArtifact(c, cfg, dir); err != nil {
 			return nil, fmt.Errorf("artifact %s after preparation: %w", key, err)
 		}
-		say(fmt.Sprintf("artifact %s: ready in %s", key, elapsed(time.Since(t))))
+		say(fmt.Sprintf("artifact %s: ready in %s", key, campaigns.Elapsed(time.Since(t))))
 	}
 	return dirs, nil
 }
@@ -112,7 +113,7 @@ func preparePlan(cfg *campaigns.Configuration) string {
 // step reported through say (stepLines). Both steps write into temporary
 // siblings that are renamed at the end, so a killed preparation leaves
 // nothing that looks finished.
-func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir, key string, say func(string)) error {
+func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir, key string, rep campaigns.Report) error {
 	ckpt := ""
 	if s := cfg.Checkpoint.Synthetic; s != nil {
 		ckpt = dir + ".checkpoint"
@@ -120,86 +121,21 @@ func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Con
 			return err
 		}
 		defer os.RemoveAll(ckpt)
-		step := newStepLines(say, fmt.Sprintf("artifact %s: synthesising the checkpoint", key), time.Now)
-		_, err := model.Synthesize(model.SynthOptions{Arch: s.Arch, Seed: s.Seed, OutDir: ckpt, Ctx: ctx, Progress: step.progress})
+		step := rep.Begin(fmt.Sprintf("artifact %s: synthesising the checkpoint", key))
+		_, err := model.Synthesize(model.SynthOptions{Arch: s.Arch, Seed: s.Seed, OutDir: ckpt, Ctx: ctx, Progress: step.Progress})
 		if err != nil {
 			return err
 		}
-		step.end()
+		step.End()
 	} else {
 		ckpt = c.HFDir(cfg)
 	}
-	step := newStepLines(say, fmt.Sprintf("artifact %s: quantising the experts to %s", key, cfg.ExpertFormat), time.Now)
-	if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme(cfg.ExpertFormat), Ctx: ctx, Progress: step.progress}); err != nil {
+	step := rep.Begin(fmt.Sprintf("artifact %s: quantising the experts to %s", key, cfg.ExpertFormat))
+	if _, err := qpack.Prepare(qpack.PrepareOptions{Checkpoint: ckpt, Out: dir, Scheme: scheme(cfg.ExpertFormat), Ctx: ctx, Progress: step.Progress}); err != nil {
 		return err
 	}
-	step.end()
+	step.End()
 	return nil
-}
-
-// stepLineEvery is the least time between two progress lines of one step.
-const stepLineEvery = 5 * time.Second
-
-// stepLines reports a long step of artifact preparation (synthesis,
-// quantisation) as lines: one at a new tenth of its bytes when
-// stepLineEvery has passed since the step began or the last line, and one
-// at the end, each with the elapsed time. Lines, not a bar: they read the
-// same on a terminal and in a CI log, the line before the step says what
-// it is, and a step shorter than stepLineEvery (a tiny model) prints only
-// its end. Progress calls never overlap (qpack.PrepareOptions,
-// model.SynthOptions).
-type stepLines struct {
-	say         func(string)
-	what        string // "artifact <key>: quantising the experts to int4"
-	now         func() time.Time
-	start, last time.Time
-	tenth       int64 // the last tenth reported
-	total       int64
-}
-
-func newStepLines(say func(string), what string, now func() time.Time) *stepLines {
-	t := now()
-	return &stepLines{say: say, what: what, now: now, start: t, last: t}
-}
-
-func (s *stepLines) progress(done, total int64) {
-	s.total = total
-	if total <= 0 {
-		return
-	}
-	tenth := done * 10 / total
-	t := s.now()
-	if done >= total || tenth <= s.tenth || t.Sub(s.last) < stepLineEvery {
-		return // the end line says it, or said already, or too soon
-	}
-	s.tenth, s.last = tenth, t
-	s.say(fmt.Sprintf("%s: %d%% of %s, %s", s.what, done*100/total, byteSize(total), elapsed(t.Sub(s.start))))
-}
-
-func (s *stepLines) end() {
-	s.say(fmt.Sprintf("%s: done, %s in %s", s.what, byteSize(s.total), elapsed(s.now().Sub(s.start))))
-}
-
-// elapsed rounds a duration for progress lines: 0.3s, 12.0s, 2m5s.
-func elapsed(d time.Duration) string {
-	if d < time.Minute {
-		return fmt.Sprintf("%.1fs", d.Seconds())
-	}
-	return d.Round(time.Second).String()
-}
-
-// byteSize prints a byte count in binary units.
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // synthInfo is the synthetic recipe an artifact was prepared from.

@@ -83,8 +83,8 @@ func modelConfig(c *campaigns.Campaign, cfg *campaigns.Configuration) (model.Con
 
 // PrepareArtifacts prepares (or verifies and reuses) the artifacts of the
 // campaign's configurations under base/artifacts (see prepareArtifacts).
-func (Runtime) PrepareArtifacts(ctx context.Context, c *campaigns.Campaign, base string, say func(string)) (map[string]string, error) {
-	return prepareArtifacts(ctx, c, base, say)
+func (Runtime) PrepareArtifacts(ctx context.Context, c *campaigns.Campaign, base string, rep campaigns.Report) (map[string]string, error) {
+	return prepareArtifacts(ctx, c, base, rep)
 }
 
 // ArtifactSHA256 is the identity of a prepared artifact.

@@ -1,4 +1,4 @@
-package worker
+package campaigns
 
 import (
 	"strings"
@@ -44,10 +44,10 @@ func TestStepLines(t *testing.T) {
 			s := newStepLines(func(m string) { got = append(got, m) }, "q", func() time.Time { return now })
 			for _, r := range tc.reports {
 				now = t0.Add(r.at)
-				s.progress(r.done, total)
+				s.Progress(r.done, total)
 			}
 			now = t0.Add(tc.end)
-			s.end()
+			s.End()
 			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 				t.Fatalf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
@@ -60,8 +60,46 @@ func TestByteSize(t *testing.T) {
 		n    int64
 		want string
 	}{{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {3 << 19, "1.5 MiB"}, {5 << 30, "5.0 GiB"}} {
-		if got := byteSize(tc.n); got != tc.want {
-			t.Errorf("byteSize(%d) = %q, want %q", tc.n, got, tc.want)
+		if got := ByteSize(tc.n); got != tc.want {
+			t.Errorf("ByteSize(%d) = %q, want %q", tc.n, got, tc.want)
 		}
+	}
+}
+
+// On a terminal a long preparation step is a byte bar, cleared at the end
+// and replaced by the step's done line; the log display has no Step, so a
+// runtime prints lines (Report.Begin).
+func TestPrepareSteps(t *testing.T) {
+	var buf strings.Builder
+	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0
+	b := newBar(&buf, func() time.Time { return now })
+	rep := ReportTo(b)
+	if rep.Step == nil {
+		t.Fatal("the terminal bar draws no steps")
+	}
+	s := rep.Begin("[1/2] artifact x: quantising the experts to int4")
+	s.Progress(5<<20, 10<<20)
+	now = t0.Add(1500 * time.Millisecond)
+	s.Progress(10<<20, 10<<20)
+	s.End()
+	out := buf.String()
+	if !strings.Contains(out, "[1/2] artifact x: quantising the experts to int4") || !strings.Contains(out, "MB") {
+		t.Fatalf("no byte bar for the step:\n%q", out)
+	}
+	if !strings.HasSuffix(out, "[1/2] artifact x: quantising the experts to int4: done, 10.0 MiB in 1.5s\n") {
+		t.Fatalf("the step does not end with its done line:\n%q", out)
+	}
+	var lines []string
+	lr := ReportTo(newLog(&buf, time.Now))
+	lr.Say = func(m string) { lines = append(lines, m) }
+	if lr.Step != nil {
+		t.Fatal("the log display draws steps")
+	}
+	ls := lr.Begin("q")
+	ls.Progress(1, 2)
+	ls.End()
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "q: done, 2 B in ") {
+		t.Fatalf("log lines %q, want the done line alone", lines)
 	}
 }
