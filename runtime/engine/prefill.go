@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/plan"
@@ -69,7 +70,7 @@ func ParsePrefill(s string) (string, error) {
 	case PrefillBatched, PrefillToken:
 		return s, nil
 	}
-	return "", fmt.Errorf("unknown prefill mode %q (known: %v)", s, PrefillModes())
+	return "", fmt.Errorf("prefill %q: want one of %s", s, strings.Join(PrefillModes(), ", "))
 }
 
 // usePrefill resolves mode on this engine's backend, step mode and

@@ -125,7 +125,7 @@ func TestPrefillModeRefusals(t *testing.T) {
 		o    LoadOptions
 		want string
 	}{
-		{LoadOptions{Prefill: "eager"}, `unknown prefill mode "eager"`},
+		{LoadOptions{Prefill: "eager"}, `prefill "eager": want one of auto, batched, token`},
 		{LoadOptions{Prefill: PrefillBatched, Prefetch: PrefetchNextLayer}, "prefetch next-layer predicts"},
 	} {
 		be := cpu.New(0)
