@@ -43,7 +43,7 @@ var (
 	IDReplayMismatch = def("replay", "replay.mismatch", Error,
 		"a request's cache counters (hits, misses, evictions, h2d_copies, h2d_bytes, layer_misses, prefetch) differ from the replay of the worker's routing traces from the declared placement with the declared policy and capacity; the finding names the first event after which they diverge")
 	IDReplayTrace = def("replay", "replay.trace", Error,
-		"a routing trace cannot be decoded (format, base64, event count) or contradicts the record: lease events per layer differ from the positions fed (prompt_tokens + N - 1), a group is not top_k distinct experts of the layer, a layer is out of range, or prefetch events disagree with setup.prefetch")
+		"a routing trace cannot be decoded (format, base64, event count) or contradicts the record: a layer's routed lookups (top_k a lease, the uses of a batched prefill's wave) differ from top_k x the positions fed (prompt_tokens + N - 1), a lease is not top_k distinct experts of the layer (a wave: more than top_k), a layer is out of range, prefetch events disagree with setup.prefetch, or a wave appears with prefetch on")
 	IDReplayMissing = def("replay", "replay.trace-missing", Error,
 		"a raw record of version 2 or later lacks the routing trace of its warmup or of a request")
 	IDReplaySetup = def("replay", "replay.setup", Error,

@@ -20,6 +20,8 @@ func init() {
 		forgery{family: "replay", name: "one routed id changed in one request's trace", want: IDReplayMismatch, apply: forgeRoutedID},
 		forgery{family: "replay", name: "one request's misses moved to hits in every block of a configuration", want: IDReplayMismatch, apply: forgeMissesAllBlocks},
 		forgery{family: "replay", name: "a request's routing trace dropped", want: IDReplayMissing, apply: forgeDropTrace},
+		forgery{family: "replay", name: "one expert of a batched prefill's wave changed", want: IDReplayMismatch, apply: forgeBatchID},
+		forgery{family: "replay", name: "one more lookup in a batched prefill's wave", want: IDReplayTrace, apply: forgeBatchUses},
 	)
 }
 
@@ -123,6 +125,72 @@ func forgeRoutedID(t *testing.T, dir string) {
 		}
 	}
 	t.Skip("no single routed id change alters the counters")
+}
+
+// batchEvent finds the first batched prefill wave (eviction.KindBatch) in
+// a request's trace of the first traced partial-residency worker; it skips
+// the test when the edition ran its prompts token at a time.
+func batchEvent(t *testing.T, dir string) (paths []string, d map[string]any, traces [][]eviction.Event, ri, ei int) {
+	paths, docs := tracedPartial(t, dir)
+	d = docs[0]
+	traces = treeTraces(t, d)
+	for ri = 1; ri < len(traces); ri++ {
+		for ei = range traces[ri] {
+			if traces[ri][ei].Kind == eviction.KindBatch {
+				return paths, d, traces, ri, ei
+			}
+		}
+	}
+	t.Skip("no batched prefill wave in the traces")
+	return
+}
+
+// writeTrace re-encodes request ri's trace into the tree and forges.
+func writeTrace(t *testing.T, dir, path string, d map[string]any, traces [][]eviction.Event, ri int) {
+	data, err := eviction.Encode(traces[ri])
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj(t, arr(t, d, "requests")[ri-1], "routing_trace")["data"] = data
+	writeRaw(t, dir, path, d)
+	forge(t, dir)
+}
+
+// forgeBatchID replaces one expert of a wave by one it does not hold, the
+// first replacement that alters the replayed counters (misses, evictions):
+// the record keeps the real counters, the trace no longer produces them.
+func forgeBatchID(t *testing.T, dir string) {
+	paths, d, traces, ri, _ := batchEvent(t, dir)
+	want := modelCountersOf(t, d, traces)
+	experts := int(numInt(t, at(t, d, "setup", "model", "experts_per_layer")))
+	for ; ri < len(traces); ri++ {
+		for _, ev := range traces[ri] {
+			if ev.Kind != eviction.KindBatch {
+				continue
+			}
+			for e := 0; e < experts; e++ {
+				if slices.Contains(ev.IDs, e) {
+					continue
+				}
+				old := ev.IDs[0]
+				ev.IDs[0] = e
+				if !reflect.DeepEqual(modelCountersOf(t, d, traces), want) {
+					writeTrace(t, dir, paths[0], d, traces, ri)
+					return
+				}
+				ev.IDs[0] = old
+			}
+		}
+	}
+	t.Skip("no single change of a wave's expert alters the counters")
+}
+
+// forgeBatchUses gives one expert of a wave one more lookup: the layer
+// then routes more lookups than top_k x the positions fed.
+func forgeBatchUses(t *testing.T, dir string) {
+	paths, d, traces, ri, ei := batchEvent(t, dir)
+	traces[ri][ei].Uses[0]++
+	writeTrace(t, dir, paths[0], d, traces, ri)
 }
 
 // forgeMissesAllBlocks moves one miss of the first request to a hit in
