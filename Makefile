@@ -21,7 +21,7 @@ run: ## the main job: PERF-REAL-v1 smoke campaign on the CPU into out/smoke-cpu,
 
 test: ## vet, every test, the cache's concurrency tests under -race, and horizon-verify on every committed edition (what CI runs)
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 $(PKGS)
+	$(GO) test -count=1 -timeout 30m $(PKGS)
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
 	$(MAKE) ifeval-smoke-check
