@@ -19,6 +19,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/pdl-h200}
 DEPTHS=${DEPTHS:-32,512,1900}
+# BENCH_MODES: the BenchmarkDecodeModes variants, '|'-separated; MODES_S their time limit.
+BENCH_MODES=${BENCH_MODES:-graph-full|graph-full-nopdl}
+MODES_S=${MODES_S:-150}
 export CUDA_DEVICE_ORDER=PCI_BUS_ID
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
@@ -33,12 +36,12 @@ if [ "${SKIP_SUITE:-0}" != 1 ]; then
 fi
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 t0=$SECONDS
-(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 150 ../../carry/cuda.test -test.run '^$' \
-	-test.bench 'BenchmarkDecodeModes/.*/^(graph-full|graph-full-nopdl)$' -test.benchtime 1x -test.v -test.timeout 140s) >"$OUT/bench-modes.log" 2>&1
+(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout "$MODES_S" ../../carry/cuda.test -test.run '^$' \
+	-test.bench "BenchmarkDecodeModes/.*/^($BENCH_MODES)\$" -test.benchtime 1x -test.v -test.timeout "$((MODES_S - 10))s") >"$OUT/bench-modes.log" 2>&1
 echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
-if [ "$SECONDS" -gt "${DEPTH_BEFORE_S:-330}" ]; then
-	echo "BenchmarkDecodeDepth: skipped ($SECONDS s used, DEPTH_BEFORE_S ${DEPTH_BEFORE_S:-330})" | tee -a "$summary"
+if [ "$SECONDS" -gt "${DEPTH_BEFORE_S:-$((MODES_S + 180))}" ]; then
+	echo "BenchmarkDecodeDepth: skipped ($SECONDS s used, DEPTH_BEFORE_S ${DEPTH_BEFORE_S:-$((MODES_S + 180))})" | tee -a "$summary"
 	exit 0
 fi
 t0=$SECONDS
