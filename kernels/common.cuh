@@ -20,11 +20,12 @@
 
 // act_ldg loads an activation a kernel reads many times (staging). In the
 // kernels that run one op per launch the read-only path (__ldg) is safe: no
-// kernel reads what it writes. The persistent decode kernel
-// (persistent.cu, HZ_PERSISTENT) reads activations that other blocks of the
-// same launch wrote, which the non-coherent path may hold stale, so it
-// loads them through L2 (__ldcg). The values are the same either way.
-#ifdef HZ_PERSISTENT
+// kernel reads what it writes. The persistent decode kernel (persistent.cu)
+// and the fused routed-experts kernel (experts_fused.cu) read activations
+// that other blocks of the same launch wrote, which the non-coherent path
+// may hold stale, so they define HZ_COHERENT_ACT and load them through L2
+// (__ldcg). The values are the same either way.
+#ifdef HZ_COHERENT_ACT
 #define act_ldg(p) __ldcg(p)
 #else
 #define act_ldg(p) __ldg(p)

@@ -9,6 +9,9 @@
 //	matvec_w4a16     qpack-int4-b256-v1 expert matrix × FP32 x
 //	experts_grouped  gate/up+SiLU and down+combine of a routed group, one
 //	                 launch each, through a device-side row table
+//	experts_fused    the same two in one launch (int4, captured steps):
+//	                 the down rows prefetched into L2 during gate/up, a grid
+//	                 barrier between the phases
 //	norm             RMSNorm
 //	elementwise      SiLU·up, add, scaled add, gated add
 //	rope_attention   RoPE, KV append, single-query attention

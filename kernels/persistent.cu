@@ -42,7 +42,7 @@
 // global timer (ns) when it reached the unit, when its wait ended and when
 // the unit finished (runtime/cuda
 // persistentProfile turns them into a per-instruction time table).
-#define HZ_PERSISTENT 1
+#define HZ_COHERENT_ACT 1
 #include "common.cuh"  // listed for the PTX source hashes
 #include "step.cuh"
 #include "decode.cuh"

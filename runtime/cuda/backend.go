@@ -58,6 +58,9 @@ type Backend struct {
 	pdl         bool
 	pdlPrev     bool // the capture has launched a kernel already
 	pdlLaunches int
+	// moeLaunches counts launches of the fused routed-experts kernel
+	// (fusedExperts; tests read it).
+	moeLaunches int
 	// capturing is set while the stepper captures a graph (the L2
 	// prefetch branch forks only then).
 	capturing bool
@@ -136,6 +139,7 @@ type tuning struct {
 	l2Normal    bool // prefetched lines keep the normal eviction priority, not evict_last
 	l2Grid      int  // the prefetch kernel's grid (0: l2PrefetchGrid)
 	l2Empty     bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
+	noFusedMoE  bool // captured steps launch a routed group's gate/up and down separately (no experts_moe_int4_t)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -384,3 +384,60 @@ func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpac
 		return nil
 	})
 }
+
+// moeDownNR is the down rows per warp task of the fused routed-experts
+// kernel (experts_moe_int4_t runs the down body of _r4c1: 4 rows x 1 chunk
+// per lane, which fits the 128 registers of two blocks per SM with the
+// gate/up body).
+const moeDownNR = 4
+
+// moeShape is the launch of experts_moe_int4_t for a group of a experts:
+// the grid (at most one wave of resident blocks: the kernel's grid barrier
+// needs them all running at once), the down tile R (rows per block, as
+// downShape picks it for that wave), ndown = ceil(D/R) blocks with a tile,
+// and the dynamic shared memory (gate/up stages x, then down stages the a
+// activation vectors and p[a][R] in the same space). ok is false when the
+// kernel does not apply: not int4, or the staging does not fit shared
+// memory.
+func (b *Backend) moeShape(a int, l qpack.RecordLayout) (grid, R, ndown, smem int, ok bool) {
+	if l.Scheme != qpack.SchemeInt4 || a < 1 || a > maxGroup {
+		return 0, 0, 0, 0, false
+	}
+	D, F := l.Down.Rows, l.Down.Cols
+	smem = max(xs4Bytes(l.Gate.Cols), a*xs4Bytes(F)+a*4*downMaxTile)
+	if smem > b.smemMax {
+		return 0, 0, 0, 0, false
+	}
+	resident := b.residentBlocks(b.k.moeInt4T, smem)
+	groups := (D + moeDownNR - 1) / moeDownNR
+	per := max((groups+resident-1)/resident, (8+a-1)/a)
+	R = min(per*moeDownNR, groups*moeDownNR, downMaxTile/moeDownNR*moeDownNR)
+	ndown = (D + R - 1) / R
+	if ndown > resident {
+		return 0, 0, 0, 0, false
+	}
+	tasks := a * ((l.Gate.Rows + gateUpNRP[0] - 1) / gateUpNRP[0])
+	grid = min(resident, max((tasks+7)/8, ndown))
+	return grid, R, ndown, smem, true
+}
+
+// moeLaunch enqueues experts_moe_int4_t for the group at rt.dev (entries
+// 0..a-1, gate/up staging rt.norm's RMSNorm of x): act = SiLU(G·x)*(U·x),
+// then out[d] = resid[d] + combine (resid 0: the combine alone). bar is the
+// launch's barrier counter (one uint32, zero before the first launch; the
+// kernel leaves it ready for the next). Owner thread only.
+func (b *Backend) moeLaunch(out, act, x cu.DevicePtr, a int, l qpack.RecordLayout, rt rowTable, resid, bar cu.DevicePtr) error {
+	grid, R, ndown, smem, ok := b.moeShape(a, l)
+	if !ok {
+		return fmt.Errorf("cuda: fused routed experts: %d experts of a %s record do not fit the fused kernel", a, l.Scheme)
+	}
+	if rt.blob != nil || rt.k0 != 0 {
+		return fmt.Errorf("cuda: fused routed experts: the row table must be in device memory from entry 0")
+	}
+	b.moeLaunches++
+	return b.launch(b.k.moeInt4T, grid, block, smem, argPtr(out), argPtr(act), argPtr(x), argInt(a),
+		argInt(l.Gate.Rows), argInt(l.Gate.Cols), argInt(l.Gate.Offset), argInt(l.Up.Offset),
+		argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset), argInt(l.Down.Offset), argInt(l.Down.ColsPadded),
+		argInt(l.Down.ScalesOffset), argInt(R), argInt(ndown), argPtr(rt.dev), argPtr(rt.norm.w), argInt(rt.norm.kind),
+		argF32(rt.norm.eps), argPtr(resid), argPtr(bar))
+}

@@ -43,6 +43,9 @@ type kernelSet struct {
 	// (suffix _t), for captured steps.
 	gateupT [2][2][2]cu.Function
 	downT   [2][3][2]cu.Function
+	// experts_fused.cu: gate/up and down of an int4 routed group in one
+	// launch with a grid barrier between them (fusedExperts).
+	moeInt4T cu.Function
 	// decode.cu: the kernels only captured steps use.
 	stepSet, embedStep, qkNormStep, ropeKVStep                 cu.Function
 	attentionScoresStep, attentionPVStep                       cu.Function
@@ -129,6 +132,7 @@ func (b *Backend) loadKernels() error {
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
 	k.prefetchL2 = get("prefetch_l2")
+	k.moeInt4T = get("experts_moe_int4_t")
 	for i, n := range persistentBuilds {
 		k.persistent[i] = get(n)
 	}
@@ -147,7 +151,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.attention, k.topk}
+	big := []cu.Function{k.attention, k.topk, k.moeInt4T}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -192,6 +196,7 @@ var moduleFuncs = map[string][]string{
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
+	"experts_fused":   {"experts_moe_int4_t"},
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
 	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32"},
@@ -209,7 +214,7 @@ var moduleFuncs = map[string][]string{
 // of it, so a captured step may launch them as programmatic dependent
 // launches. Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
-var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "norm", "elementwise", "rope_attention",
+var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "norm", "elementwise", "rope_attention",
 	"router", "embed_argmax", "decode"}
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,

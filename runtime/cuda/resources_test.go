@@ -35,6 +35,7 @@ func TestKernelResources(t *testing.T) {
 		for i, dv := range downVariants {
 			ks = append(ks, kern{"experts_down_int4_" + dv.suffix + "_s", k.down[0][i][0], 8*xs4Bytes(1024) + 8*4*16})
 		}
+		ks = append(ks, kern{"experts_moe_int4_t", k.moeInt4T, 8*xs4Bytes(1024) + 8*4*downMaxTile})
 		ks = append(ks, kern{"stream_read", k.streamRead, 0})
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)

@@ -105,6 +105,7 @@ type stepper struct {
 	need   cu.DevicePtr // graph-wait: [L][2] int32: miss ticket, miss count (route_step)
 	part   cu.DevicePtr // argmax: one candidate per block
 	ticket cu.DevicePtr // argmax: blocks done (the last one resets it)
+	bar    cu.DevicePtr // uint32[L]: the fused routed-experts kernel's grid barrier, per layer (self-resetting)
 	argG   int          // argmax blocks
 
 	// host: mapped pinned memory shared with the step kernels: flags
@@ -283,7 +284,7 @@ func (s *stepper) setup() error {
 		{&s.asc, cfg.NumHeads * s.spec.MaxSeq, backend.F32}, {&s.apart, Q * attWarps, backend.F32}, {&s.acnt, 4 * cfg.NumHeads, backend.Bytes},
 		{&s.rlog, E, backend.F32}, {&s.moe, D, backend.F32}, {&s.act, s.A * s.lay.Gate.Rows, backend.F32},
 		{&s.groups, s.L * tableBytes, backend.Bytes}, {&s.masked, max(1, len(cfg.EOSTokenIDs)) * 4, backend.Bytes},
-		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes},
+		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes}, {&s.bar, 4 * s.L, backend.Bytes},
 	}
 	wants[0].n = 16
 	if cfg.HasSharedExpert() {

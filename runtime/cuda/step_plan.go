@@ -234,6 +234,21 @@ func (s *stepper) issueRoute(i, l int) error {
 		argPtr(copySrc), argPtr(copyDst), argInt(copyN))
 }
 
+// fusedExperts: a PerGroup routed-experts instruction runs as one launch
+// of experts_moe_int4_t (gate/up, a grid barrier, down; experts_fused.cu)
+// instead of the gate/up and down launches, with the same bits. It applies
+// to int4 records whose staging fits (moeShape), unless tuning turns it
+// off, and never while the stepper records a persistent program (the
+// interpreter has no such instruction) nor when the gate/up was issued
+// outside the segment (overlap: the caller checks gateUp).
+func (s *stepper) fusedExperts() bool {
+	if s.b.tune.noFusedMoE || s.b.rec != nil || s.strategy != executor.PerGroup {
+		return false
+	}
+	_, _, _, _, ok := s.b.moeShape(s.A, s.lay)
+	return ok
+}
+
 func (s *stepper) group(l int) cu.DevicePtr { return s.groups + cu.DevicePtr(l*tableBytes) }
 
 // issueRoutedExperts is routed-experts in the executor's launch structure,
@@ -270,6 +285,13 @@ func (s *stepper) issueRoutedExperts(i, l int, gateUp bool) error {
 		}
 		return nil
 	case executor.PerGroup:
+		if gateUp && s.fusedExperts() {
+			out, resid := s.moe, cu.DevicePtr(0)
+			if s.prog.downAddsResidual(i, s.strategy) {
+				out, resid = x, x
+			}
+			return b.moeLaunch(out, s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}, resid, s.bar+cu.DevicePtr(4*l))
+		}
 		if gateUp {
 			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}); err != nil {
 				return err

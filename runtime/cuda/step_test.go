@@ -100,7 +100,7 @@ func TestStepperL2Prefetch(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0 := pdlLaunches(t), prefetchLaunches(t)
+	pdl0, pf0, moe0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -136,8 +136,33 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case n != 0:
 		t.Fatalf("%s: %d L2 prefetch launches (l2Prefetch %v)", mode, n, on)
 	}
+	// The graph modes run a grouped-v1 int4 group as one fused launch
+	// (fusedExperts) unless tuning.noFusedMoE; nothing else ever does.
+	var off bool
+	if err := testBE.o.do(func() error { off = testBE.tune.noFusedMoE; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	graph := mode == engine.StepGraphFull || mode == engine.StepGraphSegmented || mode == engine.StepGraphWait
+	fused := graph && !off && o.Executor == "grouped-v1" && art.Scheme() == qpack.SchemeInt4
+	switch n := moeLaunches(t) - moe0; {
+	case fused && n == 0:
+		t.Fatalf("%s: no fused routed-experts launch", mode)
+	case !fused && n != 0:
+		t.Fatalf("%s (%s, %s, noFusedMoE %v): %d fused routed-experts launches", mode, o.Executor, art.Scheme(), off, n)
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// moeLaunches reads the test backend's count of fused routed-experts
+// launches.
+func moeLaunches(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.moeLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // pdlLaunches reads the test backend's count of programmatic dependent
