@@ -23,7 +23,7 @@ h200_unpack
 bin=carry/horizon-bench-cuda
 spec=${1:-olmoe-1b-7b:924}
 arch=${spec%%:*}
-h200_artifacts /dev/shm/ncu "$spec"
+h200_artifacts "${ART_ROOT:-/dev/shm/ncu}" "$spec"
 gen=(generate --device cuda --artifact "$arts" --capacity 0 --executor grouped-v1 --prompt-ids 1 --tokens 3)
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy
 	--section LaunchStats --section SchedulerStats --section ComputeWorkloadAnalysis)
