@@ -81,6 +81,14 @@ __device__ __forceinline__ void moe_grid_barrier(unsigned* bar) {
 	__syncthreads();
 }
 
+// flags (diagnostics for BenchmarkExperts; the stepper passes 0): bit 0
+// no L2 prefetch, bit 1 no down phase, bit 2 no grid barrier. With bits 1
+// and 2 the kernel is gate/up alone (with or without the prefetch of the
+// down rows for a separate down launch).
+#define MOE_NO_PREFETCH 1
+#define MOE_NO_DOWN 2
+#define MOE_NO_BARRIER 4
+
 // experts_moe_int4_t: A routed experts (table tbl, entries 0..A-1), gate/up
 // p2 (2 gate + 2 up rows x 2 chunks per lane) then down r4c1 (4 rows x 1
 // chunk) with tiles of R output rows, ndown = ceil(D/R) <= gridDim.x tiles.
@@ -90,15 +98,15 @@ extern "C" __global__ void __launch_bounds__(256, 2)
     experts_moe_int4_t(float* out, float* act, const float* x, int A, int F, int D, int gate_off, int up_off,
                        int g_cols_padded, int g_scales_offset, int down_off, int d_cols_padded, int d_scales_offset,
                        int R, int ndown, const GroupTable* tbl, const void* nw, int nw_kind, float eps,
-                       const float* resid, unsigned* bar) {
+                       const float* resid, unsigned* bar, int flags) {
 	grid_dep_enter();
 	const GroupTable& t = *tbl;
 	const int b = blockIdx.x;
-	if (b < ndown) moe_prefetch_tile(t, A, D, down_off, d_cols_padded, d_scales_offset, b * R, R);
+	if (b < ndown && !(flags & MOE_NO_PREFETCH)) moe_prefetch_tile(t, A, D, down_off, d_cols_padded, d_scales_offset, b * R, R);
 	gateup_body<Int4Fmt, 2, 2, true>(act, x, A, F, D, gate_off, up_off, g_cols_padded, g_scales_offset, t, 0,
 	                                 NormSpec{nw, nw_kind, eps}, launched_grid());
-	moe_grid_barrier(bar);
-	if (b >= ndown) return;
+	if (!(flags & MOE_NO_BARRIER)) moe_grid_barrier(bar);
+	if (b >= ndown || (flags & MOE_NO_DOWN)) return;
 	down_body<Int4Fmt, 4, 1, true>(out, act, A, D, F, down_off, d_cols_padded, d_scales_offset, R, t, 0, resid, 0,
 	                               VGrid{b, ndown});
 }

@@ -140,6 +140,7 @@ type tuning struct {
 	l2Grid      int  // the prefetch kernel's grid (0: l2PrefetchGrid)
 	l2Empty     bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
 	noFusedMoE  bool // captured steps launch a routed group's gate/up and down separately (no experts_moe_int4_t)
+	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

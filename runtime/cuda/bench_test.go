@@ -323,6 +323,73 @@ func BenchmarkExperts(b *testing.B) {
 				return be.FusedExperts(out, groupRows(pool, i), l, x, weights)
 			})
 		})
+		// The captured step's kernels: the _t gate/up and down and the
+		// fused experts_moe_int4_t, reading their groups from row tables in
+		// device memory (one per group, rotating over the pool like the
+		// by-value variants). The moe-* variants set its diagnostic flags:
+		// without the L2 prefetch, without the down phase, without the
+		// barrier; moe-pf-pair is its gate/up with the prefetch followed by
+		// the separate down kernel.
+		seq := func(name string, t tuning, bytes int64, kernels ...string) {
+			b.Run(c.name+"/"+name, func(b *testing.B) {
+				withTuning(b, be, t)
+				pool, x, act, out := setup(b)
+				const nt = 512
+				tb, err := be.AllocBytes(nt * tableBytes)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bar, err := be.AllocBytes(4)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = be.Free(tb); _ = be.Free(bar) })
+				host := make([]byte, 0, nt*tableBytes)
+				for g := range nt {
+					ptrs := make([]uint64, c.topK)
+					for k, r := range groupRows(pool, g) {
+						ptrs[k] = uint64(r.(*Tensor).ptr)
+					}
+					tbl := encodeTable(ptrs, weights)
+					host = append(host, tbl[:]...)
+				}
+				if err := be.WriteBytes(tb, 0, host); err != nil {
+					b.Fatal(err)
+				}
+				tp, bp := tb.(*Tensor).ptr, bar.(*Tensor).ptr
+				ap, xp, op := act.(*Tensor).ptr, x.(*Tensor).ptr, out.(*Tensor).ptr
+				newGPUTimer(b, be).measure(b, 32, bytes, func(i int) error {
+					rt := rowTable{dev: tp + cu.DevicePtr((i%nt)*tableBytes)}
+					return be.o.async(func() error {
+						for _, k := range kernels {
+							var err error
+							switch k {
+							case "gateup":
+								err = be.gateUpLaunchFrom(ap, xp, c.topK, l, rt)
+							case "down":
+								err = be.downLaunchFrom(op, ap, c.topK, l, rt, 0, false)
+							case "moe":
+								err = be.moeLaunch(op, ap, xp, c.topK, l, rt, 0, bp)
+							}
+							if err != nil {
+								return err
+							}
+						}
+						return nil
+					})
+				})
+			})
+		}
+		seq("t-gateup", tuning{}, gu, "gateup")
+		seq("t-down", tuning{}, dn, "down")
+		seq("t-pair", tuning{}, gu+dn, "gateup", "down")
+		seq("moe", tuning{}, gu+dn, "moe")
+		seq("moe-nopf", tuning{moeFlags: moeNoPrefetch}, gu+dn, "moe")
+		seq("moe-nodown", tuning{moeFlags: moeNoDown}, gu, "moe")
+		seq("moe-nodown-nopf", tuning{moeFlags: moeNoDown | moeNoPrefetch}, gu, "moe")
+		seq("moe-gateup", tuning{moeFlags: moeNoDown | moeNoBarrier | moeNoPrefetch}, gu, "moe")
+		seq("moe-gateup-pf", tuning{moeFlags: moeNoDown | moeNoBarrier}, gu, "moe")
+		seq("moe-pf-pair", tuning{moeFlags: moeNoDown | moeNoBarrier}, gu+dn, "moe", "down")
 		b.Run(c.name+"/scalar-v1", func(b *testing.B) {
 			pool, x, _, out := setup(b)
 			ex, err := executor.New("scalar-v1", be, l, c.topK)

@@ -385,6 +385,14 @@ func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpac
 	})
 }
 
+// experts_moe_int4_t's diagnostic flags (tuning.moeFlags; MOE_* in
+// kernels/experts_fused.cu).
+const (
+	moeNoPrefetch = 1
+	moeNoDown     = 2
+	moeNoBarrier  = 4
+)
+
 // moeDownNR is the down rows per warp task of the fused routed-experts
 // kernel (experts_moe_int4_t runs the down body of _r4c1: 4 rows x 1 chunk
 // per lane, which fits the 128 registers of two blocks per SM with the
@@ -439,5 +447,5 @@ func (b *Backend) moeLaunch(out, act, x cu.DevicePtr, a int, l qpack.RecordLayou
 		argInt(l.Gate.Rows), argInt(l.Gate.Cols), argInt(l.Gate.Offset), argInt(l.Up.Offset),
 		argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset), argInt(l.Down.Offset), argInt(l.Down.ColsPadded),
 		argInt(l.Down.ScalesOffset), argInt(R), argInt(ndown), argPtr(rt.dev), argPtr(rt.norm.w), argInt(rt.norm.kind),
-		argF32(rt.norm.eps), argPtr(resid), argPtr(bar))
+		argF32(rt.norm.eps), argPtr(resid), argPtr(bar), argInt(b.tune.moeFlags))
 }

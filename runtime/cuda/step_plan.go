@@ -290,7 +290,17 @@ func (s *stepper) issueRoutedExperts(i, l int, gateUp bool) error {
 			if s.prog.downAddsResidual(i, s.strategy) {
 				out, resid = x, x
 			}
-			return b.moeLaunch(out, s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}, resid, s.bar+cu.DevicePtr(4*l))
+			if err := b.moeLaunch(out, s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}, resid, s.bar+cu.DevicePtr(4*l)); err != nil {
+				return err
+			}
+			switch f := b.tune.moeFlags; {
+			case f&moeNoDown != 0:
+				// the fused kernel ran gate/up only (a diagnostic tuning): the down kernel follows
+				return b.downLaunchFrom(out, s.act, s.A, s.lay, rowTable{dev: grp}, resid, false)
+			case f&moeNoBarrier != 0:
+				return fmt.Errorf("fused routed experts: moeFlags %d drops the barrier but keeps the down phase", f)
+			}
+			return nil
 		}
 		if gateUp {
 			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}); err != nil {
