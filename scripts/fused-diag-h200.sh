@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# fused-diag-h200.sh: where the fused routed-experts kernel's time goes (issue 14). Build here with
+# `make gpu-bins`, then on the GPU machine from the repository root:
+#
+#   bash scripts/fused-diag-h200.sh
+#
+# 1. BenchmarkExperts' device-table variants (CUDA events, back to back, weights rotated over 1.5 GB):
+#    the _t gate/up and down alone and as a pair, experts_moe_int4_t, and its diagnostic flags
+#    (no L2 prefetch, no down phase, no barrier) -> experts-bench.log;
+# 2. INT4 artifacts of both full shapes, then BenchmarkDecodeModes (256 tokens, full residency,
+#    tokens compared) for graph-full (fused), graph-full-unfused and the fused kernel's variants that
+#    give the same bits: -moe-nopf, -moe-pfpair (its gate/up with the down prefetch, then the down
+#    kernel), -moe-pair (its gate/up alone, then the down kernel) -> bench-modes.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/fused-diag}
+MODES=${MODES:-graph-full|graph-full-unfused|graph-full-moe-nopf|graph-full-moe-pfpair|graph-full-moe-pair}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+. scripts/h200-lib.sh
+h200_unpack
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
+t0=$SECONDS
+(cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.run '^$' -test.bench 'BenchmarkExperts/.*/(t-|moe|gateup$|down$)' \
+	-test.benchtime 20x -test.timeout 140s) >"$OUT/experts-bench.log" 2>&1
+echo "BenchmarkExperts: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+grep -E "^Benchmark" "$OUT/experts-bench.log" | awk '{printf "%-60s %s %s %s %s\n", $1, $5, $6, $9, $10}' | tee -a "$summary"
+h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
+t0=$SECONDS
+(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 240 ../../carry/cuda.test -test.run '^$' \
+	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$" -test.benchtime 1x -test.v -test.timeout 230s) >"$OUT/bench-modes.log" 2>&1
+echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
+rm -f "$OUT"/synth-*.log
+exit 0
