@@ -51,6 +51,31 @@ extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits,
                                                            int* need, int* ids_out, volatile int* flag,
                                                            const int* copy_src, int* copy_dst, int copy_n) { grid_dep_enter(); route_step_body(logits, E, k, norm, table, tbl, need, ids_out, flag, copy_src, copy_dst, copy_n); }
 
+// router_route_step: the router matvec (matvec_f16_r1_s's body: logits =
+// W[E, D] · RMSNorm(x)·nw, staged) and route_step in one launch. Each block
+// computes its rows; the last block to finish (ticket, reset by that block)
+// runs route_step's body on its first warp, so the routing starts without
+// a kernel boundary. The bits are the two launches'. Dynamic shared memory:
+// xs_floats(D)*4 bytes.
+extern "C" __global__ void __launch_bounds__(256, 2)
+    router_route_step(float* logits, const __half* W, const float* x, int E, int D, const void* nw, int nw_kind,
+                      float eps, unsigned* ticket, int k, int norm, const volatile unsigned long long* table,
+                      GroupTable* tbl, int* need, int* ids_out, volatile int* flag, const int* copy_src,
+                      int* copy_dst, int copy_n) {
+	extern __shared__ __align__(16) float rsm[];
+	__shared__ int last;
+	matvec_body<F16Fmt, 1, 8, true, true>(rsm, logits, reinterpret_cast<const uint8_t*>(W), x, nullptr, 0, E, D, 0, 0,
+	                                      NormSpec{nw, nw_kind, eps}, launched_grid());
+	__threadfence();  // this block's logits, before its ticket
+	__syncthreads();
+	if (threadIdx.x == 0) last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+	__syncthreads();
+	if (!last || threadIdx.x >= 32) return;
+	__threadfence();
+	if (threadIdx.x == 0) *ticket = 0;
+	route_step_body(logits, E, k, norm, table, tbl, need, ids_out, flag, copy_src, copy_dst, copy_n);
+}
+
 extern "C" __global__ void __launch_bounds__(1024) argmax_step(const float* logits, int n, const int* masked, int nm,
                                                               int* st, int* part, unsigned* ticket, int* tok_host,
                                                               volatile int* flag) { grid_dep_enter(); argmax_step_body(logits, n, masked, nm, st, part, ticket, tok_host, flag, launched_grid()); }

@@ -156,7 +156,7 @@ __device__ __forceinline__ void route_step_body(const float* logits, int E, int 
 #pragma unroll
 	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
 		const int i = lane + 32 * j;
-		v[j] = i < E ? logits[i] : -INFINITY;
+		v[j] = i < E ? __ldcg(logits + i) : -INFINITY;  // through L2: router_route_step's other blocks wrote them
 		m = fmaxf(m, v[j]);
 	}
 #pragma unroll

@@ -79,7 +79,7 @@ template <class Fmt, int NR, int CPL, bool SHARED>
 __device__ __forceinline__ void down_body(float* __restrict__ out, const float* __restrict__ act, int A, int D, int F,
                                           int down_off, int cols_padded, int scales_offset, int R,
                                           const GroupTable& tbl, int k0, const float* __restrict__ resid,
-                                          int accumulate, VGrid vg) {
+                                          int accumulate, VGrid vg, bool enter = false) {
 	DownTasks<Fmt, NR, SHARED> tk;
 	tk.tbl = &tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.D = D, tk.F = F, tk.down_off = down_off;
 	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.R = R, tk.G = R / NR;
@@ -88,6 +88,7 @@ __device__ __forceinline__ void down_body(float* __restrict__ out, const float* 
 	tk.p = xs_smem + (size_t)A * tk.stride;
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, NR, CPL>(tk, warp, nw, F, [&] {
+		if (enter) grid_dep_enter();  // the first weight loads (rows found through tbl) are in flight
 		if (SHARED) stage_block<FmtInfo<Fmt>::int4>(xs_smem, act, A, F);
 	});
 	__syncthreads();

@@ -28,6 +28,12 @@
 //            all) while the combine keeps its fixed k order. All A activation
 //            vectors are staged in shared memory (A * stride floats), then
 //            p (A*R floats). Grid = ceil(D/R) blocks, one tile each.
+//            With early (the _t kernels, tuning.downEarly) a block issues
+//            its first weight loads, through the row table, before
+//            grid_dep_enter: the table was written two launches back (route,
+//            or await in graph-wait steps), which completed before the
+//            gate/up this kernel follows could pass its own wait, so only
+//            the activations and out wait for the gate/up.
 #include "common.cuh"  // listed for the PTX source hashes (experts.cuh includes it)
 #include "experts.cuh"
 
@@ -54,9 +60,9 @@
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \
 	    NAME##_t(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,          \
 	             int scales_offset, int tile_rows, const GroupTable* tbl, int k0, const float* resid,     \
-	             int accumulate) { grid_dep_enter();                                                                        \
+	             int accumulate, int early) { if (!early) grid_dep_enter();                                             \
 		down_body<FMT, NR, CPL, SHARED>(out, act, A, D, F, down_off, cols_padded, scales_offset, tile_rows, \
-		                                *tbl, k0, resid, accumulate, launched_grid());                      \
+		                                *tbl, k0, resid, accumulate, launched_grid(), early != 0);          \
 	}
 
 // gate/up: _p2 = 2 gate + 2 up rows x 2 chunks per lane, _p4 = 4 + 4 rows x

@@ -252,8 +252,12 @@ func (b *Backend) downLaunchFrom(out, act cu.DevicePtr, a int, l qpack.RecordLay
 	if accumulate {
 		acc = 1
 	}
+	early := 0
+	if b.tune.downEarly && b.rec == nil {
+		early = 1 // the first weight loads before grid_dep_enter (experts_grouped.cu)
+	}
 	fn := b.k.downT[schemeIndex(l.Scheme)][vi][v]
-	return b.launch(fn, (D+R-1)/R, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0), argPtr(resid), argInt(acc))...)
+	return b.launch(fn, (D+R-1)/R, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0), argPtr(resid), argInt(acc), argInt(early))...)
 }
 
 // checkGlobalFallback rejects shapes whose activations fit neither shared

@@ -51,6 +51,7 @@ type kernelSet struct {
 	attentionScoresStep, attentionPVStep                       cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
+	routerRouteStep                                            cu.Function // the router matvec and route_step in one launch (tuning.routeFused)
 	prefetchL2                                                 cu.Function // the captured steps' L2 prefetch branch (step_prefetch.go)
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
 	persistent [len(persistentBuilds)]cu.Function
@@ -131,6 +132,7 @@ func (b *Backend) loadKernels() error {
 	k.attentionScoresStep, k.attentionPVStep = get("attention_scores_step"), get("attention_pv_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
+	k.routerRouteStep = get("router_route_step")
 	k.prefetchL2 = get("prefetch_l2")
 	k.moeInt4T = get("experts_moe_int4_t")
 	for i, n := range persistentBuilds {
@@ -205,7 +207,7 @@ var moduleFuncs = map[string][]string{
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"prefetch":        {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_scores_step", "attention_pv_step", "route_step",
-		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step"},
+		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step"},
 	"persistent": persistentBuilds[:],
 }
 

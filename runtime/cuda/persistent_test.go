@@ -113,10 +113,11 @@ func BenchmarkDecodeModes(b *testing.B) {
 		}
 		l2 := func(t tuning) tuning { t.l2Prefetch = true; return t }
 		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}},
-			{"graph-full-unfused", engine.StepGraphFull, tuning{noFusedMoE: true}},
-			{"graph-full-moe-nopf", engine.StepGraphFull, tuning{moeFlags: moeNoPrefetch}},
-			{"graph-full-moe-pfpair", engine.StepGraphFull, tuning{moeFlags: moeNoDown | moeNoBarrier}},
-			{"graph-full-moe-pair", engine.StepGraphFull, tuning{moeFlags: moeNoDown | moeNoBarrier | moeNoPrefetch}},
+			{"graph-full-fused", engine.StepGraphFull, tuning{fusedMoE: true}},
+			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
+			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
+			{"graph-full-early", engine.StepGraphFull, tuning{downEarly: true}},
+			{"graph-full-route-early", engine.StepGraphFull, tuning{routeFused: true, downEarly: true}},
 			{"graph-full-l2", engine.StepGraphFull, l2(tuning{})},
 			{"graph-full-l2normal", engine.StepGraphFull, l2(tuning{l2Normal: true})},
 			{"graph-full-l2-12m", engine.StepGraphFull, l2(tuning{l2Budget: 12 << 20})},

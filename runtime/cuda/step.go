@@ -106,6 +106,7 @@ type stepper struct {
 	part   cu.DevicePtr // argmax: one candidate per block
 	ticket cu.DevicePtr // argmax: blocks done (the last one resets it)
 	bar    cu.DevicePtr // uint32[L]: the fused routed-experts kernel's grid barrier, per layer (self-resetting)
+	rtick  cu.DevicePtr // uint32[L]: router_route_step's blocks done, per layer (the last block resets it)
 	argG   int          // argmax blocks
 
 	// host: mapped pinned memory shared with the step kernels: flags
@@ -285,6 +286,7 @@ func (s *stepper) setup() error {
 		{&s.rlog, E, backend.F32}, {&s.moe, D, backend.F32}, {&s.act, s.A * s.lay.Gate.Rows, backend.F32},
 		{&s.groups, s.L * tableBytes, backend.Bytes}, {&s.masked, max(1, len(cfg.EOSTokenIDs)) * 4, backend.Bytes},
 		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes}, {&s.bar, 4 * s.L, backend.Bytes},
+		{&s.rtick, 4 * s.L, backend.Bytes},
 	}
 	wants[0].n = 16
 	if cfg.HasSharedExpert() {

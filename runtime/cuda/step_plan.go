@@ -202,9 +202,6 @@ func (s *stepper) issueAttnOut(l int) error {
 func (s *stepper) issueRoute(i, l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	E := cfg.NumExperts
-	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), ptr(s.spec.X), 0, 0, E, cfg.HiddenSize, s.norm(lw.PostNorm)); err != nil {
-		return err
-	}
 	var table, need cu.DevicePtr
 	switch s.mode {
 	case device.StepGraphFull, device.StepPersistent:
@@ -229,20 +226,42 @@ func (s *stepper) issueRoute(i, l int) error {
 			copySrc, copyDst, copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
 		}
 	}
-	return b.launch(b.k.routeStep, 1, 32, 0, argPtr(s.rlog), argInt(E), argInt(s.A), argInt(norm),
-		argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
-		argPtr(copySrc), argPtr(copyDst), argInt(copyN))
+	route := []uint64{argInt(s.A), argInt(norm), argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
+		argPtr(copySrc), argPtr(copyDst), argInt(copyN)}
+	if s.routeFused() {
+		nm := s.norm(lw.PostNorm)
+		smem := xsBytes(cfg.HiddenSize)
+		grid := b.rowGrid(b.k.routerRouteStep, smem, E)
+		return b.launch(b.k.routerRouteStep, grid, block, smem, append([]uint64{argPtr(s.rlog), argPtr(ptr(lw.Router)),
+			argPtr(ptr(s.spec.X)), argInt(E), argInt(cfg.HiddenSize), argPtr(nm.w), argInt(nm.kind), argF32(nm.eps),
+			argPtr(s.rtick + cu.DevicePtr(4*l))}, route...)...)
+	}
+	if err := b.matvecF16Launch(s.rlog, ptr(lw.Router), ptr(s.spec.X), 0, 0, E, cfg.HiddenSize, s.norm(lw.PostNorm)); err != nil {
+		return err
+	}
+	return b.launch(b.k.routeStep, 1, 32, 0, append([]uint64{argPtr(s.rlog), argInt(E)}, route...)...)
+}
+
+// routeFused: route runs as one router_route_step launch (the router
+// matvec, then route_step on the last block to finish) instead of two,
+// with the same bits, when tuning.routeFused asks for it, the hidden size
+// stages in shared memory, and the stepper is not recording a persistent
+// program (the interpreter has no such instruction).
+func (s *stepper) routeFused() bool {
+	return s.b.tune.routeFused && s.b.rec == nil && xsBytes(s.cfg.HiddenSize) <= s.b.smemMax
 }
 
 // fusedExperts: a PerGroup routed-experts instruction runs as one launch
 // of experts_moe_int4_t (gate/up, a grid barrier, down; experts_fused.cu)
-// instead of the gate/up and down launches, with the same bits. It applies
-// to int4 records whose staging fits (moeShape), unless tuning turns it
-// off, and never while the stepper records a persistent program (the
-// interpreter has no such instruction) nor when the gate/up was issued
-// outside the segment (overlap: the caller checks gateUp).
+// instead of the gate/up and down launches, with the same bits. Off by
+// default (tuning.fusedMoE turns it on): on the H200 it decodes 1-2%
+// slower than the two launches with programmatic dependent launch
+// (results/fused-experts-h200). It applies to int4 records whose staging
+// fits (moeShape), never while the stepper records a persistent program
+// (the interpreter has no such instruction) nor when the gate/up was
+// issued outside the segment (overlap: the caller checks gateUp).
 func (s *stepper) fusedExperts() bool {
-	if s.b.tune.noFusedMoE || s.b.rec != nil || s.strategy != executor.PerGroup {
+	if !s.b.tune.fusedMoE || s.b.rec != nil || s.strategy != executor.PerGroup {
 		return false
 	}
 	_, _, _, _, ok := s.b.moeShape(s.A, s.lay)

@@ -96,6 +96,62 @@ func TestStepperL2Prefetch(t *testing.T) {
 	}
 }
 
+// TestStepperTunings: the captured modes under each launch tuning that
+// must not change a bit (all off by default) give op by op's bits, tokens
+// and cache counters for both schemes, at full and partial residency, on
+// both tiny models: the fused routed-experts kernel (fp16 records keep the
+// two launches), with and without its L2 prefetch; router and route_step
+// in one launch; the down kernel's weight loads ahead of its dependency
+// wait; and all of them together.
+func TestStepperTunings(t *testing.T) {
+	tunings := []struct {
+		name string
+		tn   tuning
+	}{
+		{"fused", tuning{fusedMoE: true}},
+		{"fused-nopf", tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
+		{"route-fused", tuning{routeFused: true}},
+		{"down-early", tuning{downEarly: true}},
+		{"all", tuning{fusedMoE: true, routeFused: true, downEarly: true}},
+	}
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+			art := testArtifact(t, arch, scheme)
+			cfg, err := art.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+				req := engine.Request{Prompt: promptIDs("Fewer launches, the same bits."), Tokens: 16, SuppressEOS: true, LogitSteps: 16}
+				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: engine.StepOps}
+				var want engine.Result
+				var wantC [3]int64
+				for _, tc := range tunings {
+					t.Run(fmt.Sprintf("%s/%s/c%d/%s", arch, scheme, c, tc.name), func(t *testing.T) {
+						if want.Tokens == nil {
+							o.StepMode = engine.StepOps
+							want, wantC = generateMode(t, art, o, req, engine.StepOps)
+						}
+						withTuning(t, testBE, tc.tn)
+						modes := []string{engine.StepGraphFull}
+						if c < cfg.NumExperts {
+							modes = []string{engine.StepGraphSegmented, engine.StepGraphWait}
+						}
+						for _, mode := range modes {
+							o.StepMode = mode
+							got, gotC := generateMode(t, art, o, req, mode)
+							sameResult(t, mode+" with "+tc.name, got, want)
+							if gotC != wantC {
+								t.Fatalf("%s: cache hits/misses/h2d %v, op by op %v", mode, gotC, wantC)
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // generateMode loads with o, checks the step mode and runs req; it returns
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
@@ -136,19 +192,19 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case n != 0:
 		t.Fatalf("%s: %d L2 prefetch launches (l2Prefetch %v)", mode, n, on)
 	}
-	// The graph modes run a grouped-v1 int4 group as one fused launch
-	// (fusedExperts) unless tuning.noFusedMoE; nothing else ever does.
-	var off bool
-	if err := testBE.o.do(func() error { off = testBE.tune.noFusedMoE; return nil }); err != nil {
+	// With tuning.fusedMoE the graph modes run a grouped-v1 int4 group as
+	// one fused launch (fusedExperts); nothing else ever does.
+	var fusedOn bool
+	if err := testBE.o.do(func() error { fusedOn = testBE.tune.fusedMoE; return nil }); err != nil {
 		t.Fatal(err)
 	}
 	graph := mode == engine.StepGraphFull || mode == engine.StepGraphSegmented || mode == engine.StepGraphWait
-	fused := graph && !off && o.Executor == "grouped-v1" && art.Scheme() == qpack.SchemeInt4
+	fused := graph && fusedOn && o.Executor == "grouped-v1" && art.Scheme() == qpack.SchemeInt4
 	switch n := moeLaunches(t) - moe0; {
 	case fused && n == 0:
 		t.Fatalf("%s: no fused routed-experts launch", mode)
 	case !fused && n != 0:
-		t.Fatalf("%s (%s, %s, noFusedMoE %v): %d fused routed-experts launches", mode, o.Executor, art.Scheme(), off, n)
+		t.Fatalf("%s (%s, %s, fusedMoE %v): %d fused routed-experts launches", mode, o.Executor, art.Scheme(), fusedOn, n)
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}

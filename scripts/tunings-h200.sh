@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tunings-h200.sh: the captured step's launch tunings of issue 14 (fused routed experts, router and
+# route_step in one launch, the down kernel's loads ahead of its wait) checked and measured in one
+# device call. Build here with `make gpu-bins`, then on the GPU machine from the repository root:
+#
+#   bash scripts/tunings-h200.sh
+#
+# 1. the CUDA tests named by SUITE (default: the steppers' bit-for-bit tests, TestStepperTunings
+#    among them, and the kernels' resources) -> cuda-test.log;
+# 2. INT4 artifacts of both full shapes; BenchmarkDecodeModes for MODES (256 tokens, full residency,
+#    tokens compared) -> bench-modes.log. summary.txt has the one-line results.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/tunings}
+SUITE=${SUITE:-TestStepper|TestKernelResources|TestPersistentBuilds}
+MODES=${MODES:-graph-full|graph-full-route|graph-full-early|graph-full-route-early|graph-full-fused}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+. scripts/h200-lib.sh
+h200_unpack
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
+t0=$SECONDS
+(cd runtime/cuda && timeout 200 ../../carry/cuda.test -test.run "$SUITE" -test.v -test.timeout 190s) >"$OUT/cuda-test.log" 2>&1
+echo "cuda-test ($SUITE): rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
+grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
+h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
+t0=$SECONDS
+(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 240 ../../carry/cuda.test -test.run '^$' \
+	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$" -test.benchtime 1x -test.v -test.timeout 230s) >"$OUT/bench-modes.log" 2>&1
+echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
+rm -f "$OUT"/synth-*.log
+exit 0
