@@ -28,7 +28,7 @@
 //            all) while the combine keeps its fixed k order. All A activation
 //            vectors are staged in shared memory (A * stride floats), then
 //            p (A*R floats). Grid = ceil(D/R) blocks, one tile each.
-//            With early (the _t kernels, tuning.downEarly) a block issues
+//            With early (the _t kernels' default; tuning.downLate clears it) a block issues
 //            its first weight loads, through the row table, before
 //            grid_dep_enter: the table was written two launches back (route,
 //            or await in graph-wait steps), which completed before the

@@ -140,7 +140,7 @@ type tuning struct {
 	l2Grid      int  // the prefetch kernel's grid (0: l2PrefetchGrid)
 	l2Empty     bool // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
 	fusedMoE    bool // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
-	downEarly   bool // the _t down kernels issue their first weight loads before grid_dep_enter
+	downLate    bool // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused  bool // captured steps run the router matvec and route_step as one router_route_step launch
 	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 }

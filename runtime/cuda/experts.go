@@ -253,7 +253,7 @@ func (b *Backend) downLaunchFrom(out, act cu.DevicePtr, a int, l qpack.RecordLay
 		acc = 1
 	}
 	early := 0
-	if b.tune.downEarly && b.rec == nil {
+	if !b.tune.downLate && b.rec == nil {
 		early = 1 // the first weight loads before grid_dep_enter (experts_grouped.cu)
 	}
 	fn := b.k.downT[schemeIndex(l.Scheme)][vi][v]

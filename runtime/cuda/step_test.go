@@ -101,8 +101,9 @@ func TestStepperL2Prefetch(t *testing.T) {
 // and cache counters for both schemes, at full and partial residency, on
 // both tiny models: the fused routed-experts kernel (fp16 records keep the
 // two launches), with and without its L2 prefetch; router and route_step
-// in one launch; the down kernel's weight loads ahead of its dependency
-// wait; and all of them together.
+// in one launch; the down kernel waiting before its first weight loads
+// (the default loads them ahead of its dependency wait); and all of them
+// together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
 		name string
@@ -111,8 +112,8 @@ func TestStepperTunings(t *testing.T) {
 		{"fused", tuning{fusedMoE: true}},
 		{"fused-nopf", tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 		{"route-fused", tuning{routeFused: true}},
-		{"down-early", tuning{downEarly: true}},
-		{"all", tuning{fusedMoE: true, routeFused: true, downEarly: true}},
+		{"down-late", tuning{downLate: true}},
+		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
