@@ -25,6 +25,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
 	$(MAKE) ifeval-smoke-check
+	$(MAKE) prefill-smoke-check
 	$(MAKE) reproduce-smoke
 	$(MAKE) attest-check
 
@@ -124,13 +125,23 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check
+.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/ifeval-smoke.yaml --out out/ifeval-smoke --run-dir out/ifeval-smoke-run
 	$(GO) run ./cmd/horizon-verify out/ifeval-smoke
 	HORIZON_EDITION_A=$(CURDIR)/editions/ifeval-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/ifeval-smoke \
+		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
+
+edition-prefill-smoke: ## run the prefill smoke campaign (PERF-PREFILL-SMOKE-v1, tiny synthetic models, CPU, ~25 s) into editions/prefill-smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/prefill-smoke.yaml --force
+
+prefill-smoke-check: ## run the prefill smoke campaign again into out/prefill-smoke-check, verify it, and check its token ids equal editions/prefill-smoke-cpu's
+	rm -rf out/prefill-smoke-check out/prefill-smoke-check-run
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/prefill-smoke.yaml --out out/prefill-smoke-check --run-dir out/prefill-smoke-check-run
+	$(GO) run ./cmd/horizon-verify out/prefill-smoke-check
+	HORIZON_EDITION_A=$(CURDIR)/editions/prefill-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/prefill-smoke-check \
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
 
 edition-smoke: ## run the smoke campaign (PERF-REAL-v1, tiny synthetic models, CPU, ~1.5 min) into editions/smoke-cpu

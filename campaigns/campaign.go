@@ -267,6 +267,20 @@ type ContractTerms interface {
 	CacheTerms() contracts.Cache
 }
 
+// LengthTerms is what validation reads of a performance contract's
+// lengths and observations (contracts.Contract): each request's positions
+// must fit every configuration's context, and every device the campaign
+// runs on must make the observations the contract requires of it.
+type LengthTerms interface {
+	// MaxPositions is the most KV positions one request of the contract
+	// needs (its longest declared prompt + output tokens - 1), 0 when the
+	// prompts have no declared lengths.
+	MaxPositions() int
+	// RequiresPrefill reports whether the contract requires
+	// prefill_seconds as a number on device.
+	RequiresPrefill(device string) bool
+}
+
 func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) error {
 	k := struct {
 		ID    string
@@ -329,6 +343,30 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 		if err := c.validateConfig(cfg, k.ID, k.Cache, cat); err != nil {
 			return bad("configuration %q: %v", cfg.ID, err)
 		}
+		if lt, ok := kt.(LengthTerms); ok {
+			if err := c.validateLengths(cfg, k.ID, lt, cat); err != nil {
+				return bad("configuration %q: %v", cfg.ID, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validateLengths refuses a configuration the contract's requests cannot
+// run on: a prompt length beyond the model's context, or a required
+// prefill time the device's backend cannot take.
+func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerms, cat Catalog) error {
+	if lt.RequiresPrefill(c.Device) && !slices.Contains(cat.Names().PrefillTimed, c.Device) {
+		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build's %s backend does not time the end of prefill (it runs asynchronously); devices that do: %s",
+			kid, c.Device, c.Device, strings.Join(cat.Names().PrefillTimed, ", "))
+	}
+	m, err := cat.Shape(c, cfg)
+	if err != nil {
+		return err
+	}
+	if need := lt.MaxPositions(); m.MaxPositions > 0 && need > m.MaxPositions {
+		return fmt.Errorf("contract %s needs %d positions per request (its longest prompt plus its output tokens, less one), above the %d-position context (max_position_embeddings) of %s: run a contract with shorter prompts on this checkpoint",
+			kid, need, m.MaxPositions, cfg.Checkpoint)
 	}
 	return nil
 }

@@ -90,6 +90,8 @@ func checkRequest(k *contracts.Contract, eos []int, i int, q *editions.Request) 
 		return fmt.Errorf("request %d is index %d, prompt %q; the contract's prompt %d is %q", i, q.Index, q.PromptID, i, k.Prompts[i].ID)
 	case q.PromptTokens != len(q.PromptTokenIDs) || q.PromptTokens == 0:
 		return fmt.Errorf("request %d: prompt_tokens %d, %d prompt token ids", i, q.PromptTokens, len(q.PromptTokenIDs))
+	case k.PromptRule != nil && q.PromptTokens != k.Prompts[i].Tokens:
+		return fmt.Errorf("request %d: prompt %s has %d tokens, the contract declares %d (prompt_rule %s)", i, q.PromptID, q.PromptTokens, k.Prompts[i].Tokens, k.PromptRule.ID)
 	case q.N != n || len(q.TokenIDs) != n || len(q.TokenNs) != n:
 		return fmt.Errorf("request %d: N %d, %d token ids, %d timestamps; the contract requires exactly %d tokens", i, q.N, len(q.TokenIDs), len(q.TokenNs), n)
 	}

@@ -185,7 +185,7 @@ func checkEdition(t *testing.T, dir string) {
 			}
 			recs = append(recs, r)
 		}
-		want, err := report.Aggregate(reportView(t, c), &report.Configuration{ID: cfg.ID, SeedExecutor: cfg.SeedExecutor}, recs)
+		want, err := report.Aggregate(reportView(t, c), k, &report.Configuration{ID: cfg.ID, SeedExecutor: cfg.SeedExecutor}, recs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -31,15 +31,22 @@ const (
 	PrefillToken        = "token"
 )
 
-// Names are the runtime's names a configuration may use.
+// Names are the runtime's names a configuration may use. PrefillTimed
+// lists the devices whose backend times the end of prefill
+// (prefill_seconds a number): a contract that requires prefill_seconds on
+// another device is refused at validation, before any work.
 type Names struct {
 	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes, Prefill []string
+	PrefillTimed                                                                       []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.
 type Shape struct {
 	Experts int // routed experts per layer
 	TopK    int
+	// MaxPositions is the model's context (max_position_embeddings); 0
+	// when unknown (nothing is checked).
+	MaxPositions int
 }
 
 // Catalog answers what validating a campaign needs of the runtime: its

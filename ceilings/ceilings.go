@@ -183,7 +183,7 @@ func LoadEdition(dir string) ([]*Config, error) {
 	}
 	for _, c := range out {
 		if c.DecodeSeconds <= 0 || c.Requests == 0 {
-			return nil, fmt.Errorf("ceilings: %s/%s: no decode time in its records", dir, c.ID)
+			return nil, fmt.Errorf("ceilings: %s/%s: no decode time in its records (with one output token per request, as under PERF-PREFILL-v1, there is no decode rate to set beside a ceiling)", dir, c.ID)
 		}
 	}
 	return out, nil

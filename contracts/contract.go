@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
@@ -39,8 +40,33 @@ import (
 // PerfRealV1 is the id of the residency campaign's contract.
 const PerfRealV1 = "PERF-REAL-v1"
 
+// PerfPrefillV1 is the isolated-prefill contract: one prompt per declared
+// length, made from PERF-REAL-v1's prompt texts (PromptRule), one output
+// token. PerfPrefillSmokeV1 is its CI edition on the tiny CPU models, with
+// shorter lengths.
+const (
+	PerfPrefillV1      = "PERF-PREFILL-v1"
+	PerfPrefillSmokeV1 = "PERF-PREFILL-SMOKE-v1"
+)
+
 //go:embed perf-real-v1.yaml
 var perfRealV1YAML []byte
+
+//go:embed perf-prefill-v1.yaml
+var perfPrefillV1YAML []byte
+
+//go:embed perf-prefill-smoke-v1.yaml
+var perfPrefillSmokeV1YAML []byte
+
+// embedded are the built-in performance contracts' YAML, by id.
+var embedded = map[string]struct {
+	file string
+	yaml []byte
+}{
+	PerfRealV1:         {"contracts/perf-real-v1.yaml", perfRealV1YAML},
+	PerfPrefillV1:      {"contracts/perf-prefill-v1.yaml", perfPrefillV1YAML},
+	PerfPrefillSmokeV1: {"contracts/perf-prefill-smoke-v1.yaml", perfPrefillSmokeV1YAML},
+}
 
 // Observation requirements, per device.
 const (
@@ -70,16 +96,20 @@ var Devices = []string{"cpu", "cuda"}
 
 // Contract is a parsed contract. Field order follows the YAML file.
 type Contract struct {
-	ID           string        `yaml:"id" json:"id"`
-	Title        string        `yaml:"title" json:"title"`
-	Description  string        `yaml:"description" json:"description"`
-	Blocks       int           `yaml:"blocks" json:"blocks"`               // worker processes per configuration
-	OutputTokens int           `yaml:"output_tokens" json:"output_tokens"` // N of every measured request
-	Selection    string        `yaml:"selection" json:"selection"`         // "greedy"
-	EOS          string        `yaml:"eos" json:"eos"`                     // "suppressed"
-	Concurrency  int           `yaml:"concurrency" json:"concurrency"`     // 1
-	Cache        Cache         `yaml:"cache" json:"cache"`
-	Warmup       Warmup        `yaml:"warmup" json:"warmup"`
+	ID           string `yaml:"id" json:"id"`
+	Title        string `yaml:"title" json:"title"`
+	Description  string `yaml:"description" json:"description"`
+	Blocks       int    `yaml:"blocks" json:"blocks"`               // worker processes per configuration
+	OutputTokens int    `yaml:"output_tokens" json:"output_tokens"` // N of every measured request
+	Selection    string `yaml:"selection" json:"selection"`         // "greedy"
+	EOS          string `yaml:"eos" json:"eos"`                     // "suppressed"
+	Concurrency  int    `yaml:"concurrency" json:"concurrency"`     // 1
+	Cache        Cache  `yaml:"cache" json:"cache"`
+	Warmup       Warmup `yaml:"warmup" json:"warmup"`
+	// PromptRule, when present, makes every prompt (the warmup's too) a
+	// declared number of token ids from its text (Prompt.Tokens); absent
+	// (PERF-REAL-v1), a prompt is its text's tokenization as it is.
+	PromptRule   *PromptRule   `yaml:"prompt_rule,omitempty" json:"prompt_rule,omitempty"`
 	Prompts      []Prompt      `yaml:"prompts" json:"prompts"` // in contract order
 	Timing       Timing        `yaml:"timing" json:"timing"`
 	Metrics      []Metric      `yaml:"metrics" json:"metrics"`
@@ -106,6 +136,96 @@ type Prompt struct {
 	ID    string `yaml:"id" json:"id"` // [a-z0-9-]
 	Topic string `yaml:"topic" json:"topic"`
 	Text  string `yaml:"text" json:"text"`
+	// Tokens > 0 is the prompt's length in token ids under the contract's
+	// PromptRule (PromptIDs); 0 (left out) under a contract without one.
+	Tokens int `yaml:"tokens,omitempty" json:"tokens,omitempty"`
+}
+
+// PromptRule is how a contract with declared prompt lengths makes each
+// prompt's token ids from its text.
+type PromptRule struct {
+	// ID names the rule this package implements (RepeatTruncateV1).
+	ID string `yaml:"id" json:"id"`
+	// Separator joins the repetitions of the text.
+	Separator  string `yaml:"separator" json:"separator"`
+	Definition string `yaml:"definition" json:"definition"`
+}
+
+// RepeatTruncateV1: a prompt of L tokens is the first L ids of
+// encode(text + sep + text + ... + text), k copies of the text joined by
+// the separator, with k the smallest count whose encoding has at least L
+// ids; encode is the checkpoint's tokenizer, as for every prompt (no
+// special tokens added). It needs nothing of the tokenizer but Encode, so
+// it is the same rule for the synthetic byte-level tokenizer (one id per
+// byte) and a real BPE one.
+const RepeatTruncateV1 = "repeat-truncate-v1"
+
+// maxRepeats bounds k: a text whose encoding does not grow with its
+// repetitions (an empty encoding) must fail, not loop.
+const maxRepeats = 1 << 16
+
+// PromptIDs returns the token ids of prompt p under rule r with encode (the
+// checkpoint's tokenizer): the text's encoding as it is when r is nil,
+// else r's construction to exactly p.Tokens ids. The verifier rebuilds
+// them with its own code.
+func PromptIDs(r *PromptRule, p Prompt, encode func(string) ([]int, error)) ([]int, error) {
+	if r == nil {
+		return encode(p.Text)
+	}
+	if r.ID != RepeatTruncateV1 {
+		return nil, fmt.Errorf("prompt %s: prompt rule %q is unknown (this build knows %s)", p.ID, r.ID, RepeatTruncateV1)
+	}
+	if p.Tokens < 1 {
+		return nil, fmt.Errorf("prompt %s: the prompt rule needs a length (tokens), got %d", p.ID, p.Tokens)
+	}
+	text := p.Text
+	for k := 1; k <= maxRepeats; k++ {
+		ids, err := encode(text)
+		if err != nil {
+			return nil, fmt.Errorf("prompt %s (%d repetitions): %w", p.ID, k, err)
+		}
+		if len(ids) >= p.Tokens {
+			return ids[:p.Tokens:p.Tokens], nil
+		}
+		text += r.Separator + p.Text
+	}
+	return nil, fmt.Errorf("prompt %s: %d repetitions of its text encode to fewer than %d tokens", p.ID, maxRepeats, p.Tokens)
+}
+
+// MaxPositions is the most KV positions one of the contract's requests
+// needs: its longest declared prompt plus its output tokens, less one (the
+// last token is never fed back); 0 under a contract without a prompt rule,
+// whose prompts' lengths depend on the tokenizer.
+func (c *Contract) MaxPositions() int {
+	if c.PromptRule == nil {
+		return 0
+	}
+	n := c.Warmup.Prompt.Tokens + c.Warmup.OutputTokens - 1
+	for _, p := range c.Prompts {
+		n = max(n, p.Tokens+c.OutputTokens-1)
+	}
+	return n
+}
+
+// RequiresPrefill reports whether the contract requires each request's
+// prefill_seconds as a number on device.
+func (c *Contract) RequiresPrefill(device string) bool {
+	for _, o := range c.Observations {
+		if o.Scope == ScopeRequest && o.Field == "/prefill_seconds" && o.Requirement(device) == Required {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxPromptTokens is the longest declared prompt length (the warmup's
+// included), 0 under a contract without a prompt rule.
+func (c *Contract) MaxPromptTokens() int {
+	n := c.Warmup.Prompt.Tokens
+	for _, p := range c.Prompts {
+		n = max(n, p.Tokens)
+	}
+	return n
 }
 
 // Timing states the timing boundaries in words; they match engine.Result.
@@ -148,17 +268,26 @@ var ErrInvalid = errors.New("invalid contract")
 
 // Embedded returns the contract built into this binary with the given id.
 func Embedded(id string) (*Contract, error) {
-	switch id {
-	case PerfRealV1:
-		return Parse(perfRealV1YAML, "contracts/perf-real-v1.yaml")
+	if e, ok := embedded[id]; ok {
+		return Parse(e.yaml, e.file)
 	}
-	return nil, fmt.Errorf("no built-in contract %q (built in: %s); pass a contract file instead", id, PerfRealV1)
+	return nil, fmt.Errorf("no built-in contract %q (built in: %s); pass a contract file instead", id, strings.Join(EmbeddedIDs(), ", "))
+}
+
+// EmbeddedIDs lists the built-in performance contracts, sorted.
+func EmbeddedIDs() []string {
+	ids := make([]string, 0, len(embedded))
+	for id := range embedded {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // EmbeddedYAML returns the YAML text of a built-in contract.
 func EmbeddedYAML(id string) ([]byte, bool) {
-	if id == PerfRealV1 {
-		return append([]byte(nil), perfRealV1YAML...), true
+	if e, ok := embedded[id]; ok {
+		return append([]byte(nil), e.yaml...), true
 	}
 	return nil, false
 }
@@ -219,8 +348,8 @@ func (c *Contract) Validate() error {
 		return bad("id is empty")
 	case c.Blocks < 1:
 		return bad("blocks %d: want at least 1", c.Blocks)
-	case c.OutputTokens < 2:
-		return bad("output_tokens %d: want at least 2 (decode runs from the first to the last token)", c.OutputTokens)
+	case c.OutputTokens < 1:
+		return bad("output_tokens %d: want at least 1 (with 1 there is no decode interval: decode metrics are UNKNOWN)", c.OutputTokens)
 	case c.Selection != "greedy":
 		return bad("selection %q: the runner implements only greedy", c.Selection)
 	case c.EOS != "suppressed":
@@ -240,6 +369,14 @@ func (c *Contract) Validate() error {
 	case len(c.Prompts) == 0:
 		return bad("no prompts")
 	}
+	if r := c.PromptRule; r != nil {
+		switch {
+		case r.ID != RepeatTruncateV1:
+			return bad("prompt_rule.id %q: the runner implements %s", r.ID, RepeatTruncateV1)
+		case r.Definition == "":
+			return bad("prompt_rule.definition is empty: the contract must state how its prompts are made")
+		}
+	}
 	seen := map[string]bool{}
 	for i, p := range append([]Prompt{c.Warmup.Prompt}, c.Prompts...) {
 		where := "warmup.prompt"
@@ -253,6 +390,10 @@ func (c *Contract) Validate() error {
 			return bad("%s: duplicate prompt id %q", where, p.ID)
 		case p.Text == "":
 			return bad("%s (%s): empty text", where, p.ID)
+		case c.PromptRule != nil && p.Tokens < 1:
+			return bad("%s (%s): tokens %d: under prompt_rule %s every prompt declares its length (at least 1)", where, p.ID, p.Tokens, c.PromptRule.ID)
+		case c.PromptRule == nil && p.Tokens != 0:
+			return bad("%s (%s): tokens %d without a prompt_rule: a declared length needs the rule that makes it", where, p.ID, p.Tokens)
 		}
 		seen[p.ID] = true
 	}

@@ -100,7 +100,7 @@ func TestBadContracts(t *testing.T) {
 		{"unknown field", "blocks: 3", "blocks: 3\nblockz: 4", `unknown field "blockz"`},
 		{"sampling", "selection: greedy", "selection: top-p", `selection "top-p": the runner implements only greedy`},
 		{"concurrency", "concurrency: 1", "concurrency: 4", "concurrency 4"},
-		{"one token", "output_tokens: 128", "output_tokens: 1", "output_tokens 1: want at least 2"},
+		{"no token", "output_tokens: 128", "output_tokens: 0", "output_tokens 0: want at least 1"},
 		{"duplicate prompt", "id: p02-cooking", "id: p01-astronomy", `duplicate prompt id "p01-astronomy"`},
 		{"prompt id", "id: p02-cooking", "id: P02", `id "P02": use lowercase letters`},
 		{"requirement", "cpu: unsupported\n    cuda: required\n", "cpu: maybe\n    cuda: required\n", `cpu requirement "maybe"`},

@@ -489,25 +489,67 @@ type Percentiles struct {
 // Metrics are DESIGN section 8's definitions, with the sums they come from.
 // Sums run in request order (block, then prompt order) in float64.
 type Metrics struct {
-	PooledDecodeTokS     float64    `json:"pooled_decode_tok_s"`  // DecodeTokens / DecodeSeconds
-	OverallOutputTokS    float64    `json:"overall_output_tok_s"` // OutputTokens / RuntimeSeconds
-	TTFTMeanS            float64    `json:"ttft_mean_s"`
-	ResponseMeanS        float64    `json:"response_mean_s"` // mean runtime_seconds
-	DecodeTokens         int64      `json:"decode_tokens"`   // Σ (N_i - 1)
-	DecodeSeconds        float64    `json:"decode_seconds"`  // Σ decode_seconds_i
-	OutputTokens         int64      `json:"output_tokens"`   // Σ N_i
-	RuntimeSeconds       float64    `json:"runtime_seconds"` // Σ runtime_seconds_i
-	VRAMPeakBytes        Obs[int64] `json:"vram_peak_bytes"` // max over workers; UNKNOWN if any worker's is UNKNOWN
-	VRAMProcessPeakBytes Obs[int64] `json:"vram_process_peak_bytes"`
-	RSSPeakBytes         Obs[int64] `json:"rss_peak_bytes"` // max over workers
-	H2DBytes             int64      `json:"h2d_bytes"`      // Σ over measured requests
-	Misses               int64      `json:"misses"`         // Σ over measured requests
-	Hits                 int64      `json:"hits"`
-	BlockSpread          Spread     `json:"block_spread_decode_tok_s"` // min/max of per-block pooled decode
+	// PooledDecodeTokS is DecodeTokens / DecodeSeconds; UNKNOWN when no
+	// request has a decode interval (every N is 1: DecodeTokens is 0).
+	PooledDecodeTokS     Obs[float64] `json:"pooled_decode_tok_s"`
+	OverallOutputTokS    float64      `json:"overall_output_tok_s"` // OutputTokens / RuntimeSeconds
+	TTFTMeanS            float64      `json:"ttft_mean_s"`
+	ResponseMeanS        float64      `json:"response_mean_s"` // mean runtime_seconds
+	DecodeTokens         int64        `json:"decode_tokens"`   // Σ (N_i - 1)
+	DecodeSeconds        float64      `json:"decode_seconds"`  // Σ decode_seconds_i
+	OutputTokens         int64        `json:"output_tokens"`   // Σ N_i
+	RuntimeSeconds       float64      `json:"runtime_seconds"` // Σ runtime_seconds_i
+	VRAMPeakBytes        Obs[int64]   `json:"vram_peak_bytes"` // max over workers; UNKNOWN if any worker's is UNKNOWN
+	VRAMProcessPeakBytes Obs[int64]   `json:"vram_process_peak_bytes"`
+	RSSPeakBytes         Obs[int64]   `json:"rss_peak_bytes"` // max over workers
+	H2DBytes             int64        `json:"h2d_bytes"`      // Σ over measured requests
+	Misses               int64        `json:"misses"`         // Σ over measured requests
+	Hits                 int64        `json:"hits"`
+	BlockSpread          Spread       `json:"block_spread_decode_tok_s"` // min/max of per-block pooled decode
 	// Prefill is present when the raw records time the prefill
 	// (Request.PrefillSeconds); absent in editions made before that.
 	Prefill *Prefill `json:"prefill,omitempty"`
+	// PrefillLengths is the isolated prefill rate per prompt length, one
+	// entry per contract prompt in contract order, under a contract with
+	// declared prompt lengths (contracts.PromptRule: PERF-PREFILL-v1);
+	// absent otherwise.
+	PrefillLengths []PrefillLength `json:"prefill_lengths,omitempty"`
 }
+
+// PrefillLength is one prompt length's isolated prefill rate over the
+// configuration's measured requests of that prompt (one per block), in
+// request order: rate_i = prompt_tokens / prefill_seconds_i. The rates
+// are UNKNOWN, and Interval absent, when some request's prefill was not
+// timed.
+type PrefillLength struct {
+	PromptID     string `json:"prompt_id"`
+	PromptTokens int    `json:"prompt_tokens"` // the declared length, every request's prompt_tokens
+	Requests     int    `json:"requests"`
+	// MeanTokS is Σ rate_i / Requests (float64, request order);
+	// MedianTokS is gonum stat.Quantile(0.5, stat.Empirical) of the sorted
+	// rates.
+	MeanTokS   Obs[float64] `json:"mean_tok_s"`
+	MedianTokS Obs[float64] `json:"median_tok_s"`
+	// Interval is BootstrapV1 of MeanTokS: the same resampling as a
+	// configuration's Uncertainty over this length's requests, each
+	// resample's statistic the mean of its rates in draw order, the PCG
+	// stream FNV-1a-64 of "<configuration id>/<prompt id>".
+	Interval *PrefillInterval `json:"interval,omitempty"`
+}
+
+// PrefillInterval is a bootstrap interval with its terms.
+type PrefillInterval struct {
+	Algorithm string  `json:"algorithm"` // BootstrapV1
+	Resamples int     `json:"resamples"` // BootstrapResamples
+	Seed      uint64  `json:"seed"`      // BootstrapSeed
+	Level     float64 `json:"level"`     // BootstrapLevel
+	Lo        float64 `json:"lo"`
+	Hi        float64 `json:"hi"`
+}
+
+// PrefillStream is the bootstrap PCG stream key of one prompt length of a
+// configuration (FNV-1a-64 of it is the stream).
+func PrefillStream(configID, promptID string) string { return configID + "/" + promptID }
 
 // Prefill is the isolated prefill rate over the measured requests:
 // TokS = PromptTokens / Seconds, sums in request order in float64. Seconds
@@ -518,10 +560,11 @@ type Prefill struct {
 	TokS         Obs[float64] `json:"tok_s"`
 }
 
-// Spread is a descriptive range, not a confidence interval.
+// Spread is a descriptive range, not a confidence interval; both ends are
+// UNKNOWN when the blocks have no decode interval (N = 1).
 type Spread struct {
-	Min float64 `json:"min"`
-	Max float64 `json:"max"`
+	Min Obs[float64] `json:"min"`
+	Max Obs[float64] `json:"max"`
 }
 
 // Invariants are the contract's required zeros, summed over measured

@@ -66,7 +66,9 @@ type claimMetric struct {
 func always(*editions.ConfigDoc) bool { return true }
 
 var claimMetrics = []claimMetric{
-	{"pooled_decode_tok_s", "tokens/s", 2, "/metrics/decode_tokens", "/metrics/decode_seconds", always,
+	{"pooled_decode_tok_s", "tokens/s", 2, "/metrics/decode_tokens", "/metrics/decode_seconds",
+		// One output token per request: no decode interval, no rate, no claim.
+		func(d *editions.ConfigDoc) bool { return d.Metrics.PooledDecodeTokS.Ok() },
 		func(d *editions.ConfigDoc) string {
 			return fmt.Sprintf("pooled decode rate over %d measured requests, sum(N-1) / sum(decode seconds), first-token wait excluded", d.Requests)
 		}},
@@ -173,6 +175,10 @@ func checkClaimBinding(v *view, fs *findings) {
 		}
 
 		cfgID, metric, _ := strings.Cut(c.ID, ".")
+		if strings.HasPrefix(metric, lengthClaimPrefix) {
+			checkLengthClaim(fs, p, c, cfgID, metric, v.byID[cfgID])
+			continue
+		}
 		m, known := claimMetricNamed(metric)
 		cv := v.byID[cfgID]
 		if !known || cv == nil || cv.doc == nil {
@@ -222,6 +228,104 @@ func checkClaimBinding(v *view, fs *findings) {
 					"configuration %s has no claim %s", cv.id, id)
 			}
 		}
+		for _, lc := range lengthClaims(cv.doc) {
+			if !have[lc.id] {
+				fs.add(IDBindingClaimMissing, f, "/claims", lc.id, nil,
+					"configuration %s has no claim %s", cv.id, lc.id)
+			}
+		}
+	}
+}
+
+// lengthClaimPrefix starts the metric part of a prompt length's claims:
+// <config>.prefill_lengths.<prompt id>.mean_tok_s (with the bootstrap-v1
+// interval of its entry) and .median_tok_s, where the entry's rates were
+// observed.
+const lengthClaimPrefix = "prefill_lengths."
+
+// lengthClaim is one prompt length claim a configuration document
+// requires, written again here (report.PrefillLengthClaims).
+type lengthClaim struct {
+	id, source string
+	statement  string
+	// iv is the entry's interval for the mean, nil for the median.
+	iv     *editions.PrefillInterval
+	lo, hi string
+}
+
+// lengthClaims are d's prompt length claims, in document order.
+func lengthClaims(d *editions.ConfigDoc) []lengthClaim {
+	var out []lengthClaim
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, checkpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	for i, pl := range d.Metrics.PrefillLengths {
+		if !pl.MeanTokS.Ok() || !pl.MedianTokS.Ok() || pl.Interval == nil {
+			continue
+		}
+		base := fmt.Sprintf("/metrics/prefill_lengths/%d/", i)
+		for _, stat := range []string{"mean", "median"} {
+			lc := lengthClaim{
+				id: d.ID + "." + lengthClaimPrefix + pl.PromptID + "." + stat + "_tok_s", source: base + stat + "_tok_s",
+				statement: who + ": " + fmt.Sprintf("%s isolated prefill rate of the %d-token prompt %s over %d measured requests, prompt tokens / prefill seconds per request, admission to the prompt's last logits before selection",
+					stat, pl.PromptTokens, pl.PromptID, pl.Requests),
+			}
+			if stat == "mean" {
+				lc.iv, lc.lo, lc.hi = pl.Interval, base+"interval/lo", base+"interval/hi"
+			}
+			out = append(out, lc)
+		}
+	}
+	return out
+}
+
+// checkLengthClaim binds a prompt length claim to its configuration's
+// entry: its source, no ratio, tokens/s to 2 decimals, the mean's interval
+// (and none on the median), and the regenerated statement.
+func checkLengthClaim(fs *findings, p string, c editions.Claim, cfgID, metric string, cv *configView) {
+	const f = editions.ClaimsFile
+	var want *lengthClaim
+	if cv != nil && cv.doc != nil {
+		for _, lc := range lengthClaims(cv.doc) {
+			if lc.id == c.ID {
+				want = &lc
+				break
+			}
+		}
+	}
+	if want == nil {
+		fs.add(IDBindingClaimUnknown, f, p+"/id", "<config>.prefill_lengths.<prompt>.{mean,median}_tok_s", c.ID,
+			"claim %s does not name a configuration of the edition and one of its observed prompt lengths", c.ID)
+		return
+	}
+	file := editions.ConfigPath(cfgID)
+	if c.Source.File != file || c.Source.Pointer != want.source {
+		fs.add(IDBindingClaimSource, f, p+"/source", file+"#"+want.source, c.Source.File+"#"+c.Source.Pointer,
+			"claim %s must be sourced from its own configuration's %s", c.ID, metric)
+	}
+	if c.Numerator != nil || c.Denominator != nil {
+		fs.add(IDBindingClaimRatio, f, p+"/numerator", nil, "a ratio", "claim %s: a prompt length's rate is a mean or median, not a cited ratio", c.ID)
+	}
+	iv := c.Interval
+	switch {
+	case want.iv == nil && iv != nil:
+		fs.add(IDBindingClaimInterval, f, p+"/interval", nil, iv.Algorithm, "claim %s: the median carries no interval", c.ID)
+	case want.iv != nil && iv == nil:
+		fs.add(IDBindingClaimInterval, f, p+"/interval", "the bootstrap interval of "+file+"#"+strings.TrimSuffix(want.lo, "/lo"), nil,
+			"claim %s: the mean's interval is part of the claim", c.ID)
+	case want.iv != nil:
+		if iv.Algorithm != want.iv.Algorithm || iv.Level != want.iv.Level || iv.Lo.File != file || iv.Hi.File != file || iv.Lo.Pointer != want.lo || iv.Hi.Pointer != want.hi {
+			fs.add(IDBindingClaimInterval, f, p+"/interval",
+				map[string]any{"algorithm": want.iv.Algorithm, "level": want.iv.Level, "lo": file + "#" + want.lo, "hi": file + "#" + want.hi},
+				map[string]any{"algorithm": iv.Algorithm, "level": iv.Level, "lo": iv.Lo.File + "#" + iv.Lo.Pointer, "hi": iv.Hi.File + "#" + iv.Hi.Pointer},
+				"claim %s: the interval must be its own prompt length's bounds", c.ID)
+		}
+	}
+	if c.Unit != "tokens/s" || c.Decimals != 2 {
+		fs.add(IDBindingClaimTerms, f, p, map[string]any{"unit": "tokens/s", "decimals": 2},
+			map[string]any{"unit": c.Unit, "decimals": c.Decimals}, "claim %s: a prompt length's rate is claimed in tokens/s to 2 decimals", c.ID)
+	}
+	if c.Statement != want.statement {
+		fs.add(IDBindingStatement, f, p+"/statement", want.statement, c.Statement,
+			"claim %s: the statement must be the one its configuration document gives", c.ID)
 	}
 }
 

@@ -307,6 +307,10 @@ func checkRequests(w *worker, t *contractTerms, eos []int, fs *findings) {
 			fs.add(IDContractPromptOrder, w.path, p+"/prompt_id", t.Prompts[i], r.PromptID,
 				"request %d must be contract prompt %q (prompts run in contract order)", i, t.Prompts[i])
 		}
+		if t.declaredLengths() && i < len(t.PromptTokens) && r.PromptTokens != t.PromptTokens[i] {
+			fs.add(IDContractPromptLength, w.path, p+"/prompt_tokens", t.PromptTokens[i], r.PromptTokens,
+				"request %d runs prompt %s, which the contract declares %d tokens long", i, t.Prompts[i], t.PromptTokens[i])
+		}
 		if r.PromptTokens != len(r.PromptTokenIDs) || r.PromptTokens == 0 {
 			fs.add(IDContractPromptTokens, w.path, p+"/prompt_tokens", len(r.PromptTokenIDs), r.PromptTokens,
 				"prompt_tokens must be the (non-zero) length of prompt_token_ids")

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -170,8 +171,17 @@ var resultColumns = map[string]derivedColumn{
 	"capacity (experts/layer)": joinCols("%s/%s", intCol("/capacity"), intCol("/experts_per_layer")),
 	"regime":                   strCol("/regime"),
 	"pooled decode (tok/s)":    numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
-	"block spread (tok/s)": joinCols("%s-%s", numberCol("/metrics/block_spread_decode_tok_s/min", 1, 1, 2),
-		numberCol("/metrics/block_spread_decode_tok_s/max", 1, 1, 2)),
+	"block spread (tok/s)": func(d any) (string, error) {
+		// No decode interval (one output token): both ends UNKNOWN, shown
+		// as one UNKNOWN.
+		_, lo, err1 := numberAt(d, "/metrics/block_spread_decode_tok_s/min")
+		_, hi, err2 := numberAt(d, "/metrics/block_spread_decode_tok_s/max")
+		if err1 == nil && err2 == nil && lo != "" && hi != "" {
+			return editions.Unknown, nil
+		}
+		return joinCols("%s-%s", numberCol("/metrics/block_spread_decode_tok_s/min", 1, 1, 2),
+			numberCol("/metrics/block_spread_decode_tok_s/max", 1, 1, 2))(d)
+	},
 	// The bootstrap-v1 intervals, shown when every configuration has one.
 	"pooled decode 95% CI (tok/s)": joinCols("%s-%s", numberCol("/uncertainty/pooled_decode_tok_s/lo", 1, 1, 2),
 		numberCol("/uncertainty/pooled_decode_tok_s/hi", 1, 1, 2)),
@@ -398,6 +408,7 @@ func checkDerived(v *view, fs *findings) {
 		}
 		text := string(b)
 		checkReportTables(v, rf, text, fs)
+		checkPrefillTable(v, rf, text, fs)
 		checkReportHeader(v, rf, text, fs)
 		checkReportPlots(v, rf, text, fs)
 	}
@@ -477,6 +488,115 @@ func checkReportTables(v *view, rf reportFormat, text string, fs *findings) {
 			if c.doc != nil && !seen[c.id] {
 				fs.add(IDDerivedRow, rf.file, "", c.id, nil, "%s, %q table: configuration %s has no row", rf.file, tc.title, c.id)
 			}
+		}
+	}
+}
+
+// prefillTitle is the section of the prefill table (a row per
+// configuration and prompt length), which a report has exactly when the
+// contract declares prompt lengths.
+const prefillTitle = "Prefill by prompt length"
+
+// prefillColumns are the prefill table's columns by header, formatted from
+// one entry of a configuration's /metrics/prefill_lengths (the verifier's
+// own copy of campaigns/report's prefillLengthFields).
+var prefillColumns = map[string]derivedColumn{
+	"prompt":                      strCol("/prompt_id"),
+	"prompt tokens":               intCol("/prompt_tokens"),
+	"prefill mean (tok/s)":        numberCol("/mean_tok_s", 1, 1, 1),
+	"prefill median (tok/s)":      numberCol("/median_tok_s", 1, 1, 1),
+	"requests":                    intCol("/requests"),
+	"prefill mean 95% CI (tok/s)": optionalInterval("/interval", 1),
+}
+
+// optionalInterval is "lo-hi" of the interval object at p, UNKNOWN where
+// there is none.
+func optionalInterval(p string, decimals int) derivedColumn {
+	return func(d any) (string, error) {
+		if _, err := resolve(d, p); err != nil {
+			return editions.Unknown, nil
+		}
+		return joinCols("%s-%s", numberCol(p+"/lo", 1, 1, decimals), numberCol(p+"/hi", 1, 1, decimals))(d)
+	}
+}
+
+// checkPrefillTable compares a report's prefill table with the
+// configuration documents: one row per (configuration, prompt length), in
+// document then contract order, every cell formatted as its column says.
+// Under a contract without declared lengths the table must be absent.
+func checkPrefillTable(v *view, rf reportFormat, text string, fs *findings) {
+	t, ok := rf.table(text, prefillTitle)
+	if !v.terms.declaredLengths() {
+		if ok {
+			fs.add(IDDerivedRow, rf.file, "", "no prefill table", prefillTitle, "%s has a %q table, but the contract declares no prompt lengths", rf.file, prefillTitle)
+		}
+		return
+	}
+	if !ok {
+		fs.add(IDDerivedTableMissing, rf.file, "", prefillTitle+" table", nil, "%s has no %q table", rf.file, prefillTitle)
+		return
+	}
+	type key struct{ id, prompt string }
+	var want []key
+	for _, c := range v.configs {
+		if c.doc == nil {
+			continue
+		}
+		for _, pl := range c.doc.Metrics.PrefillLengths {
+			want = append(want, key{c.id, pl.PromptID})
+		}
+	}
+	idCol, promptCol := slices.Index(t.headers, "configuration"), slices.Index(t.headers, "prompt")
+	if idCol < 0 || promptCol < 0 {
+		fs.add(IDDerivedTableMissing, rf.file, "", "configuration and prompt columns", t.headers, "%s, %q table: no configuration or prompt column", rf.file, prefillTitle)
+		return
+	}
+	seen := map[key]bool{}
+	for ri, row := range t.rows {
+		if len(row) != len(t.headers) {
+			fs.add(IDDerivedRow, rf.file, "", len(t.headers), len(row), "%s, %q table, row %d: %d cells under %d headers", rf.file, prefillTitle, ri+1, len(row), len(t.headers))
+			continue
+		}
+		k := key{row[idCol], row[promptCol]}
+		d := v.e.docs[editions.ConfigPath(k.id)]
+		c := v.byID[k.id]
+		i := -1
+		if c != nil && c.doc != nil {
+			i = slices.IndexFunc(c.doc.Metrics.PrefillLengths, func(pl editions.PrefillLength) bool { return pl.PromptID == k.prompt })
+		}
+		if d == nil || d.tree == nil || i < 0 || seen[k] {
+			fs.add(IDDerivedRow, rf.file, "", "one row per configuration and prompt length", k.id+" "+k.prompt,
+				"%s, %q table, row %d: no (or a second) row for configuration %q, prompt %q", rf.file, prefillTitle, ri+1, k.id, k.prompt)
+			continue
+		}
+		seen[k] = true
+		entry, err := resolve(d.tree, ptr("metrics", "prefill_lengths", i))
+		if err != nil {
+			continue
+		}
+		for j, h := range t.headers {
+			var want string
+			var err error
+			switch {
+			case j == idCol:
+				continue
+			case h == "capacity (experts/layer)":
+				want, err = resultColumns[h](d.tree)
+			case prefillColumns[h] != nil:
+				want, err = prefillColumns[h](entry)
+			default:
+				fs.add(IDDerivedColumn, rf.file, "", nil, h, "%s, %q table: column %q is not one the verifier knows; its cells are unverified", rf.file, prefillTitle, h)
+				continue
+			}
+			if err != nil || row[j] != want {
+				fs.add(IDDerivedCell, rf.file, "", want, row[j], "%s, %q table, %s %s, %q: the cell says %s, %s says %s (%v)",
+					rf.file, prefillTitle, k.id, k.prompt, h, row[j], editions.ConfigPath(k.id), want, err)
+			}
+		}
+	}
+	for _, k := range want {
+		if !seen[k] {
+			fs.add(IDDerivedRow, rf.file, "", k.id+" "+k.prompt, nil, "%s, %q table: configuration %s prompt %s has no row", rf.file, prefillTitle, k.id, k.prompt)
 		}
 	}
 }

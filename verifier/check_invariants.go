@@ -139,4 +139,20 @@ func checkZeroForUnknown(c *configView, fs *findings) {
 				"0 is written where the raw records say %s: an absent observation is never 0", p.raw.Status)
 		}
 	}
+	// Rates with no interval to measure (one output token per request: no
+	// decode), and prefill rates of untimed requests.
+	rates := []struct {
+		ptr      string
+		raw, got editions.Obs[float64]
+	}{
+		{"/metrics/pooled_decode_tok_s", m.pooledDecode, d.Metrics.PooledDecodeTokS},
+		{"/metrics/block_spread_decode_tok_s/min", m.spreadMin, d.Metrics.BlockSpread.Min},
+		{"/metrics/block_spread_decode_tok_s/max", m.spreadMax, d.Metrics.BlockSpread.Max},
+	}
+	for _, p := range rates {
+		if !p.raw.Ok() && p.got.Ok() && p.got.Value == 0 {
+			fs.add(IDInvZeroForUnknown, c.path, p.ptr, p.raw.Status, 0,
+				"0 is written where the raw records give no value (%s: no decode interval): an absent observation is never 0", p.raw.Status)
+		}
+	}
 }

@@ -46,12 +46,12 @@ func checkRecompute(v *view, fs *findings) {
 		floatEq(IDRecomputeDecodeSeconds, "decode_seconds", m.decodeSeconds, mx.DecodeSeconds, "sum(decode_seconds)")
 		intEq(IDRecomputeOutputTokens, "output_tokens", m.outputTokens, mx.OutputTokens, "sum(N)")
 		floatEq(IDRecomputeRuntime, "runtime_seconds", m.runtimeSeconds, mx.RuntimeSeconds, "sum(runtime_seconds)")
-		floatEq(IDRecomputePooledDecode, "pooled_decode_tok_s", m.pooledDecode, mx.PooledDecodeTokS, "pooled decode = sum(N-1)/sum(decode_seconds)")
+		obsFloatEq(fs, IDRecomputePooledDecode, f, "/metrics/pooled_decode_tok_s", m.pooledDecode, mx.PooledDecodeTokS, "pooled decode = sum(N-1)/sum(decode_seconds), UNKNOWN when sum(N-1) is 0")
 		floatEq(IDRecomputeOverallOutput, "overall_output_tok_s", m.overallOutput, mx.OverallOutputTokS, "overall output = sum(N)/sum(runtime_seconds)")
 		floatEq(IDRecomputeTTFTMean, "ttft_mean_s", m.ttftMean, mx.TTFTMeanS, "TTFT mean")
 		floatEq(IDRecomputeResponseMean, "response_mean_s", m.responseMean, mx.ResponseMeanS, "response mean = mean(runtime_seconds)")
-		floatEq(IDRecomputeSpread, "block_spread_decode_tok_s/min", m.spreadMin, mx.BlockSpread.Min, "min of per-block pooled decode")
-		floatEq(IDRecomputeSpread, "block_spread_decode_tok_s/max", m.spreadMax, mx.BlockSpread.Max, "max of per-block pooled decode")
+		obsFloatEq(fs, IDRecomputeSpread, f, "/metrics/block_spread_decode_tok_s/min", m.spreadMin, mx.BlockSpread.Min, "min of per-block pooled decode")
+		obsFloatEq(fs, IDRecomputeSpread, f, "/metrics/block_spread_decode_tok_s/max", m.spreadMax, mx.BlockSpread.Max, "max of per-block pooled decode")
 		intEq(IDRecomputeH2D, "h2d_bytes", m.h2dBytes, mx.H2DBytes, "H2D bytes summed over measured requests")
 		intEq(IDRecomputeHitsMisses, "hits", m.hits, mx.Hits, "cache hits summed over measured requests")
 		intEq(IDRecomputeHitsMisses, "misses", m.misses, mx.Misses, "cache misses summed over measured requests")
@@ -65,6 +65,7 @@ func checkRecompute(v *view, fs *findings) {
 		}
 
 		checkPrefill(fs, f, m, mx.Prefill)
+		checkPrefillLengths(v, c, fs)
 		checkConfigFields(c, fs)
 		checkUncertainty(c, fs)
 		for _, w := range c.workers {
@@ -92,6 +93,23 @@ func checkPrefill(fs *findings, f string, m metrics, got *editions.Prefill) {
 		fs.add(IDRecomputePrefill, f, "/metrics/prefill", want, got,
 			"sum(prompt_tokens), sum(prefill_seconds) and their ratio recomputed from raw (exact, request order)")
 	}
+}
+
+// obsFloatEq compares a recomputed float observation with the written one,
+// exactly; a number written where the recomputation has none (a 0 for an
+// undefined rate among them) is an error here.
+func obsFloatEq(fs *findings, id, file, p string, want, got editions.Obs[float64], what string) {
+	if want.Status == got.Status && (!want.Ok() || want.Value == got.Value) {
+		return
+	}
+	w, g := any(want.Status), any(got.Status)
+	if want.Ok() {
+		w = num(want.Value)
+	}
+	if got.Ok() {
+		g = got.Value
+	}
+	fs.add(id, file, p, w, g, "%s recomputed from raw (exact comparison, sums in block then prompt order)", what)
 }
 
 // obsEq compares a recomputed observation with the written one. A 0 written

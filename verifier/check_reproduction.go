@@ -516,17 +516,29 @@ func checkReproConfigs(v *view, recFile string, d *editions.ReproductionDoc, run
 	return out
 }
 
+// pooledOrZero is the reproduction record's pooled decode (its format has
+// a number only, 0 where the requests have no decode interval).
 func pooledOrZero(m metrics) float64 {
-	if m.decodeSeconds <= 0 {
+	if m.decodeSeconds <= 0 || !m.pooledDecode.Ok() {
 		return 0
 	}
-	return m.pooledDecode
+	return m.pooledDecode.Value
+}
+
+// obsOrZero is an observation's value, 0 when it has none: a timed claim
+// whose metric is absent then compares as not reproduced (0/0), never as a
+// match.
+func obsOrZero(o editions.Obs[float64]) float64 {
+	if !o.Ok() {
+		return 0
+	}
+	return o.Value
 }
 
 // Claim metrics the reproduction compares, by configs/<id>.json pointer.
 var (
 	reproTimed = map[string]func(m metrics) float64{
-		"/metrics/pooled_decode_tok_s":  func(m metrics) float64 { return m.pooledDecode },
+		"/metrics/pooled_decode_tok_s":  func(m metrics) float64 { return obsOrZero(m.pooledDecode) },
 		"/metrics/overall_output_tok_s": func(m metrics) float64 { return m.overallOutput },
 		"/metrics/ttft_mean_s":          func(m metrics) float64 { return m.ttftMean },
 		"/metrics/response_mean_s":      func(m metrics) float64 { return m.responseMean },
@@ -538,8 +550,8 @@ var (
 		},
 		"/metrics/decode_seconds":                func(m metrics) float64 { return m.decodeSeconds },
 		"/metrics/runtime_seconds":               func(m metrics) float64 { return m.runtimeSeconds },
-		"/metrics/block_spread_decode_tok_s/min": func(m metrics) float64 { return m.spreadMin },
-		"/metrics/block_spread_decode_tok_s/max": func(m metrics) float64 { return m.spreadMax },
+		"/metrics/block_spread_decode_tok_s/min": func(m metrics) float64 { return obsOrZero(m.spreadMin) },
+		"/metrics/block_spread_decode_tok_s/max": func(m metrics) float64 { return obsOrZero(m.spreadMax) },
 	}
 	// reproCounted are the exact counts: reproduced when the counters and
 	// tokens are identical.

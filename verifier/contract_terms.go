@@ -19,6 +19,9 @@ import (
 //	  /contract/output_tokens            N of every measured request
 //	  /contract/selection, /contract/eos "greedy", "suppressed" (what this verifier checks)
 //	  /contract/prompts/<i>/id           prompt ids in contract order
+//	  /contract/prompts/<i>/tokens       a prompt's declared length in tokens (with a prompt_rule)
+//	  /contract/prompt_rule/{id,separator}  how declared lengths are made from the text
+//	                                     (repeat-truncate-v1, the only rule this verifier knows)
 //	  /contract/warmup/prompt/id         the warmup's prompt id
 //	  /contract/warmup/output_tokens     the warmup's token count
 //	  /contract/warmup/excluded          true
@@ -56,14 +59,20 @@ type observation struct {
 
 // contractTerms are the enforced terms of the frozen contract.
 type contractTerms struct {
-	ID             string
-	SHA256         string
-	Blocks         int
-	OutputTokens   int
-	Prompts        []string
-	WarmupPromptID string
-	WarmupTokens   int // -1 when the contract does not state it
-	Observations   []observation
+	ID           string
+	SHA256       string
+	Blocks       int
+	OutputTokens int
+	Prompts      []string
+	// PromptTokens are the prompts' declared lengths (0: none declared)
+	// and PromptRule, PromptSeparator the rule that makes them; "" when
+	// the contract has no prompt_rule.
+	PromptTokens    []int
+	PromptRule      string
+	PromptSeparator string
+	WarmupPromptID  string
+	WarmupTokens    int // -1 when the contract does not state it
+	Observations    []observation
 	// problems name terms that are missing or that this verifier cannot
 	// enforce, as (pointer, expected) pairs.
 	problems [][2]string
@@ -105,6 +114,22 @@ func readContractTerms(d *doc) *contractTerms {
 	if len(t.Prompts) == 0 {
 		bad("/contract/prompts", "a non-empty list of {id}")
 	}
+	if _, err := resolve(d.tree, "/contract/prompt_rule"); err == nil {
+		t.PromptRule, t.PromptSeparator = d.str("/contract/prompt_rule/id"), d.str("/contract/prompt_rule/separator")
+		if t.PromptRule != ruleRepeatTruncateV1 {
+			bad("/contract/prompt_rule/id", strconv.Quote(ruleRepeatTruncateV1)+" (the prompt rule this verifier rebuilds)")
+		}
+	}
+	for i := range t.Prompts {
+		n, ok := intAt(d.tree, "/contract/prompts/"+strconv.Itoa(i)+"/tokens")
+		switch {
+		case t.PromptRule != "" && (!ok || n < 1):
+			bad("/contract/prompts/"+strconv.Itoa(i)+"/tokens", "the prompt's declared length (an integer >= 1) under the prompt rule")
+		case t.PromptRule == "" && ok:
+			bad("/contract/prompts/"+strconv.Itoa(i)+"/tokens", "no declared length without a prompt_rule")
+		}
+		t.PromptTokens = append(t.PromptTokens, n)
+	}
 	t.WarmupPromptID = d.str("/contract/warmup/prompt/id")
 	if t.WarmupTokens, ok = intAt(d.tree, "/contract/warmup/output_tokens"); !ok || t.WarmupTokens < 0 {
 		bad("/contract/warmup/output_tokens", "an integer >= 0")
@@ -128,6 +153,15 @@ func readContractTerms(d *doc) *contractTerms {
 	}
 	return t
 }
+
+// ruleRepeatTruncateV1 is contracts.RepeatTruncateV1, the rule of declared
+// prompt lengths: the first L ids of the encoding of the text repeated k
+// times, joined by the separator, k the smallest count that reaches L.
+const ruleRepeatTruncateV1 = "repeat-truncate-v1"
+
+// declaredLengths reports whether the contract declares its prompts'
+// lengths (a prompt_rule): a prefill-by-length contract (PERF-PREFILL-v1).
+func (t *contractTerms) declaredLengths() bool { return t != nil && t.PromptRule != "" }
 
 // campaignConfig is one configuration the campaign declares.
 type campaignConfig struct {

@@ -159,6 +159,7 @@ var (
 	IDContractPromptOrder    = def("contract", "contract.prompt-order", Error, "measured requests are not in the contract's prompt order")
 	IDContractRequestIndex   = def("contract", "contract.request-index", Error, "a request's index is not its position in the block")
 	IDContractPromptTokens   = def("contract", "contract.prompt-tokens", Error, "prompt_tokens is not the length of prompt_token_ids, or is 0")
+	IDContractPromptLength   = def("contract", "contract.prompt-length", Error, "under a contract with declared prompt lengths (prompt_rule), a request's prompt_tokens is not its prompt's declared tokens")
 	IDContractObservation    = def("contract", "contract.observation", Error, "an observation is not recorded as the contract requires for the device (a number, UNKNOWN or UNSUPPORTED)")
 	IDContractTokenCount     = def("contract", "contract.token-count", Error, "a measured request does not have exactly N = output_tokens tokens and timestamps")
 	IDContractEOS            = def("contract", "contract.eos-in-stream", Error, "an EOS id appears among a measured request's tokens (EOS must be suppressed)")
@@ -195,6 +196,7 @@ var (
 	IDRecomputeSkipped       = def("recompute", "recompute.skipped", Hint, "a configuration's aggregates were not recomputed because some of its raw records do not decode")
 	IDRecomputeConfigField   = def("recompute", "recompute.config-field", Error, "a configuration field (model, checkpoint, artifact, capacity, executor, ...) differs from its workers' raw setup")
 	IDRecomputeBootstrap     = def("recompute", "recompute.bootstrap", Error, "a configuration's bootstrap-v1 interval (or its declared algorithm, B, level or seed) differs from the one recomputed from raw")
+	IDRecomputePrefillLength = def("recompute", "recompute.prefill-lengths", Error, "a configuration's prefill rate per prompt length (mean, median, bootstrap-v1 interval of the mean, requests, prompt tokens) differs from the raw records' prompt_tokens and prefill_seconds, or is present or absent against the contract's declared lengths")
 	IDRecomputeQuantiles     = def("recompute", "recompute.quantiles", Error, "a configuration's p50/p90/p99 of per-request decode rate or TTFT differs from the one recomputed from raw")
 
 	// claims: check 5.

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/horizon-runmap/horizon/campaigns/report"
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -40,6 +41,22 @@ func reaggregate(t testing.TB, dir string) {
 			raws = append(raws, r)
 		}
 		agg := fixAggregate(id, raws, paths)
+		// Per prompt length, under a contract that declares lengths: the
+		// runner's own aggregation, on purpose (as for the bootstrap).
+		if k := frozenContract(t, dir); k != nil && k.PromptRule != nil {
+			pl, err := report.PrefillLengths(id, report.DefaultBootstrapSeed, k, raws)
+			if err != nil {
+				// The records no longer run the declared lengths (a
+				// forged prompt): the runner would refuse them; the
+				// forger keeps the entries the document holds.
+				if b, rerr := os.ReadFile(filepath.Join(dir, filepath.FromSlash(editions.ConfigPath(id)))); rerr == nil {
+					if old, lerr := LoadConfig(b); lerr == nil {
+						pl = old.Metrics.PrefillLengths
+					}
+				}
+			}
+			agg.Metrics.PrefillLengths = pl
+		}
 		cp := editions.ConfigPath(id)
 		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(cp))); err != nil {
 			writeDoc(t, dir, cp, agg)
@@ -58,6 +75,14 @@ func reaggregate(t testing.TB, dir string) {
 			}
 		})
 	}
+	refreshClaims(t, dir)
+}
+
+// refreshClaims rewrites the claims from the configuration documents as
+// they are (statements, values, ratio and interval references), or writes
+// them where there are none, then the reports' tables.
+func refreshClaims(t testing.TB, dir string) {
+	t.Helper()
 	defer rerenderReports(t, dir)
 	if _, err := os.Stat(filepath.Join(dir, editions.ClaimsFile)); err != nil {
 		writeDoc(t, dir, editions.ClaimsFile, fixClaims(t, dir))
@@ -201,9 +226,14 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 				}
 			}
 		}
-		spread = append(spread, float64(bt)/bs)
+		if bt > 0 {
+			spread = append(spread, float64(bt)/bs)
+		}
 	}
-	mx.PooledDecodeTokS = float64(mx.DecodeTokens) / mx.DecodeSeconds
+	mx.PooledDecodeTokS = editions.UnknownObs[float64]()
+	if mx.DecodeTokens > 0 { // one output token per request: no decode rate
+		mx.PooledDecodeTokS = editions.Observed(float64(mx.DecodeTokens) / mx.DecodeSeconds)
+	}
 	mx.OverallOutputTokS = float64(mx.OutputTokens) / mx.RuntimeSeconds
 	mx.TTFTMeanS = ttft / float64(d.Requests)
 	if pfField > 0 {
@@ -217,13 +247,35 @@ func fixAggregate(id string, raws []*editions.RawRecord, paths []string) *editio
 	mx.VRAMProcessPeakBytes = obsMax(func(r *editions.RawRecord) editions.Obs[int64] { return r.Observations.VRAMProcessPeakBytes })
 	mx.RSSPeakBytes = obsMax(func(r *editions.RawRecord) editions.Obs[int64] { return r.Observations.RSSPeakBytes })
 	sort.Float64s(spread)
-	mx.BlockSpread = editions.Spread{Min: spread[0], Max: spread[len(spread)-1]}
+	mx.BlockSpread = editions.Spread{Min: editions.UnknownObs[float64](), Max: editions.UnknownObs[float64]()}
+	if len(spread) > 0 {
+		mx.BlockSpread = editions.Spread{Min: editions.Observed(spread[0]), Max: editions.Observed(spread[len(spread)-1])}
+	}
 	d.Invariants = editions.Invariants{D2HExpertBytes: inv["d2h"], Writebacks: inv["wb"], AuthorityWrites: inv["aw"],
 		RequestHashBytes: inv["hash"], RequestArtifactReads: inv["reads"]}
 	// The runner's own bootstrap, on purpose (as fixClaims uses the
 	// runner's claims): the verifier recomputes it with code of its own.
 	d.Uncertainty = report.Uncertainty(id, report.DefaultBootstrapSeed, raws)
 	return d
+}
+
+// frozenContract is the edition's frozen contract, nil where it does not
+// decode (a forgery of the contract itself).
+func frozenContract(t testing.TB, dir string) *contracts.Contract {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, editions.ContractFile))
+	if err != nil {
+		return nil
+	}
+	var kd editions.ContractDoc
+	if json.Unmarshal(b, &kd) != nil {
+		return nil
+	}
+	k, err := contracts.FromJSON(kd.Contract)
+	if err != nil {
+		return nil
+	}
+	return k
 }
 
 // fixClaims writes the claims the runner writes (report.Claims: pooled

@@ -434,9 +434,12 @@ var fixResultFields = []fixField{
 	}},
 	{"capacity (experts/layer)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%d/%d", d.Capacity, d.ExpertsPerLayer) }},
 	{"regime", false, func(d *editions.ConfigDoc) string { return d.Regime }},
-	{"pooled decode (tok/s)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.2f", d.Metrics.PooledDecodeTokS) }},
+	{"pooled decode (tok/s)", true, func(d *editions.ConfigDoc) string { return fixObsFloat(d.Metrics.PooledDecodeTokS, 2) }},
 	{"block spread (tok/s)", true, func(d *editions.ConfigDoc) string {
-		return fmt.Sprintf("%.2f-%.2f", d.Metrics.BlockSpread.Min, d.Metrics.BlockSpread.Max)
+		if sp := d.Metrics.BlockSpread; !sp.Min.Ok() || !sp.Max.Ok() {
+			return editions.Unknown
+		}
+		return fmt.Sprintf("%.2f-%.2f", d.Metrics.BlockSpread.Min.Value, d.Metrics.BlockSpread.Max.Value)
 	}},
 	{"overall output (tok/s)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.2f", d.Metrics.OverallOutputTokS) }},
 	{"TTFT mean (ms)", true, func(d *editions.ConfigDoc) string { return fmt.Sprintf("%.1f", d.Metrics.TTFTMeanS*1e3) }},
@@ -679,4 +682,12 @@ func replaceMDTable(s, title, table string) string {
 		return s
 	}
 	return strings.Join(lines[:i], "") + table + strings.Join(lines[j:], "")
+}
+
+// fixObsFloat formats an observation with decimals places, or its status.
+func fixObsFloat(o editions.Obs[float64], decimals int) string {
+	if !o.Ok() {
+		return o.Status
+	}
+	return fmt.Sprintf("%.*f", decimals, o.Value)
 }

@@ -17,14 +17,23 @@ func init() {
 		forgery{family: "derived", name: "number in report.md's results table edited", want: IDDerivedCell,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
-				editReportCell(t, dir, editions.ReportMD, regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| )(\d+)(\.\d\d \|)`))
+				// Pooled decode, the sixth cell of the first data row; with
+				// one output token it is UNKNOWN, and the eighth (overall
+				// output) is edited instead.
+				editReportCell(t, dir, editions.ReportMD,
+					regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| )(\d+)(\.\d\d \|)`),
+					regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| UNKNOWN \| UNKNOWN \| )(\d+)(\.\d\d \|)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "number in report.html's results table edited", want: IDDerivedCell,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
 				// The sixth cell of the first data row is pooled decode.
-				editReportCell(t, dir, editions.ReportHTML, regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>)(\d+)(\.\d\d</td>)`))
+				// (With one output token it is UNKNOWN: the eighth,
+				// overall output, after the two UNKNOWN cells.)
+				editReportCell(t, dir, editions.ReportHTML,
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>)(\d+)(\.\d\d</td>)`),
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "plot deleted from the manifest and the disk", want: IDDerivedPlotMissing,
@@ -44,9 +53,10 @@ func init() {
 	)
 }
 
-// editReportCell raises the integer part of the first number re matches
-// (groups: before, integer part, after) by 7 in a report file.
-func editReportCell(t *testing.T, dir, rel string, re *regexp.Regexp) {
+// editReportCell raises the integer part of the first number the first
+// matching res matches (groups: before, integer part, after) by 7 in a
+// report file.
+func editReportCell(t *testing.T, dir, rel string, res ...*regexp.Regexp) {
 	t.Helper()
 	p := filepath.Join(dir, rel)
 	b, err := os.ReadFile(p)
@@ -54,7 +64,12 @@ func editReportCell(t *testing.T, dir, rel string, re *regexp.Regexp) {
 		t.Fatal(err)
 	}
 	s := string(b)
-	loc := re.FindStringSubmatchIndex(s)
+	var loc []int
+	for _, re := range res {
+		if loc = re.FindStringSubmatchIndex(s); loc != nil {
+			break
+		}
+	}
 	if loc == nil {
 		t.Fatalf("%s: no cell to edit", rel)
 	}

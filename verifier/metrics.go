@@ -21,17 +21,19 @@ type metrics struct {
 	runtimeSeconds float64 // Σ runtime_seconds_i
 	ttftSum        float64 // Σ ttft_seconds_i
 
-	pooledDecode  float64 // decodeTokens / decodeSeconds
-	overallOutput float64 // outputTokens / runtimeSeconds
-	ttftMean      float64 // ttftSum / requests
-	responseMean  float64 // runtimeSeconds / requests
+	pooledDecode  editions.Obs[float64] // decodeTokens / decodeSeconds; UNKNOWN when decodeTokens is 0 (N = 1)
+	overallOutput float64               // outputTokens / runtimeSeconds
+	ttftMean      float64               // ttftSum / requests
+	responseMean  float64               // runtimeSeconds / requests
 
 	vramPeak        editions.Obs[int64]
 	vramProcessPeak editions.Obs[int64]
 	rssPeak         editions.Obs[int64]
 
 	h2dBytes, hits, misses int64
-	spreadMin, spreadMax   float64
+	// spreadMin, spreadMax: of the per-block pooled decode; UNKNOWN when
+	// the blocks decode nothing (N = 1).
+	spreadMin, spreadMax editions.Obs[float64]
 
 	invariants map[string]editions.Obs[int64] // Σ over requests, by counter name
 
@@ -58,7 +60,8 @@ func computeMetrics(workers []*worker) metrics {
 	m := metrics{blocks: len(workers), invariants: map[string]editions.Obs[int64]{}}
 	var vram, vramProc, rss []editions.Obs[int64]
 	inv := map[string][]editions.Obs[int64]{}
-	m.spreadMin, m.spreadMax = math.Inf(1), math.Inf(-1)
+	lo, hi := math.Inf(1), math.Inf(-1)
+	var spreadTokens int64
 	var promptTokens int64
 	var prefillSeconds float64
 	withField, timed := 0, 0
@@ -90,15 +93,25 @@ func computeMetrics(workers []*worker) metrics {
 				inv[name] = append(inv[name], counter(r.Cache, name))
 			}
 		}
-		pooled := float64(blockTokens) / blockSeconds
-		m.spreadMin = math.Min(m.spreadMin, pooled)
-		m.spreadMax = math.Max(m.spreadMax, pooled)
+		spreadTokens += blockTokens
+		if blockTokens > 0 {
+			pooled := float64(blockTokens) / blockSeconds
+			lo, hi = math.Min(lo, pooled), math.Max(hi, pooled)
+		}
 		o := w.rec.Observations
 		vram = append(vram, o.VRAMPeakBytes)
 		vramProc = append(vramProc, o.VRAMProcessPeakBytes)
 		rss = append(rss, o.RSSPeakBytes)
 	}
-	m.pooledDecode = float64(m.decodeTokens) / m.decodeSeconds
+	// With one output token per request no token follows the first: there
+	// is no decode interval and no rate (UNKNOWN, never 0).
+	m.pooledDecode, m.spreadMin, m.spreadMax = editions.UnknownObs[float64](), editions.UnknownObs[float64](), editions.UnknownObs[float64]()
+	if m.decodeTokens > 0 {
+		m.pooledDecode = editions.Observed(float64(m.decodeTokens) / m.decodeSeconds)
+	}
+	if spreadTokens > 0 {
+		m.spreadMin, m.spreadMax = editions.Observed(lo), editions.Observed(hi)
+	}
 	m.overallOutput = float64(m.outputTokens) / m.runtimeSeconds
 	m.ttftMean = m.ttftSum / float64(m.requests)
 	m.responseMean = m.runtimeSeconds / float64(m.requests)

@@ -88,7 +88,9 @@ var mutations = []mutation{
 		edit(t, dir, editions.ClaimsFile, func(d map[string]any) {
 			for _, c := range arr(t, d, "claims") {
 				if n, ok := c.(map[string]any)["numerator"].(map[string]any); ok {
-					n["pointer"] = "/requests"
+					// /blocks: not /requests, which is the output token
+					// count itself when every request has one token.
+					n["pointer"] = "/blocks"
 					return
 				}
 			}
@@ -105,6 +107,14 @@ var mutations = []mutation{
 		edit(t, dir, firstRaw(t, dir), func(d map[string]any) {
 			q := obj(t, d, "requests", 0)
 			ids, ns := arr(t, q, "token_ids"), arr(t, q, "token_ns")
+			if len(ids) < 2 {
+				// One output token (a prefill edition): N+1 instead, the
+				// extra token one nanosecond after the first.
+				q["token_ids"], q["token_ns"] = append(ids, ids[0]), append(ns, json.Number(strconv.FormatInt(numInt(t, ns[0])+1, 10)))
+				q["n"] = len(ids) + 1
+				setTimings(t, q)
+				return
+			}
 			q["token_ids"], q["token_ns"] = ids[:len(ids)-1], ns[:len(ns)-1]
 			q["n"] = len(ids) - 1
 			setTimings(t, q)
@@ -118,7 +128,8 @@ var mutations = []mutation{
 			if len(eos) == 0 {
 				t.Skip("no EOS ids recorded")
 			}
-			arr(t, d, "requests", 0, "token_ids")[2] = eos[0]
+			ids := arr(t, d, "requests", 0, "token_ids")
+			ids[min(2, len(ids)-1)] = eos[0]
 		})
 		rehash(t, dir)
 	}},
@@ -185,6 +196,9 @@ var mutations = []mutation{
 	{"timestamps out of order", IDContractTimestamps, func(t *testing.T, dir string) {
 		edit(t, dir, firstRaw(t, dir), func(d map[string]any) {
 			ns := arr(t, d, "requests", 0, "token_ns")
+			if len(ns) < 3 {
+				t.Skip("fewer than three timestamps per request (one output token): no order to break")
+			}
 			a, b := numInt(t, ns[1]), numInt(t, ns[2])
 			if a == b {
 				b++
@@ -305,7 +319,10 @@ var mutations = []mutation{
 	{"token stream differs across capacities", IDConsTokenStream, func(t *testing.T, dir string) {
 		_, b := capacityPair(t, dir)
 		for _, p := range rawPathsOf(t, dir, b) {
-			edit(t, dir, p, func(d map[string]any) { bumpToken(t, d, arr(t, d, "requests", 0, "token_ids"), 3) })
+			edit(t, dir, p, func(d map[string]any) {
+				ids := arr(t, d, "requests", 0, "token_ids")
+				bumpToken(t, d, ids, min(3, len(ids)-1))
+			})
 		}
 		rehash(t, dir)
 	}},

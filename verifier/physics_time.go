@@ -57,7 +57,7 @@ var (
 	IDPhysTimelineSpan = def("physics", "physics.vram-timeline-span", Error,
 		"a VRAM timeline does not span its worker: first sample after 0.25 s, last sample beyond wall + 0.05 s or more than max(1 s, 10% of wall) before its end, or two samples at the same instant")
 	IDPhysIdenticalTimings = def("physics", "physics.identical-timings", Error,
-		"two measured requests of the edition have identical token_ns arrays (a copied record), reported once per worker")
+		"two measured requests of the edition have identical token_ns arrays (a copied record; with one token, the same token_ns and prefill_seconds), reported once per worker")
 	IDPhysWorkerOverlap = def("physics", "physics.worker-overlap", Error,
 		"two workers' wall-clock intervals overlap (workers run one at a time)")
 )
@@ -124,10 +124,17 @@ func checkTimePhysics(ws []physWorker, fs *findings) {
 					break
 				}
 			}
-			if len(ns) < 2 {
-				continue // one timestamp alone may coincide
-			}
 			fp := fingerprintNs(ns)
+			if len(ns) < 2 {
+				// One timestamp alone may coincide; with the request's
+				// prefill time beside it (one output token: a prefill
+				// edition) the pair is the request's own.
+				p := q.PrefillSeconds
+				if p == nil || !p.Ok() {
+					continue
+				}
+				fp += "/prefill " + strconv.FormatFloat(p.Value, 'g', -1, 64)
+			}
 			here := w.path + "#" + ptr("requests", i, "token_ns")
 			if prev, ok := seen[fp]; ok {
 				if dups == 0 {

@@ -226,6 +226,20 @@ func checkPromptBytes(v *view, ws []physWorker, fs *findings) {
 	}
 }
 
+// repeatToBytes is repeat-truncate-v1 under the byte-level tokenizer (one
+// id per byte): text, then sep + text as often as it takes to reach n
+// bytes, cut at n.
+func repeatToBytes(text, sep string, n int) string {
+	if text == "" || n < 1 {
+		return ""
+	}
+	s := text
+	for len(s) < n {
+		s += sep + text
+	}
+	return s[:n]
+}
+
 func utf8Bytes(s string) []int {
 	out := make([]int, len(s))
 	for i := 0; i < len(s); i++ {
@@ -234,7 +248,10 @@ func utf8Bytes(s string) []int {
 	return out
 }
 
-// contractPromptTexts reads /contract/prompts/<i>/{id,text}.
+// contractPromptTexts reads /contract/prompts/<i>/{id,text}: under a
+// contract with declared lengths (repeat-truncate-v1) each text as the
+// byte-level tokenizer sees it made to its length, the text repeated with
+// the separator until it has /contract/prompts/<i>/tokens bytes, cut there.
 func contractPromptTexts(v *view) map[string]string {
 	d := v.e.docs[editions.ContractFile]
 	if d == nil || d.tree == nil {
@@ -252,6 +269,9 @@ func contractPromptTexts(v *view) map[string]string {
 		sid, ok1 := id.(string)
 		stext, ok2 := text.(string)
 		if err == nil && ok1 && ok2 {
+			if t := v.terms; t.declaredLengths() && i < len(t.PromptTokens) {
+				stext = repeatToBytes(stext, t.PromptSeparator, t.PromptTokens[i])
+			}
 			out[sid] = stext
 		}
 	}

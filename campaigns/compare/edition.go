@@ -152,7 +152,11 @@ func Load(dir string) (*Edition, error) {
 func newConfig(d *editions.ConfigDoc, recs []*editions.RawRecord) *Config {
 	m := &d.Metrics
 	c := &Config{ID: d.ID, Tokens: map[string][]int{}}
-	c.Decode = Metric{Value: editions.Observed(m.PooledDecodeTokS), Blocks: Range{Min: m.BlockSpread.Min, Max: m.BlockSpread.Max}}
+	c.Decode = Metric{Value: m.PooledDecodeTokS, Blocks: Range{Min: m.BlockSpread.Min.Value, Max: m.BlockSpread.Max.Value}}
+	if !m.BlockSpread.Min.Ok() || !m.BlockSpread.Max.Ok() {
+		// One output token per request: no decode interval in any block.
+		c.Decode.Blocks = Range{Status: editions.Unknown}
+	}
 	c.TTFT.Value = editions.Observed(m.TTFTMeanS * 1e3)
 	c.VRAM.Value = scaleObs(m.VRAMPeakBytes, gib)
 	ttft := Range{Min: math.Inf(1), Max: math.Inf(-1)}

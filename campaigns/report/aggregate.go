@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -11,10 +12,13 @@ import (
 // records, given in block order. Every metric follows DESIGN section 8 and
 // the contract: sums run in request order (block, then prompt order) in
 // float64, means divide those sums, and whole-worker peaks are the maximum
-// over workers. An observation some worker lacks stays UNKNOWN; one every
+// over workers. With one output token per request there is no decode
+// interval: the decode rate and block spread are UNKNOWN. Under a contract
+// with declared prompt lengths (k.PromptRule) it adds each length's prefill
+// rate (PrefillLengths). An observation some worker lacks stays UNKNOWN; one every
 // worker reports UNSUPPORTED stays UNSUPPORTED. The uncertainty is
 // editions.BootstrapV1 under DefaultBootstrapSeed (see Uncertainty).
-func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (editions.ConfigDoc, error) {
+func Aggregate(c *Campaign, k *contracts.Contract, cfg *Configuration, recs []*editions.RawRecord) (editions.ConfigDoc, error) {
 	if len(recs) == 0 {
 		return editions.ConfigDoc{}, fmt.Errorf("configuration %s: no raw records", cfg.ID)
 	}
@@ -61,23 +65,30 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 			}
 			d.Requests++
 		}
-		if blockSeconds <= 0 {
-			return d, fmt.Errorf("configuration %s block %d: no decode time", cfg.ID, r.Block)
+		rate, err := decodeRate(blockTokens, blockSeconds)
+		if err != nil {
+			return d, fmt.Errorf("configuration %s block %d: %w", cfg.ID, r.Block, err)
 		}
-		rate := float64(blockTokens) / blockSeconds
-		if bi == 0 {
+		switch {
+		case bi == 0:
 			m.BlockSpread = editions.Spread{Min: rate, Max: rate}
+		case rate.Ok() != m.BlockSpread.Min.Ok():
+			return d, fmt.Errorf("configuration %s block %d: a decode interval in some blocks and none in others", cfg.ID, r.Block)
+		case rate.Ok():
+			m.BlockSpread.Min.Value = math.Min(m.BlockSpread.Min.Value, rate.Value)
+			m.BlockSpread.Max.Value = math.Max(m.BlockSpread.Max.Value, rate.Value)
 		}
-		m.BlockSpread.Min = math.Min(m.BlockSpread.Min, rate)
-		m.BlockSpread.Max = math.Max(m.BlockSpread.Max, rate)
 		vram = append(vram, r.Observations.VRAMPeakBytes)
 		vramProc = append(vramProc, r.Observations.VRAMProcessPeakBytes)
 		rss = append(rss, r.Observations.RSSPeakBytes)
 	}
-	if m.DecodeSeconds <= 0 || m.RuntimeSeconds <= 0 || d.Requests == 0 {
+	if m.RuntimeSeconds <= 0 || d.Requests == 0 {
 		return d, fmt.Errorf("configuration %s: no measured time", cfg.ID)
 	}
-	m.PooledDecodeTokS = float64(m.DecodeTokens) / m.DecodeSeconds
+	var err error
+	if m.PooledDecodeTokS, err = decodeRate(m.DecodeTokens, m.DecodeSeconds); err != nil {
+		return d, fmt.Errorf("configuration %s: %w", cfg.ID, err)
+	}
 	m.OverallOutputTokS = float64(m.OutputTokens) / m.RuntimeSeconds
 	m.TTFTMeanS = ttftSum / float64(d.Requests)
 	m.ResponseMeanS = m.RuntimeSeconds / float64(d.Requests)
@@ -85,12 +96,30 @@ func Aggregate(c *Campaign, cfg *Configuration, recs []*editions.RawRecord) (edi
 	m.VRAMProcessPeakBytes = MaxObs(vramProc)
 	m.RSSPeakBytes = MaxObs(rss)
 	m.Prefill = pf.metrics()
+	if k.PromptRule != nil {
+		if m.PrefillLengths, err = PrefillLengths(cfg.ID, DefaultBootstrapSeed, k, recs); err != nil {
+			return d, fmt.Errorf("configuration %s: %w", cfg.ID, err)
+		}
+	}
 	d.Uncertainty = Uncertainty(cfg.ID, DefaultBootstrapSeed, recs)
 	d.Invariants = editions.Invariants{
 		D2HExpertBytes: SumObs(inv[0]), Writebacks: SumObs(inv[1]), AuthorityWrites: SumObs(inv[2]),
 		RequestHashBytes: SumObs(inv[3]), RequestArtifactReads: SumObs(inv[4]),
 	}
 	return d, nil
+}
+
+// decodeRate is tokens / seconds, the pooled decode rate of some requests:
+// UNKNOWN when they have no decode interval (every N is 1, so no tokens
+// follow the first), an error when tokens were decoded in no time.
+func decodeRate(tokens int64, seconds float64) (editions.Obs[float64], error) {
+	switch {
+	case tokens == 0:
+		return editions.UnknownObs[float64](), nil
+	case !(seconds > 0):
+		return editions.Obs[float64]{}, fmt.Errorf("%d decoded tokens in %v s: no decode time", tokens, seconds)
+	}
+	return editions.Observed(float64(tokens) / seconds), nil
 }
 
 // prefillSum sums the measured requests' prompt tokens and prefill times

@@ -3,6 +3,7 @@ package report
 import (
 	"testing"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -30,7 +31,7 @@ func TestAggregate(t *testing.T) {
 	}
 	// Block 1: 3 tokens over 1 s of decode (2 decode tokens) and 4 tokens over 1 s.
 	// Block 2: 3 tokens over 0.5 s of decode.
-	d, err := Aggregate(c, cfg, []*editions.RawRecord{
+	d, err := Aggregate(c, &contracts.Contract{}, cfg, []*editions.RawRecord{
 		rec(1, 100, req(10, 1e9, 1.5e9, 2e9), req(20, 2e9, 2.25e9, 2.5e9, 3e9)),
 		rec(2, 300, req(30, 0.5e9, 0.75e9, 1e9)),
 	})
@@ -44,14 +45,14 @@ func TestAggregate(t *testing.T) {
 	}{
 		{"decode tokens", float64(m.DecodeTokens), 2 + 3 + 2},
 		{"decode seconds", m.DecodeSeconds, 1 + 1 + 0.5},
-		{"pooled decode", m.PooledDecodeTokS, 7 / 2.5},
+		{"pooled decode", m.PooledDecodeTokS.Value, 7 / 2.5},
 		{"output tokens", float64(m.OutputTokens), 10},
 		{"overall output", m.OverallOutputTokS, 10 / 6.0},
 		{"TTFT mean", m.TTFTMeanS, (1 + 2 + 0.5) / 3},
 		{"response mean", m.ResponseMeanS, 6.0 / 3},
 		{"H2D", float64(m.H2DBytes), 60},
-		{"spread min", m.BlockSpread.Min, 5 / 2.0},
-		{"spread max", m.BlockSpread.Max, 2 / 0.5},
+		{"spread min", m.BlockSpread.Min.Value, 5 / 2.0},
+		{"spread max", m.BlockSpread.Max.Value, 2 / 0.5},
 		{"RSS", float64(m.RSSPeakBytes.Value), 300},
 	}
 	for _, ck := range checks {

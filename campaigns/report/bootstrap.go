@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"hash/fnv"
 	"math/bits"
 	"math/rand/v2"
@@ -8,6 +9,7 @@ import (
 
 	"gonum.org/v1/gonum/stat"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -54,22 +56,20 @@ func Uncertainty(configID string, seed uint64, recs []*editions.RawRecord) *edit
 		Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples, Seed: seed,
 		Level: editions.BootstrapLevel, Quantiles: editions.QuantilesEmpiricalV1,
 	}
-	rng := rand.NewPCG(seed, bootstrapStream(configID))
 	pooled := make([]float64, u.Resamples)
 	ttft := make([]float64, u.Resamples)
-	for b := range u.Resamples {
-		var tok int64
-		var sec, t float64
-		for range n {
-			hi, _ := bits.Mul64(rng.Uint64(), uint64(n))
-			r := reqs[hi]
-			tok += r.tokens
-			sec += r.decode
-			t += r.ttft
-		}
+	var tok int64
+	var sec, t float64
+	resample(seed, bootstrapStream(configID), n, u.Resamples, func(k int) {
+		r := reqs[k]
+		tok += r.tokens
+		sec += r.decode
+		t += r.ttft
+	}, func(b int) {
 		pooled[b] = float64(tok) / sec
 		ttft[b] = t / float64(n)
-	}
+		tok, sec, t = 0, 0, 0
+	})
 	u.PooledDecodeTokS = interval(pooled)
 	u.TTFTMeanS = interval(ttft)
 
@@ -82,6 +82,79 @@ func Uncertainty(configID string, seed uint64, recs []*editions.RawRecord) *edit
 	u.RequestDecodeTok = percentiles(rate)
 	u.RequestTTFTS = percentiles(tt)
 	return u
+}
+
+// resample is bootstrap-v1's draw: B resamples of n indices with
+// replacement from PCG(seed, stream), index k = the high 64 bits of
+// Uint64() * n. draw(k) sees each index of a resample in draw order, done(b)
+// ends resample b.
+func resample(seed, stream uint64, n, resamples int, draw func(k int), done func(b int)) {
+	rng := rand.NewPCG(seed, stream)
+	for b := range resamples {
+		for range n {
+			hi, _ := bits.Mul64(rng.Uint64(), uint64(n))
+			draw(int(hi))
+		}
+		done(b)
+	}
+}
+
+// PrefillLengths is each contract prompt's isolated prefill rate over a
+// configuration's measured requests of that prompt (editions.PrefillLength),
+// in contract order: rate_i = prompt_tokens_i / prefill_seconds_i, their
+// mean and median, and bootstrap-v1 of the mean (resample, interval: the
+// machinery of Uncertainty) on the stream of editions.PrefillStream. A
+// length with an untimed request has UNKNOWN rates and no interval.
+func PrefillLengths(configID string, seed uint64, k *contracts.Contract, recs []*editions.RawRecord) ([]editions.PrefillLength, error) {
+	out := make([]editions.PrefillLength, len(k.Prompts))
+	for i, p := range k.Prompts {
+		pl := editions.PrefillLength{PromptID: p.ID, PromptTokens: p.Tokens,
+			MeanTokS: editions.UnknownObs[float64](), MedianTokS: editions.UnknownObs[float64]()}
+		var rates []float64
+		timed := true
+		for _, r := range recs {
+			for _, q := range r.Requests {
+				if q.PromptID != p.ID {
+					continue
+				}
+				if q.PromptTokens != p.Tokens {
+					return nil, fmt.Errorf("block %d request %d (%s): %d prompt tokens, the contract declares %d", r.Block, q.Index, p.ID, q.PromptTokens, p.Tokens)
+				}
+				pl.Requests++
+				if ps := q.PrefillSeconds; ps == nil || !ps.Ok() || !(ps.Value > 0) {
+					timed = false
+					continue
+				}
+				rates = append(rates, float64(q.PromptTokens)/q.PrefillSeconds.Value)
+			}
+		}
+		if pl.Requests == 0 {
+			return nil, fmt.Errorf("prompt %s: no measured request", p.ID)
+		}
+		if timed {
+			n := len(rates)
+			var sum float64
+			for _, x := range rates {
+				sum += x
+			}
+			pl.MeanTokS = editions.Observed(sum / float64(n))
+			iv := &editions.PrefillInterval{Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples,
+				Seed: seed, Level: editions.BootstrapLevel}
+			means := make([]float64, iv.Resamples)
+			var acc float64
+			resample(seed, bootstrapStream(editions.PrefillStream(configID, p.ID)), n, iv.Resamples,
+				func(k int) { acc += rates[k] },
+				func(b int) { means[b], acc = acc/float64(n), 0 })
+			x := interval(means)
+			iv.Lo, iv.Hi = x.Lo, x.Hi
+			pl.Interval = iv
+			sorted := append([]float64(nil), rates...)
+			sort.Float64s(sorted)
+			pl.MedianTokS = editions.Observed(stat.Quantile(0.5, stat.Empirical, sorted, nil))
+		}
+		out[i] = pl
+	}
+	return out, nil
 }
 
 // interval is the 95% percentile interval of xs (sorted in place). The

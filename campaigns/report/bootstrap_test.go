@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -71,7 +72,7 @@ func TestUncertaintyGolden(t *testing.T) {
 // these data, and lies within the per-request range.
 func TestUncertaintyContainsPoint(t *testing.T) {
 	recs := bootRecs()
-	d, err := Aggregate(&Campaign{Edition: "e", Device: "cpu"}, &Configuration{ID: "x"}, recs)
+	d, err := Aggregate(&Campaign{Edition: "e", Device: "cpu"}, &contracts.Contract{}, &Configuration{ID: "x"}, recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +84,7 @@ func TestUncertaintyContainsPoint(t *testing.T) {
 		t.Errorf("Aggregate's uncertainty is not Uncertainty(id, DefaultBootstrapSeed, recs)")
 	}
 	m := d.Metrics
-	if !(u.PooledDecodeTokS.Lo <= m.PooledDecodeTokS && m.PooledDecodeTokS <= u.PooledDecodeTokS.Hi) {
+	if pd := m.PooledDecodeTokS.Value; !(u.PooledDecodeTokS.Lo <= pd && pd <= u.PooledDecodeTokS.Hi) {
 		t.Errorf("pooled decode %v outside %+v", m.PooledDecodeTokS, u.PooledDecodeTokS)
 	}
 	if !(u.TTFTMeanS.Lo <= m.TTFTMeanS && m.TTFTMeanS <= u.TTFTMeanS.Hi) {

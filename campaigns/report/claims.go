@@ -38,10 +38,14 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 				Lo: *ref("/uncertainty/"+metric+"/lo", x.Lo), Hi: *ref("/uncertainty/"+metric+"/hi", x.Hi)}
 		}
 		m := d.Metrics
-		add("pooled_decode_tok_s", "tokens/s", 2, m.PooledDecodeTokS,
-			fmt.Sprintf("%s: pooled decode rate over %d measured requests, sum(N-1) / sum(decode seconds), first-token wait excluded", who, d.Requests),
-			ref("/metrics/decode_tokens", float64(m.DecodeTokens)), ref("/metrics/decode_seconds", m.DecodeSeconds))
-		withInterval("pooled_decode_tok_s", func(u *editions.Uncertainty) editions.Interval { return u.PooledDecodeTokS })
+		// With one output token per request there is no decode interval:
+		// no pooled decode claim (its metric is UNKNOWN).
+		if m.PooledDecodeTokS.Ok() {
+			add("pooled_decode_tok_s", "tokens/s", 2, m.PooledDecodeTokS.Value,
+				fmt.Sprintf("%s: pooled decode rate over %d measured requests, sum(N-1) / sum(decode seconds), first-token wait excluded", who, d.Requests),
+				ref("/metrics/decode_tokens", float64(m.DecodeTokens)), ref("/metrics/decode_seconds", m.DecodeSeconds))
+			withInterval("pooled_decode_tok_s", func(u *editions.Uncertainty) editions.Interval { return u.PooledDecodeTokS })
+		}
 		add("overall_output_tok_s", "tokens/s", 2, m.OverallOutputTokS,
 			fmt.Sprintf("%s: overall output rate over %d measured requests, sum(N) / sum(runtime seconds), admission to last token", who, d.Requests),
 			ref("/metrics/output_tokens", float64(m.OutputTokens)), ref("/metrics/runtime_seconds", m.RuntimeSeconds))
@@ -57,6 +61,9 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 				Evidence: c.Evidence, Validation: "valid", Publication: c.Publication, Reproduction: "not_attempted",
 			})
 		}
+		for i, pl := range m.PrefillLengths {
+			out.Claims = append(out.Claims, PrefillLengthClaims(d, i, pl, c.Evidence, c.Publication)...)
+		}
 		add("h2d_bytes", "bytes", 0, float64(m.H2DBytes),
 			fmt.Sprintf("%s: host-to-device expert bytes summed over %d measured requests (not a rate)", who, d.Requests), nil, nil)
 		if m.RSSPeakBytes.Ok() {
@@ -69,6 +76,40 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 		}
 	}
 	return out
+}
+
+// PrefillLengthClaims are the claims of one prompt length (entry i of
+// d.Metrics.PrefillLengths) where its rates were observed: the mean prompt
+// rate with its bootstrap interval, and the median.
+// Claim ids are <config>.prefill_lengths.<prompt id>.<stat>.
+func PrefillLengthClaims(d *editions.ConfigDoc, i int, pl editions.PrefillLength, evidence, publication string) []editions.Claim {
+	if !pl.MeanTokS.Ok() || !pl.MedianTokS.Ok() || pl.Interval == nil {
+		return nil
+	}
+	file := editions.ConfigPath(d.ID)
+	base := fmt.Sprintf("/metrics/prefill_lengths/%d/", i)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	claim := func(stat string, v float64, statement string) editions.Claim {
+		return editions.Claim{
+			ID: d.ID + ".prefill_lengths." + pl.PromptID + "." + stat, Statement: who + ": " + statement,
+			Value: Round(v, 2), Unit: "tokens/s", Decimals: 2,
+			Source:   editions.SourceRef{File: file, Pointer: base + stat, Value: v},
+			Evidence: evidence, Validation: "valid", Publication: publication, Reproduction: "not_attempted",
+		}
+	}
+	mean := claim("mean_tok_s", pl.MeanTokS.Value, PrefillLengthStatement("mean", pl))
+	iv := pl.Interval
+	mean.Interval = &editions.ClaimInterval{Algorithm: iv.Algorithm, Level: iv.Level,
+		Lo: editions.SourceRef{File: file, Pointer: base + "interval/lo", Value: iv.Lo},
+		Hi: editions.SourceRef{File: file, Pointer: base + "interval/hi", Value: iv.Hi}}
+	return []editions.Claim{mean, claim("median_tok_s", pl.MedianTokS.Value, PrefillLengthStatement("median", pl))}
+}
+
+// PrefillLengthStatement is the text of a prompt length's mean or median
+// claim after "<who>: ".
+func PrefillLengthStatement(stat string, pl editions.PrefillLength) string {
+	return fmt.Sprintf("%s isolated prefill rate of the %d-token prompt %s over %d measured requests, prompt tokens / prefill seconds per request, admission to the prompt's last logits before selection",
+		stat, pl.PromptTokens, pl.PromptID, pl.Requests)
 }
 
 // CheckpointLabel says what kind of checkpoint a configuration ran:

@@ -86,7 +86,7 @@ func WriteEdition(dir string, in EditionInput) error {
 				return err
 			}
 		}
-		d, err := Aggregate(c, cfg, recs)
+		d, err := Aggregate(c, k, cfg, recs)
 		if err != nil {
 			return err
 		}

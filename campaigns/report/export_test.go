@@ -237,7 +237,7 @@ func TestRawAgreesWithValue(t *testing.T) {
 							continue
 						}
 						raw = v.Value
-					case int, int64, float64, capacityCell, requestsCell, editions.Spread:
+					case int, int64, float64, capacityCell, requestsCell, spreadCell:
 					default:
 						t.Errorf("%s: raw value of type %T: not one the exports write", where, raw)
 						continue
@@ -333,7 +333,7 @@ func TestExportJSONNumbers(t *testing.T) {
 						} else if v != nil || (status != editions.Unknown && status != editions.Unsupported) {
 							t.Errorf("%s.%s = %v, status %v: want null and UNKNOWN or UNSUPPORTED", docs[i].ID, f.Key, v, status)
 						}
-					case capacityCell, requestsCell, editions.Spread:
+					case capacityCell, requestsCell, spreadCell:
 						m, isObj := v.(map[string]any)
 						if !isObj || len(m) != 2 {
 							t.Errorf("%s.%s = %v, want an object of two numbers", docs[i].ID, f.Key, v)

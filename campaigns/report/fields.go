@@ -62,6 +62,20 @@ func obsScaled(o editions.Obs[int64], scale float64) editions.Obs[float64] {
 	return editions.Observed(float64(o.Value) / scale)
 }
 
+// obsFloat formats an observation times scale, or its status.
+func obsFloat(o editions.Obs[float64], scale float64, decimals int) string {
+	if !o.Ok() {
+		return o.Status
+	}
+	return fmt.Sprintf("%.*f", decimals, o.Value*scale)
+}
+
+// spreadCell is the block spread cell as data.
+type spreadCell struct {
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+}
+
 // capacityCell is the capacity cell as data: resident experts per layer
 // of the layer's experts.
 type capacityCell struct {
@@ -92,11 +106,23 @@ var configFields = []field{
 		Value: func(d *editions.ConfigDoc) string { return d.Regime },
 		Raw:   func(d *editions.ConfigDoc) any { return d.Regime }},
 	{Name: "pooled decode", Unit: "tok/s", Right: true, Key: "pooled_decode_tok_s", Value: func(d *editions.ConfigDoc) string {
-		return fmt.Sprintf("%.2f", d.Metrics.PooledDecodeTokS)
+		return obsFloat(d.Metrics.PooledDecodeTokS, 1, 2)
 	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.PooledDecodeTokS }},
 	{Name: "block spread", Unit: "tok/s", Right: true, Key: "block_spread_tok_s", Value: func(d *editions.ConfigDoc) string {
-		return fmt.Sprintf("%.2f-%.2f", d.Metrics.BlockSpread.Min, d.Metrics.BlockSpread.Max)
-	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.BlockSpread }},
+		sp := d.Metrics.BlockSpread
+		if !sp.Min.Ok() || !sp.Max.Ok() {
+			return editions.Unknown
+		}
+		return fmt.Sprintf("%.2f-%.2f", sp.Min.Value, sp.Max.Value)
+	}, Raw: func(d *editions.ConfigDoc) any {
+		// A range cell as data: two numbers, or the status of the spread
+		// that was not observed (one output token: no decode interval).
+		sp := d.Metrics.BlockSpread
+		if !sp.Min.Ok() || !sp.Max.Ok() {
+			return editions.UnknownObs[float64]()
+		}
+		return spreadCell{sp.Min.Value, sp.Max.Value}
+	}},
 	{Name: "overall output", Unit: "tok/s", Right: true, Key: "overall_output_tok_s", Value: func(d *editions.ConfigDoc) string {
 		return fmt.Sprintf("%.2f", d.Metrics.OverallOutputTokS)
 	}, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.OverallOutputTokS }},
@@ -226,6 +252,66 @@ var invariantFields = []field{
 	{Name: "request artifact reads", Right: true, Value: func(d *editions.ConfigDoc) string {
 		return obsString(d.Invariants.RequestArtifactReads, 1, 0)
 	}},
+}
+
+// prefillRow is one row of the prefill table: a configuration at one of
+// its prompt lengths.
+type prefillRow struct {
+	d *editions.ConfigDoc
+	p *editions.PrefillLength
+}
+
+// prefillLengthField is one column of the prefill table (llama-bench's pp
+// rows: one per configuration and prompt length), the table report.md and
+// report.html both render from this one list.
+type prefillLengthField struct {
+	Name  string
+	Unit  string
+	Right bool
+	Value func(r prefillRow) string
+}
+
+// Header is the column header with its unit.
+func (f prefillLengthField) Header() string { return field{Name: f.Name, Unit: f.Unit}.Header() }
+
+var prefillLengthFields = []prefillLengthField{
+	{Name: "configuration", Value: func(r prefillRow) string { return r.d.ID }},
+	{Name: "capacity", Unit: "experts/layer", Right: true, Value: func(r prefillRow) string {
+		return fmt.Sprintf("%d/%d", r.d.Capacity, r.d.ExpertsPerLayer)
+	}},
+	{Name: "prompt", Value: func(r prefillRow) string { return r.p.PromptID }},
+	{Name: "prompt tokens", Right: true, Value: func(r prefillRow) string { return fmt.Sprint(r.p.PromptTokens) }},
+	{Name: "prefill mean", Unit: "tok/s", Right: true, Value: func(r prefillRow) string { return obsFloat(r.p.MeanTokS, 1, 1) }},
+	{Name: "prefill mean 95% CI", Unit: "tok/s", Right: true, Value: func(r prefillRow) string {
+		if r.p.Interval == nil {
+			return editions.Unknown
+		}
+		return fmt.Sprintf("%.1f-%.1f", r.p.Interval.Lo, r.p.Interval.Hi)
+	}},
+	{Name: "prefill median", Unit: "tok/s", Right: true, Value: func(r prefillRow) string { return obsFloat(r.p.MedianTokS, 1, 1) }},
+	{Name: "requests", Right: true, Value: func(r prefillRow) string { return fmt.Sprint(r.p.Requests) }},
+}
+
+// makePrefillTable is the prefill table of docs: a row per configuration
+// and prompt length, in document then contract order; no rows when no
+// document has prefill lengths.
+func makePrefillTable(docs []editions.ConfigDoc) Table {
+	t := Table{}
+	for _, f := range prefillLengthFields {
+		t.Headers = append(t.Headers, f.Header())
+		t.Right = append(t.Right, f.Right)
+	}
+	for i := range docs {
+		for j := range docs[i].Metrics.PrefillLengths {
+			r := prefillRow{&docs[i], &docs[i].Metrics.PrefillLengths[j]}
+			row := make([]string, len(prefillLengthFields))
+			for k, f := range prefillLengthFields {
+				row[k] = f.Value(r)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
 }
 
 // Table is a rendered table: headers and rows of cells.

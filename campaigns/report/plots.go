@@ -40,7 +40,10 @@ type figure struct {
 
 var figures = []figure{
 	{name: "decode_tok_s", title: "Pooled decode rate against capacity (bars: bootstrap 95% CI)", y: "pooled decode (tokens/s)",
-		value: func(d *editions.ConfigDoc) (float64, bool) { return d.Metrics.PooledDecodeTokS, true },
+		value: func(d *editions.ConfigDoc) (float64, bool) {
+			return d.Metrics.PooledDecodeTokS.Value, d.Metrics.PooledDecodeTokS.Ok()
+		},
+		absent: "no configuration has a decode interval (one output token per request: pooled decode is UNKNOWN)",
 		interval: func(d *editions.ConfigDoc) (float64, float64, bool) {
 			if d.Uncertainty == nil {
 				return 0, 0, false

@@ -29,7 +29,11 @@ type Report struct {
 	// Headlines is one sentence per model: its configurations' decode
 	// rates (with their share of the HBM ceiling on cuda), TTFT and
 	// transfers, largest capacity first.
-	Headlines  []string
+	Headlines []string
+	// Prefill is the isolated prefill rate per configuration and prompt
+	// length (prefillLengthFields), under a contract with declared prompt
+	// lengths; no rows otherwise.
+	Prefill    Table
 	Invariants Table
 	Plots      []FigureRef
 	Workers    []string
@@ -62,8 +66,8 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		Contract: k, ContractSHA: contractSHA, Device: c.Device,
 		Results: makeTable(fs, docs), Invariants: makeTable(invariantFields, docs),
 		Speed: makeTable(pickFields(fs, speedKeys), docs), Resources: makeTable(pickFields(fs, resourceKeys), docs),
-		Headlines: headlines(docs, hbm),
-		Plots:     plots, Claims: claims,
+		Headlines: headlines(docs, hbm), Prefill: makePrefillTable(docs),
+		Plots: plots, Claims: claims,
 	}
 	for _, cfg := range c.Configurations {
 		if recs := records[cfg.ID]; len(recs) > 0 {
@@ -119,6 +123,13 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 	} else {
 		r.Caveats = append(r.Caveats, "Within each model the executor is the same at every capacity, so capacity steps compare residency with the executor held fixed.")
 	}
+	if k.OutputTokens == 1 {
+		r.Caveats = append(r.Caveats, "Every request produces one token: there is no decode interval, so pooled decode, block spread and their intervals are UNKNOWN (not 0); TTFT is the prefill plus one selection and read-back.")
+	}
+	if len(r.Prefill.Rows) > 0 {
+		r.Caveats = append(r.Caveats, fmt.Sprintf("The prefill table gives each prompt length's rate (prompt tokens / prefill seconds per request, llama-bench's pp): its mean and median over the measured requests (one per block) and a %s percentile interval of the mean (%d resamples, seed %d). With %d blocks the interval rests on %d requests per length: read it as a spread, not a population estimate.",
+			editions.BootstrapV1, editions.BootstrapResamples, editions.BootstrapSeed, k.Blocks, k.Blocks))
+	}
 	r.Caveats = append(r.Caveats,
 		"Block spread is the minimum and maximum of the per-block pooled decode rate: a descriptive range, not a confidence interval.",
 		"Decode rate excludes the first-token wait; it is not end-to-end latency. H2D is a byte sum over the measured requests, not a rate.",
@@ -163,12 +174,26 @@ func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
 		top := ds[0]
 		one := func(d *editions.ConfigDoc) string {
 			m := d.Metrics
-			s := fmt.Sprintf("%s (%d/%d experts): %.1f tok/s", d.ID, d.Capacity, d.ExpertsPerLayer, m.PooledDecodeTokS)
-			if ceil, ok := hbm[d.ID]; ok && ceil > 0 {
-				s += fmt.Sprintf(", %.0f%% of the HBM ceiling (%.0f tok/s)", 100*m.PooledDecodeTokS/ceil, ceil)
-			}
-			if d.Capacity < top.Capacity && top.Metrics.PooledDecodeTokS > 0 {
-				s += fmt.Sprintf(", %.2fx of %s", m.PooledDecodeTokS/top.Metrics.PooledDecodeTokS, top.ID)
+			var s string
+			pd, topPD, longest := m.PooledDecodeTokS, top.Metrics.PooledDecodeTokS, longestPrefill(d)
+			switch {
+			case pd.Ok():
+				s = fmt.Sprintf("%s (%d/%d experts): %.1f tok/s", d.ID, d.Capacity, d.ExpertsPerLayer, pd.Value)
+				if ceil, ok := hbm[d.ID]; ok && ceil > 0 {
+					s += fmt.Sprintf(", %.0f%% of the HBM ceiling (%.0f tok/s)", 100*pd.Value/ceil, ceil)
+				}
+				if d.Capacity < top.Capacity && topPD.Ok() && topPD.Value > 0 {
+					s += fmt.Sprintf(", %.2fx of %s", pd.Value/topPD.Value, top.ID)
+				}
+			case longest != nil && longest.MeanTokS.Ok():
+				// One output token: the headline is the longest prompt's
+				// prefill rate.
+				s = fmt.Sprintf("%s (%d/%d experts): prefill %.1f tok/s at %d prompt tokens (mean)", d.ID, d.Capacity, d.ExpertsPerLayer, longest.MeanTokS.Value, longest.PromptTokens)
+				if tl := longestPrefill(top); d.Capacity < top.Capacity && tl != nil && tl.MeanTokS.Ok() && tl.MeanTokS.Value > 0 {
+					s += fmt.Sprintf(", %.2fx of %s", longest.MeanTokS.Value/tl.MeanTokS.Value, top.ID)
+				}
+			default:
+				s = fmt.Sprintf("%s (%d/%d experts): decode UNKNOWN", d.ID, d.Capacity, d.ExpertsPerLayer)
 			}
 			s += fmt.Sprintf(", TTFT %.1f ms", m.TTFTMeanS*1e3)
 			if d.Capacity < d.ExpertsPerLayer {
@@ -196,6 +221,18 @@ func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
 		out = append(out, label+": "+strings.Join(parts, "; ")+".")
 	}
 	return out
+}
+
+// longestPrefill is the prefill entry of d's longest prompt, nil when d has
+// no prefill lengths.
+func longestPrefill(d *editions.ConfigDoc) *editions.PrefillLength {
+	var best *editions.PrefillLength
+	for i := range d.Metrics.PrefillLengths {
+		if pl := &d.Metrics.PrefillLengths[i]; best == nil || pl.PromptTokens > best.PromptTokens {
+			best = pl
+		}
+	}
+	return best
 }
 
 // promptBytes is the length of a prompt's text in bytes.

@@ -51,7 +51,10 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 {{range .Plots}}{{if .File}}<figure><img src="{{.File}}" alt="{{.Title}}" width="600"><figcaption>{{.Title}}</figcaption></figure>{{else}}<p><em>{{.Title}}: {{.Note}}</em></p>{{end}}
 {{end}}
 
-<h2>Cache contract invariants</h2>
+{{if .Prefill.Rows}}<h2>Prefill by prompt length</h2>
+<p>Isolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.</p>
+{{template "table" .Prefill}}
+{{end}}<h2>Cache contract invariants</h2>
 <p>Summed over the measured requests; the contract requires observed zeros.</p>
 {{template "table" .Invariants}}
 {{if .Ceilings}}
@@ -80,10 +83,14 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 {{end}}</table>
 
 <h2>Prompts (contract order)</h2>
-<table><tr><th>id</th><th>topic</th><th>text</th></tr>
+{{if .PromptRule}}<p>Prompt rule <strong>{{.PromptRule.ID}}</strong> (separator "{{.PromptRule.Separator}}"): {{.PromptRule.Definition}}</p>
+<table><tr><th>id</th><th>topic</th><th>tokens</th><th>text</th></tr>
+<tr><td>{{.Warmup.Prompt.ID}} (warmup, excluded)</td><td>{{.Warmup.Prompt.Topic}}</td><td class="r">{{.Warmup.Prompt.Tokens}}</td><td>{{.Warmup.Prompt.Text}}</td></tr>
+{{range .Prompts}}<tr><td>{{.ID}}</td><td>{{.Topic}}</td><td class="r">{{.Tokens}}</td><td>{{.Text}}</td></tr>
+{{end}}</table>{{else}}<table><tr><th>id</th><th>topic</th><th>text</th></tr>
 <tr><td>{{.Warmup.Prompt.ID}} (warmup, excluded)</td><td>{{.Warmup.Prompt.Topic}}</td><td>{{.Warmup.Prompt.Text}}</td></tr>
 {{range .Prompts}}<tr><td>{{.ID}}</td><td>{{.Topic}}</td><td>{{.Text}}</td></tr>
-{{end}}</table>
+{{end}}</table>{{end}}
 {{end}}
 
 <h2>Environment</h2>

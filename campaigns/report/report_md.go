@@ -74,6 +74,12 @@ func Markdown(w io.Writer, r *Report) error {
 		}
 	}
 
+	if len(r.Prefill.Rows) > 0 {
+		b.WriteString("## Prefill by prompt length\n\nIsolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.\n\n")
+		writeMDTable(&b, r.Prefill)
+		b.WriteString("\n")
+	}
+
 	b.WriteString("## Cache contract invariants\n\nSummed over the measured requests; the contract requires observed zeros.\n\n")
 	writeMDTable(&b, r.Invariants)
 	if r.Ceilings != "" {
@@ -95,10 +101,20 @@ func Markdown(w io.Writer, r *Report) error {
 	for _, o := range k.Observations {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", o.Name, o.CPU, o.CUDA, mdCell(o.Definition))
 	}
-	b.WriteString("\n## Prompts (contract order)\n\n| id | topic | bytes |\n| --- | --- | ---: |\n")
-	fmt.Fprintf(&b, "| %s (warmup, excluded) | %s | %d |\n", k.Warmup.Prompt.ID, k.Warmup.Prompt.Topic, promptBytes(k.Warmup.Prompt))
-	for _, p := range k.Prompts {
-		fmt.Fprintf(&b, "| %s | %s | %d |\n", p.ID, p.Topic, promptBytes(p))
+	if rule := k.PromptRule; rule != nil {
+		// Declared lengths: every prompt is its text made to its length
+		// in tokens by the rule.
+		fmt.Fprintf(&b, "\n## Prompts (contract order)\n\nPrompt rule **%s** (separator %q): %s\n\n| id | topic | tokens | text bytes |\n| --- | --- | ---: | ---: |\n", rule.ID, rule.Separator, rule.Definition)
+		fmt.Fprintf(&b, "| %s (warmup, excluded) | %s | %d | %d |\n", k.Warmup.Prompt.ID, k.Warmup.Prompt.Topic, k.Warmup.Prompt.Tokens, promptBytes(k.Warmup.Prompt))
+		for _, p := range k.Prompts {
+			fmt.Fprintf(&b, "| %s | %s | %d | %d |\n", p.ID, p.Topic, p.Tokens, promptBytes(p))
+		}
+	} else {
+		b.WriteString("\n## Prompts (contract order)\n\n| id | topic | bytes |\n| --- | --- | ---: |\n")
+		fmt.Fprintf(&b, "| %s (warmup, excluded) | %s | %d |\n", k.Warmup.Prompt.ID, k.Warmup.Prompt.Topic, promptBytes(k.Warmup.Prompt))
+		for _, p := range k.Prompts {
+			fmt.Fprintf(&b, "| %s | %s | %d |\n", p.ID, p.Topic, promptBytes(p))
+		}
 	}
 
 	e := r.Env

@@ -118,25 +118,39 @@ func editionRouting(c *Campaign, records map[string][]*editions.RawRecord, docs 
 		}
 		// Skew: lease lookups of the measured requests per layer and
 		// expert, over every traced configuration of the model.
-		counts := make([][]int64, m.Layers)
+		// Leases are the decode steps' (and token-at-a-time prefill's)
+		// lookups; a batched prefill's waves count Uses[i] lookups of
+		// IDs[i]. The skew is the leases' where there are any (as editions
+		// made before batched prefill counted it), else the waves' (one
+		// output token per request: every lookup is the prefill's).
+		counts, waves := make([][]int64, m.Layers), make([][]int64, m.Layers)
+		leased := false
 		for l := range counts {
-			counts[l] = make([]int64, m.ExpertsPerLayer)
+			counts[l], waves[l] = make([]int64, m.ExpertsPerLayer), make([]int64, m.ExpertsPerLayer)
 		}
 		for _, t := range ts {
 			for _, w := range t.workers {
 				for _, q := range w.Requests {
 					for _, ev := range q {
-						if ev.Kind != eviction.KindLease || ev.Layer >= m.Layers {
+						if ev.Layer >= m.Layers {
 							continue
 						}
-						for _, e := range ev.IDs {
-							if e < m.ExpertsPerLayer {
+						for i, e := range ev.IDs {
+							switch {
+							case e >= m.ExpertsPerLayer:
+							case ev.Kind == eviction.KindLease:
 								counts[ev.Layer][e]++
+								leased = true
+							case ev.Kind == eviction.KindBatch && i < len(ev.Uses):
+								waves[ev.Layer][e] += int64(ev.Uses[i])
 							}
 						}
 					}
 				}
 			}
+		}
+		if !leased {
+			counts = waves
 		}
 		first := true
 		for _, cs := range counts {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/eviction"
 )
@@ -150,7 +151,7 @@ func aggregateEdition(t *testing.T, in EditionInput) (*Campaign, []editions.Conf
 	}
 	var docs []editions.ConfigDoc
 	for i := range c.Configurations {
-		d, err := Aggregate(c, &c.Configurations[i], in.Records[c.Configurations[i].ID])
+		d, err := Aggregate(c, contractOf(t, in), &c.Configurations[i], in.Records[c.Configurations[i].ID])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,4 +253,14 @@ func TestCommittedEditionRouting(t *testing.T) {
 			}
 		})
 	}
+}
+
+// contractOf is the frozen contract of an edition input.
+func contractOf(t *testing.T, in EditionInput) *contracts.Contract {
+	t.Helper()
+	k, err := contracts.FromJSON(in.ContractDoc.Contract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }

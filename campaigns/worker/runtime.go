@@ -18,7 +18,9 @@ import (
 
 	"github.com/horizon-runmap/horizon/campaigns"
 	"github.com/horizon-runmap/horizon/ceilings"
+	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/cpu"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
@@ -37,7 +39,7 @@ func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
-		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(),
+		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(), PrefillTimed: prefillTimedDevices(),
 	}
 }
 
@@ -49,7 +51,7 @@ func (Runtime) Shape(c *campaigns.Campaign, cfg *campaigns.Configuration) (campa
 	if err != nil {
 		return campaigns.Shape{}, err
 	}
-	return campaigns.Shape{Experts: m.NumExperts, TopK: m.TopK}, nil
+	return campaigns.Shape{Experts: m.NumExperts, TopK: m.TopK, MaxPositions: m.MaxPositions}, nil
 }
 
 func modelConfig(c *campaigns.Campaign, cfg *campaigns.Configuration) (model.Config, error) {
@@ -120,4 +122,17 @@ func (Runtime) CeilingsSection(dir string) string {
 		}
 	}
 	return fmt.Sprintf("Not computed: %v.\n", err)
+}
+
+// prefillTimedDevices are the devices whose backend lets the engine time
+// the end of prefill (backend.Synchronous): the cpu backend, whose ops have
+// completed on return. The cuda backend's ops run asynchronously and it
+// does not implement the interface, so cuda is not among them until its
+// steps record that boundary on the device.
+func prefillTimedDevices() []string {
+	var out []string
+	if sb, ok := any((*cpu.Backend)(nil)).(backend.Synchronous); ok && sb.Synchronous() {
+		out = append(out, "cpu")
+	}
+	return out
 }

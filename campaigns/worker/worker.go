@@ -106,9 +106,11 @@ func Run(o Options) (err error) {
 	if err != nil {
 		return fmt.Errorf("hash the artifact tokenizer: %w", err)
 	}
-	// Tokenisation happens before admission (contract timing).
+	// Tokenisation happens before admission (contract timing). Under a
+	// contract with declared prompt lengths each prompt is made to its
+	// length by the contract's rule (contracts.PromptIDs).
 	encode := func(p contracts.Prompt) ([]int, error) {
-		ids, err := tok.Encode(p.Text)
+		ids, err := contracts.PromptIDs(k.PromptRule, p, tok.Encode)
 		if err != nil {
 			return nil, fmt.Errorf("prompt %s: %w", p.ID, err)
 		}
@@ -240,6 +242,15 @@ func checkCapabilities(k *contracts.Contract, d Device) error {
 			continue
 		}
 		missing := ""
+		switch {
+		case o.Scope == contracts.ScopeRequest && o.Field == "/prefill_seconds":
+			// The engine times prefill on a backend whose ops have
+			// completed on return (backend.Synchronous); an asynchronous
+			// one would record UNKNOWN in every request.
+			if sb, ok := d.Backend.(backend.Synchronous); !ok || !sb.Synchronous() {
+				missing = "its backend runs asynchronously, so the engine cannot time the end of prefill (prefill_seconds would be UNKNOWN)"
+			}
+		}
 		switch o.Name {
 		case "vram_peak_bytes", "vram_process_peak_bytes":
 			if d.VRAM == nil {

@@ -97,21 +97,23 @@ prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's c
 
 // generateOutput is the --json document; scripts rely on these names.
 type generateOutput struct {
-	Schema         string  `json:"schema"`
-	Version        int     `json:"version"`
-	Model          string  `json:"model"`
-	Artifact       string  `json:"artifact_sha256"`
-	ExpertScheme   string  `json:"expert_scheme"`
-	Backend        string  `json:"backend"`
-	Executor       string  `json:"executor"`
-	PromptIDs      []int   `json:"prompt_ids"`
-	TokenIDs       []int   `json:"token_ids"`
-	Text           string  `json:"text"`
-	TokenNs        []int64 `json:"token_ns"`
-	TTFTSeconds    float64 `json:"ttft_seconds"`
-	DecodeSeconds  float64 `json:"decode_seconds"`
-	DecodeTokS     float64 `json:"decode_tok_s"`
-	RuntimeSeconds float64 `json:"runtime_seconds"`
+	Schema        string  `json:"schema"`
+	Version       int     `json:"version"`
+	Model         string  `json:"model"`
+	Artifact      string  `json:"artifact_sha256"`
+	ExpertScheme  string  `json:"expert_scheme"`
+	Backend       string  `json:"backend"`
+	Executor      string  `json:"executor"`
+	PromptIDs     []int   `json:"prompt_ids"`
+	TokenIDs      []int   `json:"token_ids"`
+	Text          string  `json:"text"`
+	TokenNs       []int64 `json:"token_ns"`
+	TTFTSeconds   float64 `json:"ttft_seconds"`
+	DecodeSeconds float64 `json:"decode_seconds"`
+	// DecodeTokS is (N-1) / decode_seconds; UNKNOWN with one token (no
+	// decode interval), never 0.
+	DecodeTokS     editions.Obs[float64] `json:"decode_tok_s"`
+	RuntimeSeconds float64               `json:"runtime_seconds"`
 	// PrefillSeconds is admission to the prompt's last logits before the
 	// first selection (a number, or UNKNOWN on a backend that runs
 	// asynchronously: CUDA).
@@ -274,7 +276,7 @@ func runGenerate(c *cli.Context) error {
 		Model: eng.Config().ModelType, Artifact: art.Meta.ArtifactSHA256, ExpertScheme: string(art.Layout().Scheme),
 		Backend: be.Name(), Executor: eng.ExecutorName(),
 		PromptIDs: prompt, TokenIDs: res.Tokens, Text: tok.Decode(res.Tokens), TokenNs: res.TokenNs,
-		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: res.DecodeTokS(),
+		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: decodeRate(res),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
 		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), Cache: counters,
@@ -327,7 +329,11 @@ func runGenerate(c *cli.Context) error {
 				*out.PrefetchPrecision, *out.PrefetchRecall, counters.PrefetchGroups, counters.PrefetchOverlap, counters.PrefetchPredicted)
 		}
 	}
-	fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, max(len(out.TokenIDs)-1, 0), out.DecodeTokS)
+	if r := out.DecodeTokS; r.Ok() {
+		fmt.Fprintf(w, "decode     %.3f s for %d tokens = %.1f tok/s\n", out.DecodeSeconds, len(out.TokenIDs)-1, r.Value)
+	} else {
+		fmt.Fprintf(w, "decode     %s (one token: no decode interval)\n", r.Status)
+	}
 	fmt.Fprintf(w, "VRAM peak  device %s, process %s (bytes, NVML over the whole command)\n", obsText(out.VRAMPeakBytes), obsText(out.VRAMProcessPeakBytes))
 	return nil
 }
@@ -403,4 +409,14 @@ func cfgMaxPositions(art *qpack.Artifact) int {
 		return 0
 	}
 	return cfg.MaxPositions
+}
+
+// decodeRate is a generation's decode rate, UNKNOWN when no token followed
+// the first (engine.Result.DecodeTokS is 0 there: no interval, not a rate
+// of 0).
+func decodeRate(res engine.Result) editions.Obs[float64] {
+	if len(res.Tokens) < 2 || !(res.DecodeSeconds > 0) {
+		return editions.UnknownObs[float64]()
+	}
+	return editions.Observed(res.DecodeTokS())
 }

@@ -24,7 +24,10 @@ func runCommand() *cli.Command {
 		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]\n" +
 			"                  [--stop-after DURATION] [--artifact-cache DIR]",
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
-the committed campaigns): one worker process per (configuration, block), one
+the residency campaigns, PERF-PREFILL-v1 and PERF-PREFILL-SMOKE-v1 for the
+prefill ones: one prompt per declared length, one output token, the prompt
+tok/s per length in configs/<id>.json metrics.prefill_lengths): one worker
+process per (configuration, block), one
 at a time, each loading the prepared artifact, running the excluded warmup and
 the block's prompts on an evolving expert cache, and writing a raw record.
 Then it aggregates the records and publishes the edition:

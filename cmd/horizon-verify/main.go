@@ -88,9 +88,12 @@ var checkHelp = map[string][]string{
 	"contract": {
 		"the frozen contract's hash; declared blocks and prompts in order;",
 		"exactly N tokens, no EOS, consistent timestamps; warmup excluded;",
-		"prefill_seconds within (0, TTFT]",
+		"prefill_seconds within (0, TTFT]; declared prompt lengths (prompt_rule) run as declared",
 	},
-	"recompute": {"every aggregate of configs/*.json rederived from raw/ and compared exactly"},
+	"recompute": {
+		"every aggregate of configs/*.json rederived from raw/ and compared exactly,",
+		"the prefill rate per prompt length (mean, median, bootstrap-v1 interval) among them",
+	},
 	"claims": {
 		"each claim equals its source value rounded as declared; ratios and",
 		"interval bounds resolve to their sources; valid statuses",

@@ -45,7 +45,9 @@ type Result struct {
 	Logits [][]float32
 }
 
-// DecodeTokS is (N-1)/DecodeSeconds, the per-request decode rate.
+// DecodeTokS is (N-1)/DecodeSeconds, the per-request decode rate; 0 when
+// one token was produced (no decode interval): callers that publish it
+// must show that as UNKNOWN, not as a rate of 0.
 func (r Result) DecodeTokS() float64 {
 	if r.DecodeSeconds <= 0 || len(r.Tokens) < 2 {
 		return 0
