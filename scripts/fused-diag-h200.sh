@@ -8,13 +8,15 @@
 #    the _t gate/up and down alone and as a pair, experts_moe_int4_t, and its diagnostic flags
 #    (no L2 prefetch, no down phase, no barrier) -> experts-bench.log;
 # 2. INT4 artifacts of both full shapes, then BenchmarkDecodeModes (256 tokens, full residency,
-#    tokens compared) for graph-full (fused), graph-full-unfused and the fused kernel's variants that
-#    give the same bits: -moe-nopf, -moe-pfpair (its gate/up with the down prefetch, then the down
-#    kernel), -moe-pair (its gate/up alone, then the down kernel) -> bench-modes.log.
+#    tokens compared) for graph-full (two launches), graph-full-fused and graph-full-fused-nopf
+#    -> bench-modes.log. (At 9037cda, where it ran as call 3 of results/decode-tunings-h200, the
+#    fused kernel was the default and the variants were graph-full, -unfused, -moe-nopf, -moe-pfpair
+#    (its gate/up with the down prefetch, then the down kernel) and -moe-pair (its gate/up alone,
+#    then the down kernel).)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/fused-diag}
-MODES=${MODES:-graph-full|graph-full-unfused|graph-full-moe-nopf|graph-full-moe-pfpair|graph-full-moe-pair}
+MODES=${MODES:-graph-full|graph-full-fused|graph-full-fused-nopf}
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : >"$summary"

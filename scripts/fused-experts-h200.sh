@@ -5,16 +5,17 @@
 #
 #   bash scripts/fused-experts-h200.sh
 #
-# 1. scripts/pdl-h200.sh with BENCH_MODES graph-full|graph-full-unfused: the kernels' stale-PTX test,
-#    the whole CUDA suite (TestStepperMatchesOps compares every captured mode bit for bit with op by
-#    op and fails if a graph mode ran no fused launch), the INT4 artifacts of both full shapes, and
-#    BenchmarkDecodeModes with the fused kernel (graph-full) against the two launches
-#    (graph-full-unfused), tokens compared; decode at depth is skipped;
+# 1. scripts/pdl-h200.sh with BENCH_MODES graph-full|graph-full-fused: the kernels' stale-PTX test,
+#    the whole CUDA suite (TestStepperTunings compares the fused kernel's steps bit for bit with op
+#    by op), the INT4 artifacts of both full shapes, and BenchmarkDecodeModes with the two launches
+#    (graph-full) against the fused kernel (graph-full-fused), tokens compared; decode at depth is
+#    skipped. (At bcc1ff5, where it ran as call 1 of results/decode-tunings-h200, the fused kernel
+#    was the default: the variants were graph-full and graph-full-unfused.)
 # 2. scripts/ncu-detail-h200.sh on the OLMoE-1B-7B shape: Nsight Compute's detailed sections for
 #    one step's kernels (into $OUT/ncu).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/fused-experts}
-BENCH_MODES=${BENCH_MODES:-graph-full|graph-full-unfused} DEPTH_BEFORE_S=0 OUT="$OUT" bash scripts/pdl-h200.sh
+BENCH_MODES=${BENCH_MODES:-graph-full|graph-full-fused} DEPTH_BEFORE_S=0 OUT="$OUT" bash scripts/pdl-h200.sh
 OUT="$OUT/ncu" ART_ROOT=/dev/shm/persistent COUNT=${COUNT:-24} bash scripts/ncu-detail-h200.sh olmoe-1b-7b:924
 exit 0

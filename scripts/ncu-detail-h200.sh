@@ -10,7 +10,8 @@
 # prompt) under ncu, skipping the first SKIP kernel launches (default 300: the prefill and the
 # first decode step) and profiling the next COUNT (default 20: two layers and a little more), then
 # the head and select of the same step (HEAD_SKIP/HEAD_COUNT on the lm_head and argmax kernels).
-# details-<arch>.txt is ncu's details page; raw-<arch>.csv selected raw metrics per kernel.
+# details-<arch>.txt is ncu's details page; raw-<arch>.csv selected raw metrics per kernel; both are
+# packed into ncu-detail.tgz beside summary.txt, digest-<arch>.txt and the .ncu-rep reports.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/ncu-detail}
@@ -41,4 +42,8 @@ for r in step head; do
 	ncu --import "$OUT/$r-$arch.ncu-rep" --page raw --csv --metrics gpu__time_duration.sum,dram__bytes_read.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size >"$OUT/raw-$r-$arch.csv" 2>&1
 done
 grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Stall|Warp Cycles Per Issued' "$OUT"/details-step-$arch.txt | head -400 >"$OUT/digest-$arch.txt"
+# The device tool returns only a few files: everything but the reports, the summary and the digest
+# goes into one archive.
+(cd "$OUT" && tar -czf /tmp/ncu-detail.tgz --exclude='*.ncu-rep' --exclude=summary.txt --exclude="digest-$arch.txt" . &&
+	find . -maxdepth 1 -type f ! -name '*.ncu-rep' ! -name summary.txt ! -name "digest-$arch.txt" -delete && mv /tmp/ncu-detail.tgz .)
 exit 0

@@ -80,10 +80,14 @@
 // with griddepcontrol before its dependent accesses, kernels/common.cuh),
 // so a kernel's blocks start as the previous kernel's leave; tuning.noPDL
 // captures them plainly. A step replays ~147 kernels for OLMoE-1B-7B at
-// ~1.01 ms per token (results/pdl-h200): the kernels' own inefficiency
-// (27-37% of HBM bandwidth for the projections and experts, latency chains
-// for routing and short attention) is what remains, so fewer, fuller
-// kernels are next; PDL gained 2%.
+// ~1.0 ms per token (results/pdl-h200, results/decode-tunings-h200): the
+// kernels' own inefficiency (27-37% of HBM bandwidth for the projections
+// and experts, latency chains for routing and short attention) is what
+// remains; PDL gained 2%, the down kernel's loads ahead of its wait 2%.
+// Two fusions that keep the bits are tunings, off because they measured
+// slower: router + route_step in one launch (tuning.routeFused) and a
+// routed group's gate/up + down in one launch with a grid barrier
+// (tuning.fusedMoE, experts_moe_int4_t).
 //
 // Known weak spots: op-by-op, every op is one kernel launch issued from Go
 // (~3-4 µs of CPU each), so small models are launch-bound there. A kernel
