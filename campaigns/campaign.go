@@ -352,17 +352,39 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 	return nil
 }
 
+// prefillTimed reports whether timed (Names.PrefillTimed) covers steps of
+// mode on device: the device by name (every mode) or device/mode.
+func prefillTimed(timed []string, device, mode string) bool {
+	return slices.Contains(timed, device) || slices.Contains(timed, device+"/"+mode)
+}
+
+// stepModeOf is the step mode a configuration runs: its declared one, or
+// what auto resolves to (runtime/engine's rule, stated again here and in
+// the verifier's physics checks): op by op on the CPU and with next-layer
+// prefetch; on CUDA graph-full at full residency, else graph-segmented.
+func (c *Campaign) stepModeOf(cfg *Configuration, m Shape) string {
+	switch {
+	case cfg.StepMode != StepAuto:
+		return cfg.StepMode
+	case c.Device != "cuda", cfg.Prefetch != PrefetchOff:
+		return StepOps
+	case cfg.Capacity == m.Experts:
+		return StepGraphFull
+	}
+	return StepGraphSegmented
+}
+
 // validateLengths refuses a configuration the contract's requests cannot
 // run on: a prompt length beyond the model's context, or a required
 // prefill time the device's backend cannot take.
 func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerms, cat Catalog) error {
-	if lt.RequiresPrefill(c.Device) && !slices.Contains(cat.Names().PrefillTimed, c.Device) {
-		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build's %s backend does not time the end of prefill (it runs asynchronously); devices that do: %s",
-			kid, c.Device, c.Device, strings.Join(cat.Names().PrefillTimed, ", "))
-	}
 	m, err := cat.Shape(c, cfg)
 	if err != nil {
 		return err
+	}
+	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) {
+		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build times the end of prefill only on %s, not in %s's %s steps",
+			kid, c.Device, strings.Join(timed, ", "), c.Device, c.stepModeOf(cfg, m))
 	}
 	if need := lt.MaxPositions(); m.MaxPositions > 0 && need > m.MaxPositions {
 		return fmt.Errorf("contract %s needs %d positions per request (its longest prompt plus its output tokens, less one), above the %d-position context (max_position_embeddings) of %s: run a contract with shorter prompts on this checkpoint",

@@ -11,9 +11,11 @@ import (
 	"github.com/horizon-runmap/horizon/contracts"
 )
 
-// The prefill campaigns: the smoke one validates on the cpu; the H200 one
-// is refused at validation while the cuda backend cannot time the end of
-// prefill, before any artifact is prepared.
+// The prefill campaigns: the smoke one validates on the cpu, the H200 one
+// on cuda (its captured steps time prefill); a cuda configuration whose
+// steps cannot time it (op by op, persistent, or auto with next-layer
+// prefetch, which runs op by op) is refused at validation, before any
+// artifact is prepared.
 func TestPrefillCampaigns(t *testing.T) {
 	c, k, _, err := Load("prefill-smoke.yaml", "", rt)
 	if err != nil {
@@ -22,9 +24,37 @@ func TestPrefillCampaigns(t *testing.T) {
 	if k.ID != contracts.PerfPrefillSmokeV1 || len(c.Configurations) != 4 || c.Device != "cpu" {
 		t.Fatalf("prefill-smoke.yaml: %s, %d configurations on %s", k.ID, len(c.Configurations), c.Device)
 	}
-	_, _, _, err = Load("prefill.yaml", "", rt)
-	if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "contract PERF-PREFILL-v1 requires prefill_seconds on cuda, but this build's cuda backend does not time the end of prefill") {
+	if c, _, _, err = Load("prefill.yaml", "", rt); err != nil || c.Device != "cuda" {
 		t.Fatalf("prefill.yaml: %v", err)
+	}
+	src, err := os.ReadFile("prefill.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const first = "    capacity: 64\n    executor: grouped-v1\n"
+	for _, tc := range []struct{ add, err string }{
+		{"", ""},
+		{"    step_mode: graph-segmented\n", ""},
+		{"    step_mode: ops\n", "not in cuda's ops steps"},
+		{"    step_mode: persistent\n", "not in cuda's persistent steps"},
+		{"    prefetch: next-layer\n", "not in cuda's ops steps"},
+	} {
+		t.Run(strings.TrimSpace(tc.add), func(t *testing.T) {
+			y := strings.Replace(string(src), first, first+tc.add, 1)
+			path := filepath.Join(t.TempDir(), "prefill.yaml")
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, _, _, err := Load(path, "", rt)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err != "" && (err == nil || !errors.Is(err, ErrInvalid) ||
+				!strings.Contains(err.Error(), "contract PERF-PREFILL-v1 requires prefill_seconds on cuda, but this build times the end of prefill only on cpu, cuda/graph-full") ||
+				!strings.Contains(err.Error(), tc.err)):
+				t.Fatalf("error %v, want one containing %q", err, tc.err)
+			}
+		})
 	}
 }
 

@@ -32,9 +32,10 @@ const (
 )
 
 // Names are the runtime's names a configuration may use. PrefillTimed
-// lists the devices whose backend times the end of prefill
-// (prefill_seconds a number): a contract that requires prefill_seconds on
-// another device is refused at validation, before any work.
+// lists where the runtime times the end of prefill (prefill_seconds a
+// number): a device by name (every step mode) or device/step-mode; a
+// contract that requires prefill_seconds elsewhere is refused at
+// validation, before any work.
 type Names struct {
 	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes, Prefill []string
 	PrefillTimed                                                                       []string

@@ -124,15 +124,19 @@ func (Runtime) CeilingsSection(dir string) string {
 	return fmt.Sprintf("Not computed: %v.\n", err)
 }
 
-// prefillTimedDevices are the devices whose backend lets the engine time
-// the end of prefill (backend.Synchronous): the cpu backend, whose ops have
-// completed on return. The cuda backend's ops run asynchronously and it
-// does not implement the interface, so cuda is not among them until its
-// steps record that boundary on the device.
+// prefillTimedDevices is where the engine times the end of prefill: the
+// cpu backend (backend.Synchronous: its ops have completed on return), and
+// the cuda backend's captured steps but persistent ones (its stepper is a
+// device.PrefillTimer: device events from admission to the prompt's last
+// logits; TestStepperPrefillTimer holds it to that). Op by op on cuda the
+// ops run asynchronously, so its prefill is not timed.
 func prefillTimedDevices() []string {
 	var out []string
 	if sb, ok := any((*cpu.Backend)(nil)).(backend.Synchronous); ok && sb.Synchronous() {
 		out = append(out, "cpu")
+	}
+	for _, m := range []string{engine.StepGraphFull, engine.StepGraphSegmented, engine.StepGraphWait} {
+		out = append(out, "cuda/"+m)
 	}
 	return out
 }

@@ -143,6 +143,9 @@ func Run(o Options) (err error) {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
 	}
 	defer func() { err = errors.Join(err, l.Close()) }()
+	if err := checkPrefillTiming(k, o.Device.Name, l.Engine); err != nil {
+		return err
+	}
 	opts := l.Cache.Options()
 	prep := l.Cache.Preparation()
 	rec.Preparation = editions.Preparation{
@@ -242,15 +245,8 @@ func checkCapabilities(k *contracts.Contract, d Device) error {
 			continue
 		}
 		missing := ""
-		switch {
-		case o.Scope == contracts.ScopeRequest && o.Field == "/prefill_seconds":
-			// The engine times prefill on a backend whose ops have
-			// completed on return (backend.Synchronous); an asynchronous
-			// one would record UNKNOWN in every request.
-			if sb, ok := d.Backend.(backend.Synchronous); !ok || !sb.Synchronous() {
-				missing = "its backend runs asynchronously, so the engine cannot time the end of prefill (prefill_seconds would be UNKNOWN)"
-			}
-		}
+		// prefill_seconds depends on the step mode as well: checked
+		// once the engine is loaded (checkPrefillTiming).
 		switch o.Name {
 		case "vram_peak_bytes", "vram_process_peak_bytes":
 			if d.VRAM == nil {
@@ -264,6 +260,17 @@ func checkCapabilities(k *contracts.Contract, d Device) error {
 		if missing != "" {
 			return fmt.Errorf("contract %s requires %s on %s, but this worker cannot observe it: %s", k.ID, o.Name, d.Name, missing)
 		}
+	}
+	return nil
+}
+
+// checkPrefillTiming fails before the warmup when the contract requires
+// prefill_seconds and the loaded engine cannot time the end of prefill in
+// its step mode (every request would record UNKNOWN): op by op on an
+// asynchronous backend, or persistent steps.
+func checkPrefillTiming(k *contracts.Contract, device string, e *engine.Engine) error {
+	if k.RequiresPrefill(device) && !e.TimesPrefill() {
+		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this worker cannot observe it: the engine does not time the end of prefill in %s steps on this backend", k.ID, device, e.StepMode())
 	}
 	return nil
 }

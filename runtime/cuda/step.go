@@ -126,6 +126,16 @@ type stepper struct {
 	answered []int32  // graph-wait: per layer, the last miss ticket answered
 	tableSeq []uint64 // graph-wait: per layer, the generation the table shows
 
+	// Prefill timing (device.PrefillTimer; not in persistent steps):
+	// admission is an event recorded on tstream, a stream that runs nothing
+	// else, so it completes at once; headsTimed are the head graphs with an
+	// event (evHead) recorded between the head and the selection kernel,
+	// launched for the prompt's last position.
+	tstream        cu.Stream
+	evAdm, evHead  cu.Event
+	timing, marked bool
+	headsTimed     [2][2]*graph
+
 	body  [2]*graph    // graph-full, graph-wait: [slot]
 	segs  []*graph     // graph-segmented
 	rest  []*graph     // graph-segmented with overlap: segs without layer l-1's routed gate/up
@@ -366,6 +376,11 @@ func (s *stepper) setup() error {
 			return err
 		}
 	}
+	if s.mode != device.StepPersistent {
+		if err := s.setupTiming(); err != nil {
+			return err
+		}
+	}
 	capture := s.capture
 	slots := 1
 	if s.deviceTables() {
@@ -381,7 +396,7 @@ func (s *stepper) setup() error {
 				return err
 			}
 			for m := range s.heads[slot] {
-				whole := func() error { return errors.Join(body(), s.issueHead(m == 1)) }
+				whole := func() error { return errors.Join(body(), s.issueHead(m == 1, false)) }
 				if s.heads[slot][m], err = s.persistentGraph("step and head", whole); err != nil {
 					return err
 				}
@@ -389,7 +404,10 @@ func (s *stepper) setup() error {
 			continue
 		}
 		for m := range s.heads[slot] {
-			if s.heads[slot][m], err = capture("head", func() error { return s.issueHead(m == 1) }); err != nil {
+			if s.heads[slot][m], err = capture("head", func() error { return s.issueHead(m == 1, false) }); err != nil {
+				return err
+			}
+			if s.headsTimed[slot][m], err = capture("timed head", func() error { return s.issueHead(m == 1, true) }); err != nil {
 				return err
 			}
 		}
@@ -547,6 +565,9 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			atomic.StoreInt32(s.flag(slot, i), 0)
 		}
 		g, h := s.body[slot], s.heads[slot][mask]
+		if set && head && s.timing {
+			h = s.headsTimed[slot][mask] // the prompt's last position: its logits are timed
+		}
 		switch s.mode {
 		case device.StepGraphSegmented:
 			g = s.segs[0]
@@ -625,7 +646,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			return 0, err
 		}
 		if head {
-			if err := launch(s.heads[0][mask]); err != nil {
+			if err := launch(s.headGraph(set, mask)); err != nil {
 				return 0, err
 			}
 		}
@@ -650,7 +671,7 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 			}
 		}
 		if head {
-			if err := launch(s.heads[0][mask]); err != nil {
+			if err := launch(s.headGraph(set, mask)); err != nil {
 				return 0, err
 			}
 		}
@@ -676,14 +697,16 @@ func (s *stepper) Close() error {
 	s.abort()
 	return b.o.do(func() error {
 		errs := []error{b.compute.Synchronize()}
-		gs := append([]*graph{s.body[0], s.body[1], s.heads[0][0], s.heads[0][1], s.heads[1][0], s.heads[1][1]}, s.segs...)
+		gs := append([]*graph{s.body[0], s.body[1], s.heads[0][0], s.heads[0][1], s.heads[1][0], s.heads[1][1],
+			s.headsTimed[0][0], s.headsTimed[0][1], s.headsTimed[1][0], s.headsTimed[1][1]}, s.segs...)
 		gs = append(gs, s.rest...)
 		for _, g := range gs {
 			if g != nil {
 				errs = append(errs, g.destroy())
 			}
 		}
-		s.body, s.segs, s.rest, s.heads, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, nil
+		s.body, s.segs, s.rest, s.heads, s.headsTimed, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, [2][2]*graph{}, nil
+		errs = append(errs, s.closeTiming())
 		errs = append(errs, s.closePrefetch())
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))

@@ -54,8 +54,10 @@ func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 }
 
 // issueHead issues the head instructions: head (lm_head staging the final
-// norm) and select (argmax, EOS ids masked when masked).
-func (s *stepper) issueHead(masked bool) error {
+// norm) and select (argmax, EOS ids masked when masked). With timed, the
+// prefill timer's end event is recorded between them (the select kernel
+// then follows an event node, so it is launched plainly).
+func (s *stepper) issueHead(masked, timed bool) error {
 	for _, in := range s.prog.head {
 		if s.b.rec != nil {
 			s.b.recTag = in.Op.String()
@@ -65,6 +67,12 @@ func (s *stepper) issueHead(masked bool) error {
 		case plan.OpHead:
 			err = s.issueLMHead()
 		case plan.OpSelect:
+			if timed {
+				if err := s.evHead.Record(s.b.compute); err != nil {
+					return fmt.Errorf("record the prefill end event: %w", err)
+				}
+				s.b.pdlPrev = false
+			}
 			err = s.issueSelect(masked)
 		}
 		if err != nil {

@@ -423,3 +423,53 @@ func perGroupExecutors(t *testing.T) []string {
 	}
 	return out
 }
+
+// TestStepperPrefillTimer: the captured modes but persistent time the
+// prefill on the device (device.PrefillTimer), within the request's TTFT,
+// for one-token and longer prompts and on a second request after a
+// lookahead step; persistent steps leave it untimed; and timing changes no
+// token.
+func TestStepperPrefillTimer(t *testing.T) {
+	art := testArtifact(t, "olmoe-tiny", qpack.SchemeInt4)
+	cfg, err := art.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mode  string
+		c     int
+		timed bool
+	}{
+		{engine.StepGraphFull, cfg.NumExperts, true},
+		{engine.StepPersistent, cfg.NumExperts, false},
+		{engine.StepGraphSegmented, cfg.TopK + 2, true},
+		{engine.StepGraphWait, cfg.TopK + 2, true},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps}
+			l := loadEngine(t, art, o)
+			o.StepMode = tc.mode
+			ls := loadEngine(t, art, o)
+			for _, prompt := range []string{"A", "The prefill ends at the last logits.", "And again, after a lookahead step."} {
+				req := engine.Request{Prompt: promptIDs(prompt), Tokens: 8, SuppressEOS: true}
+				want, err := l.Generate(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, err := ls.Generate(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got.Tokens, want.Tokens) {
+					t.Fatalf("%q: tokens %v, op by op %v", prompt, got.Tokens, want.Tokens)
+				}
+				if got.PrefillTimed != tc.timed {
+					t.Fatalf("%q: prefill timed %v, want %v", prompt, got.PrefillTimed, tc.timed)
+				}
+				if tc.timed && (got.PrefillSeconds <= 0 || got.PrefillSeconds > got.TTFTSeconds) {
+					t.Fatalf("%q: prefill %.6f s, TTFT %.6f s: want 0 < prefill <= TTFT", prompt, got.PrefillSeconds, got.TTFTSeconds)
+				}
+			}
+		})
+	}
+}

@@ -1,6 +1,8 @@
 package device
 
 import (
+	"time"
+
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
@@ -85,6 +87,20 @@ type Stepper interface {
 	// Mode is StepGraphFull, StepGraphSegmented, StepGraphWait or StepPersistent.
 	Mode() string
 	Close() error
+}
+
+// PrefillTimer is a Stepper that times a request's prefill on the device
+// (raw records' prefill_seconds): MarkAdmission notes the instant it is
+// called (the engine calls it when the request is admitted); after the
+// Step that ran the prompt's last position with its head (set and head
+// true), PrefillDone returns the time from that instant until the prompt's
+// last logits were complete on the device, before the selection kernel.
+// TimesPrefill is false for a mode that cannot separate them (persistent:
+// body, head and selection are one launch).
+type PrefillTimer interface {
+	TimesPrefill() bool
+	MarkAdmission() error
+	PrefillDone() (time.Duration, error)
 }
 
 // StepperBackend is a backend that can build a Stepper.

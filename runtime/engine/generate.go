@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // Request is one greedy generation.
@@ -36,9 +37,12 @@ type Result struct {
 	// RuntimeSeconds: admission to the last token.
 	RuntimeSeconds float64
 	// PrefillSeconds: admission to the prompt's last logits, before the
-	// first selection, when PrefillTimed (a backend.Synchronous backend run
-	// op by op: the logits are then on the device when the head's last op
-	// returns). A backend that runs asynchronously leaves it untimed.
+	// first selection, when PrefillTimed: a backend.Synchronous backend run
+	// op by op (the logits are then on the device when the head's last op
+	// returns), or a captured step whose stepper is a device.PrefillTimer
+	// (device events: admission marked on an idle stream, the end recorded
+	// between the head and the selection kernel). Op by op on an
+	// asynchronous backend leaves it untimed.
 	PrefillSeconds float64
 	PrefillTimed   bool
 	// Logits holds LogitSteps rows of [V] values.
@@ -53,6 +57,18 @@ func (r Result) DecodeTokS() float64 {
 		return 0
 	}
 	return float64(len(r.Tokens)-1) / r.DecodeSeconds
+}
+
+// TimesPrefill reports whether Generate times the end of prefill
+// (Result.PrefillTimed): op by op on a backend.Synchronous backend, or
+// through a stepper that is a device.PrefillTimer for its mode.
+func (e *Engine) TimesPrefill() bool {
+	if e.stepper != nil {
+		pt, ok := e.stepper.(device.PrefillTimer)
+		return ok && pt.TimesPrefill()
+	}
+	sb, ok := e.be.(backend.Synchronous)
+	return ok && sb.Synchronous()
 }
 
 // Generate runs prefill over the prompt, then decodes greedily. The KV cache
@@ -151,11 +167,28 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 	n := len(req.Prompt)
 	var next int
 	var err error
+	// A stepper that can time the prefill on the device marks admission
+	// now; the prompt's last step then ends its interval (device.PrefillTimer).
+	var pt device.PrefillTimer
+	var marked time.Time
+	if p, ok := e.stepper.(device.PrefillTimer); ok && p.TimesPrefill() {
+		pt, marked = p, time.Now()
+		if err := pt.MarkAdmission(); err != nil {
+			return Result{}, fmt.Errorf("prefill timer: %w", err)
+		}
+	}
 	e.stepper.SetLookahead(req.LogitSteps == 0)
 	for i, t := range req.Prompt {
 		if next, err = e.stepper.Step(t, i, true, i == n-1, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("prefill position %d: %w", i, err)
 		}
+	}
+	if pt != nil {
+		d, err := pt.PrefillDone()
+		if err != nil {
+			return Result{}, fmt.Errorf("prefill timer: %w", err)
+		}
+		res.PrefillSeconds, res.PrefillTimed = marked.Sub(t0).Seconds()+d.Seconds(), true
 	}
 	pos := n
 	for {
