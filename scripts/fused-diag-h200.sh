@@ -27,12 +27,6 @@ t0=$SECONDS
 (cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.run '^$' -test.bench 'BenchmarkExperts/.*/(t-|moe|gateup$|down$)' \
 	-test.benchtime 20x -test.timeout 140s) >"$OUT/experts-bench.log" 2>&1
 echo "BenchmarkExperts: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-grep -E "^Benchmark" "$OUT/experts-bench.log" | awk '{printf "%-60s %s %s %s %s\n", $1, $5, $6, $9, $10}' | tee -a "$summary"
-h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
-t0=$SECONDS
-(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 240 ../../carry/cuda.test -test.run '^$' \
-	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$" -test.benchtime 1x -test.v -test.timeout 230s) >"$OUT/bench-modes.log" 2>&1
-echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
-rm -f "$OUT"/synth-*.log
+grep -E "^Benchmark" "$OUT/experts-bench.log" | awk '{printf "%-52s %8.2f us %6.1f %%HBM\n", $1, $3/1000, $5}' | tee -a "$summary"
+KEEP_SUMMARY=1 SUITE='^$' MODES="$MODES" OUT="$OUT" bash scripts/tunings-h200.sh
 exit 0

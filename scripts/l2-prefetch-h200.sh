@@ -7,7 +7,7 @@
 #
 #   bash scripts/l2-prefetch-h200.sh
 #
-# The whole CUDA suite (TestStepperL2Prefetch holds the branch to op by op's
+# The whole CUDA suite (TestStepperTunings (its l2-prefetch case) holds the branch to op by op's
 # bits), then graph-full (no branch) against graph-full-l2 (24 MiB a fork,
 # evict_last) and its variants: -l2normal (normal eviction priority), -l2-12m
 # and -l2-40m (budgets), -l2-grid4 and -l2-grid132 (prefetch grids) and

@@ -7,9 +7,10 @@
 #   bash scripts/tunings-h200.sh
 #
 # 1. the CUDA tests named by SUITE (default: the steppers' bit-for-bit tests, TestStepperTunings
-#    among them, and the kernels' resources) -> cuda-test.log;
+#    among them, and the kernels' resources) -> cuda-test.log; SUITE='^$' runs none;
 # 2. INT4 artifacts of both full shapes; BenchmarkDecodeModes for MODES (256 tokens, full residency,
-#    tokens compared) -> bench-modes.log. summary.txt has the one-line results.
+#    tokens compared) -> bench-modes.log. summary.txt has the one-line results (KEEP_SUMMARY=1
+#    appends to an existing one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/tunings}
@@ -17,7 +18,7 @@ SUITE=${SUITE:-TestStepper|TestKernelResources|TestPersistentBuilds}
 MODES=${MODES:-graph-full|graph-full-late|graph-full-route|graph-full-fused}
 mkdir -p "$OUT"
 summary="$OUT/summary.txt"
-: >"$summary"
+[ "${KEEP_SUMMARY:-0}" = 1 ] || : >"$summary"
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"

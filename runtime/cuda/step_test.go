@@ -63,52 +63,20 @@ func TestStepperMatchesOps(t *testing.T) {
 	}
 }
 
-// TestStepperL2Prefetch: the captured modes with the L2 prefetch branch
-// (tuning.l2Prefetch, off by default) give op by op's bits, tokens and
-// cache counters, at full and partial residency, on both tiny models.
-func TestStepperL2Prefetch(t *testing.T) {
-	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
-		art := testArtifact(t, arch, qpack.SchemeInt4)
-		cfg, err := art.Config()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
-			t.Run(fmt.Sprintf("%s/c%d", arch, c), func(t *testing.T) {
-				req := engine.Request{Prompt: promptIDs("Prefetch moves bytes, never values."), Tokens: 16, SuppressEOS: true, LogitSteps: 16}
-				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: engine.StepOps}
-				want, wantC := generateMode(t, art, o, req, engine.StepOps)
-				withTuning(t, testBE, tuning{l2Prefetch: true})
-				modes := []string{engine.StepGraphFull}
-				if c < cfg.NumExperts {
-					modes = []string{engine.StepGraphSegmented, engine.StepGraphWait}
-				}
-				for _, mode := range modes {
-					o.StepMode = mode
-					got, gotC := generateMode(t, art, o, req, mode)
-					sameResult(t, mode+" with L2 prefetch", got, want)
-					if gotC != wantC {
-						t.Fatalf("%s: cache hits/misses/h2d %v, op by op %v", mode, gotC, wantC)
-					}
-				}
-			})
-		}
-	}
-}
-
 // TestStepperTunings: the captured modes under each launch tuning that
 // must not change a bit (all off by default) give op by op's bits, tokens
 // and cache counters for both schemes, at full and partial residency, on
-// both tiny models: the fused routed-experts kernel (fp16 records keep the
-// two launches), with and without its L2 prefetch; router and route_step
-// in one launch; the down kernel waiting before its first weight loads
-// (the default loads them ahead of its dependency wait); and all of them
-// together.
+// both tiny models: the L2 prefetch branch (step_prefetch.go); the fused
+// routed-experts kernel (fp16 records keep the two launches), with and
+// without its L2 prefetch; router and route_step in one launch; the down
+// kernel waiting before its first weight loads (the default loads them
+// ahead of its dependency wait); and all of them together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
 		name string
 		tn   tuning
 	}{
+		{"l2-prefetch", tuning{l2Prefetch: true}},
 		{"fused", tuning{fusedMoE: true}},
 		{"fused-nopf", tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 		{"route-fused", tuning{routeFused: true}},
