@@ -26,6 +26,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(MAKE) verify-editions
 	$(MAKE) ifeval-smoke-check
 	$(MAKE) prefill-smoke-check
+	$(MAKE) depth-smoke-check
 	$(MAKE) reproduce-smoke
 	$(MAKE) attest-check
 
@@ -125,7 +126,7 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check
+.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
@@ -142,6 +143,17 @@ prefill-smoke-check: ## run the prefill smoke campaign again into out/prefill-sm
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/prefill-smoke.yaml --out out/prefill-smoke-check --run-dir out/prefill-smoke-check-run
 	$(GO) run ./cmd/horizon-verify out/prefill-smoke-check
 	HORIZON_EDITION_A=$(CURDIR)/editions/prefill-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/prefill-smoke-check \
+		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
+
+edition-depth-smoke: ## run the depth smoke campaign (PERF-DEPTH-SMOKE-v1, tiny synthetic models, CPU, ~35 s) into editions/depth-smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/depth-smoke.yaml --force
+
+depth-smoke-check: ## run the depth smoke campaign again into out/depth-smoke-check, verify it, run every forgery on it, and check its token ids equal editions/depth-smoke-cpu's
+	rm -rf out/depth-smoke-check out/depth-smoke-check-run
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/depth-smoke.yaml --out out/depth-smoke-check --run-dir out/depth-smoke-check-run
+	$(GO) run ./cmd/horizon-verify out/depth-smoke-check
+	HORIZON_DEPTH_EDITION=$(CURDIR)/out/depth-smoke-check $(GO) test -count=1 -run TestDepthForgeries ./verifier/
+	HORIZON_EDITION_A=$(CURDIR)/editions/depth-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/depth-smoke-check \
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
 
 edition-smoke: ## run the smoke campaign (PERF-REAL-v1, tiny synthetic models, CPU, ~1.5 min) into editions/smoke-cpu

@@ -272,9 +272,11 @@ type ContractTerms interface {
 // must fit every configuration's context, and every device the campaign
 // runs on must make the observations the contract requires of it.
 type LengthTerms interface {
-	// MaxPositions is the most KV positions one request of the contract
-	// needs (its longest declared prompt + output tokens - 1), 0 when the
-	// prompts have no declared lengths.
+	// MaxPositions is the most KV positions one required request of the
+	// contract needs (its longest declared required prompt + output tokens
+	// - 1), 0 when the prompts have no declared lengths. Where-held prompts
+	// do not count: a configuration whose context cannot hold one does not
+	// run it.
 	MaxPositions() int
 	// RequiresPrefill reports whether the contract requires
 	// prefill_seconds as a number on device.
@@ -387,7 +389,7 @@ func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerm
 			kid, c.Device, strings.Join(timed, ", "), c.Device, c.stepModeOf(cfg, m))
 	}
 	if need := lt.MaxPositions(); m.MaxPositions > 0 && need > m.MaxPositions {
-		return fmt.Errorf("contract %s needs %d positions per request (its longest prompt plus its output tokens, less one), above the %d-position context (max_position_embeddings) of %s: run a contract with shorter prompts on this checkpoint",
+		return fmt.Errorf("contract %s needs %d positions per request (its longest required prompt plus its output tokens, less one), above the %d-position context (max_position_embeddings) of %s: run a contract with shorter prompts on this checkpoint",
 			kid, need, m.MaxPositions, cfg.Checkpoint)
 	}
 	return nil

@@ -43,11 +43,15 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 	case !r.Warmup.Excluded || r.Warmup.PromptID != k.Warmup.Prompt.ID || r.Warmup.N != k.Warmup.OutputTokens || len(r.Warmup.TokenIDs) != r.Warmup.N:
 		return bad("warmup: excluded %v, prompt %q, %d tokens; the contract's warmup is excluded, prompt %q, %d tokens",
 			r.Warmup.Excluded, r.Warmup.PromptID, r.Warmup.N, k.Warmup.Prompt.ID, k.Warmup.OutputTokens)
-	case len(r.Requests) != len(k.Prompts):
-		return bad("%d measured requests, the contract has %d prompts per block", len(r.Requests), len(k.Prompts))
+	}
+	// The prompts a block runs: every required one, and each where-held
+	// one the model's context holds (contracts.PromptsFor).
+	run := k.PromptsFor(s.Model.MaxPositions)
+	if len(r.Requests) != len(run) {
+		return bad("%d measured requests, the contract has %d prompts per block for a %d-position context", len(r.Requests), len(run), s.Model.MaxPositions)
 	}
 	for i, q := range r.Requests {
-		if err := checkRequest(k, s.Model.EOSTokenIDs, i, &q); err != nil {
+		if err := checkRequest(k, run, s.Model.EOSTokenIDs, i, &q); err != nil {
 			return bad("%v", err)
 		}
 	}
@@ -83,15 +87,15 @@ func Regime(capacity, experts int) string {
 	return "partial"
 }
 
-func checkRequest(k *contracts.Contract, eos []int, i int, q *editions.Request) error {
+func checkRequest(k *contracts.Contract, run []contracts.Prompt, eos []int, i int, q *editions.Request) error {
 	n := k.OutputTokens
 	switch {
-	case q.Index != i || q.PromptID != k.Prompts[i].ID:
-		return fmt.Errorf("request %d is index %d, prompt %q; the contract's prompt %d is %q", i, q.Index, q.PromptID, i, k.Prompts[i].ID)
+	case q.Index != i || q.PromptID != run[i].ID:
+		return fmt.Errorf("request %d is index %d, prompt %q; the block's prompt %d is %q", i, q.Index, q.PromptID, i, run[i].ID)
 	case q.PromptTokens != len(q.PromptTokenIDs) || q.PromptTokens == 0:
 		return fmt.Errorf("request %d: prompt_tokens %d, %d prompt token ids", i, q.PromptTokens, len(q.PromptTokenIDs))
-	case k.PromptRule != nil && q.PromptTokens != k.Prompts[i].Tokens:
-		return fmt.Errorf("request %d: prompt %s has %d tokens, the contract declares %d (prompt_rule %s)", i, q.PromptID, q.PromptTokens, k.Prompts[i].Tokens, k.PromptRule.ID)
+	case k.PromptRule != nil && q.PromptTokens != run[i].Tokens:
+		return fmt.Errorf("request %d: prompt %s has %d tokens, the contract declares %d (prompt_rule %s)", i, q.PromptID, q.PromptTokens, run[i].Tokens, k.PromptRule.ID)
 	case q.N != n || len(q.TokenIDs) != n || len(q.TokenNs) != n:
 		return fmt.Errorf("request %d: N %d, %d token ids, %d timestamps; the contract requires exactly %d tokens", i, q.N, len(q.TokenIDs), len(q.TokenNs), n)
 	}

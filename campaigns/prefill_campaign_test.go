@@ -68,7 +68,7 @@ func TestPromptLengthsFitContext(t *testing.T) {
 		err        string
 	}{
 		{"fits olmoe-tiny", "olmoe-tiny", "4096", ""},
-		{"one past olmoe-tiny's 4096", "olmoe-tiny", "4097", "needs 4097 positions per request (its longest prompt plus its output tokens, less one), above the 4096-position context (max_position_embeddings) of synthetic olmoe-tiny seed 1"},
+		{"one past olmoe-tiny's 4096", "olmoe-tiny", "4097", "needs 4097 positions per request (its longest required prompt plus its output tokens, less one), above the 4096-position context (max_position_embeddings) of synthetic olmoe-tiny seed 1"},
 		{"fits qwen2moe-tiny's 8192", "qwen2moe-tiny", "8192", ""},
 		{"past qwen2moe-tiny", "qwen2moe-tiny", "9000", "above the 8192-position context"},
 	} {

@@ -343,8 +343,11 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 	}
 
 	workers := len(p.configs) * len(p.blocks)
-	perWorker := int64(len(k.Prompts) * k.OutputTokens) // measured tokens; the display counts warmups apart
-	prog.Start(len(p.configs), workers, 0, int64(workers)*perWorker)
+	var total int64 // measured tokens; the display counts warmups apart
+	for _, cfg := range p.configs {
+		total += int64(len(p.blocks)) * measuredTokens(k, o.Runtime, &sub, cfg)
+	}
+	prog.Start(len(p.configs), workers, 0, total)
 	var pairs []ReproPair
 	n := 0
 	for ci, cfg := range p.configs {

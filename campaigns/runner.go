@@ -205,8 +205,11 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	res.Workers = len(plan)
 	// Measured tokens only: each worker's warmup (k.Warmup) is excluded from
 	// every metric, and the display counts it apart.
-	perWorker := int64(len(k.Prompts) * k.OutputTokens)
-	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), int64(len(todo))*perWorker)
+	var todoTokens int64
+	for _, w := range todo {
+		todoTokens += measuredTokens(k, o.Runtime, c, w.cfg)
+	}
+	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoTokens)
 	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "block", k.Blocks, func(w worker) error {
 		rec, err := readRecord(filepath.Join(runDir, w.rel))
 		if err != nil {
@@ -637,4 +640,15 @@ func lockArtifactCache(ctx context.Context, cache string, stop func() bool, say 
 		return nil, false, err
 	}
 	return func() { f.Close() }, true, nil
+}
+
+// measuredTokens is the tokens one worker of cfg measures: output tokens
+// times the contract prompts its model's context holds (PromptsFor; all of
+// them when the shape cannot be read, as validation would have said).
+func measuredTokens(k *contracts.Contract, cat Catalog, c *Campaign, cfg *Configuration) int64 {
+	positions := 0
+	if m, err := cat.Shape(c, cfg); err == nil {
+		positions = m.MaxPositions
+	}
+	return int64(len(k.PromptsFor(positions)) * k.OutputTokens)
 }

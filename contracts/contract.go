@@ -49,6 +49,16 @@ const (
 	PerfPrefillSmokeV1 = "PERF-PREFILL-SMOKE-v1"
 )
 
+// PerfDepthV1 is the context-depth contract: decode of a declared number of
+// tokens after one prompt per depth, made from PERF-REAL-v1's prompt texts
+// by the same PromptRule; each depth is required or run where the context
+// holds it (Prompt.Context). PerfDepthSmokeV1 is its CI edition on the
+// tiny CPU models, with shallower depths and fewer output tokens.
+const (
+	PerfDepthV1      = "PERF-DEPTH-v1"
+	PerfDepthSmokeV1 = "PERF-DEPTH-SMOKE-v1"
+)
+
 //go:embed perf-real-v1.yaml
 var perfRealV1YAML []byte
 
@@ -58,6 +68,12 @@ var perfPrefillV1YAML []byte
 //go:embed perf-prefill-smoke-v1.yaml
 var perfPrefillSmokeV1YAML []byte
 
+//go:embed perf-depth-v1.yaml
+var perfDepthV1YAML []byte
+
+//go:embed perf-depth-smoke-v1.yaml
+var perfDepthSmokeV1YAML []byte
+
 // embedded are the built-in performance contracts' YAML, by id.
 var embedded = map[string]struct {
 	file string
@@ -66,6 +82,8 @@ var embedded = map[string]struct {
 	PerfRealV1:         {"contracts/perf-real-v1.yaml", perfRealV1YAML},
 	PerfPrefillV1:      {"contracts/perf-prefill-v1.yaml", perfPrefillV1YAML},
 	PerfPrefillSmokeV1: {"contracts/perf-prefill-smoke-v1.yaml", perfPrefillSmokeV1YAML},
+	PerfDepthV1:        {"contracts/perf-depth-v1.yaml", perfDepthV1YAML},
+	PerfDepthSmokeV1:   {"contracts/perf-depth-smoke-v1.yaml", perfDepthSmokeV1YAML},
 }
 
 // Observation requirements, per device.
@@ -139,7 +157,19 @@ type Prompt struct {
 	// Tokens > 0 is the prompt's length in token ids under the contract's
 	// PromptRule (PromptIDs); 0 (left out) under a contract without one.
 	Tokens int `yaml:"tokens,omitempty" json:"tokens,omitempty"`
+	// Context says whether every configuration must run the prompt
+	// (ContextRequired, also when left out) or only one whose context
+	// holds it (ContextWhereHeld: Tokens + output tokens - 1 positions at
+	// most max_position_embeddings; elsewhere the worker does not run it).
+	// Only under a PromptRule, whose prompts have declared lengths.
+	Context string `yaml:"context,omitempty" json:"context,omitempty"`
 }
+
+// The values of Prompt.Context.
+const (
+	ContextRequired  = "required"
+	ContextWhereHeld = "where-held"
+)
 
 // PromptRule is how a contract with declared prompt lengths makes each
 // prompt's token ids from its text.
@@ -192,20 +222,48 @@ func PromptIDs(r *PromptRule, p Prompt, encode func(string) ([]int, error)) ([]i
 	return nil, fmt.Errorf("prompt %s: %d repetitions of its text encode to fewer than %d tokens", p.ID, maxRepeats, p.Tokens)
 }
 
-// MaxPositions is the most KV positions one of the contract's requests
-// needs: its longest declared prompt plus its output tokens, less one (the
-// last token is never fed back); 0 under a contract without a prompt rule,
-// whose prompts' lengths depend on the tokenizer.
+// MaxPositions is the most KV positions one of the contract's required
+// requests needs: its longest declared required prompt (the warmup's
+// included) plus its output tokens, less one (the last token is never fed
+// back); 0 under a contract without a prompt rule, whose prompts' lengths
+// depend on the tokenizer. A where-held prompt (ContextWhereHeld) is not
+// counted: a configuration whose context cannot hold it does not run it.
 func (c *Contract) MaxPositions() int {
 	if c.PromptRule == nil {
 		return 0
 	}
 	n := c.Warmup.Prompt.Tokens + c.Warmup.OutputTokens - 1
 	for _, p := range c.Prompts {
-		n = max(n, p.Tokens+c.OutputTokens-1)
+		if p.Context != ContextWhereHeld {
+			n = max(n, c.Positions(p))
+		}
 	}
 	return n
 }
+
+// Positions is the KV positions one request of prompt p needs: its
+// declared length plus the output tokens, less one.
+func (c *Contract) Positions(p Prompt) int { return p.Tokens + c.OutputTokens - 1 }
+
+// PromptsFor is the contract's prompts a configuration whose model has
+// maxPositions positions (max_position_embeddings) runs, in contract
+// order: every required prompt, and each where-held one whose request fits
+// (Positions <= maxPositions). maxPositions 0 (not known) runs them all.
+func (c *Contract) PromptsFor(maxPositions int) []Prompt {
+	var out []Prompt
+	for _, p := range c.Prompts {
+		if p.Context != ContextWhereHeld || maxPositions <= 0 || c.Positions(p) <= maxPositions {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// DecodeByPrompt reports whether the contract's aggregates include decode
+// per prompt (editions.DecodeDepth: PERF-DEPTH-v1): under a prompt rule,
+// where each prompt has a declared length (its context depth), and with a
+// decode interval (at least 2 output tokens).
+func (c *Contract) DecodeByPrompt() bool { return c.PromptRule != nil && c.OutputTokens >= 2 }
 
 // RequiresPrefill reports whether the contract requires each request's
 // prefill_seconds as a number on device.
@@ -394,6 +452,12 @@ func (c *Contract) Validate() error {
 			return bad("%s (%s): tokens %d: under prompt_rule %s every prompt declares its length (at least 1)", where, p.ID, p.Tokens, c.PromptRule.ID)
 		case c.PromptRule == nil && p.Tokens != 0:
 			return bad("%s (%s): tokens %d without a prompt_rule: a declared length needs the rule that makes it", where, p.ID, p.Tokens)
+		case p.Context != "" && p.Context != ContextRequired && p.Context != ContextWhereHeld:
+			return bad("%s (%s): context %q: want %s or %s", where, p.ID, p.Context, ContextRequired, ContextWhereHeld)
+		case p.Context != "" && c.PromptRule == nil:
+			return bad("%s (%s): context %q without a prompt_rule: whether the context holds a prompt needs its declared length", where, p.ID, p.Context)
+		case i == 0 && p.Context == ContextWhereHeld:
+			return bad("%s (%s): context %s: the warmup runs on every configuration", where, p.ID, p.Context)
 		}
 		seen[p.ID] = true
 	}

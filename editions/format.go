@@ -198,6 +198,10 @@ type Model struct {
 	// EOSTokenIDs are the ids EOS suppression masks; a measured request
 	// contains none of them.
 	EOSTokenIDs []int `json:"eos_token_ids"`
+	// MaxPositions is the model's context (max_position_embeddings): a
+	// where-held prompt (contracts.ContextWhereHeld) runs only where its
+	// request fits it. 0 (left out) in records made before it.
+	MaxPositions int `json:"max_positions,omitempty"`
 }
 
 // Setup is the residency configuration the worker ran.
@@ -514,7 +518,46 @@ type Metrics struct {
 	// declared prompt lengths (contracts.PromptRule: PERF-PREFILL-v1);
 	// absent otherwise.
 	PrefillLengths []PrefillLength `json:"prefill_lengths,omitempty"`
+	// DecodeDepths is the decode rate per context depth, one entry per
+	// contract prompt the configuration ran (contracts.PromptsFor its
+	// model's context), in contract order, under a contract with declared
+	// prompt lengths and a decode interval (contracts.DecodeByPrompt:
+	// PERF-DEPTH-v1); absent otherwise. A where-held depth the model's
+	// context cannot hold has no entry here or in PrefillLengths.
+	DecodeDepths []DecodeDepth `json:"decode_depths,omitempty"`
 }
+
+// DecodeDepth is one context depth's decode over the configuration's
+// measured requests of that prompt (one per block), in request order, with
+// tokens_i = N_i - 1 and decode_seconds_i (first token to last: the depth's
+// prefill and the first-token wait excluded).
+type DecodeDepth struct {
+	PromptID    string `json:"prompt_id"`
+	DepthTokens int    `json:"depth_tokens"` // the declared prompt length, every request's prompt_tokens
+	Requests    int    `json:"requests"`
+	// DecodeTokens is Σ tokens_i, DecodeSeconds Σ decode_seconds_i.
+	DecodeTokens  int64   `json:"decode_tokens"`
+	DecodeSeconds float64 `json:"decode_seconds"`
+	// PooledTokS is DecodeTokens / DecodeSeconds; MeanTokS the float64
+	// mean of tokens_i / decode_seconds_i in request order; MedianTokS gonum
+	// stat.Quantile(0.5, stat.Empirical) of those rates sorted; TPOTS
+	// DecodeSeconds / DecodeTokens (seconds per output token after the
+	// first). UNKNOWN when no request of the depth has a decode interval.
+	PooledTokS Obs[float64] `json:"pooled_tok_s"`
+	MeanTokS   Obs[float64] `json:"mean_tok_s"`
+	MedianTokS Obs[float64] `json:"median_tok_s"`
+	TPOTS      Obs[float64] `json:"tpot_s"`
+	// Interval is BootstrapV1 of PooledTokS: the resampling of a
+	// configuration's Uncertainty over this depth's requests, each
+	// resample's statistic float64(Σ tokens_k) / Σ decode_seconds_k in draw
+	// order, the PCG stream FNV-1a-64 of DepthStream.
+	Interval *PrefillInterval `json:"interval,omitempty"`
+}
+
+// DepthStream is the bootstrap PCG stream key of one depth's decode
+// interval: "<configuration id>/<prompt id>/decode" (the depth's prefill
+// interval uses PrefillStream, a stream of its own).
+func DepthStream(configID, promptID string) string { return configID + "/" + promptID + "/decode" }
 
 // PrefillLength is one prompt length's isolated prefill rate over the
 // configuration's measured requests of that prompt (one per block), in

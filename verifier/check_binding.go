@@ -175,7 +175,7 @@ func checkClaimBinding(v *view, fs *findings) {
 		}
 
 		cfgID, metric, _ := strings.Cut(c.ID, ".")
-		if strings.HasPrefix(metric, lengthClaimPrefix) {
+		if strings.HasPrefix(metric, lengthClaimPrefix) || strings.HasPrefix(metric, depthClaimPrefix) {
 			checkLengthClaim(fs, p, c, cfgID, metric, v.byID[cfgID])
 			continue
 		}
@@ -243,17 +243,31 @@ func checkClaimBinding(v *view, fs *findings) {
 // observed.
 const lengthClaimPrefix = "prefill_lengths."
 
-// lengthClaim is one prompt length claim a configuration document
-// requires, written again here (report.PrefillLengthClaims).
+// depthClaimPrefix starts the metric part of a context depth's claims:
+// <config>.decode_depths.<prompt id>.pooled_tok_s (a ratio, with the
+// bootstrap-v1 interval of its entry), .mean_tok_s, .median_tok_s and
+// .tpot_s, where the entry's decode was observed.
+const depthClaimPrefix = "decode_depths."
+
+// lengthClaim is one per-prompt claim (a prompt length's prefill rate or a
+// context depth's decode) a configuration document requires, written again
+// here (report.PrefillLengthClaims, report.DecodeDepthClaims).
 type lengthClaim struct {
 	id, source string
 	statement  string
-	// iv is the entry's interval for the mean, nil for the median.
+	unit       string
+	decimals   int
+	// iv is the entry's interval where the claim carries it (the mean
+	// prefill rate, the pooled decode rate), else nil.
 	iv     *editions.PrefillInterval
 	lo, hi string
+	// num, den are the cited numerator and denominator of a ratio (the
+	// pooled decode rate), "" otherwise.
+	num, den string
 }
 
-// lengthClaims are d's prompt length claims, in document order.
+// lengthClaims are d's per-prompt claims, in document order: the prompt
+// lengths' then the depths'.
 func lengthClaims(d *editions.ConfigDoc) []lengthClaim {
 	var out []lengthClaim
 	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, checkpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
@@ -267,9 +281,37 @@ func lengthClaims(d *editions.ConfigDoc) []lengthClaim {
 				id: d.ID + "." + lengthClaimPrefix + pl.PromptID + "." + stat + "_tok_s", source: base + stat + "_tok_s",
 				statement: who + ": " + fmt.Sprintf("%s isolated prefill rate of the %d-token prompt %s over %d measured requests, prompt tokens / prefill seconds per request, admission to the prompt's last logits before selection",
 					stat, pl.PromptTokens, pl.PromptID, pl.Requests),
+				unit: "tokens/s", decimals: 2,
 			}
 			if stat == "mean" {
 				lc.iv, lc.lo, lc.hi = pl.Interval, base+"interval/lo", base+"interval/hi"
+			}
+			out = append(out, lc)
+		}
+	}
+	for i, dd := range d.Metrics.DecodeDepths {
+		if !dd.PooledTokS.Ok() || !dd.MeanTokS.Ok() || !dd.MedianTokS.Ok() || !dd.TPOTS.Ok() || dd.Interval == nil {
+			continue
+		}
+		base := fmt.Sprintf("/metrics/decode_depths/%d/", i)
+		for _, x := range []struct {
+			stat, what, unit string
+			decimals         int
+		}{
+			{"pooled_tok_s", "pooled decode rate, sum(N-1) / sum(decode seconds),", "tokens/s", 2},
+			{"mean_tok_s", "mean of the per-request decode rates (N-1) / decode seconds", "tokens/s", 2},
+			{"median_tok_s", "median of the per-request decode rates (N-1) / decode seconds", "tokens/s", 2},
+			{"tpot_s", "time per output token after the first, sum(decode seconds) / sum(N-1),", "s", 6},
+		} {
+			lc := lengthClaim{
+				id: d.ID + "." + depthClaimPrefix + dd.PromptID + "." + x.stat, source: base + x.stat,
+				statement: who + ": " + fmt.Sprintf("%s at context depth %d (prompt %s) over %d measured requests, first token to last: the depth's prefill and the first-token wait excluded",
+					x.what, dd.DepthTokens, dd.PromptID, dd.Requests),
+				unit: x.unit, decimals: x.decimals,
+			}
+			if x.stat == "pooled_tok_s" {
+				lc.iv, lc.lo, lc.hi = dd.Interval, base+"interval/lo", base+"interval/hi"
+				lc.num, lc.den = base+"decode_tokens", base+"decode_seconds"
 			}
 			out = append(out, lc)
 		}
@@ -292,8 +334,8 @@ func checkLengthClaim(fs *findings, p string, c editions.Claim, cfgID, metric st
 		}
 	}
 	if want == nil {
-		fs.add(IDBindingClaimUnknown, f, p+"/id", "<config>.prefill_lengths.<prompt>.{mean,median}_tok_s", c.ID,
-			"claim %s does not name a configuration of the edition and one of its observed prompt lengths", c.ID)
+		fs.add(IDBindingClaimUnknown, f, p+"/id", "<config>.prefill_lengths.<prompt>.{mean,median}_tok_s or <config>.decode_depths.<prompt>.{pooled,mean,median}_tok_s|tpot_s", c.ID,
+			"claim %s does not name a configuration of the edition and one of its observed prompt lengths or depths", c.ID)
 		return
 	}
 	file := editions.ConfigPath(cfgID)
@@ -301,27 +343,38 @@ func checkLengthClaim(fs *findings, p string, c editions.Claim, cfgID, metric st
 		fs.add(IDBindingClaimSource, f, p+"/source", file+"#"+want.source, c.Source.File+"#"+c.Source.Pointer,
 			"claim %s must be sourced from its own configuration's %s", c.ID, metric)
 	}
-	if c.Numerator != nil || c.Denominator != nil {
-		fs.add(IDBindingClaimRatio, f, p+"/numerator", nil, "a ratio", "claim %s: a prompt length's rate is a mean or median, not a cited ratio", c.ID)
+	for _, r := range []struct {
+		member, want string
+		ref          *editions.SourceRef
+	}{{"numerator", want.num, c.Numerator}, {"denominator", want.den, c.Denominator}} {
+		switch {
+		case r.want == "" && r.ref != nil:
+			fs.add(IDBindingClaimRatio, f, p+"/"+r.member, nil, "a ratio", "claim %s: %s is a mean, median or time, not a cited ratio", c.ID, metric)
+		case r.want != "" && r.ref == nil:
+			fs.add(IDBindingClaimRatio, f, p+"/"+r.member, file+"#"+r.want, nil, "claim %s: %s is a ratio; its %s must be cited", c.ID, metric, r.member)
+		case r.want != "" && (r.ref.File != file || r.ref.Pointer != r.want):
+			fs.add(IDBindingClaimRatio, f, p+"/"+r.member, file+"#"+r.want, r.ref.File+"#"+r.ref.Pointer,
+				"claim %s: the %s of %s is %s of its own configuration", c.ID, r.member, metric, r.want)
+		}
 	}
 	iv := c.Interval
 	switch {
 	case want.iv == nil && iv != nil:
-		fs.add(IDBindingClaimInterval, f, p+"/interval", nil, iv.Algorithm, "claim %s: the median carries no interval", c.ID)
+		fs.add(IDBindingClaimInterval, f, p+"/interval", nil, iv.Algorithm, "claim %s: %s carries no interval", c.ID, metric)
 	case want.iv != nil && iv == nil:
 		fs.add(IDBindingClaimInterval, f, p+"/interval", "the bootstrap interval of "+file+"#"+strings.TrimSuffix(want.lo, "/lo"), nil,
-			"claim %s: the mean's interval is part of the claim", c.ID)
+			"claim %s: the interval is part of the claim", c.ID)
 	case want.iv != nil:
 		if iv.Algorithm != want.iv.Algorithm || iv.Level != want.iv.Level || iv.Lo.File != file || iv.Hi.File != file || iv.Lo.Pointer != want.lo || iv.Hi.Pointer != want.hi {
 			fs.add(IDBindingClaimInterval, f, p+"/interval",
 				map[string]any{"algorithm": want.iv.Algorithm, "level": want.iv.Level, "lo": file + "#" + want.lo, "hi": file + "#" + want.hi},
 				map[string]any{"algorithm": iv.Algorithm, "level": iv.Level, "lo": iv.Lo.File + "#" + iv.Lo.Pointer, "hi": iv.Hi.File + "#" + iv.Hi.Pointer},
-				"claim %s: the interval must be its own prompt length's bounds", c.ID)
+				"claim %s: the interval must be its own prompt's bounds", c.ID)
 		}
 	}
-	if c.Unit != "tokens/s" || c.Decimals != 2 {
-		fs.add(IDBindingClaimTerms, f, p, map[string]any{"unit": "tokens/s", "decimals": 2},
-			map[string]any{"unit": c.Unit, "decimals": c.Decimals}, "claim %s: a prompt length's rate is claimed in tokens/s to 2 decimals", c.ID)
+	if c.Unit != want.unit || c.Decimals != want.decimals {
+		fs.add(IDBindingClaimTerms, f, p, map[string]any{"unit": want.unit, "decimals": want.decimals},
+			map[string]any{"unit": c.Unit, "decimals": c.Decimals}, "claim %s: %s is claimed in %s to %d decimals", c.ID, metric, want.unit, want.decimals)
 	}
 	if c.Statement != want.statement {
 		fs.add(IDBindingStatement, f, p+"/statement", want.statement, c.Statement,

@@ -293,9 +293,15 @@ func checkWarmup(w *worker, t *contractTerms, fs *findings) {
 // checkRequests checks a block's measured requests against the contract.
 func checkRequests(w *worker, t *contractTerms, eos []int, fs *findings) {
 	reqs := w.rec.Requests
-	if t != nil && len(t.Prompts) > 0 && len(reqs) != len(t.Prompts) {
-		fs.add(IDContractRequestCount, w.path, "/requests", len(t.Prompts), len(reqs),
-			"a block holds one measured request per contract prompt")
+	// The block's prompts: the contract's, less the where-held ones the
+	// model's context (setup.model.max_positions) cannot hold.
+	var run []int
+	if t != nil {
+		run = t.runs(w.rec.Setup.Model.MaxPositions)
+	}
+	if t != nil && len(t.Prompts) > 0 && len(reqs) != len(run) {
+		fs.add(IDContractRequestCount, w.path, "/requests", len(run), len(reqs),
+			"a block holds one measured request per contract prompt its model's context holds (where-held prompts beyond setup.model.max_positions %d are not run)", w.rec.Setup.Model.MaxPositions)
 	}
 	vocab := w.rec.Setup.Model.Vocab
 	for i, r := range reqs {
@@ -303,13 +309,13 @@ func checkRequests(w *worker, t *contractTerms, eos []int, fs *findings) {
 		if r.Index != i {
 			fs.add(IDContractRequestIndex, w.path, p+"/index", i, r.Index, "request index must be its position in the block")
 		}
-		if t != nil && i < len(t.Prompts) && r.PromptID != t.Prompts[i] {
-			fs.add(IDContractPromptOrder, w.path, p+"/prompt_id", t.Prompts[i], r.PromptID,
-				"request %d must be contract prompt %q (prompts run in contract order)", i, t.Prompts[i])
+		if t != nil && i < len(run) && r.PromptID != t.Prompts[run[i]] {
+			fs.add(IDContractPromptOrder, w.path, p+"/prompt_id", t.Prompts[run[i]], r.PromptID,
+				"request %d must be contract prompt %q (prompts run in contract order)", i, t.Prompts[run[i]])
 		}
-		if t.declaredLengths() && i < len(t.PromptTokens) && r.PromptTokens != t.PromptTokens[i] {
-			fs.add(IDContractPromptLength, w.path, p+"/prompt_tokens", t.PromptTokens[i], r.PromptTokens,
-				"request %d runs prompt %s, which the contract declares %d tokens long", i, t.Prompts[i], t.PromptTokens[i])
+		if t.declaredLengths() && i < len(run) && run[i] < len(t.PromptTokens) && r.PromptTokens != t.PromptTokens[run[i]] {
+			fs.add(IDContractPromptLength, w.path, p+"/prompt_tokens", t.PromptTokens[run[i]], r.PromptTokens,
+				"request %d runs prompt %s, which the contract declares %d tokens long", i, t.Prompts[run[i]], t.PromptTokens[run[i]])
 		}
 		if r.PromptTokens != len(r.PromptTokenIDs) || r.PromptTokens == 0 {
 			fs.add(IDContractPromptTokens, w.path, p+"/prompt_tokens", len(r.PromptTokenIDs), r.PromptTokens,

@@ -409,6 +409,7 @@ func checkDerived(v *view, fs *findings) {
 		text := string(b)
 		checkReportTables(v, rf, text, fs)
 		checkPrefillTable(v, rf, text, fs)
+		checkDepthTable(v, rf, text, fs)
 		checkReportHeader(v, rf, text, fs)
 		checkReportPlots(v, rf, text, fs)
 	}
@@ -520,20 +521,93 @@ func optionalInterval(p string, decimals int) derivedColumn {
 	}
 }
 
-// checkPrefillTable compares a report's prefill table with the
-// configuration documents: one row per (configuration, prompt length), in
-// document then contract order, every cell formatted as its column says.
-// Under a contract without declared lengths the table must be absent.
+// depthTitle is the section of the depth table (a row per configuration
+// and context depth), which a report has exactly when the contract
+// decodes per declared prompt (PERF-DEPTH-v1).
+const depthTitle = "Decode by context depth"
+
+// depthColumns are the depth table's columns by header, formatted from one
+// entry of a configuration's /metrics/decode_depths (the verifier's own
+// copy of campaigns/report's depthFields). "prefill mean (tok/s)" is the
+// same prompt's /metrics/prefill_lengths entry (promptTable.joined).
+var depthColumns = map[string]derivedColumn{
+	"depth":                        strCol("/prompt_id"),
+	"depth tokens":                 intCol("/depth_tokens"),
+	"pooled decode (tok/s)":        numberCol("/pooled_tok_s", 1, 1, 2),
+	"pooled decode 95% CI (tok/s)": optionalInterval("/interval", 2),
+	"decode mean (tok/s)":          numberCol("/mean_tok_s", 1, 1, 2),
+	"decode median (tok/s)":        numberCol("/median_tok_s", 1, 1, 2),
+	"TPOT (ms)":                    numberCol("/tpot_s", 1e3, 1, 3),
+	"requests":                     intCol("/requests"),
+}
+
+// promptTable is a report table with a row per configuration and contract
+// prompt, from one member of the configuration documents' metrics.
+type promptTable struct {
+	title   string
+	member  string // "prefill_lengths" or "decode_depths"
+	key     string // the header of the prompt column
+	present bool   // whether the contract gives the table
+	absent  string // why it must be absent
+	entries func(d *editions.ConfigDoc) []string
+	columns map[string]derivedColumn
+	// joined are columns read from another member's entry of the same
+	// prompt (header -> member, column); a prompt without one is UNKNOWN.
+	joined map[string]struct {
+		member string
+		col    derivedColumn
+	}
+}
+
+func prefillLengthIDs(d *editions.ConfigDoc) []string {
+	var out []string
+	for _, pl := range d.Metrics.PrefillLengths {
+		out = append(out, pl.PromptID)
+	}
+	return out
+}
+
+func decodeDepthIDs(d *editions.ConfigDoc) []string {
+	var out []string
+	for _, dd := range d.Metrics.DecodeDepths {
+		out = append(out, dd.PromptID)
+	}
+	return out
+}
+
+// checkPrefillTable and checkDepthTable compare a report's prefill and
+// depth tables with the configuration documents (checkPromptTable).
 func checkPrefillTable(v *view, rf reportFormat, text string, fs *findings) {
-	t, ok := rf.table(text, prefillTitle)
-	if !v.terms.declaredLengths() {
+	checkPromptTable(v, rf, text, fs, promptTable{title: prefillTitle, member: "prefill_lengths", key: "prompt",
+		present: v.terms.declaredLengths(), absent: "the contract declares no prompt lengths",
+		entries: prefillLengthIDs, columns: prefillColumns})
+}
+
+func checkDepthTable(v *view, rf reportFormat, text string, fs *findings) {
+	checkPromptTable(v, rf, text, fs, promptTable{title: depthTitle, member: "decode_depths", key: "depth",
+		present: v.terms.decodeByPrompt(), absent: "the contract does not decode per declared depth",
+		entries: decodeDepthIDs, columns: depthColumns,
+		joined: map[string]struct {
+			member string
+			col    derivedColumn
+		}{"prefill mean (tok/s)": {"prefill_lengths", numberCol("/mean_tok_s", 1, 1, 1)}}})
+}
+
+// checkPromptTable compares a report's per-prompt table with the
+// configuration documents: one row per (configuration, prompt entry), in
+// document then contract order, every cell formatted as its column says.
+// Where the contract does not give the table it must be absent.
+func checkPromptTable(v *view, rf reportFormat, text string, fs *findings, pt promptTable) {
+	title := pt.title
+	t, ok := rf.table(text, title)
+	if !pt.present {
 		if ok {
-			fs.add(IDDerivedRow, rf.file, "", "no prefill table", prefillTitle, "%s has a %q table, but the contract declares no prompt lengths", rf.file, prefillTitle)
+			fs.add(IDDerivedRow, rf.file, "", "no "+title+" table", title, "%s has a %q table, but %s", rf.file, title, pt.absent)
 		}
 		return
 	}
 	if !ok {
-		fs.add(IDDerivedTableMissing, rf.file, "", prefillTitle+" table", nil, "%s has no %q table", rf.file, prefillTitle)
+		fs.add(IDDerivedTableMissing, rf.file, "", title+" table", nil, "%s has no %q table", rf.file, title)
 		return
 	}
 	type key struct{ id, prompt string }
@@ -542,19 +616,19 @@ func checkPrefillTable(v *view, rf reportFormat, text string, fs *findings) {
 		if c.doc == nil {
 			continue
 		}
-		for _, pl := range c.doc.Metrics.PrefillLengths {
-			want = append(want, key{c.id, pl.PromptID})
+		for _, id := range pt.entries(c.doc) {
+			want = append(want, key{c.id, id})
 		}
 	}
-	idCol, promptCol := slices.Index(t.headers, "configuration"), slices.Index(t.headers, "prompt")
+	idCol, promptCol := slices.Index(t.headers, "configuration"), slices.Index(t.headers, pt.key)
 	if idCol < 0 || promptCol < 0 {
-		fs.add(IDDerivedTableMissing, rf.file, "", "configuration and prompt columns", t.headers, "%s, %q table: no configuration or prompt column", rf.file, prefillTitle)
+		fs.add(IDDerivedTableMissing, rf.file, "", "configuration and "+pt.key+" columns", t.headers, "%s, %q table: no configuration or %s column", rf.file, title, pt.key)
 		return
 	}
 	seen := map[key]bool{}
 	for ri, row := range t.rows {
 		if len(row) != len(t.headers) {
-			fs.add(IDDerivedRow, rf.file, "", len(t.headers), len(row), "%s, %q table, row %d: %d cells under %d headers", rf.file, prefillTitle, ri+1, len(row), len(t.headers))
+			fs.add(IDDerivedRow, rf.file, "", len(t.headers), len(row), "%s, %q table, row %d: %d cells under %d headers", rf.file, title, ri+1, len(row), len(t.headers))
 			continue
 		}
 		k := key{row[idCol], row[promptCol]}
@@ -562,41 +636,52 @@ func checkPrefillTable(v *view, rf reportFormat, text string, fs *findings) {
 		c := v.byID[k.id]
 		i := -1
 		if c != nil && c.doc != nil {
-			i = slices.IndexFunc(c.doc.Metrics.PrefillLengths, func(pl editions.PrefillLength) bool { return pl.PromptID == k.prompt })
+			i = slices.Index(pt.entries(c.doc), k.prompt)
 		}
 		if d == nil || d.tree == nil || i < 0 || seen[k] {
-			fs.add(IDDerivedRow, rf.file, "", "one row per configuration and prompt length", k.id+" "+k.prompt,
-				"%s, %q table, row %d: no (or a second) row for configuration %q, prompt %q", rf.file, prefillTitle, ri+1, k.id, k.prompt)
+			fs.add(IDDerivedRow, rf.file, "", "one row per configuration and "+pt.key, k.id+" "+k.prompt,
+				"%s, %q table, row %d: no (or a second) row for configuration %q, %s %q", rf.file, title, ri+1, k.id, pt.key, k.prompt)
 			continue
 		}
 		seen[k] = true
-		entry, err := resolve(d.tree, ptr("metrics", "prefill_lengths", i))
+		entry, err := resolve(d.tree, ptr("metrics", pt.member, i))
 		if err != nil {
 			continue
 		}
 		for j, h := range t.headers {
 			var want string
 			var err error
-			switch {
+			switch jc, joined := pt.joined[h]; {
 			case j == idCol:
 				continue
 			case h == "capacity (experts/layer)":
 				want, err = resultColumns[h](d.tree)
-			case prefillColumns[h] != nil:
-				want, err = prefillColumns[h](entry)
+			case pt.columns[h] != nil:
+				want, err = pt.columns[h](entry)
+			case joined:
+				want = editions.Unknown
+				if jm, e := resolve(d.tree, "/metrics/"+jc.member); e == nil {
+					list, _ := jm.([]any)
+					for _, x := range list {
+						if id, _ := resolve(x, "/prompt_id"); id == k.prompt {
+							want, err = jc.col(x)
+							break
+						}
+					}
+				}
 			default:
-				fs.add(IDDerivedColumn, rf.file, "", nil, h, "%s, %q table: column %q is not one the verifier knows; its cells are unverified", rf.file, prefillTitle, h)
+				fs.add(IDDerivedColumn, rf.file, "", nil, h, "%s, %q table: column %q is not one the verifier knows; its cells are unverified", rf.file, title, h)
 				continue
 			}
 			if err != nil || row[j] != want {
 				fs.add(IDDerivedCell, rf.file, "", want, row[j], "%s, %q table, %s %s, %q: the cell says %s, %s says %s (%v)",
-					rf.file, prefillTitle, k.id, k.prompt, h, row[j], editions.ConfigPath(k.id), want, err)
+					rf.file, title, k.id, k.prompt, h, row[j], editions.ConfigPath(k.id), want, err)
 			}
 		}
 	}
 	for _, k := range want {
 		if !seen[k] {
-			fs.add(IDDerivedRow, rf.file, "", k.id+" "+k.prompt, nil, "%s, %q table: configuration %s prompt %s has no row", rf.file, prefillTitle, k.id, k.prompt)
+			fs.add(IDDerivedRow, rf.file, "", k.id+" "+k.prompt, nil, "%s, %q table: configuration %s %s %s has no row", rf.file, title, k.id, pt.key, k.prompt)
 		}
 	}
 }

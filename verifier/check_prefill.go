@@ -35,12 +35,14 @@ func checkPrefillLengths(v *view, c *configView, fs *findings) {
 		}
 		return
 	}
-	if len(got) != len(t.Prompts) {
-		fs.add(IDRecomputePrefillLength, f, "/metrics/prefill_lengths", len(t.Prompts), len(got),
-			"one entry per contract prompt (declared length), in contract order")
+	run := t.runs(configPositions(c))
+	if len(got) != len(run) {
+		fs.add(IDRecomputePrefillLength, f, "/metrics/prefill_lengths", len(run), len(got),
+			"one entry per contract prompt (declared length) the model's context holds, in contract order")
 		return
 	}
-	for i, id := range t.Prompts {
+	for i, ki := range run {
+		id := t.Prompts[ki]
 		p := ptr("metrics", "prefill_lengths", i)
 		g := got[i]
 		want := recomputePrefillLength(c, id)
@@ -50,8 +52,8 @@ func checkPrefillLengths(v *view, c *configView, fs *findings) {
 		if g.PromptID != id {
 			bad("/prompt_id", id, g.PromptID, "the contract's prompt at this position")
 		}
-		if g.PromptTokens != t.PromptTokens[i] {
-			bad("/prompt_tokens", t.PromptTokens[i], g.PromptTokens, "the contract's declared length")
+		if g.PromptTokens != t.PromptTokens[ki] {
+			bad("/prompt_tokens", t.PromptTokens[ki], g.PromptTokens, "the contract's declared length")
 		}
 		if g.Requests != want.requests {
 			bad("/requests", want.requests, g.Requests, "the measured requests of the prompt")
@@ -132,4 +134,17 @@ func recomputePrefillLength(c *configView, promptID string) prefillLength {
 	slices.Sort(sorted)
 	out.median = editions.Observed(stat.Quantile(0.5, stat.Empirical, sorted, nil))
 	return out
+}
+
+// configPositions is the model context its first worker's record states
+// (setup.model.max_positions; 0 when absent or unrecorded). Every worker
+// of a configuration runs one artifact (checked elsewhere), and each block
+// is held to its own record's context by checkRequests.
+func configPositions(c *configView) int {
+	for _, w := range c.workers {
+		if w.rec != nil {
+			return w.rec.Setup.Model.MaxPositions
+		}
+	}
+	return 0
 }

@@ -66,6 +66,7 @@ func checkRecompute(v *view, fs *findings) {
 
 		checkPrefill(fs, f, m, mx.Prefill)
 		checkPrefillLengths(v, c, fs)
+		checkDecodeDepths(v, c, fs)
 		checkConfigFields(c, fs)
 		checkUncertainty(c, fs)
 		for _, w := range c.workers {

@@ -67,7 +67,11 @@ type contractTerms struct {
 	// PromptTokens are the prompts' declared lengths (0: none declared)
 	// and PromptRule, PromptSeparator the rule that makes them; "" when
 	// the contract has no prompt_rule.
-	PromptTokens    []int
+	PromptTokens []int
+	// WhereHeld marks the prompts declared context where-held: they run
+	// only where the model's context holds prompt tokens + output tokens -
+	// 1 positions (contracts.PromptsFor), the others everywhere.
+	WhereHeld       []bool
 	PromptRule      string
 	PromptSeparator string
 	WarmupPromptID  string
@@ -129,6 +133,16 @@ func readContractTerms(d *doc) *contractTerms {
 			bad("/contract/prompts/"+strconv.Itoa(i)+"/tokens", "no declared length without a prompt_rule")
 		}
 		t.PromptTokens = append(t.PromptTokens, n)
+		ctx, err := resolve(d.tree, "/contract/prompts/"+strconv.Itoa(i)+"/context")
+		switch {
+		case err != nil || ctx == "required":
+			t.WhereHeld = append(t.WhereHeld, false)
+		case ctx == "where-held" && t.PromptRule != "":
+			t.WhereHeld = append(t.WhereHeld, true)
+		default:
+			bad("/contract/prompts/"+strconv.Itoa(i)+"/context", `"required" or "where-held" (with a prompt_rule)`)
+			t.WhereHeld = append(t.WhereHeld, false)
+		}
 	}
 	t.WarmupPromptID = d.str("/contract/warmup/prompt/id")
 	if t.WarmupTokens, ok = intAt(d.tree, "/contract/warmup/output_tokens"); !ok || t.WarmupTokens < 0 {
@@ -162,6 +176,27 @@ const ruleRepeatTruncateV1 = "repeat-truncate-v1"
 // declaredLengths reports whether the contract declares its prompts'
 // lengths (a prompt_rule): a prefill-by-length contract (PERF-PREFILL-v1).
 func (t *contractTerms) declaredLengths() bool { return t != nil && t.PromptRule != "" }
+
+// decodeByPrompt reports whether the contract's configuration documents
+// carry decode per prompt (/metrics/decode_depths: PERF-DEPTH-v1):
+// declared prompt lengths and a decode interval (N >= 2).
+func (t *contractTerms) decodeByPrompt() bool { return t.declaredLengths() && t.OutputTokens >= 2 }
+
+// runs is the positions in t.Prompts of the prompts a block runs on a
+// model with maxPositions positions (setup.model.max_positions): every
+// required prompt, and each where-held one whose request fits (declared
+// tokens + output tokens - 1 <= maxPositions); all of them when
+// maxPositions is 0 (not recorded).
+func (t *contractTerms) runs(maxPositions int) []int {
+	var out []int
+	for i := range t.Prompts {
+		held := i < len(t.WhereHeld) && t.WhereHeld[i]
+		if !held || maxPositions <= 0 || (i < len(t.PromptTokens) && t.PromptTokens[i]+t.OutputTokens-1 <= maxPositions) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
 
 // campaignConfig is one configuration the campaign declares.
 type campaignConfig struct {

@@ -197,6 +197,7 @@ var (
 	IDRecomputeConfigField   = def("recompute", "recompute.config-field", Error, "a configuration field (model, checkpoint, artifact, capacity, executor, ...) differs from its workers' raw setup")
 	IDRecomputeBootstrap     = def("recompute", "recompute.bootstrap", Error, "a configuration's bootstrap-v1 interval (or its declared algorithm, B, level or seed) differs from the one recomputed from raw")
 	IDRecomputePrefillLength = def("recompute", "recompute.prefill-lengths", Error, "a configuration's prefill rate per prompt length (mean, median, bootstrap-v1 interval of the mean, requests, prompt tokens) differs from the raw records' prompt_tokens and prefill_seconds, or is present or absent against the contract's declared lengths")
+	IDRecomputeDecodeDepth   = def("recompute", "recompute.decode-depths", Error, "a configuration's decode per context depth (pooled, mean and median rate, TPOT, bootstrap-v1 interval of the pooled rate, decode tokens and seconds, requests, depth tokens) differs from the raw records' n and decode_seconds, or is present or absent against the contract's declared depths and the model's context")
 	IDRecomputeQuantiles     = def("recompute", "recompute.quantiles", Error, "a configuration's p50/p90/p99 of per-request decode rate or TTFT differs from the one recomputed from raw")
 
 	// claims: check 5.

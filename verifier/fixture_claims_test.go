@@ -56,6 +56,18 @@ func reaggregate(t testing.TB, dir string) {
 				}
 			}
 			agg.Metrics.PrefillLengths = pl
+			if k.DecodeByPrompt() {
+				dd, err := report.DecodeDepths(id, report.DefaultBootstrapSeed, k, raws)
+				if err != nil {
+					// As above: the forger keeps the document's entries.
+					if b, rerr := os.ReadFile(filepath.Join(dir, filepath.FromSlash(editions.ConfigPath(id)))); rerr == nil {
+						if old, lerr := LoadConfig(b); lerr == nil {
+							dd = old.Metrics.DecodeDepths
+						}
+					}
+				}
+				agg.Metrics.DecodeDepths = dd
+			}
 		}
 		cp := editions.ConfigPath(id)
 		if _, err := os.Stat(filepath.Join(dir, filepath.FromSlash(cp))); err != nil {

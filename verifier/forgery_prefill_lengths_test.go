@@ -85,13 +85,15 @@ func forgePromptShort(t *testing.T, dir string) {
 	forge(t, dir)
 }
 
-// forgeDeclaredLength lowers the first prompt's declared length in the
-// frozen contract by one and refreezes it: the contract is no longer the
-// released one.
+// forgeDeclaredLength lowers the last (longest) prompt's declared length
+// in the frozen contract by one and refreezes it: the contract is no
+// longer the released one. (The first may be 1 token long: PERF-DEPTH-v1's
+// depth 0.)
 func forgeDeclaredLength(t *testing.T, dir string) {
 	needLengths(t, dir)
 	edit(t, dir, editions.ContractFile, func(doc map[string]any) {
-		p := obj(t, doc, "contract", "prompts", 0)
+		ps := arr(t, doc, "contract", "prompts")
+		p := ps[len(ps)-1].(map[string]any)
 		p["tokens"] = json.Number(strconv.FormatInt(numInt(t, p["tokens"])-1, 10))
 	})
 	forge(t, dir)

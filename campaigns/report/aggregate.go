@@ -15,7 +15,8 @@ import (
 // over workers. With one output token per request there is no decode
 // interval: the decode rate and block spread are UNKNOWN. Under a contract
 // with declared prompt lengths (k.PromptRule) it adds each length's prefill
-// rate (PrefillLengths). An observation some worker lacks stays UNKNOWN; one every
+// rate (PrefillLengths), and with a decode interval each depth's decode
+// (DecodeDepths). An observation some worker lacks stays UNKNOWN; one every
 // worker reports UNSUPPORTED stays UNSUPPORTED. The uncertainty is
 // editions.BootstrapV1 under DefaultBootstrapSeed (see Uncertainty).
 func Aggregate(c *Campaign, k *contracts.Contract, cfg *Configuration, recs []*editions.RawRecord) (editions.ConfigDoc, error) {
@@ -98,6 +99,11 @@ func Aggregate(c *Campaign, k *contracts.Contract, cfg *Configuration, recs []*e
 	m.Prefill = pf.metrics()
 	if k.PromptRule != nil {
 		if m.PrefillLengths, err = PrefillLengths(cfg.ID, DefaultBootstrapSeed, k, recs); err != nil {
+			return d, fmt.Errorf("configuration %s: %w", cfg.ID, err)
+		}
+	}
+	if k.DecodeByPrompt() {
+		if m.DecodeDepths, err = DecodeDepths(cfg.ID, DefaultBootstrapSeed, k, recs); err != nil {
 			return d, fmt.Errorf("configuration %s: %w", cfg.ID, err)
 		}
 	}

@@ -101,13 +101,15 @@ func resample(seed, stream uint64, n, resamples int, draw func(k int), done func
 
 // PrefillLengths is each contract prompt's isolated prefill rate over a
 // configuration's measured requests of that prompt (editions.PrefillLength),
-// in contract order: rate_i = prompt_tokens_i / prefill_seconds_i, their
+// in contract order, for the prompts its model's context holds
+// (contracts.PromptsFor): rate_i = prompt_tokens_i / prefill_seconds_i, their
 // mean and median, and bootstrap-v1 of the mean (resample, interval: the
 // machinery of Uncertainty) on the stream of editions.PrefillStream. A
 // length with an untimed request has UNKNOWN rates and no interval.
 func PrefillLengths(configID string, seed uint64, k *contracts.Contract, recs []*editions.RawRecord) ([]editions.PrefillLength, error) {
-	out := make([]editions.PrefillLength, len(k.Prompts))
-	for i, p := range k.Prompts {
+	run := k.PromptsFor(recordPositions(recs))
+	out := make([]editions.PrefillLength, len(run))
+	for i, p := range run {
 		pl := editions.PrefillLength{PromptID: p.ID, PromptTokens: p.Tokens,
 			MeanTokS: editions.UnknownObs[float64](), MedianTokS: editions.UnknownObs[float64]()}
 		var rates []float64
@@ -174,4 +176,88 @@ func percentiles(xs []float64) editions.Percentiles {
 	sort.Float64s(xs)
 	q := func(p float64) float64 { return stat.Quantile(p, stat.Empirical, xs, nil) }
 	return editions.Percentiles{P50: q(0.5), P90: q(0.9), P99: q(0.99)}
+}
+
+// recordPositions is the model context (max_position_embeddings) a
+// configuration's records state, 0 when they do not (records made before
+// it: every prompt ran).
+func recordPositions(recs []*editions.RawRecord) int {
+	if len(recs) == 0 {
+		return 0
+	}
+	return recs[0].Setup.Model.MaxPositions
+}
+
+// DecodeDepths is each context depth's decode over a configuration's
+// measured requests of that prompt (editions.DecodeDepth), in contract
+// order, for the prompts its model's context holds: pooled decode
+// Σ(N_i - 1) / Σ decode_seconds_i, the mean and median of the per-request
+// rates, the time per output token, and bootstrap-v1 of the pooled rate
+// (resample, interval: the machinery of Uncertainty) on the stream of
+// editions.DepthStream.
+func DecodeDepths(configID string, seed uint64, k *contracts.Contract, recs []*editions.RawRecord) ([]editions.DecodeDepth, error) {
+	run := k.PromptsFor(recordPositions(recs))
+	out := make([]editions.DecodeDepth, len(run))
+	for i, p := range run {
+		dd := editions.DecodeDepth{PromptID: p.ID, DepthTokens: p.Tokens,
+			PooledTokS: editions.UnknownObs[float64](), MeanTokS: editions.UnknownObs[float64](),
+			MedianTokS: editions.UnknownObs[float64](), TPOTS: editions.UnknownObs[float64]()}
+		type sample struct {
+			tokens  int64
+			seconds float64
+		}
+		var samples []sample
+		for _, r := range recs {
+			for _, q := range r.Requests {
+				if q.PromptID != p.ID {
+					continue
+				}
+				if q.PromptTokens != p.Tokens {
+					return nil, fmt.Errorf("block %d request %d (%s): %d prompt tokens, the contract declares %d", r.Block, q.Index, p.ID, q.PromptTokens, p.Tokens)
+				}
+				dd.Requests++
+				dd.DecodeTokens += int64(q.N - 1)
+				dd.DecodeSeconds += q.DecodeSeconds
+				samples = append(samples, sample{int64(q.N - 1), q.DecodeSeconds})
+			}
+		}
+		if dd.Requests == 0 {
+			return nil, fmt.Errorf("depth %s: no measured request", p.ID)
+		}
+		pooled, err := decodeRate(dd.DecodeTokens, dd.DecodeSeconds)
+		if err != nil {
+			return nil, fmt.Errorf("depth %s: %w", p.ID, err)
+		}
+		dd.PooledTokS = pooled
+		if pooled.Ok() {
+			rates := make([]float64, len(samples))
+			var sum float64
+			for j, x := range samples {
+				if !(x.seconds > 0) {
+					return nil, fmt.Errorf("depth %s: a request decoded %d tokens in %v s", p.ID, x.tokens, x.seconds)
+				}
+				rates[j] = float64(x.tokens) / x.seconds
+				sum += rates[j]
+			}
+			n := len(rates)
+			dd.MeanTokS = editions.Observed(sum / float64(n))
+			dd.TPOTS = editions.Observed(dd.DecodeSeconds / float64(dd.DecodeTokens))
+			sorted := append([]float64(nil), rates...)
+			sort.Float64s(sorted)
+			dd.MedianTokS = editions.Observed(stat.Quantile(0.5, stat.Empirical, sorted, nil))
+			iv := &editions.PrefillInterval{Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples,
+				Seed: seed, Level: editions.BootstrapLevel}
+			vals := make([]float64, iv.Resamples)
+			var tok int64
+			var sec float64
+			resample(seed, bootstrapStream(editions.DepthStream(configID, p.ID)), n, iv.Resamples,
+				func(k int) { tok += samples[k].tokens; sec += samples[k].seconds },
+				func(b int) { vals[b], tok, sec = float64(tok)/sec, 0, 0 })
+			x := interval(vals)
+			iv.Lo, iv.Hi = x.Lo, x.Hi
+			dd.Interval = iv
+		}
+		out[i] = dd
+	}
+	return out, nil
 }

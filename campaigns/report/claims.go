@@ -64,6 +64,9 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 		for i, pl := range m.PrefillLengths {
 			out.Claims = append(out.Claims, PrefillLengthClaims(d, i, pl, c.Evidence, c.Publication)...)
 		}
+		for i, dd := range m.DecodeDepths {
+			out.Claims = append(out.Claims, DecodeDepthClaims(d, i, dd, c.Evidence, c.Publication)...)
+		}
 		add("h2d_bytes", "bytes", 0, float64(m.H2DBytes),
 			fmt.Sprintf("%s: host-to-device expert bytes summed over %d measured requests (not a rate)", who, d.Requests), nil, nil)
 		if m.RSSPeakBytes.Ok() {
@@ -110,6 +113,53 @@ func PrefillLengthClaims(d *editions.ConfigDoc, i int, pl editions.PrefillLength
 func PrefillLengthStatement(stat string, pl editions.PrefillLength) string {
 	return fmt.Sprintf("%s isolated prefill rate of the %d-token prompt %s over %d measured requests, prompt tokens / prefill seconds per request, admission to the prompt's last logits before selection",
 		stat, pl.PromptTokens, pl.PromptID, pl.Requests)
+}
+
+// DecodeDepthClaims are the claims of one context depth (entry i of
+// d.Metrics.DecodeDepths) where its decode was observed: the pooled rate
+// with its numerator, denominator and bootstrap interval, the mean and
+// median of the per-request rates, and the time per output token. Claim
+// ids are <config>.decode_depths.<prompt id>.<stat>. The depth's prefill
+// rate is claimed by PrefillLengthClaims.
+func DecodeDepthClaims(d *editions.ConfigDoc, i int, dd editions.DecodeDepth, evidence, publication string) []editions.Claim {
+	if !dd.PooledTokS.Ok() || !dd.MeanTokS.Ok() || !dd.MedianTokS.Ok() || !dd.TPOTS.Ok() || dd.Interval == nil {
+		return nil
+	}
+	file := editions.ConfigPath(d.ID)
+	base := fmt.Sprintf("/metrics/decode_depths/%d/", i)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	ref := func(member string, v float64) *editions.SourceRef {
+		return &editions.SourceRef{File: file, Pointer: base + member, Value: v}
+	}
+	claim := func(stat, unit string, decimals int, v float64) editions.Claim {
+		return editions.Claim{
+			ID: d.ID + ".decode_depths." + dd.PromptID + "." + stat, Statement: who + ": " + DecodeDepthStatement(stat, dd),
+			Value: Round(v, decimals), Unit: unit, Decimals: decimals, Source: *ref(stat, v),
+			Evidence: evidence, Validation: "valid", Publication: publication, Reproduction: "not_attempted",
+		}
+	}
+	pooled := claim("pooled_tok_s", "tokens/s", 2, dd.PooledTokS.Value)
+	pooled.Numerator, pooled.Denominator = ref("decode_tokens", float64(dd.DecodeTokens)), ref("decode_seconds", dd.DecodeSeconds)
+	iv := dd.Interval
+	pooled.Interval = &editions.ClaimInterval{Algorithm: iv.Algorithm, Level: iv.Level,
+		Lo: *ref("interval/lo", iv.Lo), Hi: *ref("interval/hi", iv.Hi)}
+	return []editions.Claim{pooled,
+		claim("mean_tok_s", "tokens/s", 2, dd.MeanTokS.Value),
+		claim("median_tok_s", "tokens/s", 2, dd.MedianTokS.Value),
+		claim("tpot_s", "s", 6, dd.TPOTS.Value),
+	}
+}
+
+// DecodeDepthStatement is the text of a depth's claim after "<who>: ".
+func DecodeDepthStatement(stat string, dd editions.DecodeDepth) string {
+	what := map[string]string{
+		"pooled_tok_s": "pooled decode rate, sum(N-1) / sum(decode seconds),",
+		"mean_tok_s":   "mean of the per-request decode rates (N-1) / decode seconds",
+		"median_tok_s": "median of the per-request decode rates (N-1) / decode seconds",
+		"tpot_s":       "time per output token after the first, sum(decode seconds) / sum(N-1),",
+	}[stat]
+	return fmt.Sprintf("%s at context depth %d (prompt %s) over %d measured requests, first token to last: the depth's prefill and the first-token wait excluded",
+		what, dd.DepthTokens, dd.PromptID, dd.Requests)
 }
 
 // CheckpointLabel says what kind of checkpoint a configuration ran:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -312,6 +313,100 @@ func makePrefillTable(docs []editions.ConfigDoc) Table {
 		}
 	}
 	return t
+}
+
+// depthRow is one row of the depth table: a configuration at one of its
+// context depths, with that depth's prefill entry (nil when absent).
+type depthRow struct {
+	d  *editions.ConfigDoc
+	dd *editions.DecodeDepth
+	pl *editions.PrefillLength
+}
+
+// depthField is one column of the depth table (llama-bench's tg at -d
+// rows: one per configuration and depth), the table report.md and
+// report.html both render from this one list.
+type depthField struct {
+	Name  string
+	Unit  string
+	Right bool
+	Value func(r depthRow) string
+}
+
+// Header is the column header with its unit.
+func (f depthField) Header() string { return field{Name: f.Name, Unit: f.Unit}.Header() }
+
+var depthFields = []depthField{
+	{Name: "configuration", Value: func(r depthRow) string { return r.d.ID }},
+	{Name: "capacity", Unit: "experts/layer", Right: true, Value: func(r depthRow) string {
+		return fmt.Sprintf("%d/%d", r.d.Capacity, r.d.ExpertsPerLayer)
+	}},
+	{Name: "depth", Value: func(r depthRow) string { return r.dd.PromptID }},
+	{Name: "depth tokens", Right: true, Value: func(r depthRow) string { return fmt.Sprint(r.dd.DepthTokens) }},
+	{Name: "pooled decode", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.PooledTokS, 1, 2) }},
+	{Name: "pooled decode 95% CI", Unit: "tok/s", Right: true, Value: func(r depthRow) string {
+		if r.dd.Interval == nil {
+			return editions.Unknown
+		}
+		return fmt.Sprintf("%.2f-%.2f", r.dd.Interval.Lo, r.dd.Interval.Hi)
+	}},
+	{Name: "decode mean", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.MeanTokS, 1, 2) }},
+	{Name: "decode median", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.MedianTokS, 1, 2) }},
+	{Name: "TPOT", Unit: "ms", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.TPOTS, 1e3, 3) }},
+	{Name: "prefill mean", Unit: "tok/s", Right: true, Value: func(r depthRow) string {
+		if r.pl == nil {
+			return editions.Unknown
+		}
+		return obsFloat(r.pl.MeanTokS, 1, 1)
+	}},
+	{Name: "requests", Right: true, Value: func(r depthRow) string { return fmt.Sprint(r.dd.Requests) }},
+}
+
+// makeDepthTable is the depth table of docs: a row per configuration and
+// context depth it ran, in document then contract order, each with the
+// depth's prefill rate (the prefill_lengths entry of the same prompt); no
+// rows when no document has decode depths.
+func makeDepthTable(docs []editions.ConfigDoc) Table {
+	t := Table{}
+	for _, f := range depthFields {
+		t.Headers = append(t.Headers, f.Header())
+		t.Right = append(t.Right, f.Right)
+	}
+	for i := range docs {
+		m := &docs[i].Metrics
+		for j := range m.DecodeDepths {
+			r := depthRow{d: &docs[i], dd: &m.DecodeDepths[j]}
+			if k := slices.IndexFunc(m.PrefillLengths, func(pl editions.PrefillLength) bool { return pl.PromptID == r.dd.PromptID }); k >= 0 {
+				r.pl = &m.PrefillLengths[k]
+			}
+			row := make([]string, len(depthFields))
+			for k, f := range depthFields {
+				row[k] = f.Value(r)
+			}
+			t.Rows = append(t.Rows, row)
+		}
+	}
+	return t
+}
+
+// depthsNotRun are the where-held depths of k some configuration's model
+// context could not hold, one phrase each ("olmoe-x: d8064 (8191 positions,
+// context 4096)"), in document then contract order.
+func depthsNotRun(k *contracts.Contract, docs []editions.ConfigDoc) []string {
+	var out []string
+	for i := range docs {
+		d := &docs[i]
+		if d.Metrics.DecodeDepths == nil {
+			continue
+		}
+		ran := k.PromptsFor(d.Model.MaxPositions)
+		for _, p := range k.Prompts {
+			if !slices.ContainsFunc(ran, func(q contracts.Prompt) bool { return q.ID == p.ID }) {
+				out = append(out, fmt.Sprintf("%s: %s (%d positions, context %d)", d.ID, p.ID, k.Positions(p), d.Model.MaxPositions))
+			}
+		}
+	}
+	return out
 }
 
 // Table is a rendered table: headers and rows of cells.

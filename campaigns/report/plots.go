@@ -31,6 +31,8 @@ type figure struct {
 	// interval, when set, is a configuration's interval of the value
 	// (drawn as an error bar); ok false draws none.
 	interval func(d *editions.ConfigDoc) (lo, hi float64, ok bool)
+	// x is the x axis label; "" is capacity.
+	x string
 	// joinAll joins every pair of neighbouring points of a series (a
 	// replayed curve, computed at each capacity shown). Measured figures
 	// join two points only when no capacity lies between them: a line
@@ -138,12 +140,46 @@ func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting, c
 			return nil, err
 		}
 	}
+	if ss := depthSeries(docs); len(ss) > 0 {
+		if err := emit(depthFigure, ss); err != nil {
+			return nil, err
+		}
+	}
 	if len(routing) > 0 {
 		if err := emit(missesFigure, missesSeries(routing)); err != nil {
 			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// depthFigure is the decode rate against context depth, one line per
+// configuration through the depths it ran (the contract's declared depths:
+// neighbours are joined), with each depth's bootstrap interval; drawn
+// only for an edition with decode depths (PERF-DEPTH-v1).
+var depthFigure = figure{name: "decode_by_depth", title: "Pooled decode rate against context depth (bars: bootstrap 95% CI)",
+	y: "pooled decode (tokens/s)", x: "context depth (prompt tokens before the first output token)", legendRight: true, joinAll: true}
+
+// depthSeries is one series per configuration with decode depths: pooled
+// decode at each observed depth, with its interval.
+func depthSeries(docs []editions.ConfigDoc) []*series {
+	var ss []*series
+	for i := range docs {
+		d := &docs[i]
+		s := &series{label: fmt.Sprintf("%s (%d/%d)", d.ID, d.Capacity, d.ExpertsPerLayer)}
+		for _, dd := range d.Metrics.DecodeDepths {
+			if !dd.PooledTokS.Ok() || dd.Interval == nil {
+				continue
+			}
+			v := dd.PooledTokS.Value
+			s.pts = append(s.pts, plotter.XY{X: float64(dd.DepthTokens), Y: v})
+			s.errs = append(s.errs, struct{ Low, High float64 }{v - dd.Interval.Lo, dd.Interval.Hi - v})
+		}
+		if len(s.pts) > 0 {
+			ss = append(ss, s)
+		}
+	}
+	return ss
 }
 
 // missesSeries is one line per model and policy: misses against capacity,
@@ -167,6 +203,10 @@ func renderFigure(f figure, ss []*series) ([]byte, error) {
 	p := plot.New()
 	p.Title.Text = f.title
 	p.X.Label.Text = "capacity (published experts per routed layer)"
+	if f.x != "" {
+		p.X.Label.Text = f.x
+		p.X.Tick.Marker = plainTicks{}
+	}
 	p.Y.Label.Text = f.y
 	p.Y.Min = 0
 	p.Legend.Top = true

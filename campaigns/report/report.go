@@ -33,11 +33,17 @@ type Report struct {
 	// Prefill is the isolated prefill rate per configuration and prompt
 	// length (prefillLengthFields), under a contract with declared prompt
 	// lengths; no rows otherwise.
-	Prefill    Table
-	Invariants Table
-	Plots      []FigureRef
-	Workers    []string
-	Claims     int
+	Prefill Table
+	// Depth is the decode per configuration and context depth
+	// (depthFields), under a contract with decode per prompt
+	// (PERF-DEPTH-v1); no rows otherwise. DepthsNotRun names the
+	// where-held depths a configuration's context could not hold.
+	Depth        Table
+	DepthsNotRun []string
+	Invariants   Table
+	Plots        []FigureRef
+	Workers      []string
+	Claims       int
 	// Ceilings is the Markdown of package ceilings' sections (cuda
 	// editions): each speed beside its HBM / PCIe ceiling, the partial
 	// residency model check and VRAM against the weights held.
@@ -67,6 +73,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		Results: makeTable(fs, docs), Invariants: makeTable(invariantFields, docs),
 		Speed: makeTable(pickFields(fs, speedKeys), docs), Resources: makeTable(pickFields(fs, resourceKeys), docs),
 		Headlines: headlines(docs, hbm), Prefill: makePrefillTable(docs),
+		Depth: makeDepthTable(docs), DepthsNotRun: depthsNotRun(k, docs),
 		Plots: plots, Claims: claims,
 	}
 	for _, cfg := range c.Configurations {
@@ -128,6 +135,10 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 	}
 	if len(r.Prefill.Rows) > 0 {
 		r.Caveats = append(r.Caveats, fmt.Sprintf("The prefill table gives each prompt length's rate (prompt tokens / prefill seconds per request, llama-bench's pp): its mean and median over the measured requests (one per block) and a %s percentile interval of the mean (%d resamples, seed %d). With %d blocks the interval rests on %d requests per length: read it as a spread, not a population estimate.",
+			editions.BootstrapV1, editions.BootstrapResamples, editions.BootstrapSeed, k.Blocks, k.Blocks))
+	}
+	if len(r.Depth.Rows) > 0 {
+		r.Caveats = append(r.Caveats, fmt.Sprintf("The depth table gives each context depth's decode (first token to last: the depth's prefill and the first-token wait excluded) over its measured requests (one per block): pooled, the mean and median of the per-request rates, TPOT, and a %s percentile interval of the pooled rate (%d resamples, seed %d); the prefill column is the depth's isolated prefill rate from the prefill table. With %d blocks each interval rests on %d requests: read it as a spread, not a population estimate. The results table's pooled decode pools every depth.",
 			editions.BootstrapV1, editions.BootstrapResamples, editions.BootstrapSeed, k.Blocks, k.Blocks))
 	}
 	r.Caveats = append(r.Caveats,

@@ -54,7 +54,11 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 {{if .Prefill.Rows}}<h2>Prefill by prompt length</h2>
 <p>Isolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.</p>
 {{template "table" .Prefill}}
-{{end}}<h2>Cache contract invariants</h2>
+{{end}}{{if .Depth.Rows}}<h2>Decode by context depth</h2>
+<p>{{$.DepthIntro}}</p>
+{{template "table" .Depth}}
+{{if .DepthsNotRun}}<p>Not run (where-held depths beyond the model's context): {{range $i, $x := .DepthsNotRun}}{{if $i}}; {{end}}{{$x}}{{end}}.</p>
+{{end}}{{end}}<h2>Cache contract invariants</h2>
 <p>Summed over the measured requests; the contract requires observed zeros.</p>
 {{template "table" .Invariants}}
 {{if .Ceilings}}
@@ -118,3 +122,7 @@ Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.j
 func HTML(w io.Writer, r *Report) error {
 	return htmlReport.Execute(w, r)
 }
+
+// DepthIntro is the sentence under the depth table's heading (report.md's
+// too).
+func (*Report) DepthIntro() string { return depthIntro }

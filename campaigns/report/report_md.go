@@ -43,6 +43,10 @@ func writeMDTable(b *strings.Builder, t Table) {
 }
 
 // Markdown writes report.md.
+// depthIntro is the sentence under the depth table's heading in both
+// reports.
+const depthIntro = "Decode of the output tokens after each context depth (first token to last: the depth's prefill excluded), and the depth's isolated prefill, per configuration and depth."
+
 func Markdown(w io.Writer, r *Report) error {
 	var b strings.Builder
 	k := r.Contract
@@ -77,6 +81,15 @@ func Markdown(w io.Writer, r *Report) error {
 	if len(r.Prefill.Rows) > 0 {
 		b.WriteString("## Prefill by prompt length\n\nIsolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.\n\n")
 		writeMDTable(&b, r.Prefill)
+		b.WriteString("\n")
+	}
+
+	if len(r.Depth.Rows) > 0 {
+		b.WriteString("## Decode by context depth\n\n" + depthIntro + "\n\n")
+		writeMDTable(&b, r.Depth)
+		if len(r.DepthsNotRun) > 0 {
+			b.WriteString("\nNot run (where-held depths beyond the model's context): " + strings.Join(r.DepthsNotRun, "; ") + ".\n")
+		}
 		b.WriteString("\n")
 	}
 

@@ -123,9 +123,13 @@ func Run(o Options) (err error) {
 	if err != nil {
 		return err
 	}
+	// The block runs the contract's prompts this model's context holds:
+	// every required one (validation refused a configuration that cannot
+	// hold one) and each where-held one that fits.
+	run := k.PromptsFor(mcfg.MaxPositions)
 	maxSeq := len(warm) + k.Warmup.OutputTokens
-	prompts := make([][]int, len(k.Prompts))
-	for i, p := range k.Prompts {
+	prompts := make([][]int, len(run))
+	for i, p := range run {
 		if prompts[i], err = encode(p); err != nil {
 			return err
 		}
@@ -194,7 +198,7 @@ func Run(o Options) (err error) {
 	}
 	fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(wres.Tokens))
 
-	for i, p := range k.Prompts {
+	for i, p := range run {
 		l.Cache.BeginRequest()
 		res, err := l.Generate(engine.Request{Prompt: prompts[i], Tokens: k.OutputTokens, SuppressEOS: true})
 		if err != nil {
@@ -383,7 +387,7 @@ func modelOf(c model.Config) editions.Model {
 	return editions.Model{
 		ModelType: c.ModelType, Layers: c.NumLayers, Hidden: c.HiddenSize, ExpertsPerLayer: c.NumExperts,
 		TopK: c.TopK, ExpertFFN: c.ExpertFFN, SharedFFN: c.SharedFFN, Vocab: c.VocabSize,
-		EOSTokenIDs: append([]int{}, c.EOSTokenIDs...),
+		EOSTokenIDs: append([]int{}, c.EOSTokenIDs...), MaxPositions: c.MaxPositions,
 	}
 }
 

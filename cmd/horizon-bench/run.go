@@ -26,7 +26,10 @@ func runCommand() *cli.Command {
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
 the residency campaigns, PERF-PREFILL-v1 and PERF-PREFILL-SMOKE-v1 for the
 prefill ones: one prompt per declared length, one output token, the prompt
-tok/s per length in configs/<id>.json metrics.prefill_lengths): one worker
+tok/s per length in configs/<id>.json metrics.prefill_lengths; PERF-DEPTH-v1
+and PERF-DEPTH-SMOKE-v1 for the depth ones: decode after one prompt per
+context depth, per depth in metrics.decode_depths, a where-held depth run
+only where the model's context holds it): one worker
 process per (configuration, block), one
 at a time, each loading the prepared artifact, running the excluded warmup and
 the block's prompts on an evolving expert cache, and writing a raw record.
