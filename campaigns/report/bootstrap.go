@@ -112,26 +112,19 @@ func PrefillLengths(configID string, seed uint64, k *contracts.Contract, recs []
 	for i, p := range run {
 		pl := editions.PrefillLength{PromptID: p.ID, PromptTokens: p.Tokens,
 			MeanTokS: editions.UnknownObs[float64](), MedianTokS: editions.UnknownObs[float64]()}
+		reqs, err := promptRequests(recs, p)
+		if err != nil {
+			return nil, err
+		}
 		var rates []float64
 		timed := true
-		for _, r := range recs {
-			for _, q := range r.Requests {
-				if q.PromptID != p.ID {
-					continue
-				}
-				if q.PromptTokens != p.Tokens {
-					return nil, fmt.Errorf("block %d request %d (%s): %d prompt tokens, the contract declares %d", r.Block, q.Index, p.ID, q.PromptTokens, p.Tokens)
-				}
-				pl.Requests++
-				if ps := q.PrefillSeconds; ps == nil || !ps.Ok() || !(ps.Value > 0) {
-					timed = false
-					continue
-				}
-				rates = append(rates, float64(q.PromptTokens)/q.PrefillSeconds.Value)
+		for _, q := range reqs {
+			pl.Requests++
+			if ps := q.PrefillSeconds; ps == nil || !ps.Ok() || !(ps.Value > 0) {
+				timed = false
+				continue
 			}
-		}
-		if pl.Requests == 0 {
-			return nil, fmt.Errorf("prompt %s: no measured request", p.ID)
+			rates = append(rates, float64(q.PromptTokens)/q.PrefillSeconds.Value)
 		}
 		if timed {
 			n := len(rates)
@@ -178,6 +171,28 @@ func percentiles(xs []float64) editions.Percentiles {
 	return editions.Percentiles{P50: q(0.5), P90: q(0.9), P99: q(0.99)}
 }
 
+// promptRequests are the measured requests of prompt p in block order,
+// each holding p's declared length; an error when one does not, or when
+// there is none.
+func promptRequests(recs []*editions.RawRecord, p contracts.Prompt) ([]editions.Request, error) {
+	var out []editions.Request
+	for _, r := range recs {
+		for _, q := range r.Requests {
+			if q.PromptID != p.ID {
+				continue
+			}
+			if q.PromptTokens != p.Tokens {
+				return nil, fmt.Errorf("block %d request %d (%s): %d prompt tokens, the contract declares %d", r.Block, q.Index, p.ID, q.PromptTokens, p.Tokens)
+			}
+			out = append(out, q)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("prompt %s: no measured request", p.ID)
+	}
+	return out, nil
+}
+
 // recordPositions is the model context (max_position_embeddings) a
 // configuration's records state, 0 when they do not (records made before
 // it: every prompt ran).
@@ -206,23 +221,16 @@ func DecodeDepths(configID string, seed uint64, k *contracts.Contract, recs []*e
 			tokens  int64
 			seconds float64
 		}
-		var samples []sample
-		for _, r := range recs {
-			for _, q := range r.Requests {
-				if q.PromptID != p.ID {
-					continue
-				}
-				if q.PromptTokens != p.Tokens {
-					return nil, fmt.Errorf("block %d request %d (%s): %d prompt tokens, the contract declares %d", r.Block, q.Index, p.ID, q.PromptTokens, p.Tokens)
-				}
-				dd.Requests++
-				dd.DecodeTokens += int64(q.N - 1)
-				dd.DecodeSeconds += q.DecodeSeconds
-				samples = append(samples, sample{int64(q.N - 1), q.DecodeSeconds})
-			}
+		reqs, err := promptRequests(recs, p)
+		if err != nil {
+			return nil, err
 		}
-		if dd.Requests == 0 {
-			return nil, fmt.Errorf("depth %s: no measured request", p.ID)
+		var samples []sample
+		for _, q := range reqs {
+			dd.Requests++
+			dd.DecodeTokens += int64(q.N - 1)
+			dd.DecodeSeconds += q.DecodeSeconds
+			samples = append(samples, sample{int64(q.N - 1), q.DecodeSeconds})
 		}
 		pooled, err := decodeRate(dd.DecodeTokens, dd.DecodeSeconds)
 		if err != nil {
