@@ -85,11 +85,26 @@ type Config struct {
 	Misses        int64
 	MaxSeq        int // the most positions one request used (prompt + N - 1)
 
+	// Depths are the configuration's decode per prompt, in first-seen
+	// order, when its edition's contract declares prompt lengths and
+	// decodes (PERF-DEPTH-v1: one prompt per context depth); nil otherwise.
+	Depths []*Depth
+
 	H2DBW        []float64          // per worker, bytes/s
 	VRAMPeak     int64              // device-wide, max over workers; -1 not observed
 	VRAMProcPeak int64              // this process, max over workers; -1 not observed
 	runtimeByReq map[string]float64 // by key(block, prompt)
 	h2dByRequest map[string]int64
+}
+
+// Depth is one context depth's decode over a configuration's requests of
+// that prompt.
+type Depth struct {
+	Prompt        string
+	Tokens        int     // the prompt's (the depth's) tokens
+	Output        int     // N, output tokens per request
+	DecodeTokens  int64   // sum(N-1)
+	DecodeSeconds float64 // sum(decode_seconds)
 }
 
 // key names a request within a configuration: block and prompt.
@@ -127,6 +142,10 @@ func LoadEdition(dir string) ([]*Config, error) {
 		return nil, fmt.Errorf("ceilings: %s: no raw records (raw/<config>/block-<k>.json)", dir)
 	}
 	sort.Strings(files)
+	depths, err := declaresDepths(dir)
+	if err != nil {
+		return nil, err
+	}
 	byID := map[string]*Config{}
 	var out []*Config
 	for _, f := range files {
@@ -169,6 +188,9 @@ func LoadEdition(dir string) ([]*Config, error) {
 			k := key(r.Block, q.PromptID)
 			c.runtimeByReq[k] += q.RuntimeSeconds
 			c.h2dByRequest[k] += q.Cache.H2DBytes
+			if depths {
+				c.addDepth(q)
+			}
 		}
 		o := r.Observations
 		if o.H2DBandwidthBytesPerS.Ok() {
@@ -187,6 +209,57 @@ func LoadEdition(dir string) ([]*Config, error) {
 		}
 	}
 	return out, nil
+}
+
+// declaresDepths reports whether the edition at dir was made under a
+// contract that declares its prompts' lengths and decodes after them
+// (contract.json: a prompt_rule and output_tokens >= 2, PERF-DEPTH-v1's
+// shape), whose decode is reported per depth. An edition without
+// contract.json has none.
+func declaresDepths(dir string) (bool, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "contract.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ceilings: %w", err)
+	}
+	var doc struct {
+		Contract struct {
+			OutputTokens int             `json:"output_tokens"`
+			PromptRule   json.RawMessage `json:"prompt_rule"`
+		} `json:"contract"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return false, fmt.Errorf("ceilings: %s: %w", filepath.Join(dir, "contract.json"), err)
+	}
+	return len(doc.Contract.PromptRule) > 0 && string(doc.Contract.PromptRule) != "null" && doc.Contract.OutputTokens >= 2, nil
+}
+
+// addDepth adds request q to its prompt's Depth.
+func (c *Config) addDepth(q editions.Request) {
+	var d *Depth
+	for _, x := range c.Depths {
+		if x.Prompt == q.PromptID {
+			d = x
+		}
+	}
+	if d == nil {
+		d = &Depth{Prompt: q.PromptID, Tokens: q.PromptTokens, Output: q.N}
+		c.Depths = append(c.Depths, d)
+	}
+	d.DecodeTokens += int64(q.N - 1)
+	d.DecodeSeconds += q.DecodeSeconds
+}
+
+// KVBytesPerPosition is what one position of the KV cache holds for a
+// synthetic preset: FP32 K and V of every layer (the only KV dtype today).
+func KVBytesPerPosition(arch string) (int64, error) {
+	p, err := model.LookupPreset(arch)
+	if err != nil {
+		return 0, fmt.Errorf("ceilings: %w", err)
+	}
+	return int64(p.Config.NumLayers) * 2 * int64(p.Config.KVDim()) * 4, nil
 }
 
 // Bytes is what one decode step of a synthetic architecture reads from HBM
@@ -395,6 +468,10 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 			c.Capacity, c.Experts, c.StepMode, c.Transport, tok, float64(b.Total())/1e6, ceil, 100*tok/ceil, missCol, bwCol, bothCol, ofBoth)
 	}
 
+	if err := writeDepths(p, confs, o); err != nil {
+		return err
+	}
+
 	p("\n## Partial residency against full residency plus transfer time\n\n")
 	p("Model per decode step = full-residency time per token (the reference configuration) + missed bytes per step / measured H2D bandwidth. ")
 	p("Missed bytes per step spread each request's misses (prefill included) evenly over its steps; the request-level column instead compares whole requests: sum of partial runtimes / (sum of the same requests' full-residency runtimes + H2D bytes / bandwidth). Limit: %.2fx.\n\n", o.PartialFactor)
@@ -531,4 +608,51 @@ func vramMargin(peak, limit int64) string {
 		return editions.Unknown
 	}
 	return fmt.Sprintf("%+.2f GiB", float64(peak-limit)/(1<<30))
+}
+
+// writeDepths is the section of decode per context depth against its HBM
+// ceiling, for the cuda configurations with per-depth decode (Depths):
+// a step at depth d reads the weights and the KV cache of the positions it
+// attends. A request of N output tokens after a prompt of d tokens runs its
+// N - 1 decode steps over d+1 .. d+N-1 positions, d + N/2 on average, so
+// the ceiling is HBM bandwidth / (weight bytes per step + (d + N/2) x KV
+// bytes per position). Nothing is written when no configuration has one.
+func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
+	var rows []*Config
+	for _, c := range confs {
+		if c.Device == "cuda" && len(c.Depths) > 0 {
+			rows = append(rows, c)
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	p("\n## Decode at context depth against the HBM ceiling\n\n")
+	p("A decode step at depth d reads the HBM bytes of a step (above) and the FP32 KV cache of the positions it attends: over a request's N - 1 decode steps after a d-token prompt, d + N/2 positions on average. ")
+	p("Ceiling = HBM bandwidth / (weight bytes per step + (d + N/2) x KV bytes per position); at partial residency the missed expert bytes come on top (not in this ceiling).\n\n")
+	p("| edition | configuration | capacity | depth | depth tokens | pooled decode (tok/s) | weights/step (MB) | KV/step (MB) | HBM ceiling (tok/s) | of ceiling |\n")
+	p("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	for _, c := range rows {
+		b, err := StepBytes(c.Arch, c.RecordBytes)
+		if err != nil {
+			return err
+		}
+		kvPos, err := KVBytesPerPosition(c.Arch)
+		if err != nil {
+			return err
+		}
+		for _, d := range c.Depths {
+			tok := editions.Unknown
+			of := editions.Unknown
+			kv := float64(kvPos) * (float64(d.Tokens) + float64(d.Output)/2)
+			ceil := o.HBMBytesPerS / (float64(b.Total()) + kv)
+			if d.DecodeSeconds > 0 && d.DecodeTokens > 0 {
+				r := float64(d.DecodeTokens) / d.DecodeSeconds
+				tok, of = fmt.Sprintf("%.1f", r), fmt.Sprintf("%.0f%%", 100*r/ceil)
+			}
+			p("| %s | %s | %d/%d | %s | %d | %s | %.0f | %.1f | %.0f | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts,
+				d.Prompt, d.Tokens, tok, float64(b.Total())/1e6, kv/1e6, ceil, of)
+		}
+	}
+	return nil
 }

@@ -3,9 +3,11 @@ package ceilings
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -91,5 +93,76 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if err := Write(&bytes.Buffer{}, nil, nil, DefaultOptions()); err == nil {
 		t.Error("Write accepted no configurations")
+	}
+}
+
+// TestDepths: per-depth decode is gathered exactly for an edition whose
+// contract declares depths (the committed depth smoke edition), never for
+// PERF-REAL-v1's; and the depth section sets each cuda configuration's
+// depth beside bandwidth / (weights + (d + N/2) x KV bytes per position),
+// which the CPU edition (no cuda configuration) does not print at all.
+func TestDepths(t *testing.T) {
+	real, err := LoadEdition("../editions/smoke-cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range real {
+		if c.Depths != nil {
+			t.Fatalf("smoke-cpu %s: depths %v under PERF-REAL-v1", c.ID, c.Depths)
+		}
+	}
+	confs, err := LoadEdition("../editions/depth-smoke-cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range confs {
+		var toks []int
+		var n int64
+		for _, d := range c.Depths {
+			toks = append(toks, d.Tokens)
+			n += d.DecodeTokens
+		}
+		if !slices.Equal(toks, []int{1, 64, 256}) || n != c.DecodeTokens {
+			t.Fatalf("%s: depths %v with %d decode tokens, want [1 64 256] holding all %d", c.ID, toks, n, c.DecodeTokens)
+		}
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, confs, nil, DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(buf.String(), "context depth") {
+		t.Fatal("a cpu edition printed a depth section against the HBM ceiling")
+	}
+
+	kv, err := KVBytesPerPosition("olmoe-1b-7b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kv != 16*2*2048*4 { // 16 layers, K and V, 16 heads x 128, FP32
+		t.Fatalf("olmoe-1b-7b: %d KV bytes per position, want %d", kv, 16*2*2048*4)
+	}
+	b, err := StepBytes("olmoe-1b-7b", 3194880)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultOptions()
+	for _, tc := range []struct {
+		depth, n int
+		tokens   int64
+		seconds  float64
+	}{{1, 128, 127, 0.127}, {2048, 128, 381, 0.5}} {
+		c := &Config{Edition: "e", ID: "c", Device: "cuda", Arch: "olmoe-1b-7b", Capacity: 64, Experts: 64, RecordBytes: 3194880,
+			Depths: []*Depth{{Prompt: "d", Tokens: tc.depth, Output: tc.n, DecodeTokens: tc.tokens, DecodeSeconds: tc.seconds}}}
+		var out bytes.Buffer
+		if err := writeDepths(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, []*Config{c}, o); err != nil {
+			t.Fatal(err)
+		}
+		ceil := o.HBMBytesPerS / (float64(b.Total()) + float64(kv)*(float64(tc.depth)+float64(tc.n)/2))
+		rate := float64(tc.tokens) / tc.seconds
+		want := fmt.Sprintf("| %.1f | %.0f | %.1f | %.0f | %.0f%% |", rate, float64(b.Total())/1e6,
+			float64(kv)*(float64(tc.depth)+float64(tc.n)/2)/1e6, ceil, 100*rate/ceil)
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("depth %d: section\n%s\nwant a row ending %s", tc.depth, out.String(), want)
+		}
 	}
 }

@@ -23,8 +23,11 @@ decode step reads (and, at partial residency, the missed expert bytes over
 the pinned H2D bandwidth each worker measured); checks every partial
 configuration against full-residency time + missed bytes / H2D bandwidth
 (within --partial-factor); checks whole-worker VRAM against resident weights
-+ KV cache + --vram-allowance-gib; and, with --baseline, the speedup over a
-peer baseline from scripts/baseline_hf.py on the same synthetic checkpoint.
++ KV cache + --vram-allowance-gib; for an edition of a depth contract
+(PERF-DEPTH-v1), each cuda configuration's decode per context depth beside
+bandwidth / (weight bytes + the FP32 KV read at that depth); and, with
+--baseline, the speedup over a peer baseline from scripts/baseline_hf.py on
+the same synthetic checkpoint.
 
 Example (the H200 editions of issue 7):
 
