@@ -23,6 +23,7 @@ func init() {
 		forgery{family: "depth", name: "the deepest depth's prompt cut short in every block, every aggregate re-derived", want: IDContractPromptLength, apply: forgeDepthShort},
 		forgery{family: "depth", name: "a declared depth changed in the contract, refrozen", want: IDBindingContractUnpinned, apply: forgeDeclaredDepth},
 		forgery{family: "depth", name: "a depth's pooled decode claim pointed at another depth", want: IDBindingClaimSource, apply: forgeDepthClaimSource},
+		forgery{family: "depth", name: "every record's model context lowered below the deepest depth, that depth's requests dropped, everything re-derived", want: IDPhysContextPreset, apply: forgeContextLowered},
 	)
 }
 
@@ -176,4 +177,29 @@ func TestDepthForgeries(t *testing.T) {
 			runForgery(t, dir, f, Options{Schemas: schemas})
 		})
 	}
+}
+
+// forgeContextLowered lowers setup.model.max_positions in every record of
+// the edition to one position short of the deepest depth's request, as if
+// the model's context could not hold it, and drops that depth's requests
+// (the contract would then let it be where-held): a forger who hides a
+// slow deep depth. The synthetic preset pins the context.
+func forgeContextLowered(t *testing.T, dir string) {
+	needDepths(t, dir)
+	for _, id := range configIDs(t, dir) {
+		paths, docs := rawTrees(t, dir, id)
+		for i, d := range docs {
+			m := obj(t, d, "setup", "model")
+			if _, ok := m["max_positions"]; !ok {
+				t.Skip("records without setup.model.max_positions")
+			}
+			reqs := arr(t, d, "requests")
+			q := reqs[len(reqs)-1].(map[string]any)
+			need := numInt(t, q["prompt_tokens"]) + numInt(t, q["n"]) - 1
+			m["max_positions"] = json.Number(strconv.FormatInt(need-1, 10))
+			d["requests"] = reqs[:len(reqs)-1]
+			writeRaw(t, dir, paths[i], d)
+		}
+	}
+	forge(t, dir)
 }

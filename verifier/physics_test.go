@@ -267,8 +267,8 @@ func TestCacheIdentityNeedsASibling(t *testing.T) {
 	}
 }
 
-// TestSyntheticEOSMatchesRuntime holds the verifier's own table of the
-// synthetic presets' EOS ids to runtime/model's presets.
+// TestSyntheticEOSMatchesRuntime holds the verifier's own tables of the
+// synthetic presets' EOS ids and contexts to runtime/model's presets.
 func TestSyntheticEOSMatchesRuntime(t *testing.T) {
 	names := model.PresetNames()
 	if len(names) != len(syntheticEOS) {
@@ -281,6 +281,9 @@ func TestSyntheticEOSMatchesRuntime(t *testing.T) {
 		}
 		if got := syntheticEOS[n]; !slices.Equal(got, p.Config.EOSTokenIDs) {
 			t.Errorf("preset %s: verifier EOS ids %v, runtime %v", n, got, p.Config.EOSTokenIDs)
+		}
+		if got := syntheticContext[n]; got != p.Config.MaxPositions {
+			t.Errorf("preset %s: verifier context %d, runtime %d", n, got, p.Config.MaxPositions)
 		}
 	}
 }

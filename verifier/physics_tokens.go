@@ -24,13 +24,19 @@ import (
 // not run the tokenizer, so prompt ids or EOS ids changed alike in every
 // worker of that checkpoint pass (a reproduction catches them); the
 // tokenizer's hash is compared between workers, never with a file. Preset
-// shapes (layers, experts, ...) are not pinned here, only the EOS ids.
+// shapes (layers, experts, ...) are not pinned here, only the EOS ids and
+// the context (max_positions, which decides a depth contract's where-held
+// prompts; pinned per checkpoint, and to the preset for synthetic ones).
 
 var (
 	IDPhysEOSPinned = def("physics", "physics.eos-pinned", Error,
 		"workers with the same checkpoint sha256 record different eos_token_ids (reported against the majority)")
 	IDPhysEOSPreset = def("physics", "physics.eos-preset", Error,
 		"a synthetic checkpoint's eos_token_ids differ from its preset's")
+	IDPhysContextPreset = def("physics", "physics.context-preset", Error,
+		"a synthetic checkpoint's setup.model.max_positions differs from its preset's context (it decides which where-held prompts run)")
+	IDPhysContextPinned = def("physics", "physics.context-pinned", Error,
+		"workers with the same checkpoint sha256 record different setup.model.max_positions (reported against the majority)")
 	IDPhysPresetUnknown = def("physics", "physics.preset-unknown", Hint,
 		"a synthetic checkpoint names a preset this verifier does not know: its EOS ids were not checked against the preset")
 	IDPhysTokenizerPinned = def("physics", "physics.tokenizer-pinned", Error,
@@ -42,6 +48,16 @@ var (
 	IDPhysPromptBytes = def("physics", "physics.prompt-bytes", Error,
 		"a synthetic (byte-level) checkpoint's prompt token ids are not the UTF-8 bytes of the contract's prompt text, reported once per worker")
 )
+
+// syntheticContext are the contexts (max_position_embeddings) of
+// runtime/model's synthetic presets: a record's setup.model.max_positions
+// decides which where-held prompts of a depth contract its worker ran.
+var syntheticContext = map[string]int{
+	"olmoe-1b-7b":     4096,
+	"qwen15-moe-a27b": 8192,
+	"olmoe-tiny":      4096,
+	"qwen2moe-tiny":   8192,
+}
 
 // syntheticEOS are the EOS ids of runtime/model's synthetic presets.
 var syntheticEOS = map[string][]int{
@@ -82,12 +98,23 @@ func checkTokens(v *view, ws []physWorker, fs *findings) {
 					"synthetic preset %s masks EOS ids %v", r.Checkpoint.Arch, want)
 			}
 		}
+		// max_positions is 0 in records made before the field.
+		if n := r.Setup.Model.MaxPositions; r.Checkpoint.Kind == "synthetic" && n > 0 {
+			if want, known := syntheticContext[r.Checkpoint.Arch]; known && n != want {
+				fs.add(IDPhysContextPreset, pw.w.path, "/setup/model/max_positions", want, n,
+					"synthetic preset %s has a context of %d positions", r.Checkpoint.Arch, want)
+			}
+		}
 	}
 	for _, k := range order {
 		g := byCkpt[k]
 		pinned(g, func(w *worker) string { return fmt.Sprint(w.rec.Setup.Model.EOSTokenIDs) }, func(w, ref *worker) {
 			fs.add(IDPhysEOSPinned, w.path, "/setup/model/eos_token_ids", ref.rec.Setup.Model.EOSTokenIDs, w.rec.Setup.Model.EOSTokenIDs,
 				"checkpoint %s masks EOS ids %v in the majority of its workers (e.g. %s)", short(k), ref.rec.Setup.Model.EOSTokenIDs, ref.path)
+		})
+		pinned(g, func(w *worker) string { return fmt.Sprint(w.rec.Setup.Model.MaxPositions) }, func(w, ref *worker) {
+			fs.add(IDPhysContextPinned, w.path, "/setup/model/max_positions", ref.rec.Setup.Model.MaxPositions, w.rec.Setup.Model.MaxPositions,
+				"checkpoint %s has a context of %d positions in the majority of its workers (e.g. %s)", short(k), ref.rec.Setup.Model.MaxPositions, ref.path)
 		})
 		var recorded []*worker
 		for _, w := range g {
