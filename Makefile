@@ -34,10 +34,14 @@ verify-editions: ## horizon-verify every edition committed under editions/
 	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \
 		echo "horizon-verify $$e"; $(GO) run ./cmd/horizon-verify "$$e"; done
 
-reproduce-smoke: ## rerun one smoke-cpu worker (olmoe-tiny-c6, partial residency, block 1) into out/repro-smoke; tokens and counters must be identical, and horizon-verify checks the record
-	rm -rf out/repro-smoke
+reproduce-smoke: ## rerun one partial-residency worker (block 1) of smoke-cpu, prefill-smoke-cpu and depth-smoke-cpu into out/repro-*; tokens and counters must be identical, and horizon-verify checks each record (per-prompt claims included)
+	rm -rf out/repro-smoke out/repro-prefill-smoke out/repro-depth-smoke
 	$(GO) run ./cmd/horizon-bench reproduce editions/smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-smoke
 	$(GO) run ./cmd/horizon-verify editions/smoke-cpu --reproduction out/repro-smoke
+	$(GO) run ./cmd/horizon-bench reproduce editions/prefill-smoke-cpu --configs olmoe-tiny-c6 --blocks 1 --out out/repro-prefill-smoke
+	$(GO) run ./cmd/horizon-verify editions/prefill-smoke-cpu --reproduction out/repro-prefill-smoke
+	$(GO) run ./cmd/horizon-bench reproduce editions/depth-smoke-cpu --configs qwen2moe-tiny-c8 --blocks 1 --out out/repro-depth-smoke
+	$(GO) run ./cmd/horizon-verify editions/depth-smoke-cpu --reproduction out/repro-depth-smoke
 
 attest-check: ## sign a copy of smoke-cpu with a fresh key; horizon-verify --trusted-key must pass with that key and fail with another
 	rm -rf out/attest-check && mkdir -p out/attest-check

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 // ProgressTokens starts the worker's progress lines: "tokens <n>" after
@@ -81,18 +83,24 @@ type tally struct {
 	// shards: an IFEval run (ShardProgress): "shard" for "block", no
 	// warmup, and the total is an upper bound.
 	shards bool
+	// pr: a run of a contract with declared prompt lengths
+	// (PromptProgress; mode 0 otherwise).
+	pr promptTally
 }
 
 func (t *tally) start(configs, workers, finished int, tokens int64, now time.Time) {
 	*t = tally{configs: configs, workers: workers, finished: finished, total: tokens,
-		warmups: workers - finished, started: now, shards: t.shards}
+		warmups: workers - finished, started: now, shards: t.shards, pr: promptTally{mode: t.pr.mode}}
 }
 
 // tokenWord is what the counts count: measured tokens (the warmups'
 // apart), or an IFEval run's generated tokens (out of at most the total).
 func (t *tally) tokenWord() string {
-	if t.shards {
+	switch {
+	case t.shards:
 		return "tokens"
+	case t.pr.mode == PromptsPrefill:
+		return "prompt tokens"
 	}
 	return "measured tokens"
 }
@@ -108,6 +116,7 @@ func (t *tally) unit() string {
 func (t *tally) worker(n, left, config, configs int, id string, block, blocks int, now time.Time) {
 	t.n, t.left, t.config, t.configs, t.id, t.block, t.blocks = n, left, config, configs, id, block, blocks
 	t.requests, t.workerStarted, t.workerWarmupAt, t.workerTokens, t.workerWarmup = 0, now, 0, 0, 0
+	t.pr.worker()
 }
 
 // tokens counts one finished request; warmup says it was the worker's
@@ -120,6 +129,9 @@ func (t *tally) tokens(n int64, now time.Time) (warmup bool) {
 		t.workerWarmup = n
 		t.workerWarmupAt = now.Sub(t.workerStarted)
 		return true
+	}
+	if t.pr.mode != 0 {
+		n = t.pr.request(n) // prompt tokens under a prefill contract
 	}
 	t.measured += n
 	t.workerTokens += n
@@ -142,8 +154,11 @@ func (t *tally) plan() string {
 	if t.workers == t.finished {
 		return s + ": nothing to run"
 	}
-	if t.shards {
+	switch {
+	case t.shards:
 		return s + fmt.Sprintf(": at most %d tokens to generate (each response stops at EOS or max_new_tokens; no warmup)", t.total)
+	case t.pr.mode == PromptsPrefill:
+		return s + fmt.Sprintf(": %d prompt tokens to prefill (one output token a request), after one warmup request per worker (excluded)", t.total)
 	}
 	return s + fmt.Sprintf(": %d measured tokens to produce, after one warmup request per worker (excluded)", t.total)
 }
@@ -163,12 +178,19 @@ func (t *tally) workerLine() string {
 func (t *tally) workerDone(now time.Time) string {
 	s := fmt.Sprintf("worker %d/%d: %s %s %d/%d: %d %s in %s", t.n, t.left, t.id, t.unit(), t.block, t.blocks,
 		t.workerTokens, t.tokenWord(), short(now.Sub(t.workerStarted)))
+	if t.pr.mode == PromptsPrefill {
+		s = fmt.Sprintf("worker %d/%d: %s %s %d/%d: %d prompt tokens prefilled in %s, %s", t.n, t.left, t.id, t.unit(), t.block, t.blocks,
+			t.workerTokens, short(now.Sub(t.workerStarted)), t.pr.prefillText())
+	}
 	switch {
 	case t.shards:
 	case t.requests > 0:
 		s += fmt.Sprintf(" (warmup: %d tokens, excluded, over after %s)", t.workerWarmup, short(t.workerWarmupAt))
 	default:
 		s += " (its warmup never ended)"
+	}
+	if t.pr.mode == PromptsDepth {
+		s += t.pr.depthsText()
 	}
 	return s + "; in all " + t.sofar(now)
 }
@@ -195,8 +217,12 @@ func (t *tally) eta(rate float64) (time.Duration, bool) {
 
 // summary is the last line of a run's workers.
 func (t *tally) summary(now time.Time) string {
-	if t.shards {
+	switch {
+	case t.shards:
 		return fmt.Sprintf("%d tokens generated in %s (at most %d)", t.measured, short(now.Sub(t.started)), t.total)
+	case t.pr.mode == PromptsPrefill:
+		return fmt.Sprintf("%d/%d prompt tokens prefilled in %s (%d/%d warmup requests, %d tokens, excluded)",
+			t.measured, t.total, short(now.Sub(t.started)), t.warmupsDone, t.warmups, t.warmupTokens)
 	}
 	return fmt.Sprintf("%d/%d measured tokens in %s (%d/%d warmup requests, %d tokens, excluded)",
 		t.measured, t.total, short(now.Sub(t.started)), t.warmupsDone, t.warmups, t.warmupTokens)
@@ -219,7 +245,10 @@ func (t *tally) describe() string {
 	s := fmt.Sprintf("warmup %d/%d", t.warmupsDone, t.warmups)
 	if t.n > 0 {
 		phase := "loading, warmup"
-		if t.requests > 0 {
+		switch {
+		case t.requests > 0 && t.pr.mode != 0:
+			phase = t.pr.running()
+		case t.requests > 0:
 			phase = "measuring"
 		}
 		s += fmt.Sprintf(" · worker %d/%d %s block %d/%d: %s", t.n, t.left, t.id, t.block, t.blocks, phase)
@@ -280,6 +309,16 @@ type bar struct {
 
 // Shards implements ShardProgress.
 func (b *bar) Shards() { b.t.shards = true }
+
+// Prompts, Prompt and Request implement PromptProgress.
+func (b *bar) Prompts(m PromptMode) { b.t.pr.mode = m }
+func (b *bar) Prompt(id string, tokens int64) {
+	b.t.pr.id, b.t.pr.promptTokens = id, tokens
+	b.redraw()
+}
+func (b *bar) Request(prefill editions.Obs[float64], decodeSeconds float64) {
+	b.t.pr.prefill, b.t.pr.decodeSeconds, b.t.pr.timed = prefill, decodeSeconds, true
+}
 
 func (b *bar) Start(configs, workers, finished int, tokens int64) {
 	b.t.start(configs, workers, finished, tokens, b.now())
@@ -387,6 +426,13 @@ type logProgress struct {
 
 // Shards implements ShardProgress.
 func (l *logProgress) Shards() { l.t.shards = true }
+
+// Prompts, Prompt and Request implement PromptProgress.
+func (l *logProgress) Prompts(m PromptMode)           { l.t.pr.mode = m }
+func (l *logProgress) Prompt(id string, tokens int64) { l.t.pr.id, l.t.pr.promptTokens = id, tokens }
+func (l *logProgress) Request(prefill editions.Obs[float64], decodeSeconds float64) {
+	l.t.pr.prefill, l.t.pr.decodeSeconds, l.t.pr.timed = prefill, decodeSeconds, true
+}
 
 func (l *logProgress) Start(configs, workers, finished int, tokens int64) {
 	l.t.start(configs, workers, finished, tokens, l.now())

@@ -343,10 +343,11 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 	}
 
 	workers := len(p.configs) * len(p.blocks)
-	var total int64 // measured tokens; the display counts warmups apart
+	var total int64 // measured (or prompt) tokens; the display counts warmups apart
 	for _, cfg := range p.configs {
-		total += int64(len(p.blocks)) * measuredTokens(k, o.Runtime, &sub, cfg)
+		total += int64(len(p.blocks)) * progressTokens(k, o.Runtime, &sub, cfg)
 	}
+	startPrompts(prog, k)
 	prog.Start(len(p.configs), workers, 0, total)
 	var pairs []ReproPair
 	n := 0
@@ -363,7 +364,7 @@ func reproduceInto(ctx context.Context, o ReproduceOptions, p *reproPlan, dir st
 		}
 	}
 	prog.Done()
-	d, err := Reproduction(c.Edition, p.manifestSHA, o.Now().UTC().Format(time.RFC3339), o.SpeedTolerance, pairs)
+	d, err := Reproduction(c.Edition, p.manifestSHA, o.Now().UTC().Format(time.RFC3339), o.SpeedTolerance, k, pairs)
 	if err != nil {
 		return d, err
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/horizon-runmap/horizon/campaigns/report"
+	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
 
@@ -114,8 +116,10 @@ type ReproPair struct {
 
 // Reproduction assembles the reproduction document from the pairs, given
 // by configuration then block. The environment is the first rerun
-// worker's.
-func Reproduction(edition, manifestSHA, createdAt string, tol float64, pairs []ReproPair) (editions.ReproductionDoc, error) {
+// worker's. Under a contract k with declared prompt lengths each
+// configuration also compares its per-prompt metrics (PromptComparisons);
+// k may be nil for a contract without them.
+func Reproduction(edition, manifestSHA, createdAt string, tol float64, k *contracts.Contract, pairs []ReproPair) (editions.ReproductionDoc, error) {
 	d := editions.ReproductionDoc{
 		Schema: editions.SchemaReproduction, Version: editions.Version, Edition: edition,
 		EditionManifestSHA256: manifestSHA, CreatedAt: createdAt, SpeedTolerance: tol, Identical: true,
@@ -126,8 +130,9 @@ func Reproduction(edition, manifestSHA, createdAt string, tol float64, pairs []R
 	}
 	d.Environment = pairs[0].Rerun.Environment
 	var orig, rerun []*editions.RawRecord
+	var err error
 	flush := func() {
-		if len(orig) == 0 {
+		if len(orig) == 0 || err != nil {
 			return
 		}
 		c := editions.ReproConfig{ConfigID: orig[0].ConfigID, Identical: true,
@@ -142,6 +147,11 @@ func Reproduction(edition, manifestSHA, createdAt string, tol float64, pairs []R
 			c.SpeedRatio = c.RerunPooledDecodeTokS / c.OriginalPooledDecodeTokS
 		}
 		c.WithinTolerance = editions.WithinTolerance(c.SpeedRatio, tol)
+		if k != nil {
+			if c.PrefillLengths, c.DecodeDepths, err = PromptComparisons(c.ConfigID, k, tol, orig, rerun); err != nil {
+				err = fmt.Errorf("reproduction of %s: configuration %s: %w", edition, c.ConfigID, err)
+			}
+		}
 		d.Configurations = append(d.Configurations, c)
 		orig, rerun = nil, nil
 	}
@@ -156,7 +166,79 @@ func Reproduction(edition, manifestSHA, createdAt string, tol float64, pairs []R
 		orig, rerun = append(orig, p.Original), append(rerun, p.Rerun)
 	}
 	flush()
-	return d, nil
+	return d, err
+}
+
+// prefillStat and depthStat read the members editions.ReproPrefillMetrics
+// and editions.ReproDepthMetrics name.
+var (
+	prefillStat = map[string]func(editions.PrefillLength) editions.Obs[float64]{
+		"mean_tok_s":   func(p editions.PrefillLength) editions.Obs[float64] { return p.MeanTokS },
+		"median_tok_s": func(p editions.PrefillLength) editions.Obs[float64] { return p.MedianTokS },
+	}
+	depthStat = map[string]func(editions.DecodeDepth) editions.Obs[float64]{
+		"pooled_tok_s": func(d editions.DecodeDepth) editions.Obs[float64] { return d.PooledTokS },
+		"mean_tok_s":   func(d editions.DecodeDepth) editions.Obs[float64] { return d.MeanTokS },
+		"median_tok_s": func(d editions.DecodeDepth) editions.Obs[float64] { return d.MedianTokS },
+		"tpot_s":       func(d editions.DecodeDepth) editions.Obs[float64] { return d.TPOTS },
+	}
+)
+
+// PromptComparisons compares one configuration's per-prompt metrics over
+// the rerun blocks (orig and rerun in block order): under a contract with
+// declared prompt lengths the ReproPrefillMetrics of each prompt length
+// (report.PrefillLengths), and with a decode interval too the
+// ReproDepthMetrics of each context depth (report.DecodeDepths), computed
+// by the edition's own aggregation over each record set. Both are nil
+// under a contract without declared lengths. The prompts are the ones the
+// edition's records ran (their recorded context); a rerun record that ran
+// others has already failed CheckRecord.
+func PromptComparisons(configID string, k *contracts.Contract, tol float64, orig, rerun []*editions.RawRecord) (prefill, depths []editions.ReproPrompt, err error) {
+	if k.PromptRule == nil {
+		return nil, nil, nil
+	}
+	op, err := report.PrefillLengths(configID, report.DefaultBootstrapSeed, k, orig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the edition's prefill by length: %w", err)
+	}
+	rp, err := report.PrefillLengths(configID, report.DefaultBootstrapSeed, k, rerun)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the rerun's prefill by length: %w", err)
+	}
+	if len(op) != len(rp) {
+		return nil, nil, fmt.Errorf("the edition's records ran %d prompt lengths, the rerun's %d", len(op), len(rp))
+	}
+	for i, o := range op {
+		r := rp[i]
+		q := editions.ReproPrompt{PromptID: o.PromptID, PromptTokens: o.PromptTokens, Metrics: []editions.ReproMetric{}}
+		for _, m := range editions.ReproPrefillMetrics {
+			q.Metrics = append(q.Metrics, editions.CompareMetric(m, prefillStat[m](o), prefillStat[m](r), tol))
+		}
+		prefill = append(prefill, q)
+	}
+	if !k.DecodeByPrompt() {
+		return prefill, nil, nil
+	}
+	od, err := report.DecodeDepths(configID, report.DefaultBootstrapSeed, k, orig)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the edition's decode by depth: %w", err)
+	}
+	rd, err := report.DecodeDepths(configID, report.DefaultBootstrapSeed, k, rerun)
+	if err != nil {
+		return nil, nil, fmt.Errorf("the rerun's decode by depth: %w", err)
+	}
+	if len(od) != len(rd) {
+		return nil, nil, fmt.Errorf("the edition's records ran %d depths, the rerun's %d", len(od), len(rd))
+	}
+	for i, o := range od {
+		r := rd[i]
+		q := editions.ReproPrompt{PromptID: o.PromptID, PromptTokens: o.DepthTokens, Metrics: []editions.ReproMetric{}}
+		for _, m := range editions.ReproDepthMetrics {
+			q.Metrics = append(q.Metrics, editions.CompareMetric(m, depthStat[m](o), depthStat[m](r), tol))
+		}
+		depths = append(depths, q)
+	}
+	return prefill, depths, nil
 }
 
 // Differences lists, for people, where a reproduction's workers differ

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,7 +104,7 @@ func TestReproductionDocument(t *testing.T) {
 		p.RerunFile = editions.ReproFile{Path: editions.ReproRerunPath(p.Rerun.ConfigID, p.Rerun.Block), SHA256: strings.Repeat("c", 64)}
 	}
 	r1.Environment = editions.Environment{Device: "cpu", CPUs: 1, Build: editions.ReadBuildInfo()}
-	d, err := Reproduction("e", strings.Repeat("a", 64), "2026-01-01T00:00:00Z", 0.1, pairs)
+	d, err := Reproduction("e", strings.Repeat("a", 64), "2026-01-01T00:00:00Z", 0.1, nil, pairs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,4 +257,113 @@ func TestReproduceMiniEdition(t *testing.T) {
 			t.Fatalf("findings %v", rep.Findings)
 		}
 	})
+}
+
+// readEditionRecords reads an edition's raw records of one configuration,
+// by block.
+func readEditionRecords(t *testing.T, edition, config string, blocks ...int) []*editions.RawRecord {
+	t.Helper()
+	var out []*editions.RawRecord
+	for _, b := range blocks {
+		raw, err := os.ReadFile(filepath.Join(edition, editions.RawPath(config, b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r editions.RawRecord
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, &r)
+	}
+	return out
+}
+
+// The per-prompt comparisons of a reproduction, on the committed prefill
+// and depth smoke editions' records: a ratio per metric against the
+// tolerance, UNKNOWN (never within) where a run did not observe it, and
+// nothing under a contract without declared prompt lengths.
+func TestPromptComparisons(t *testing.T) {
+	type want struct {
+		prefill, depths int     // prompts compared
+		ratio           float64 // every observed ratio of the group edited; 1 elsewhere
+		unknown         string  // "prefill": the prefill ratios are UNKNOWN
+	}
+	cases := []struct {
+		name, edition string
+		edit          func(r *editions.RawRecord)
+		group         string // the metrics the edit changes: prefill_lengths or decode_depths
+		want          want
+	}{
+		{"prefill identical", "../editions/prefill-smoke-cpu", func(*editions.RawRecord) {}, "", want{prefill: 3, ratio: 1}},
+		{"prefill twice as slow", "../editions/prefill-smoke-cpu", func(r *editions.RawRecord) {
+			for i := range r.Requests {
+				r.Requests[i].PrefillSeconds.Value *= 2
+			}
+		}, "prefill_lengths", want{prefill: 3, ratio: 0.5}},
+		{"prefill untimed", "../editions/prefill-smoke-cpu", func(r *editions.RawRecord) {
+			for i := range r.Requests {
+				u := editions.UnknownObs[float64]()
+				r.Requests[i].PrefillSeconds = &u
+			}
+		}, "prefill_lengths", want{prefill: 3, unknown: "prefill"}},
+		{"depth identical", "../editions/depth-smoke-cpu", func(*editions.RawRecord) {}, "", want{prefill: 3, depths: 3, ratio: 1}},
+		{"depth decode twice as slow", "../editions/depth-smoke-cpu", func(r *editions.RawRecord) {
+			for i := range r.Requests {
+				r.Requests[i].DecodeSeconds *= 2
+			}
+		}, "decode_depths", want{prefill: 3, depths: 3, ratio: 0.5}},
+		{"no declared lengths", "../editions/smoke-cpu", func(*editions.RawRecord) {}, "", want{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, k, _, err := LoadFrozen(filepath.Join(tc.edition, editions.CampaignFile), filepath.Join(tc.edition, editions.ContractFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			orig := readEditionRecords(t, tc.edition, "olmoe-tiny-c6", 1, 2)
+			rerun := readEditionRecords(t, tc.edition, "olmoe-tiny-c6", 1, 2)
+			for _, r := range rerun {
+				tc.edit(r)
+			}
+			prefill, depths, err := PromptComparisons("olmoe-tiny-c6", k, 0.1, orig, rerun)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(prefill) != tc.want.prefill || len(depths) != tc.want.depths {
+				t.Fatalf("%d prefill and %d depth comparisons, want %d and %d", len(prefill), len(depths), tc.want.prefill, tc.want.depths)
+			}
+			for _, g := range []struct {
+				group   string
+				prompts []editions.ReproPrompt
+				names   []string
+			}{{"prefill_lengths", prefill, editions.ReproPrefillMetrics}, {"decode_depths", depths, editions.ReproDepthMetrics}} {
+				for _, q := range g.prompts {
+					if len(q.Metrics) != len(g.names) {
+						t.Fatalf("%s %s: %d metrics, want %v", g.group, q.PromptID, len(q.Metrics), g.names)
+					}
+					for i, m := range q.Metrics {
+						if m.Metric != g.names[i] {
+							t.Errorf("%s %s metric %d is %s, want %s", g.group, q.PromptID, i, m.Metric, g.names[i])
+						}
+						if tc.want.unknown == "prefill" && g.group == "prefill_lengths" {
+							if m.Ratio.Ok() || m.WithinTolerance || m.Rerun.Ok() {
+								t.Errorf("%s %s %s: %+v, want an UNKNOWN rerun and ratio, not within", g.group, q.PromptID, m.Metric, m)
+							}
+							continue
+						}
+						ratio := 1.0
+						if g.group == tc.group {
+							ratio = tc.want.ratio
+							if m.Metric == "tpot_s" {
+								ratio = 1 / tc.want.ratio // seconds per token: the inverse
+							}
+						}
+						if !m.Ratio.Ok() || math.Abs(m.Ratio.Value-ratio) > 1e-12 || m.WithinTolerance != editions.WithinTolerance(m.Ratio.Value, 0.1) {
+							t.Errorf("%s %s %s: %+v, want ratio %g", g.group, q.PromptID, m.Metric, m, ratio)
+						}
+					}
+				}
+			}
+		})
+	}
 }

@@ -205,10 +205,13 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	res.Workers = len(plan)
 	// Measured tokens only: each worker's warmup (k.Warmup) is excluded from
 	// every metric, and the display counts it apart.
+	// Under a prefill contract the display counts prompt tokens instead
+	// (progressTokens).
 	var todoTokens int64
 	for _, w := range todo {
-		todoTokens += measuredTokens(k, o.Runtime, c, w.cfg)
+		todoTokens += progressTokens(k, o.Runtime, c, w.cfg)
 	}
+	startPrompts(prog, k)
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoTokens)
 	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "block", k.Blocks, func(w worker) error {
 		rec, err := readRecord(filepath.Join(runDir, w.rel))
@@ -420,12 +423,7 @@ func runWorker(ctx context.Context, launch WorkerLauncher, args WorkerArgs, prog
 		defer close(lines)
 		sc := bufio.NewScanner(pr)
 		for sc.Scan() {
-			name, val, _ := strings.Cut(sc.Text(), " ")
-			if name == ProgressTokens {
-				if n, err := strconv.ParseInt(val, 10, 64); err == nil {
-					prog.Tokens(n)
-				}
-			}
+			progressLine(prog, sc.Text())
 		}
 	}()
 	stop := context.AfterFunc(ctx, func() { cmd.Process.Kill() })

@@ -125,6 +125,60 @@ type ReproConfig struct {
 	WithinTolerance          bool    `json:"within_tolerance"`
 	// Identical is true when every rerun worker of the configuration is.
 	Identical bool `json:"identical"`
+	// PrefillLengths compares each declared prompt length's isolated
+	// prefill rates (configs/<id>.json /metrics/prefill_lengths: the
+	// ReproPrefillMetrics), present exactly under a contract with declared
+	// prompt lengths (PERF-PREFILL-v1, PERF-DEPTH-v1), one entry per
+	// prompt the configuration ran, in contract order; recomputed over the
+	// rerun blocks of both record sets, as the pooled decode above.
+	PrefillLengths []ReproPrompt `json:"prefill_lengths,omitempty"`
+	// DecodeDepths compares each context depth's decode
+	// (/metrics/decode_depths: the ReproDepthMetrics), present exactly
+	// under a contract with declared prompt lengths and a decode interval
+	// (PERF-DEPTH-v1).
+	DecodeDepths []ReproPrompt `json:"decode_depths,omitempty"`
+}
+
+// ReproPrompt compares one declared prompt's per-prompt metrics.
+type ReproPrompt struct {
+	PromptID     string `json:"prompt_id"`
+	PromptTokens int    `json:"prompt_tokens"` // the declared length (the depth)
+	// Metrics are the compared members of the prompt's configs/<id>.json
+	// entry, in the order ReproPrefillMetrics or ReproDepthMetrics names
+	// them.
+	Metrics []ReproMetric `json:"metrics"`
+}
+
+// ReproMetric is one per-prompt metric of the edition's records and the
+// rerun's over the rerun blocks, their ratio (rerun / original: UNKNOWN
+// when either was not observed or the original is not positive) and the
+// tolerance verdict (false when the ratio is UNKNOWN). Reported, not
+// enforced, like the speed ratio.
+type ReproMetric struct {
+	Metric          string       `json:"metric"` // the entry's member, e.g. mean_tok_s
+	Original        Obs[float64] `json:"original"`
+	Rerun           Obs[float64] `json:"rerun"`
+	Ratio           Obs[float64] `json:"ratio"`
+	WithinTolerance bool         `json:"within_tolerance"`
+}
+
+// ReproPrefillMetrics are the members of a prefill_lengths entry a
+// reproduction compares; ReproDepthMetrics those of a decode_depths entry.
+// They are the members the edition's per-prompt claims cite.
+var (
+	ReproPrefillMetrics = []string{"mean_tok_s", "median_tok_s"}
+	ReproDepthMetrics   = []string{"pooled_tok_s", "mean_tok_s", "median_tok_s", "tpot_s"}
+)
+
+// CompareMetric is the ReproMetric of two observations under tolerance
+// tol.
+func CompareMetric(metric string, orig, rerun Obs[float64], tol float64) ReproMetric {
+	m := ReproMetric{Metric: metric, Original: orig, Rerun: rerun, Ratio: UnknownObs[float64]()}
+	if orig.Ok() && rerun.Ok() && orig.Value > 0 {
+		m.Ratio = Observed(rerun.Value / orig.Value)
+		m.WithinTolerance = WithinTolerance(m.Ratio.Value, tol)
+	}
+	return m
 }
 
 // ReproCounters are the cache counters a reproduction requires identical,

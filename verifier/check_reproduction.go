@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/horizon-runmap/horizon/editions"
@@ -30,8 +31,12 @@ import (
 //     from the edition's raw records and the rerun records: prompts, output
 //     tokens and the cache counters per request, the warmup, the pooled
 //     decode rate of each configuration over the rerun blocks, the speed
-//     ratio and the tolerance verdict; any disagreement is an error;
-//  4. reports each claim: reproduced (a hint, informational), not
+//     ratio and the tolerance verdict, and under a contract with declared
+//     prompt lengths each prompt's prefill and decode-at-depth comparisons
+//     (recomputed with recomputePrefillLength and recomputeDecodeDepth);
+//     any disagreement is an error;
+//  4. reports each claim (the per-prompt claims of prefill_lengths and
+//     decode_depths entries too): reproduced (a hint, informational), not
 //     reproduced (an error: the rerun's tokens, prompts or counters
 //     differ), a measurement outside the declared tolerance (a hint stating
 //     the ratio: speed is reported, not enforced), or not rerun.
@@ -51,7 +56,7 @@ var (
 	IDReproRecord             = def("reproduction", "reproduction.record-invalid", Error, "the record is malformed: a file path off the layout, a worker listed twice, a configuration or block this edition does not have, a configuration summary without its workers, or a stray file under original/ or rerun/")
 	IDReproOriginal           = def("reproduction", "reproduction.original-mismatch", Error, "an original copy is not byte-identical to the edition's raw record, or its recorded size or SHA-256 is not the edition's")
 	IDReproRerun              = def("reproduction", "reproduction.rerun-record", Error, "a rerun raw record is missing or undecodable, differs from its recorded size or SHA-256, is not a worker of this edition's configuration, block, contract and device, or its timings contradict its timestamps")
-	IDReproComparison         = def("reproduction", "reproduction.comparison-mismatch", Error, "a comparison stated in reproduction.json (identical flags, first token difference, counter differences, pooled decode, speed ratio, tolerance verdict, environment) differs from its recomputation from the two sets of raw records")
+	IDReproComparison         = def("reproduction", "reproduction.comparison-mismatch", Error, "a comparison stated in reproduction.json (identical flags, first token difference, counter differences, pooled decode, speed ratio, tolerance verdict, per-prompt prefill and decode-at-depth comparisons, environment) differs from its recomputation from the two sets of raw records")
 	IDReproDiffers            = def("reproduction", "reproduction.worker-differs", Error, "a rerun worker's prompts, output tokens or cache counters differ from the edition's worker: the edition was not reproduced there")
 	IDReproArtifact           = def("reproduction", "reproduction.artifact-differs", Hint, "a rerun worker ran another prepared artifact (or checkpoint) than the edition's; its comparison still stands")
 	IDReproClaimReproduced    = def("reproduction", "reproduction.claim-reproduced", Hint, "informational: a claim of a rerun configuration was reproduced (tokens, prompts and counters identical; a measurement within the declared tolerance)")
@@ -435,6 +440,11 @@ type reproConfig struct {
 	identical bool
 	orig      metrics // over the rerun blocks of the edition's records
 	rerun     metrics
+	// Per declared prompt (contracts with a prompt rule), over the same
+	// blocks: the prefill by length and the decode by depth.
+	prompts                   []string // the prompts the configuration ran, contract order
+	origPrefill, rerunPrefill map[string]prefillLength
+	origDepth, rerunDepth     map[string]decodeDepth
 }
 
 // checkReproConfigs recomputes each configuration's speed comparison and
@@ -463,6 +473,7 @@ func checkReproConfigs(v *view, recFile string, d *editions.ReproductionDoc, run
 				rw = append(rw, &worker{block: r.block, rec: r.rerun})
 			}
 			c.orig, c.rerun = computeMetrics(ow), computeMetrics(rw)
+			c.recomputePrompts(v, ow, rw)
 		}
 	}
 	summarised := map[string]bool{}
@@ -508,12 +519,170 @@ func checkReproConfigs(v *view, recFile string, d *editions.ReproductionDoc, run
 			}
 		}
 	}
+	for j, s := range d.Configurations {
+		if c := out[s.ConfigID]; c != nil && c.usable {
+			checkReproPrompts(v, recFile, ptr("configurations", j), d.SpeedTolerance, s, c, fs)
+		}
+	}
 	for _, id := range order {
 		if !summarised[id] {
 			fs.add(IDReproRecord, recFile, "/configurations", id, nil, "configuration %s has rerun workers but no summary", id)
 		}
 	}
 	return out
+}
+
+// recomputePrompts recomputes, under a contract with declared prompt
+// lengths, each prompt's prefill rates and (with a decode interval) its
+// decode at depth over the rerun blocks of both record sets, with the
+// recompute check's own code (recomputePrefillLength,
+// recomputeDecodeDepth).
+func (c *reproConfig) recomputePrompts(v *view, ow, rw []*worker) {
+	t := v.terms
+	if !t.declaredLengths() {
+		return
+	}
+	o, r := &configView{id: c.id, workers: ow}, &configView{id: c.id, workers: rw}
+	c.origPrefill, c.rerunPrefill = map[string]prefillLength{}, map[string]prefillLength{}
+	if t.decodeByPrompt() {
+		c.origDepth, c.rerunDepth = map[string]decodeDepth{}, map[string]decodeDepth{}
+	}
+	for _, ki := range t.runs(configPositions(o)) {
+		id := t.Prompts[ki]
+		c.prompts = append(c.prompts, id)
+		c.origPrefill[id], c.rerunPrefill[id] = recomputePrefillLength(o, id), recomputePrefillLength(r, id)
+		if c.origDepth != nil {
+			c.origDepth[id], c.rerunDepth[id] = recomputeDecodeDepth(o, id), recomputeDecodeDepth(r, id)
+		}
+	}
+}
+
+// Per-prompt members a reproduction compares, by their name in a
+// prefill_lengths or decode_depths entry of configs/<id>.json: timed ones
+// by ratio against the tolerance, counted ones exactly (through identical
+// tokens and prompts).
+var (
+	reproPrefillTimed = map[string]func(p prefillLength) editions.Obs[float64]{
+		"mean_tok_s":   func(p prefillLength) editions.Obs[float64] { return p.mean },
+		"median_tok_s": func(p prefillLength) editions.Obs[float64] { return p.median },
+	}
+	reproDepthTimed = map[string]func(d decodeDepth) editions.Obs[float64]{
+		"pooled_tok_s": func(d decodeDepth) editions.Obs[float64] { return d.pooled },
+		"mean_tok_s":   func(d decodeDepth) editions.Obs[float64] { return d.mean },
+		"median_tok_s": func(d decodeDepth) editions.Obs[float64] { return d.median },
+		"tpot_s":       func(d decodeDepth) editions.Obs[float64] { return d.tpot },
+		"decode_seconds": func(d decodeDepth) editions.Obs[float64] {
+			if !(d.seconds > 0) {
+				return editions.UnknownObs[float64]()
+			}
+			return editions.Observed(d.seconds)
+		},
+	}
+	reproPrefillCounted = []string{"requests", "prompt_tokens"}
+	reproDepthCounted   = []string{"requests", "depth_tokens", "decode_tokens"}
+)
+
+// reproRatio is the verifier's own ratio and verdict of a per-prompt
+// comparison: rerun / original when both were observed and the original
+// is positive (else UNKNOWN, never within).
+func reproRatio(o, r editions.Obs[float64], tol float64) (editions.Obs[float64], bool) {
+	if !o.Ok() || !r.Ok() || !(o.Value > 0) {
+		return editions.UnknownObs[float64](), false
+	}
+	ratio := r.Value / o.Value
+	return editions.Observed(ratio), ratio >= 1-tol && ratio <= 1+tol
+}
+
+// checkReproPrompts holds a configuration summary's per-prompt comparisons
+// (prefill_lengths, decode_depths) to their recomputation: present exactly
+// under a contract with declared prompt lengths (with a decode interval
+// for decode_depths), one entry per prompt the configuration ran, in
+// contract order, each with the members editions.ReproPrefillMetrics or
+// ReproDepthMetrics name, every value exact.
+func checkReproPrompts(v *view, recFile, p string, tol float64, s editions.ReproConfig, c *reproConfig, fs *findings) {
+	type side struct {
+		o, r editions.Obs[float64]
+	}
+	groups := []struct {
+		member  string
+		got     []editions.ReproPrompt
+		want    []string // prompt ids, contract order; nil: absent
+		metrics []string
+		value   func(id, metric string) side
+	}{
+		{"prefill_lengths", s.PrefillLengths, nil, editions.ReproPrefillMetrics, func(id, m string) side {
+			f := reproPrefillTimed[m]
+			return side{f(c.origPrefill[id]), f(c.rerunPrefill[id])}
+		}},
+		{"decode_depths", s.DecodeDepths, nil, editions.ReproDepthMetrics, func(id, m string) side {
+			f := reproDepthTimed[m]
+			return side{f(c.origDepth[id]), f(c.rerunDepth[id])}
+		}},
+	}
+	t := v.terms
+	declared := map[string]int{}
+	if t != nil {
+		for i, id := range t.Prompts {
+			if i < len(t.PromptTokens) {
+				declared[id] = t.PromptTokens[i]
+			}
+		}
+	}
+	if c.origPrefill != nil {
+		groups[0].want = c.prompts
+	}
+	if c.origDepth != nil {
+		groups[1].want = c.prompts
+	}
+	for _, g := range groups {
+		gp := p + "/" + g.member
+		if len(g.got) != len(g.want) {
+			fs.add(IDReproComparison, recFile, gp, len(g.want), len(g.got),
+				"%s: the record compares %d prompts' %s, the contract and the records give %d", s.ConfigID, len(g.got), g.member, len(g.want))
+			continue
+		}
+		for i, id := range g.want {
+			q, qp := g.got[i], gp+"/"+itoa(i)
+			if q.PromptID != id || q.PromptTokens != declared[id] {
+				fs.add(IDReproComparison, recFile, qp, fmt.Sprintf("%s (%d tokens)", id, declared[id]), fmt.Sprintf("%s (%d tokens)", q.PromptID, q.PromptTokens),
+					"%s: %s entry %d is not the contract's prompt at that position", s.ConfigID, g.member, i)
+				continue
+			}
+			if len(q.Metrics) != len(g.metrics) {
+				fs.add(IDReproComparison, recFile, qp+"/metrics", len(g.metrics), len(q.Metrics), "%s %s: the record compares %d metrics, not %v", s.ConfigID, id, len(q.Metrics), g.metrics)
+				continue
+			}
+			for k, name := range g.metrics {
+				m, mp := q.Metrics[k], qp+"/metrics/"+itoa(k)
+				x := g.value(id, name)
+				ratio, within := reproRatio(x.o, x.r, tol)
+				for _, y := range []struct {
+					field       string
+					want, found any
+				}{
+					{"metric", name, m.Metric},
+					{"original", obsAny(x.o), obsAny(m.Original)},
+					{"rerun", obsAny(x.r), obsAny(m.Rerun)},
+					{"ratio", obsAny(ratio), obsAny(m.Ratio)},
+					{"within_tolerance", within, m.WithinTolerance},
+				} {
+					if y.want != y.found {
+						fs.add(IDReproComparison, recFile, mp+"/"+y.field, y.want, y.found,
+							"%s %s %s: %s does not recompute from the two raw record sets over blocks %v", s.ConfigID, g.member, id, y.field, s.Blocks)
+					}
+				}
+			}
+		}
+	}
+}
+
+// obsAny is an observation as a comparable finding value: the number, or
+// its status.
+func obsAny(o editions.Obs[float64]) any {
+	if !o.Ok() {
+		return o.Status
+	}
+	return num(o.Value)
 }
 
 // pooledOrZero is the reproduction record's pooled decode (its format has
@@ -591,16 +760,17 @@ func reproClaims(v *view, tol float64, byConfig map[string]*reproConfig, fs *fin
 			continue
 		}
 		if f, ok := reproTimed[cl.Source.Pointer]; ok {
-			o, r := f(c.orig), f(c.rerun)
-			ratio := r / o
-			if o > 0 && ratio >= 1-tol && ratio <= 1+tol {
-				fs.add(IDReproClaimReproduced, editions.ClaimsFile, p, nil, num(ratio),
-					"claim %s: reproduced: tokens and counters identical on %s; %s %s there vs the edition's %s there, ratio %.4f within ±%g", cl.ID, blocks,
-					strings.TrimPrefix(cl.Source.Pointer, "/metrics/"), fmtFloat(r), fmtFloat(o), ratio, tol)
-			} else {
-				fs.add(IDReproSpeedOutside, editions.ClaimsFile, p, fmt.Sprintf("ratio in [%g, %g]", 1-tol, 1+tol), num(ratio),
-					"claim %s: tokens and counters identical on %s, but the rerun's %s is %s against the edition's %s there: ratio %.4f, outside ±%g (reported, not enforced)", cl.ID, blocks,
-					strings.TrimPrefix(cl.Source.Pointer, "/metrics/"), fmtFloat(r), fmtFloat(o), ratio, tol)
+			reproTimedVerdict(fs, p, cl.ID, blocks, strings.TrimPrefix(cl.Source.Pointer, "/metrics/"), f(c.orig), f(c.rerun), tol)
+			continue
+		}
+		if pv, ok := reproPromptClaim(v, c, cl.Source.Pointer); ok {
+			name := fmt.Sprintf("%s of %s", pv.member, pv.prompt)
+			switch {
+			case pv.counted:
+				fs.add(IDReproClaimReproduced, editions.ClaimsFile, p, nil, nil,
+					"claim %s: reproduced: the counts behind it (%s) are identical on %s", cl.ID, name, blocks)
+			default:
+				reproTimedVerdict(fs, p, cl.ID, blocks, name, obsOrZero(pv.o), obsOrZero(pv.r), tol)
 			}
 			continue
 		}
@@ -639,6 +809,80 @@ func reproClaims(v *view, tol float64, byConfig map[string]*reproConfig, fs *fin
 			fs.add(IDReproNoClaims, editions.ClaimsFile, "", nil, id, "configuration %s was rerun, but the edition has no claims about it", id)
 		}
 	}
+}
+
+// reproTimedVerdict is a timed claim's verdict from the edition's value o
+// and the rerun's r over the rerun blocks: reproduced when o > 0 and r / o
+// is within the tolerance, else the speed-outside hint (reported, not
+// enforced; an unobserved value is 0, so 0/0 is never a match).
+func reproTimedVerdict(fs *findings, p, claimID, blocks, name string, o, r, tol float64) {
+	ratio := r / o
+	if o > 0 && ratio >= 1-tol && ratio <= 1+tol {
+		fs.add(IDReproClaimReproduced, editions.ClaimsFile, p, nil, num(ratio),
+			"claim %s: reproduced: tokens and counters identical on %s; %s %s there vs the edition's %s there, ratio %.4f within ±%g", claimID, blocks,
+			name, fmtFloat(r), fmtFloat(o), ratio, tol)
+		return
+	}
+	fs.add(IDReproSpeedOutside, editions.ClaimsFile, p, fmt.Sprintf("ratio in [%g, %g]", 1-tol, 1+tol), num(ratio),
+		"claim %s: tokens and counters identical on %s, but the rerun's %s is %s against the edition's %s there: ratio %.4f, outside ±%g (reported, not enforced)", claimID, blocks,
+		name, fmtFloat(r), fmtFloat(o), ratio, tol)
+}
+
+// reproPromptValue is a per-prompt claim's source as the reproduction
+// compares it.
+type reproPromptValue struct {
+	prompt, member string
+	counted        bool
+	o, r           editions.Obs[float64] // timed members only
+}
+
+// reproPromptClaim resolves a claim source /metrics/prefill_lengths/<i>/<member>
+// or /metrics/decode_depths/<i>/<member> of a rerun configuration: entry i
+// of the edition's configs/<id>.json names the prompt, whose metrics were
+// recomputed over the rerun blocks (recomputePrompts). false when the
+// pointer is no such member, or the configuration has no such entry or
+// recomputation.
+func reproPromptClaim(v *view, c *reproConfig, pointer string) (reproPromptValue, bool) {
+	var out reproPromptValue
+	parts := strings.Split(strings.TrimPrefix(pointer, "/metrics/"), "/")
+	if len(parts) != 3 || !strings.HasPrefix(pointer, "/metrics/") {
+		return out, false
+	}
+	i, err := strconv.Atoi(parts[1])
+	cv := v.byID[c.id]
+	if err != nil || i < 0 || cv == nil || cv.doc == nil {
+		return out, false
+	}
+	out.member = parts[2]
+	switch m := cv.doc.Metrics; parts[0] {
+	case "prefill_lengths":
+		if i >= len(m.PrefillLengths) || c.origPrefill == nil {
+			return out, false
+		}
+		out.prompt = m.PrefillLengths[i].PromptID
+		o, ok1 := c.origPrefill[out.prompt]
+		r, ok2 := c.rerunPrefill[out.prompt]
+		if f, ok := reproPrefillTimed[out.member]; ok && ok1 && ok2 {
+			out.o, out.r = f(o), f(r)
+			return out, true
+		}
+		out.counted = ok1 && ok2 && slices.Contains(reproPrefillCounted, out.member)
+		return out, out.counted
+	case "decode_depths":
+		if i >= len(m.DecodeDepths) || c.origDepth == nil {
+			return out, false
+		}
+		out.prompt = m.DecodeDepths[i].PromptID
+		o, ok1 := c.origDepth[out.prompt]
+		r, ok2 := c.rerunDepth[out.prompt]
+		if f, ok := reproDepthTimed[out.member]; ok && ok1 && ok2 {
+			out.o, out.r = f(o), f(r)
+			return out, true
+		}
+		out.counted = ok1 && ok2 && slices.Contains(reproDepthCounted, out.member)
+		return out, out.counted
+	}
+	return out, false
 }
 
 // reproBlocks says which blocks were rerun: "block 1 of 3".

@@ -47,8 +47,19 @@ func readRawFile(t *testing.T, path string) *editions.RawRecord {
 // makeReproduction writes a reproduction directory of reproEdition.
 func makeReproduction(t *testing.T, workers [][2]any, edit func(t *testing.T, r *editions.RawRecord)) string {
 	t.Helper()
+	return makeReproductionOf(t, reproEdition, workers, edit)
+}
+
+// makeReproductionOf writes a reproduction directory of the edition
+// reproEdition, under its own frozen campaign and contract.
+func makeReproductionOf(t *testing.T, reproEdition string, workers [][2]any, edit func(t *testing.T, r *editions.RawRecord)) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "repro")
 	msum, _, err := editions.HashFile(filepath.Join(reproEdition, editions.ManifestFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	camp, k, _, err := campaigns.LoadFrozen(filepath.Join(reproEdition, editions.CampaignFile), filepath.Join(reproEdition, editions.ContractFile))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +97,7 @@ func makeReproduction(t *testing.T, workers [][2]any, edit func(t *testing.T, r 
 		}
 		pairs = append(pairs, p)
 	}
-	d, err := campaigns.Reproduction("smoke-cpu", msum, "2026-01-02T03:04:05Z", editions.DefaultSpeedTolerance, pairs)
+	d, err := campaigns.Reproduction(camp.Edition, msum, "2026-01-02T03:04:05Z", editions.DefaultSpeedTolerance, k, pairs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,17 @@ import (
 // null and <Key>_status says UNKNOWN or UNSUPPORTED. When it was made,
 // the value is the number and the status null, so exactly one of the two
 // is null and every object has the same keys.
+//
+// An edition of a contract with declared prompt lengths also has the
+// per-prompt tables report.md carries, from their own field lists
+// (prefillLengthFields, depthFields), after the results table: md under
+// report.md's headings ("## Prefill by prompt length", "## Decode by
+// context depth"); csv after an empty line each, with its own header row
+// (encoding/csv skips the empty line; read with FieldsPerRecord -1); json
+// and jsonl as each configuration's "prefill_lengths" and "decode_depths",
+// an array of row objects with the tables' keys, present in every object
+// when any configuration has such a table. An edition without them is
+// exported exactly as before.
 
 // TableFormats are the formats ExportResults writes, md (the default)
 // first.
@@ -57,21 +68,56 @@ func ExportResults(w io.Writer, format string, docs []editions.ConfigDoc) error 
 	return write(w, docs)
 }
 
+// promptTables are the per-prompt tables of docs that have rows, with
+// report.md's heading of each.
+func promptTables(docs []editions.ConfigDoc) []struct {
+	heading string
+	table   Table
+} {
+	var out []struct {
+		heading string
+		table   Table
+	}
+	for _, t := range []struct {
+		heading string
+		table   Table
+	}{{prefillHeading, makePrefillTable(docs)}, {depthHeading, makeDepthTable(docs)}} {
+		if len(t.table.Rows) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 func resultsMD(w io.Writer, docs []editions.ConfigDoc) error {
 	var b strings.Builder
 	writeMDTable(&b, makeTable(resultFields(docs), docs))
+	for _, t := range promptTables(docs) {
+		b.WriteString("\n" + t.heading + "\n\n")
+		writeMDTable(&b, t.table)
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 func resultsCSV(w io.Writer, docs []editions.ConfigDoc) error {
-	t := makeTable(resultFields(docs), docs)
-	cw := csv.NewWriter(w)
-	if err := cw.Write(t.Headers); err != nil {
-		return err
+	tables := []Table{makeTable(resultFields(docs), docs)}
+	for _, t := range promptTables(docs) {
+		tables = append(tables, t.table)
 	}
-	if err := cw.WriteAll(t.Rows); err != nil { // WriteAll flushes
-		return fmt.Errorf("csv: %w", err)
+	for i, t := range tables {
+		if i > 0 {
+			if _, err := io.WriteString(w, "\n"); err != nil {
+				return err
+			}
+		}
+		cw := csv.NewWriter(w)
+		if err := cw.Write(t.Headers); err != nil {
+			return err
+		}
+		if err := cw.WriteAll(t.Rows); err != nil { // WriteAll flushes
+			return fmt.Errorf("csv: %w", err)
+		}
 	}
 	return nil
 }
@@ -85,8 +131,9 @@ func resultsJSON(w io.Writer, docs []editions.ConfigDoc) error {
 	var b bytes.Buffer
 	b.WriteString("[\n")
 	fields := resultFields(docs)
+	prefill, depths := hasPromptTables(docs)
 	for i := range docs {
-		o, err := resultObject(fields, &docs[i])
+		o, err := resultObject(fields, &docs[i], prefill, depths)
 		if err != nil {
 			return err
 		}
@@ -106,8 +153,9 @@ func resultsJSON(w io.Writer, docs []editions.ConfigDoc) error {
 func resultsJSONL(w io.Writer, docs []editions.ConfigDoc) error {
 	var b bytes.Buffer
 	fields := resultFields(docs)
+	prefill, depths := hasPromptTables(docs)
 	for i := range docs {
-		o, err := resultObject(fields, &docs[i])
+		o, err := resultObject(fields, &docs[i], prefill, depths)
 		if err != nil {
 			return err
 		}
@@ -119,14 +167,79 @@ func resultsJSONL(w io.Writer, docs []editions.ConfigDoc) error {
 }
 
 // resultObject is one configuration as a compact JSON object (one line),
-// its members in field order.
-func resultObject(fields []field, d *editions.ConfigDoc) ([]byte, error) {
+// its members in field order, then its per-prompt rows where the edition
+// has per-prompt tables (fields decides: every object has the same keys).
+func resultObject(fields []field, d *editions.ConfigDoc, prefill, depths bool) ([]byte, error) {
+	var ms []jsonMember
+	for _, f := range fields {
+		ms = append(ms, jsonMember{f.Key, f.Raw(d)})
+	}
+	if prefill {
+		var rows []json.RawMessage
+		for _, r := range prefillRows(d) {
+			var rm []jsonMember
+			for _, f := range prefillLengthFields {
+				rm = append(rm, jsonMember{f.Key, f.Raw(r)})
+			}
+			o, err := jsonObject(rm)
+			if err != nil {
+				return nil, fmt.Errorf("configuration %s prefill_lengths %s: %w", d.ID, r.p.PromptID, err)
+			}
+			rows = append(rows, o)
+		}
+		ms = append(ms, jsonMember{"prefill_lengths", rawArray(rows)})
+	}
+	if depths {
+		var rows []json.RawMessage
+		for _, r := range depthRows(d) {
+			var rm []jsonMember
+			for _, f := range depthFields {
+				rm = append(rm, jsonMember{f.Key, f.Raw(r)})
+			}
+			o, err := jsonObject(rm)
+			if err != nil {
+				return nil, fmt.Errorf("configuration %s decode_depths %s: %w", d.ID, r.dd.PromptID, err)
+			}
+			rows = append(rows, o)
+		}
+		ms = append(ms, jsonMember{"decode_depths", rawArray(rows)})
+	}
+	o, err := jsonObject(ms)
+	if err != nil {
+		return nil, fmt.Errorf("configuration %s: %w", d.ID, err)
+	}
+	return o, nil
+}
+
+// rawArray is rows as one JSON array ([] when there are none).
+func rawArray(rows []json.RawMessage) json.RawMessage {
+	return json.RawMessage("[" + string(bytes.Join(rowsBytes(rows), []byte(","))) + "]")
+}
+
+func rowsBytes(rows []json.RawMessage) [][]byte {
+	out := make([][]byte, len(rows))
+	for i, r := range rows {
+		out[i] = r
+	}
+	return out
+}
+
+// jsonMember is one key of an exported object with its Raw value.
+type jsonMember struct {
+	key string
+	raw any
+}
+
+// jsonObject writes members as a compact JSON object, in order: an
+// observation (editions.Obs[float64]) or an intervalCell as its value and
+// <key>_status, exactly one of them null.
+func jsonObject(ms []jsonMember) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString("{")
 	member := func(key string, v any) error {
 		enc, err := marshalJSON(v)
 		if err != nil {
-			return fmt.Errorf("configuration %s: %s: %w", d.ID, key, err)
+			return fmt.Errorf("%s: %w", key, err)
 		}
 		if b.Len() > 1 {
 			b.WriteString(",")
@@ -137,30 +250,45 @@ func resultObject(fields []field, d *editions.ConfigDoc) ([]byte, error) {
 		b.Write(enc)
 		return nil
 	}
-	for _, f := range fields {
-		v := f.Raw(d)
-		o, isObs := v.(editions.Obs[float64])
-		if !isObs {
-			if err := member(f.Key, v); err != nil {
+	for _, m := range ms {
+		var value, status any // nil: null
+		switch v := m.raw.(type) {
+		case editions.Obs[float64]:
+			if v.Ok() {
+				value = v.Value
+			} else {
+				status = v.Status
+			}
+		case intervalCell:
+			if v.Interval != nil {
+				value = *v.Interval
+			} else {
+				status = editions.Unknown
+			}
+		default:
+			if err := member(m.key, v); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		var value, status any // nil: null
-		if o.Ok() {
-			value = o.Value
-		} else {
-			status = o.Status
-		}
-		if err := member(f.Key, value); err != nil {
+		if err := member(m.key, value); err != nil {
 			return nil, err
 		}
-		if err := member(f.Key+"_status", status); err != nil {
+		if err := member(m.key+"_status", status); err != nil {
 			return nil, err
 		}
 	}
 	b.WriteString("}")
 	return b.Bytes(), nil
+}
+
+// hasPromptTables says which per-prompt tables docs have rows in.
+func hasPromptTables(docs []editions.ConfigDoc) (prefill, depths bool) {
+	for i := range docs {
+		prefill = prefill || len(docs[i].Metrics.PrefillLengths) > 0
+		depths = depths || len(docs[i].Metrics.DecodeDepths) > 0
+	}
+	return prefill, depths
 }
 
 // marshalJSON is json.Marshal without HTML escaping, on one line: a

@@ -73,14 +73,21 @@ func export(t *testing.T, format string, docs []editions.ConfigDoc) []byte {
 }
 
 // TestExportGolden pins every format of the cpu smoke edition's results
-// table (testdata/export_smoke-cpu.<format>; -update rewrites them).
-// horizon-bench's CLI tests hold the command's output to the same files.
+// table, and md, csv and json of the prefill and depth smoke editions'
+// (with their per-prompt tables) (testdata/export_<edition>.<format>;
+// -update rewrites them). horizon-bench's CLI tests hold the command's
+// output to the smoke-cpu files.
 func TestExportGolden(t *testing.T) {
-	docs := loadConfigs(t, "smoke-cpu")
-	for _, format := range TableFormats {
-		t.Run(format, func(t *testing.T) {
+	for _, tc := range []struct{ edition, format string }{
+		{"smoke-cpu", "md"}, {"smoke-cpu", "csv"}, {"smoke-cpu", "json"}, {"smoke-cpu", "jsonl"},
+		{"prefill-smoke-cpu", "md"}, {"prefill-smoke-cpu", "csv"}, {"prefill-smoke-cpu", "json"},
+		{"depth-smoke-cpu", "md"}, {"depth-smoke-cpu", "csv"}, {"depth-smoke-cpu", "json"},
+	} {
+		format := tc.format
+		docs := loadConfigs(t, tc.edition)
+		t.Run(tc.edition+"/"+format, func(t *testing.T) {
 			got := export(t, format, docs)
-			golden := filepath.Join("testdata", "export_smoke-cpu."+format)
+			golden := filepath.Join("testdata", "export_"+tc.edition+"."+format)
 			if *update {
 				if err := os.WriteFile(golden, got, 0o644); err != nil {
 					t.Fatal(err)
@@ -115,8 +122,29 @@ func resultsTable(t *testing.T, md string) string {
 	return b.String()
 }
 
-// TestExportMDIsReportTable: -o md is the table every committed report.md
-// carries, byte for byte, so the export and the report cannot disagree.
+// sectionTable is the first table of a report.md after heading ("" when
+// report.md has no such section).
+func sectionTable(md, heading string) string {
+	_, rest, ok := strings.Cut(md, "\n"+heading+"\n\n")
+	if !ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(rest, "\n") {
+		switch {
+		case strings.HasPrefix(l, "|"):
+			b.WriteString(l)
+		case b.Len() > 0:
+			return b.String()
+		}
+	}
+	return b.String()
+}
+
+// TestExportMDIsReportTable: -o md is the tables every committed report.md
+// carries, byte for byte (the results table, then the per-prompt tables
+// under their headings where the edition has them), so the export and the
+// report cannot disagree.
 func TestExportMDIsReportTable(t *testing.T) {
 	for _, name := range committedEditions(t) {
 		t.Run(name, func(t *testing.T) {
@@ -125,6 +153,11 @@ func TestExportMDIsReportTable(t *testing.T) {
 				t.Fatal(err)
 			}
 			want := resultsTable(t, string(md))
+			for _, h := range []string{prefillHeading, depthHeading} {
+				if tb := sectionTable(string(md), h); tb != "" {
+					want += "\n" + h + "\n\n" + tb
+				}
+			}
 			if got := string(export(t, "md", loadConfigs(t, name))); got != want {
 				t.Errorf("md export differs from report.md's results table:\n got:\n%s\nwant:\n%s", got, want)
 			}

@@ -270,27 +270,51 @@ type prefillLengthField struct {
 	Unit  string
 	Right bool
 	Value func(r prefillRow) string
+	// Key and Raw are the column in the JSON exports, as a field's.
+	Key string
+	Raw func(r prefillRow) any
 }
 
 // Header is the column header with its unit.
 func (f prefillLengthField) Header() string { return field{Name: f.Name, Unit: f.Unit}.Header() }
 
 var prefillLengthFields = []prefillLengthField{
-	{Name: "configuration", Value: func(r prefillRow) string { return r.d.ID }},
-	{Name: "capacity", Unit: "experts/layer", Right: true, Value: func(r prefillRow) string {
+	{Name: "configuration", Key: "configuration", Value: func(r prefillRow) string { return r.d.ID },
+		Raw: func(r prefillRow) any { return r.d.ID }},
+	{Name: "capacity", Unit: "experts/layer", Right: true, Key: "capacity", Value: func(r prefillRow) string {
 		return fmt.Sprintf("%d/%d", r.d.Capacity, r.d.ExpertsPerLayer)
-	}},
-	{Name: "prompt", Value: func(r prefillRow) string { return r.p.PromptID }},
-	{Name: "prompt tokens", Right: true, Value: func(r prefillRow) string { return fmt.Sprint(r.p.PromptTokens) }},
-	{Name: "prefill mean", Unit: "tok/s", Right: true, Value: func(r prefillRow) string { return obsFloat(r.p.MeanTokS, 1, 1) }},
-	{Name: "prefill mean 95% CI", Unit: "tok/s", Right: true, Value: func(r prefillRow) string {
+	}, Raw: func(r prefillRow) any { return capacityCell{r.d.Capacity, r.d.ExpertsPerLayer} }},
+	{Name: "prompt", Key: "prompt", Value: func(r prefillRow) string { return r.p.PromptID },
+		Raw: func(r prefillRow) any { return r.p.PromptID }},
+	{Name: "prompt tokens", Right: true, Key: "prompt_tokens", Value: func(r prefillRow) string { return fmt.Sprint(r.p.PromptTokens) },
+		Raw: func(r prefillRow) any { return r.p.PromptTokens }},
+	{Name: "prefill mean", Unit: "tok/s", Right: true, Key: "prefill_mean_tok_s", Value: func(r prefillRow) string { return obsFloat(r.p.MeanTokS, 1, 1) },
+		Raw: func(r prefillRow) any { return r.p.MeanTokS }},
+	{Name: "prefill mean 95% CI", Unit: "tok/s", Right: true, Key: "prefill_mean_ci95_tok_s", Value: func(r prefillRow) string {
 		if r.p.Interval == nil {
 			return editions.Unknown
 		}
 		return fmt.Sprintf("%.1f-%.1f", r.p.Interval.Lo, r.p.Interval.Hi)
-	}},
-	{Name: "prefill median", Unit: "tok/s", Right: true, Value: func(r prefillRow) string { return obsFloat(r.p.MedianTokS, 1, 1) }},
-	{Name: "requests", Right: true, Value: func(r prefillRow) string { return fmt.Sprint(r.p.Requests) }},
+	}, Raw: func(r prefillRow) any { return prefillIntervalCell(r.p.Interval, 1) }},
+	{Name: "prefill median", Unit: "tok/s", Right: true, Key: "prefill_median_tok_s", Value: func(r prefillRow) string { return obsFloat(r.p.MedianTokS, 1, 1) },
+		Raw: func(r prefillRow) any { return r.p.MedianTokS }},
+	{Name: "requests", Right: true, Key: "requests", Value: func(r prefillRow) string { return fmt.Sprint(r.p.Requests) },
+		Raw: func(r prefillRow) any { return r.p.Requests }},
+}
+
+// intervalCell is an interval cell as data that may be absent: the
+// exports write its bounds, or null with <key>_status UNKNOWN (a
+// per-prompt interval is absent where the rates were not observed).
+type intervalCell struct {
+	Interval *editions.Interval // nil: not observed
+}
+
+// prefillIntervalCell is a per-prompt bootstrap interval, times scale.
+func prefillIntervalCell(iv *editions.PrefillInterval, scale float64) intervalCell {
+	if iv == nil {
+		return intervalCell{}
+	}
+	return intervalCell{&editions.Interval{Lo: iv.Lo * scale, Hi: iv.Hi * scale}}
 }
 
 // makePrefillTable is the prefill table of docs: a row per configuration
@@ -303,8 +327,7 @@ func makePrefillTable(docs []editions.ConfigDoc) Table {
 		t.Right = append(t.Right, f.Right)
 	}
 	for i := range docs {
-		for j := range docs[i].Metrics.PrefillLengths {
-			r := prefillRow{&docs[i], &docs[i].Metrics.PrefillLengths[j]}
+		for _, r := range prefillRows(&docs[i]) {
 			row := make([]string, len(prefillLengthFields))
 			for k, f := range prefillLengthFields {
 				row[k] = f.Value(r)
@@ -331,35 +354,59 @@ type depthField struct {
 	Unit  string
 	Right bool
 	Value func(r depthRow) string
+	// Key and Raw are the column in the JSON exports, as a field's.
+	Key string
+	Raw func(r depthRow) any
 }
 
 // Header is the column header with its unit.
 func (f depthField) Header() string { return field{Name: f.Name, Unit: f.Unit}.Header() }
 
 var depthFields = []depthField{
-	{Name: "configuration", Value: func(r depthRow) string { return r.d.ID }},
-	{Name: "capacity", Unit: "experts/layer", Right: true, Value: func(r depthRow) string {
+	{Name: "configuration", Key: "configuration", Value: func(r depthRow) string { return r.d.ID },
+		Raw: func(r depthRow) any { return r.d.ID }},
+	{Name: "capacity", Unit: "experts/layer", Right: true, Key: "capacity", Value: func(r depthRow) string {
 		return fmt.Sprintf("%d/%d", r.d.Capacity, r.d.ExpertsPerLayer)
-	}},
-	{Name: "depth", Value: func(r depthRow) string { return r.dd.PromptID }},
-	{Name: "depth tokens", Right: true, Value: func(r depthRow) string { return fmt.Sprint(r.dd.DepthTokens) }},
-	{Name: "pooled decode", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.PooledTokS, 1, 2) }},
-	{Name: "pooled decode 95% CI", Unit: "tok/s", Right: true, Value: func(r depthRow) string {
+	}, Raw: func(r depthRow) any { return capacityCell{r.d.Capacity, r.d.ExpertsPerLayer} }},
+	{Name: "depth", Key: "depth", Value: func(r depthRow) string { return r.dd.PromptID },
+		Raw: func(r depthRow) any { return r.dd.PromptID }},
+	{Name: "depth tokens", Right: true, Key: "depth_tokens", Value: func(r depthRow) string { return fmt.Sprint(r.dd.DepthTokens) },
+		Raw: func(r depthRow) any { return r.dd.DepthTokens }},
+	{Name: "pooled decode", Unit: "tok/s", Right: true, Key: "pooled_decode_tok_s", Value: func(r depthRow) string { return obsFloat(r.dd.PooledTokS, 1, 2) },
+		Raw: func(r depthRow) any { return r.dd.PooledTokS }},
+	{Name: "pooled decode 95% CI", Unit: "tok/s", Right: true, Key: "pooled_decode_ci95_tok_s", Value: func(r depthRow) string {
 		if r.dd.Interval == nil {
 			return editions.Unknown
 		}
 		return fmt.Sprintf("%.2f-%.2f", r.dd.Interval.Lo, r.dd.Interval.Hi)
-	}},
-	{Name: "decode mean", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.MeanTokS, 1, 2) }},
-	{Name: "decode median", Unit: "tok/s", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.MedianTokS, 1, 2) }},
-	{Name: "TPOT", Unit: "ms", Right: true, Value: func(r depthRow) string { return obsFloat(r.dd.TPOTS, 1e3, 3) }},
-	{Name: "prefill mean", Unit: "tok/s", Right: true, Value: func(r depthRow) string {
+	}, Raw: func(r depthRow) any { return prefillIntervalCell(r.dd.Interval, 1) }},
+	{Name: "decode mean", Unit: "tok/s", Right: true, Key: "decode_mean_tok_s", Value: func(r depthRow) string { return obsFloat(r.dd.MeanTokS, 1, 2) },
+		Raw: func(r depthRow) any { return r.dd.MeanTokS }},
+	{Name: "decode median", Unit: "tok/s", Right: true, Key: "decode_median_tok_s", Value: func(r depthRow) string { return obsFloat(r.dd.MedianTokS, 1, 2) },
+		Raw: func(r depthRow) any { return r.dd.MedianTokS }},
+	{Name: "TPOT", Unit: "ms", Right: true, Key: "tpot_ms", Value: func(r depthRow) string { return obsFloat(r.dd.TPOTS, 1e3, 3) },
+		Raw: func(r depthRow) any { return scaledObs(r.dd.TPOTS, 1e3) }},
+	{Name: "prefill mean", Unit: "tok/s", Right: true, Key: "prefill_mean_tok_s", Value: func(r depthRow) string {
 		if r.pl == nil {
 			return editions.Unknown
 		}
 		return obsFloat(r.pl.MeanTokS, 1, 1)
+	}, Raw: func(r depthRow) any {
+		if r.pl == nil {
+			return editions.UnknownObs[float64]()
+		}
+		return r.pl.MeanTokS
 	}},
-	{Name: "requests", Right: true, Value: func(r depthRow) string { return fmt.Sprint(r.dd.Requests) }},
+	{Name: "requests", Right: true, Key: "requests", Value: func(r depthRow) string { return fmt.Sprint(r.dd.Requests) },
+		Raw: func(r depthRow) any { return r.dd.Requests }},
+}
+
+// scaledObs is an observation times scale (obsFloat's value as data).
+func scaledObs(o editions.Obs[float64], scale float64) editions.Obs[float64] {
+	if !o.Ok() {
+		return o
+	}
+	return editions.Observed(o.Value * scale)
 }
 
 // makeDepthTable is the depth table of docs: a row per configuration and
@@ -373,12 +420,7 @@ func makeDepthTable(docs []editions.ConfigDoc) Table {
 		t.Right = append(t.Right, f.Right)
 	}
 	for i := range docs {
-		m := &docs[i].Metrics
-		for j := range m.DecodeDepths {
-			r := depthRow{d: &docs[i], dd: &m.DecodeDepths[j]}
-			if k := slices.IndexFunc(m.PrefillLengths, func(pl editions.PrefillLength) bool { return pl.PromptID == r.dd.PromptID }); k >= 0 {
-				r.pl = &m.PrefillLengths[k]
-			}
+		for _, r := range depthRows(&docs[i]) {
 			row := make([]string, len(depthFields))
 			for k, f := range depthFields {
 				row[k] = f.Value(r)
@@ -387,6 +429,31 @@ func makeDepthTable(docs []editions.ConfigDoc) Table {
 		}
 	}
 	return t
+}
+
+// prefillRows are d's rows of the prefill table, in contract order.
+func prefillRows(d *editions.ConfigDoc) []prefillRow {
+	var out []prefillRow
+	for j := range d.Metrics.PrefillLengths {
+		out = append(out, prefillRow{d, &d.Metrics.PrefillLengths[j]})
+	}
+	return out
+}
+
+// depthRows are d's rows of the depth table, in contract order, each with
+// the depth's prefill entry (the prefill_lengths entry of the same
+// prompt).
+func depthRows(d *editions.ConfigDoc) []depthRow {
+	var out []depthRow
+	m := &d.Metrics
+	for j := range m.DecodeDepths {
+		r := depthRow{d: d, dd: &m.DecodeDepths[j]}
+		if k := slices.IndexFunc(m.PrefillLengths, func(pl editions.PrefillLength) bool { return pl.PromptID == r.dd.PromptID }); k >= 0 {
+			r.pl = &m.PrefillLengths[k]
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // depthsNotRun are the where-held depths of k some configuration's model

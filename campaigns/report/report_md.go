@@ -19,6 +19,13 @@ var (
 // mdCell escapes a Markdown table cell.
 func mdCell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
+// The headings of report.md's per-prompt tables, which the md export
+// repeats.
+const (
+	prefillHeading = "## Prefill by prompt length"
+	depthHeading   = "## Decode by context depth"
+)
+
 func writeMDTable(b *strings.Builder, t Table) {
 	b.WriteString("|")
 	for _, h := range t.Headers {
@@ -79,13 +86,13 @@ func Markdown(w io.Writer, r *Report) error {
 	}
 
 	if len(r.Prefill.Rows) > 0 {
-		b.WriteString("## Prefill by prompt length\n\nIsolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.\n\n")
+		b.WriteString(prefillHeading + "\n\nIsolated prefill (admission to the prompt's last logits before selection), per configuration and prompt length.\n\n")
 		writeMDTable(&b, r.Prefill)
 		b.WriteString("\n")
 	}
 
 	if len(r.Depth.Rows) > 0 {
-		b.WriteString("## Decode by context depth\n\n" + depthIntro + "\n\n")
+		b.WriteString(depthHeading + "\n\n" + depthIntro + "\n\n")
 		writeMDTable(&b, r.Depth)
 		if len(r.DepthsNotRun) > 0 {
 			b.WriteString("\nNot run (where-held depths beyond the model's context): " + strings.Join(r.DepthsNotRun, "; ") + ".\n")

@@ -51,7 +51,9 @@ type Options struct {
 	// Started is when the worker process started: preparation is measured
 	// from it.
 	Started time.Time
-	// Progress receives progress lines (campaigns.ProgressTokens); nil
+	// Progress receives progress lines (campaigns.ProgressTokens, and under
+	// a contract with declared prompt lengths campaigns.ProgressPrompt and
+	// ProgressRequest); nil
 	// discards.
 	Progress io.Writer
 }
@@ -199,6 +201,9 @@ func Run(o Options) (err error) {
 	fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(wres.Tokens))
 
 	for i, p := range run {
+		if k.PromptRule != nil {
+			fmt.Fprintln(progress, campaigns.FormatPromptLine(p.ID, len(prompts[i])))
+		}
 		l.Cache.BeginRequest()
 		res, err := l.Generate(engine.Request{Prompt: prompts[i], Tokens: k.OutputTokens, SuppressEOS: true})
 		if err != nil {
@@ -218,6 +223,9 @@ func Run(o Options) (err error) {
 			TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, RuntimeSeconds: res.RuntimeSeconds,
 			PrefillSeconds: prefillObs(res), Cache: requestCache(cc, prefetching), RoutingTrace: trace,
 		})
+		if k.PromptRule != nil {
+			fmt.Fprintln(progress, campaigns.FormatRequestLine(*prefillObs(res), res.DecodeSeconds))
+		}
 		fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(res.Tokens))
 	}
 

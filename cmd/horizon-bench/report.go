@@ -43,10 +43,25 @@ the same columns, rounded the same way:
          observation was made)
   jsonl  the same objects, one per line, without the array
 
+An edition of a contract with declared prompt lengths (PERF-PREFILL-v1,
+PERF-DEPTH-v1) also has the per-prompt tables its report.md carries, after
+the results table, from their own field lists: "Prefill by prompt length"
+(a row per configuration and prompt: configuration, capacity, prompt,
+prompt_tokens, prefill_mean_tok_s, prefill_mean_ci95_tok_s,
+prefill_median_tok_s, requests) and "Decode by context depth" (a row per
+configuration and depth: configuration, capacity, depth, depth_tokens,
+pooled_decode_tok_s, pooled_decode_ci95_tok_s, decode_mean_tok_s,
+decode_median_tok_s, tpot_ms, prefill_mean_tok_s, requests). md gives each
+under report.md's heading; csv after an empty line, with its own header row;
+json and jsonl as each configuration's "prefill_lengths" and
+"decode_depths" arrays of row objects with those keys (an interval or rate
+not observed is null with its _status). Other editions' output is unchanged.
+
 Examples:
 
   horizon-bench report editions/smoke-cpu -o csv
   horizon-bench report editions/full-residency-v1 -o json --out /tmp/full.json
+  horizon-bench report editions/depth-smoke-cpu -o csv
 
 --out FILE writes the table to FILE instead of stdout, whole or not at all (a
 temporary file beside it, renamed into place). An existing FILE is refused

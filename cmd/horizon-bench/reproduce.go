@@ -33,7 +33,12 @@ prompt ids and prompt token ids, output token ids, and the cache counters
 Tokens and counters must be identical. Speed is reported, not enforced: the
 pooled decode rate of the rerun blocks against the edition's same blocks,
 as a ratio, within or outside the declared --speed-tolerance (default 0.10,
-i.e. a ratio in [0.90, 1.10]).
+i.e. a ratio in [0.90, 1.10]). Under a contract with declared prompt lengths
+(PERF-PREFILL-v1, PERF-DEPTH-v1) it also compares, per prompt, the metrics
+the edition's per-prompt claims cite, the same way: each length's mean and
+median prefill rate, and each depth's pooled, mean and median decode rate
+and time per output token; a metric not observed in both is UNKNOWN, not
+compared.
 
 It writes a reproduction directory, outside the edition:
 
@@ -172,12 +177,50 @@ func runReproduce(c *cli.Context) error {
 		if !cf.WithinTolerance {
 			within = "outside"
 		}
-		fmt.Fprintf(w, "  %s blocks %v: %s; pooled decode %.2f tok/s vs the edition's %.2f: ratio %.3f, %s ±%g (reported, not enforced)\n",
-			cf.ConfigID, cf.Blocks, verdict, cf.RerunPooledDecodeTokS, cf.OriginalPooledDecodeTokS, cf.SpeedRatio, within, d.SpeedTolerance)
+		if cf.OriginalPooledDecodeTokS == 0 && cf.RerunPooledDecodeTokS == 0 {
+			fmt.Fprintf(w, "  %s blocks %v: %s; pooled decode UNKNOWN in both (no decode interval)\n", cf.ConfigID, cf.Blocks, verdict)
+		} else {
+			fmt.Fprintf(w, "  %s blocks %v: %s; pooled decode %.2f tok/s vs the edition's %.2f: ratio %.3f, %s ±%g (reported, not enforced)\n",
+				cf.ConfigID, cf.Blocks, verdict, cf.RerunPooledDecodeTokS, cf.OriginalPooledDecodeTokS, cf.SpeedRatio, within, d.SpeedTolerance)
+		}
+		for _, g := range []struct {
+			what    string
+			prompts []editions.ReproPrompt
+		}{{"prefill", cf.PrefillLengths}, {"decode at depth", cf.DecodeDepths}} {
+			for _, q := range g.prompts {
+				fmt.Fprintf(w, "    %s %s (%d tokens): %s\n", g.what, q.PromptID, q.PromptTokens, reproMetricsLine(q.Metrics, d.SpeedTolerance))
+			}
+		}
 	}
 	fmt.Fprintf(w, "verify it: horizon-verify %s --reproduction %s\n", edition, res.Dir)
 	if !d.Identical {
 		return cli.Exit("reproduce: the edition was NOT reproduced:\n  "+strings.Join(campaigns.Differences(d, 10), "\n  "), 1)
 	}
 	return nil
+}
+
+// reproMetricsLine is one prompt's comparisons, rerun vs the edition:
+// "mean_tok_s 331.2 vs 382.5 (ratio 0.866, outside); ...".
+func reproMetricsLine(ms []editions.ReproMetric, tol float64) string {
+	var parts []string
+	for _, m := range ms {
+		if !m.Ratio.Ok() {
+			parts = append(parts, fmt.Sprintf("%s %s vs %s (not compared)", m.Metric, floatObsText(m.Rerun), floatObsText(m.Original)))
+			continue
+		}
+		within := "within"
+		if !m.WithinTolerance {
+			within = "outside"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s vs %s (ratio %.3f, %s)", m.Metric, floatObsText(m.Rerun), floatObsText(m.Original), m.Ratio.Value, within))
+	}
+	return strings.Join(parts, "; ") + fmt.Sprintf(" (rerun vs the edition, ±%g, reported, not enforced)", tol)
+}
+
+// floatObsText is an observation for people: %.4g, or its status (UNKNOWN).
+func floatObsText(o editions.Obs[float64]) string {
+	if !o.Ok() {
+		return o.Status
+	}
+	return strconv.FormatFloat(o.Value, 'g', 4, 64)
 }
