@@ -145,7 +145,22 @@ func rawStream(s cu.Stream) C.CUstream {
 	return *(*C.CUstream)(unsafe.Pointer(&c))
 }
 
-var errLayout = errors.New("gorgonia.org/cu handle layout changed: cu.Function or cu.Stream is no longer one pointer")
+// rawEvent returns the CUevent of a cu.Event (one pointer, checked by
+// checkHandleLayout).
+func rawEvent(e cu.Event) C.CUevent {
+	return *(*C.CUevent)(unsafe.Pointer(&e))
+}
+
+// recordEventExternal records ev on s. While s is being captured it adds
+// an event record node to the graph (CU_EVENT_RECORD_EXTERNAL), so every
+// launch of the graph records ev; a plain cuEventRecord during capture only
+// marks a dependency point for other streams and records nothing when the
+// graph runs.
+func recordEventExternal(ev cu.Event, s cu.Stream) error {
+	return check("cuEventRecordWithFlags", C.cuEventRecordWithFlags(rawEvent(ev), rawStream(s), C.CU_EVENT_RECORD_EXTERNAL))
+}
+
+var errLayout = errors.New("gorgonia.org/cu handle layout changed: cu.Function, cu.Stream or cu.Event is no longer one pointer")
 
 func checkHandleLayout() error {
 	var fn cu.Function
@@ -156,6 +171,11 @@ func checkHandleLayout() error {
 	var s cu.Stream
 	var cs C.CUstream
 	if unsafe.Sizeof(s) != unsafe.Sizeof(cs) {
+		return errLayout
+	}
+	var e cu.Event
+	var ce C.CUevent
+	if unsafe.Sizeof(e) != unsafe.Sizeof(ce) {
 		return errLayout
 	}
 	return nil

@@ -68,7 +68,9 @@ func (s *stepper) issueHead(masked, timed bool) error {
 			err = s.issueLMHead()
 		case plan.OpSelect:
 			if timed {
-				if err := s.evHead.Record(s.b.compute); err != nil {
+				// An event record node of the graph (a plain record
+				// during capture would record nothing at launch).
+				if err := recordEventExternal(s.evHead, s.b.compute); err != nil {
 					return fmt.Errorf("record the prefill end event: %w", err)
 				}
 				s.b.pdlPrev = false
