@@ -2,9 +2,6 @@ package verifier
 
 import (
 	"fmt"
-	"hash/fnv"
-	"math/bits"
-	"math/rand/v2"
 	"slices"
 
 	"gonum.org/v1/gonum/stat"
@@ -137,24 +134,10 @@ func recomputeDecodeDepth(c *configView, promptID string) decodeDepth {
 	slices.Sort(sorted)
 	out.median = editions.Observed(stat.Quantile(0.5, stat.Empirical, sorted, nil))
 
-	h := fnv.New64a()
-	h.Write([]byte(c.id + "/" + promptID + "/decode"))
-	src := rand.NewPCG(editions.BootstrapSeed, h.Sum64())
-	vals := make([]float64, 0, editions.BootstrapResamples)
-	for range editions.BootstrapResamples {
-		var tok int64
-		var sec float64
-		for range n {
-			k, _ := bits.Mul64(src.Uint64(), uint64(n))
-			tok += toks[k]
-			sec += secs[k]
-		}
-		vals = append(vals, float64(tok)/sec)
-	}
-	slices.Sort(vals)
-	out.interval = &editions.PrefillInterval{
-		Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples, Seed: editions.BootstrapSeed, Level: editions.BootstrapLevel,
-		Lo: stat.Quantile(0.025, stat.Empirical, vals, nil), Hi: stat.Quantile(0.975, stat.Empirical, vals, nil),
-	}
+	var tok int64
+	var sec float64
+	out.interval = bootstrapV1(c.id+"/"+promptID+"/decode", n,
+		func(k int) { tok += toks[k]; sec += secs[k] },
+		func() float64 { v := float64(tok) / sec; tok, sec = 0, 0; return v })
 	return out
 }

@@ -113,23 +113,10 @@ func recomputePrefillLength(c *configView, promptID string) prefillLength {
 	}
 	out.mean = editions.Observed(sum / float64(n))
 
-	h := fnv.New64a()
-	h.Write([]byte(c.id + "/" + promptID))
-	src := rand.NewPCG(editions.BootstrapSeed, h.Sum64())
-	means := make([]float64, 0, editions.BootstrapResamples)
-	for range editions.BootstrapResamples {
-		var acc float64
-		for range n {
-			k, _ := bits.Mul64(src.Uint64(), uint64(n))
-			acc += rates[k]
-		}
-		means = append(means, acc/float64(n))
-	}
-	slices.Sort(means)
-	out.interval = &editions.PrefillInterval{
-		Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples, Seed: editions.BootstrapSeed, Level: editions.BootstrapLevel,
-		Lo: stat.Quantile(0.025, stat.Empirical, means, nil), Hi: stat.Quantile(0.975, stat.Empirical, means, nil),
-	}
+	var acc float64
+	out.interval = bootstrapV1(c.id+"/"+promptID, n,
+		func(k int) { acc += rates[k] },
+		func() float64 { v := acc / float64(n); acc = 0; return v })
 	sorted := slices.Clone(rates)
 	slices.Sort(sorted)
 	out.median = editions.Observed(stat.Quantile(0.5, stat.Empirical, sorted, nil))
@@ -147,4 +134,29 @@ func configPositions(c *configView) int {
 		}
 	}
 	return 0
+}
+
+// bootstrapV1 is bootstrap-v1 over n samples on stream key, computed here
+// on its own: B resamples of n indices from PCG(seed, FNV-1a-64(key)),
+// index = the high bits of Uint64() * n, in draw order; add(k) takes sample
+// k into the resample being drawn and done() returns its value (and starts
+// the next); the bounds are stat.Quantile(0.025) and (0.975) of the sorted
+// values.
+func bootstrapV1(key string, n int, add func(k int), done func() float64) *editions.PrefillInterval {
+	h := fnv.New64a()
+	h.Write([]byte(key))
+	src := rand.NewPCG(editions.BootstrapSeed, h.Sum64())
+	vals := make([]float64, 0, editions.BootstrapResamples)
+	for range editions.BootstrapResamples {
+		for range n {
+			k, _ := bits.Mul64(src.Uint64(), uint64(n))
+			add(int(k))
+		}
+		vals = append(vals, done())
+	}
+	slices.Sort(vals)
+	return &editions.PrefillInterval{
+		Algorithm: editions.BootstrapV1, Resamples: editions.BootstrapResamples, Seed: editions.BootstrapSeed, Level: editions.BootstrapLevel,
+		Lo: stat.Quantile(0.025, stat.Empirical, vals, nil), Hi: stat.Quantile(0.975, stat.Empirical, vals, nil),
+	}
 }
