@@ -38,13 +38,9 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo
                                                                       int nkv, int hd, int gq, int gk, const int* st,
                                                                       double theta, float eps) { grid_dep_enter(); qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid()); }
 
-extern "C" __global__ void __launch_bounds__(256) attention_scores_step(float* sc, const float* q, const float* kc,
-                                                                       const int* st, int n_heads, int n_kv, int hd,
-                                                                       int max_seq) { grid_dep_enter(); attention_scores_step_body(sc, q, kc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
-
-extern "C" __global__ void __launch_bounds__(256) attention_pv_step(float* dst, float* part, unsigned* cnt,
-                                                                   const float* sc, const float* vc, const int* st,
-                                                                   int n_heads, int n_kv, int hd, int max_seq) { grid_dep_enter(); attention_pv_step_body(dst, part, cnt, sc, vc, st, n_heads, n_kv, hd, max_seq, launched_grid()); }
+extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                const float* kc, const float* vc, const int* st,
+                                                                int n_heads, int n_kv, int hd) { grid_dep_enter(); attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
 
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,

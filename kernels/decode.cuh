@@ -103,24 +103,14 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 	for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
 }
 
-// attention_scores_step and attention_pv_step: attention over positions
-// 0..st[1] split over blocks (attention_scores_part, attention_pv_part in
-// step.cuh), with attention_head's bits. Launch: heads*ATT_SPLIT blocks
-// (scores, sc[heads][max_seq]), then heads*ATT_WARPS blocks with (ATT_CHUNK+1)
-// floats of dynamic shared memory (softmax and values; part[heads][ATT_WARPS][hd],
-// cnt[heads] zero between launches).
-__device__ __forceinline__ void attention_scores_step_body(float* sc, const float* q, const float* kc, const int* st,
-                                                           int n_heads, int n_kv, int hd, int max_seq, VGrid vg) {
-	attention_scores_part(sc, q, kc, st[1] + 1, n_heads, n_kv, hd, max_seq, vg.bid / ATT_SPLIT, vg.bid % ATT_SPLIT);
-}
-
-__device__ __forceinline__ void attention_pv_step_body(float* dst, float* part, unsigned* cnt, const float* sc,
-                                                       const float* vc, const int* st, int n_heads, int n_kv, int hd,
-                                                       int max_seq, VGrid vg) {
-	extern __shared__ float smem[];
-	__shared__ float red[32];
-	attention_pv_part(dst, part, cnt, sc, vc, st[1] + 1, n_heads, n_kv, hd, max_seq, vg.bid / ATT_WARPS,
-	                  vg.bid % ATT_WARPS, smem, red);
+// attention_step: attention over positions 0..st[1] (attention_split in
+// step.cuh, the op-by-op kernel's bits). Launch: heads*ATT_SPLIT blocks of
+// 256 threads; part[heads][ATT_SPLIT][hd+2] scratch, cnt[heads] zero
+// between launches.
+__device__ __forceinline__ void attention_step_body(float* dst, float* part, unsigned* cnt, const float* q,
+                                                    const float* kc, const float* vc, const int* st, int n_heads,
+                                                    int n_kv, int hd, VGrid vg) {
+	attention_split(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
 }
 
 // route_step: softmax over logits[E] and top-k with one warp (E <= 256):

@@ -64,8 +64,7 @@ enum PersistentOp {
 	PK_qk_norm_step,
 	PK_rope_kv_step,
 	PK_qk_norm_rope_kv_step,
-	PK_attention_scores_step,
-	PK_attention_pv_step,
+	PK_attention_step,
 	PK_route_step,
 	PK_argmax_step,
 	PK_add_gated_resid_step,
@@ -249,13 +248,9 @@ __device__ __forceinline__ void run_instr(int op, const unsigned long long* a, V
 		                          AP(4, float*), AP(5, float*), AP(6, const void*), AP(7, const void*), AI(8), AI(9),
 		                          AI(10), AI(11), AI(12), AI(13), AP(14, const int*), AD(15), AF(16), vg);
 		break;
-	case PK_attention_scores_step:
-		attention_scores_step_body(AP(0, float*), AP(1, const float*), AP(2, const float*), AP(3, const int*), AI(4),
-		                           AI(5), AI(6), AI(7), vg);
-		break;
-	case PK_attention_pv_step:
-		attention_pv_step_body(AP(0, float*), AP(1, float*), AP(2, unsigned*), AP(3, const float*),
-		                       AP(4, const float*), AP(5, const int*), AI(6), AI(7), AI(8), AI(9), vg);
+	case PK_attention_step:
+		attention_step_body(AP(0, float*), AP(1, float*), AP(2, unsigned*), AP(3, const float*), AP(4, const float*),
+		                    AP(5, const float*), AP(6, const int*), AI(7), AI(8), AI(9), vg);
 		break;
 	case PK_route_step:
 		// a one-warp kernel: warp 0 runs it

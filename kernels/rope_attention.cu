@@ -1,5 +1,5 @@
 // rope_attention.cu: RoPE, KV-cache append and single-query attention. The
-// bodies are in step.cuh (rope_pair, attention_head), shared with decode.cu.
+// bodies are in step.cuh (rope_pair, attention_split), shared with decode.cu.
 #include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
 #include "step.cuh"
 
@@ -22,11 +22,11 @@ extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, c
 }
 
 // attention: dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions
-// 0..n-1 (attention_head). Launch: one block of 256 threads per query head;
-// dynamic shared memory (n + 8*hd) floats.
-extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, const float* q, const float* kc,
-                                                               const float* vc, int n, int n_heads, int n_kv, int hd) { grid_dep_enter();
-	extern __shared__ float smem[];
-	__shared__ float red[32];
-	attention_head(dst, q, kc, vc, n, n_heads, n_kv, hd, smem, red, blockIdx.x);
+// 0..n-1 (attention_split, split over positions). Launch: n_heads*ATT_SPLIT
+// blocks of 256 threads; part[n_heads][ATT_SPLIT][hd+2] scratch, cnt[n_heads]
+// zero between launches.
+extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, float* part, unsigned* cnt, const float* q,
+                                                               const float* kc, const float* vc, int n, int n_heads,
+                                                               int n_kv, int hd) { grid_dep_enter();
+	attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);
 }

@@ -49,186 +49,181 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 	v[i + half] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
 }
 
-// attention_head computes head h of
-// dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions 0..n-1, head h
-// reading kv head h/(nHeads/nKV). One block of 256 threads (ATT_WARPS warps)
-// per head; smem holds (n + ATT_WARPS*hd) floats. Scores: warp w takes
-// positions w, w+8, ...; a position's dot is lanes over hd, warp_sum. Max
-// and sum are block reductions (fixed trees). Output: warp w accumulates a
-// contiguous range of positions in order for each of its lanes' hd values;
-// the 8 partial vectors are then added in warp order. hd <= 256.
+// attention_split: the single-query attention of every CUDA path (op by op,
+// captured steps, the persistent kernel), split over positions
+// (flash-decoding). Head h's positions 0..n-1 are cut into ATT_SPLIT
+// contiguous ranges of per = ceil(n/ATT_SPLIT); block (h, s) takes range s.
+// Head h reads kv head h/(nHeads/nKV); hd % 4 == 0, hd <= ATT_HD_MAX.
+//
+// In a block, warp w takes positions t0+w, t0+w+ATT_WARPS, ... in rounds
+// of ATT_U positions whose K and V rows it loads at once (lane l holds
+// dims 4l+128j as float4s). A position's score is the lane FMA chain over
+// its dims (j, then x, y, z, w), warp_sum, times 1/sqrt(hd). Each warp
+// keeps an online softmax: its running max m, the sum l of exp(score - m)
+// and the vector acc = sum of exp(score - m) * v; a round first rescales
+// l and acc by exp(m_old - m_new), then adds its positions in order. The
+// block merges its warps in warp order (weights exp(m_w - M), M the
+// largest m_w) and writes (o[hd], M, L) to part[h][s]. The block that
+// finishes head h last (cnt[h], a ticket it resets) merges the ATT_SPLIT
+// partials in order the same way and writes dst[h*hd..] = o / L. The
+// order of every sum is fixed by n alone, so every path gives the same
+// bits; only the HF oracle's tolerance compares it with other
+// implementations. part holds heads*ATT_SPLIT*(hd+2) floats; cnt heads
+// counters, zero between launches. Launch: heads*ATT_SPLIT blocks of
+// ATT_WARPS*32 threads.
 #define ATT_WARPS 8
-__device__ __forceinline__ void attention_head(float* dst, const float* q, const float* kc, const float* vc, int n,
-                                               int n_heads, int n_kv, int hd, float* smem, float* red, int h) {
-	float* sc = smem;        // [n]
-	float* part = smem + n;  // [ATT_WARPS][hd]
-	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
-	const float* qh = q + (size_t)h * hd;
-	const float scale = (float)(1.0 / sqrt((double)hd));
+#define ATT_SPLIT 16
+#define ATT_HD_MAX 256
 
-	for (int t = warp; t < n; t += ATT_WARPS) {
-		const float* kt = kc + (size_t)t * kv_dim + off;
-		float s = 0.0f;
-		for (int i = lane; i < hd; i += 32) s = __fmaf_rn(qh[i], kt[i], s);
-		s = warp_sum(s);
-		if (lane == 0) sc[t] = __fmul_rn(s, scale);
-	}
-	__syncthreads();
-	float m = -INFINITY;
-	for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sc[t]);
-	m = block_max(m, red);
-	float sum = 0.0f;
-	for (int t = threadIdx.x; t < n; t += blockDim.x) {
-		const float e = expf(__fsub_rn(sc[t], m));
-		sc[t] = e;
-		sum = __fadd_rn(sum, e);
-	}
-	sum = block_sum(sum, red);  // also orders the sc writes before the reads below
-
-	const int per = (n + ATT_WARPS - 1) / ATT_WARPS;
-	const int t0 = warp * per, t1 = min(n, t0 + per);
-	float acc[8];
-#pragma unroll
-	for (int j = 0; j < 8; j++) acc[j] = 0.0f;
-	for (int t = t0; t < t1; t++) {
-		const float p = __fdiv_rn(sc[t], sum);
-		const float* vt = vc + (size_t)t * kv_dim + off;
-#pragma unroll
-		for (int j = 0; j < 8; j++) {
-			const int i = lane + 32 * j;
-			if (i < hd) acc[j] = __fmaf_rn(p, vt[i], acc[j]);
-		}
-	}
-#pragma unroll
-	for (int j = 0; j < 8; j++) {
-		const int i = lane + 32 * j;
-		if (i < hd) part[warp * hd + i] = acc[j];
-	}
-	__syncthreads();
-	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-		float o = part[i];
-		for (int w = 1; w < ATT_WARPS; w++) o = __fadd_rn(o, part[w * hd + i]);
-		dst[(size_t)h * hd + i] = o;
-	}
+__device__ __forceinline__ float4 att_ld4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float att_dot4(float4 a, float4 b, float d) {
+	d = __fmaf_rn(a.x, b.x, d);
+	d = __fmaf_rn(a.y, b.y, d);
+	d = __fmaf_rn(a.z, b.z, d);
+	return __fmaf_rn(a.w, b.w, d);
+}
+__device__ __forceinline__ float4 att_axpy4(float p, float4 v, float4 a) {
+	return make_float4(__fmaf_rn(p, v.x, a.x), __fmaf_rn(p, v.y, a.y), __fmaf_rn(p, v.z, a.z), __fmaf_rn(p, v.w, a.w));
+}
+__device__ __forceinline__ float4 att_scale4(float c, float4 a) {
+	return make_float4(__fmul_rn(c, a.x), __fmul_rn(c, a.y), __fmul_rn(c, a.z), __fmul_rn(c, a.w));
 }
 
-// The split attention of a decode step: attention_head's bits, computed
-// by heads x ATT_SPLIT blocks (scores) and then heads x ATT_WARPS blocks
-// (softmax and weighted values) instead of one block per head, so a token
-// at depth n keeps the whole GPU reading its K and V. Every value is
-// computed as attention_head computes it: a position's score is the same
-// lane-strided FMA chain and warp_sum; the max and the sum are the same
-// 256-thread strided loops and block trees over all n scores (every block
-// of a head recomputes them from the scores in memory); warp w's partial
-// vector, the FMA chain over its contiguous range of positions, is block
-// (h, w)'s; and the partials are added in warp order. Only the schedule
-// changes: loads are issued ahead of the FMA chains that consume them.
-#define ATT_SPLIT 8
-#define ATT_UNROLL 4
-#define ATT_CHUNK 256
+// att_weight is exp(m - M) for a partial with max m under the merged max M
+// (0 for a partial that saw no positions: m = -inf).
+__device__ __forceinline__ float att_weight(float m, float M) { return m == -INFINITY ? 0.0f : expf(__fsub_rn(m, M)); }
 
-// attention_scores_part: block s of ATT_SPLIT for head h writes
-// sc[h*max_seq + t] = (q_h . k_t) * 1/sqrt(hd) for its positions: warp w
-// of block s takes t = s*ATT_WARPS + w, then every ATT_SPLIT*ATT_WARPS.
-__device__ __forceinline__ void attention_scores_part(float* sc, const float* q, const float* kc, int n, int n_heads,
-                                                      int n_kv, int hd, int max_seq, int h, int s) {
+// J float4s per lane cover hd <= 128*J; a round loads U positions per warp.
+// AttShared is a block's shared memory: each warp's partial vector, max
+// and sum, and the ticket's answer.
+struct AttShared {
+	float acc[ATT_WARPS][ATT_HD_MAX];
+	float m[ATT_WARPS], l[ATT_WARPS];
+	int last;
+};
+
+template <int J, int U>
+__device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const float* kc,
+                                                  const float* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
+                                                  AttShared& sh) {
+	float (&wacc)[ATT_WARPS][ATT_HD_MAX] = sh.acc;
+	float* wm = sh.m;
+	float* wl = sh.l;
+	int& last = sh.last;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
-	const float* qh = q + (size_t)h * hd;
 	const float scale = (float)(1.0 / sqrt((double)hd));
-	float qv[8];
+	const int per = (n + ATT_SPLIT - 1) / ATT_SPLIT;
+	const int t0 = s * per, t1 = min(n, t0 + per);
+
+	float4 qv[J], acc[J];
 #pragma unroll
-	for (int j = 0; j < 8; j++) {
-		const int i = lane + 32 * j;
-		qv[j] = i < hd ? qh[i] : 0.0f;
+	for (int j = 0; j < J; j++) {
+		const int i = 4 * lane + 128 * j;
+		qv[j] = i < hd ? att_ld4(q + (size_t)h * hd + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+		acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
 	}
-	const int stride = ATT_SPLIT * ATT_WARPS;
-	for (int t0 = s * ATT_WARPS + warp; t0 < n; t0 += ATT_UNROLL * stride) {
-		float kv[ATT_UNROLL][8];
+	float m = -INFINITY, l = 0.0f;
+	for (int tb = t0 + warp; tb < t1; tb += U * ATT_WARPS) {
+		float4 kr[U][J], vr[U][J];
 #pragma unroll
-		for (int u = 0; u < ATT_UNROLL; u++) {
-			const int t = t0 + u * stride;
-			const float* kt = kc + (size_t)t * kv_dim + off;
+		for (int u = 0; u < U; u++) {
+			const int t = tb + u * ATT_WARPS;
 #pragma unroll
-			for (int j = 0; j < 8; j++) {
-				const int i = lane + 32 * j;
-				kv[u][j] = t < n && i < hd ? kt[i] : 0.0f;
+			for (int j = 0; j < J; j++) {
+				const int i = 4 * lane + 128 * j;
+				const bool ok = t < t1 && i < hd;
+				const size_t at = (size_t)t * kv_dim + off + i;
+				kr[u][j] = ok ? att_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+				vr[u][j] = ok ? att_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 		}
+		float sc[U];
+		float mx = m;
 #pragma unroll
-		for (int u = 0; u < ATT_UNROLL; u++) {
-			const int t = t0 + u * stride;  // the same for the whole warp
-			if (t >= n) break;
+		for (int u = 0; u < U; u++) {
 			float d = 0.0f;
 #pragma unroll
-			for (int j = 0; j < 8; j++)
-				if (lane + 32 * j < hd) d = __fmaf_rn(qv[j], kv[u][j], d);
-			d = warp_sum(d);
-			if (lane == 0) sc[(size_t)h * max_seq + t] = __fmul_rn(d, scale);
+			for (int j = 0; j < J; j++) d = att_dot4(qv[j], kr[u][j], d);
+			sc[u] = __fmul_rn(warp_sum(d), scale);
+			if (tb + u * ATT_WARPS < t1) mx = fmaxf(mx, sc[u]);
 		}
-	}
-}
-
-// attention_pv_part: block r of ATT_WARPS for head h. It recomputes the
-// softmax's max and sum from sc, accumulates the weighted values of
-// positions [r*per, min(n, (r+1)*per)), per = ceil(n/ATT_WARPS) (thread i
-// owns output value i, hd <= blockDim), and writes that partial vector to
-// part[h][r][hd]. The block that finishes head h last (cnt[h], a ticket
-// that it resets) adds the partials in order into dst[h*hd ..]. smem holds
-// ATT_CHUNK+1 floats; red 32.
-__device__ __forceinline__ void attention_pv_part(float* dst, float* part, unsigned* cnt, const float* sc,
-                                                  const float* vc, int n, int n_heads, int n_kv, int hd, int max_seq,
-                                                  int h, int r, float* smem, float* red) {
-	float* pw = smem;  // [ATT_CHUNK]: the chunk's probabilities
-	int* last = reinterpret_cast<int*>(smem + ATT_CHUNK);
-	const float* sch = sc + (size_t)h * max_seq;
-	float m = -INFINITY;
-	for (int t = threadIdx.x; t < n; t += blockDim.x) m = fmaxf(m, sch[t]);
-	m = block_max(m, red);
-	float sum = 0.0f;
-	for (int t = threadIdx.x; t < n; t += blockDim.x) sum = __fadd_rn(sum, expf(__fsub_rn(sch[t], m)));
-	sum = block_sum(sum, red);
-
-	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
-	const int per = (n + ATT_WARPS - 1) / ATT_WARPS;
-	const int t0 = r * per, t1 = min(n, t0 + per);
-	const int i = threadIdx.x;
-	const float* vp = vc + off + i;
-	float acc = 0.0f;
-	for (int c0 = t0; c0 < t1; c0 += ATT_CHUNK) {
-		const int c1 = min(t1, c0 + ATT_CHUNK);
-		__syncthreads();  // the previous chunk's reads of pw are done
-		for (int t = c0 + threadIdx.x; t < c1; t += blockDim.x) pw[t - c0] = __fdiv_rn(expf(__fsub_rn(sch[t], m)), sum);
-		__syncthreads();
-		if (i < hd) {
-			int t = c0;
-			for (; t + 8 <= c1; t += 8) {
-				float v[8];
+		const float a = att_weight(m, mx);  // tb < t1: mx is a real score
+		l = __fmul_rn(l, a);
 #pragma unroll
-				for (int u = 0; u < 8; u++) v[u] = vp[(size_t)(t + u) * kv_dim];
+		for (int j = 0; j < J; j++) acc[j] = att_scale4(a, acc[j]);
 #pragma unroll
-				for (int u = 0; u < 8; u++) acc = __fmaf_rn(pw[t + u - c0], v[u], acc);
-			}
-			for (; t < c1; t++) acc = __fmaf_rn(pw[t - c0], vp[(size_t)t * kv_dim], acc);
+		for (int u = 0; u < U; u++) {
+			if (tb + u * ATT_WARPS >= t1) break;  // the same for the whole warp
+			const float p = expf(__fsub_rn(sc[u], mx));
+			l = __fadd_rn(l, p);
+#pragma unroll
+			for (int j = 0; j < J; j++) acc[j] = att_axpy4(p, vr[u][j], acc[j]);
 		}
+		m = mx;
 	}
-	float* ph = part + (size_t)h * ATT_WARPS * hd;
-	if (i < hd) ph[(size_t)r * hd + i] = acc;
+#pragma unroll
+	for (int j = 0; j < J; j++) {
+		const int i = 4 * lane + 128 * j;
+		if (i < hd) *reinterpret_cast<float4*>(&wacc[warp][i]) = acc[j];
+	}
+	if (lane == 0) wm[warp] = m, wl[warp] = l;
+	__syncthreads();
+
+	// The block's partial: its warps merged in warp order.
+	float M = -INFINITY;
+	for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wm[w]);
+	float* ph = part + (size_t)h * ATT_SPLIT * (hd + 2);
+	float* mine = ph + (size_t)s * (hd + 2);
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = 0.0f;
+		for (int w = 0; w < ATT_WARPS; w++) o = __fmaf_rn(att_weight(wm[w], M), wacc[w][i], o);
+		mine[i] = o;
+	}
+	if (threadIdx.x == 0) {
+		float L = 0.0f;
+		for (int w = 0; w < ATT_WARPS; w++) L = __fmaf_rn(att_weight(wm[w], M), wl[w], L);
+		mine[hd] = M;
+		mine[hd + 1] = L;
+	}
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		__threadfence();
-		*last = atomicAdd(&cnt[h], 1u) == ATT_WARPS - 1;
+		last = atomicAdd(&cnt[h], 1u) == ATT_SPLIT - 1;
 	}
 	__syncthreads();
-	if (!*last) return;
+	if (!last) return;
 	__threadfence();
-	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-		float o = __ldcg(ph + j);
-		for (int w = 1; w < ATT_WARPS; w++) o = __fadd_rn(o, __ldcg(ph + (size_t)w * hd + j));
-		dst[(size_t)h * hd + j] = o;
+	// The head's result: the ATT_SPLIT partials merged in range order.
+	M = -INFINITY;
+	for (int r = 0; r < ATT_SPLIT; r++) M = fmaxf(M, __ldcg(ph + (size_t)r * (hd + 2) + hd));
+	float L = 0.0f;
+	for (int r = 0; r < ATT_SPLIT; r++) {
+		const float* pr = ph + (size_t)r * (hd + 2);
+		L = __fmaf_rn(att_weight(__ldcg(pr + hd), M), __ldcg(pr + hd + 1), L);
+	}
+	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
+		float o = 0.0f;
+		for (int r = 0; r < ATT_SPLIT; r++) {
+			const float* pr = ph + (size_t)r * (hd + 2);
+			o = __fmaf_rn(att_weight(__ldcg(pr + hd), M), __ldcg(pr + i), o);
+		}
+		dst[(size_t)h * hd + i] = __fdiv_rn(o, L);
 	}
 	if (threadIdx.x == 0) cnt[h] = 0;
+}
+
+// attention_split is attention_split_t for the block (h, s) = (bid /
+// ATT_SPLIT, bid % ATT_SPLIT): 8 positions a round per warp up to hd 128,
+// 4 above.
+__device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const float* kc,
+                                                const float* vc, int n, int n_heads, int n_kv, int hd, int bid) {
+	__shared__ __align__(16) AttShared sh;
+	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
+	if (hd <= 128)
+		attention_split_t<1, 8>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh);
+	else
+		attention_split_t<2, 4>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh);
 }
 
 // beats reports whether (v, i) beats (bv, bi): larger value, then lower

@@ -41,6 +41,7 @@ type Backend struct {
 	maskedN  int          // capacity of masked in ids
 	lastMask []int        // ids currently in masked
 	fusedAct *Tensor      // FusedExperts scratch
+	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2], then Hq tickets
 	events   []cu.Event   // completed events ready for reuse
 	occ      map[occKey]int
 	tune     tuning
@@ -268,6 +269,9 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
+	if b.attPart != nil {
+		errs = append(errs, cu.MemFree(b.attPart.ptr))
+	}
 	for i := range b.events {
 		errs = append(errs, cu.DestroyEvent(&b.events[i]))
 	}
@@ -361,6 +365,30 @@ func (b *Backend) alloc(n int, dt backend.DType) (*Tensor, error) {
 		return nil, fmt.Errorf("cuda: zero %d bytes: %w", size, err)
 	}
 	return &Tensor{ptr: p, n: n, dt: dt, bytes: size, b: b}, nil
+}
+
+// scratch makes *t an F32 buffer of at least n zeroed values, replacing a
+// smaller one once the work queued on the compute stream has finished with
+// it. Owner thread only.
+func (b *Backend) scratch(t **Tensor, n int) error {
+	if *t != nil && (*t).n >= n {
+		return nil
+	}
+	if *t != nil {
+		if err := b.compute.Synchronize(); err != nil {
+			return err
+		}
+		if err := cu.MemFree((*t).ptr); err != nil {
+			return err
+		}
+		*t = nil
+	}
+	nt, err := b.alloc(n, backend.F32)
+	if err != nil {
+		return err
+	}
+	*t = nt
+	return nil
 }
 
 func (b *Backend) allocSync(n int, dt backend.DType) (*Tensor, error) {

@@ -363,21 +363,8 @@ func (b *Backend) FusedExperts(out backend.Tensor, rows []backend.Tensor, l qpac
 	tbl := encodeTable(ptrs, weights)
 	need := len(rows) * F
 	return b.o.async(func() error {
-		if b.fusedAct == nil || b.fusedAct.n < need {
-			if b.fusedAct != nil {
-				if err := b.compute.Synchronize(); err != nil {
-					return err
-				}
-				if err := cu.MemFree(b.fusedAct.ptr); err != nil {
-					return err
-				}
-				b.fusedAct = nil
-			}
-			t, err := b.alloc(need, backend.F32)
-			if err != nil {
-				return fmt.Errorf("cuda: FusedExperts: scratch: %w", err)
-			}
-			b.fusedAct = t
+		if err := b.scratch(&b.fusedAct, need); err != nil {
+			return fmt.Errorf("cuda: FusedExperts: scratch: %w", err)
 		}
 		if err := b.gateUpLaunch(b.fusedAct.ptr, xt.ptr, len(ptrs), l, tbl); err != nil {
 			return fmt.Errorf("cuda: FusedExperts: gate/up launch: %w", err)

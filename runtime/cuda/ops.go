@@ -254,15 +254,20 @@ func (b *Backend) KVAppend(kCache, vCache, k, v backend.Tensor, pos int) error {
 		argPtr(kc.ptr), argPtr(vc.ptr), argPtr(kt.ptr), argPtr(vt.ptr), argInt(n), argInt(pos))
 }
 
-// attWarps is ATT_WARPS in kernels/step.cuh; attSplit and attChunk are
-// ATT_SPLIT and ATT_CHUNK (the captured step's split attention).
+// attSplit is ATT_SPLIT in kernels/step.cuh: the blocks per head of
+// attention_split, which every CUDA path runs; attHeadDimMax is ATT_HD_MAX.
 const (
-	attWarps = 8
-	attSplit = 8
-	attChunk = 256
+	attSplit      = 16
+	attHeadDimMax = 256
 )
 
-// Attention implements backend.Backend: one block per query head.
+// attPartFloats is the size of attention_split's partials for nHeads heads
+// of width hd: (o[hd], max, sum) per head and split.
+func attPartFloats(nHeads, hd int) int { return nHeads * attSplit * (hd + 2) }
+
+// Attention implements backend.Backend: attention_split, heads x attSplit
+// blocks over contiguous ranges of positions, merged by the last block of
+// each head.
 func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nKVHeads, headDim int) error {
 	d, err := b.tensorOf("Attention", "dst", dst, backend.F32)
 	if err != nil {
@@ -285,15 +290,33 @@ func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nK
 		return shapeErr("Attention", "q %d, dst %d, %d heads / %d kv heads x %d over %d positions of a %d-value cache",
 			qt.n, d.n, nHeads, nKVHeads, headDim, n, kc.n)
 	}
-	if headDim > 256 {
-		return fmt.Errorf("cuda: Attention: head dim %d above the kernel's 256", headDim)
+	if err := attentionHeadDimOK(headDim); err != nil {
+		return fmt.Errorf("cuda: Attention: %w", err)
 	}
-	smem := (n + attWarps*headDim) * 4
-	if smem > b.smemMax {
-		return fmt.Errorf("cuda: Attention: %d positions need %d bytes of shared memory, above the device's %d", n, smem, b.smemMax)
+	if (qt.ptr|kc.ptr|vc.ptr)%16 != 0 {
+		return fmt.Errorf("cuda: Attention: q, K and V must start on 16-byte boundaries (the kernel loads float4s)")
 	}
-	return b.launchAsync("Attention", b.k.attention, nHeads, block, smem,
-		argPtr(d.ptr), argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(n), argInt(nHeads), argInt(nKVHeads), argInt(headDim))
+	part := attPartFloats(nHeads, headDim)
+	return b.o.async(func() error {
+		if err := b.scratch(&b.attPart, part+nHeads); err != nil {
+			return fmt.Errorf("cuda: Attention: scratch: %w", err)
+		}
+		cnt := b.attPart.ptr + cu.DevicePtr(4*part)
+		if err := b.launch(b.k.attention, nHeads*attSplit, block, 0, argPtr(d.ptr), argPtr(b.attPart.ptr), argPtr(cnt),
+			argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(n), argInt(nHeads), argInt(nKVHeads), argInt(headDim)); err != nil {
+			return fmt.Errorf("cuda: Attention: launch: %w", err)
+		}
+		return nil
+	})
+}
+
+// attentionHeadDimOK says whether attention_split takes heads of width hd:
+// float4 lanes (hd % 4 == 0) up to ATT_HD_MAX.
+func attentionHeadDimOK(hd int) error {
+	if hd%4 != 0 || hd > attHeadDimMax {
+		return fmt.Errorf("head dim %d: the attention kernel takes multiples of 4 up to %d", hd, attHeadDimMax)
+	}
+	return nil
 }
 
 // SiLUMul implements backend.Backend.

@@ -93,7 +93,7 @@ func TestEncodeProgram(t *testing.T) {
 func TestRegrid(t *testing.T) {
 	down := launchRec{name: "experts_down_int4_r4_s_t", grid: 256, block: 256, smem: 40000,
 		args: []uint64{12, 10, 8, 2048, 1024, 0, 1024, 0, 8, 0xAB00, 0, 12, 0}}
-	att := launchRec{name: "attention_pv_step", grid: 256, block: 256, smem: 1028, args: make([]uint64, 10)}
+	att := launchRec{name: "attention_step", grid: 256, block: 256, args: make([]uint64, 10)}
 	add := launchRec{name: "add_f32", grid: 1056, block: 256, args: make([]uint64, 4)}
 	prog, err := encodeProgram([]launchRec{matvecRec(1, 6144, 2048), down, att, add}, programOptions{blocks: 132})
 	if err != nil {
@@ -101,7 +101,7 @@ func TestRegrid(t *testing.T) {
 	}
 	want := "  0 matvec_f16_r4_s              units  132  dep  -1  smem   9216\n" +
 		"  1 experts_down_int4_r4_s_t     units  128  dep   0  smem  40256\n" +
-		"  2 attention_pv_step            units  256  dep   1  smem   1028\n" +
+		"  2 attention_step               units  256  dep   1  smem      0\n" +
 		"  3 add_f32                      units  132  dep   2  smem      0\n"
 	if got := listProgram(prog); got != want {
 		t.Fatalf("got\n%s\nwant\n%s", got, want)

@@ -203,7 +203,8 @@ const hbmBytesPerSecond = 4.26e12
 // after prompts of the depths in HORIZON_BENCH_DEPTHS (comma-separated,
 // default 32,512,1900) in graph-full and persistent steps, on the artifacts
 // of HORIZON_BENCH_ARTIFACTS (skipped when unset), and checks that both
-// modes give the same tokens at each depth. The prompt is the bytes of a
+// modes give the same tokens at each depth. The KV cache is sized to the
+// deepest request when that is beyond the default. The prompt is the bytes of a
 // fixed sentence repeated to the depth; its prefill is not in the decode
 // rate (the engine's DecodeTokS). Run it with -benchtime=1x.
 func BenchmarkDecodeDepth(b *testing.B) {
@@ -229,7 +230,10 @@ func BenchmarkDecodeDepth(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, step := range []string{engine.StepGraphFull, engine.StepPersistent} {
-			l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step})
+			// The KV cache holds the deepest request (beyond the default
+			// when asked; the model's context still bounds it).
+			maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
+			l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -89,9 +89,8 @@ type stepper struct {
 	qkv    cu.DevicePtr // [Hq*hd + 2*Hkv*hd]
 	qn     cu.DevicePtr // [Hq*hd]: normalised, rotated q (qk_norm_rope_kv_step)
 	att    cu.DevicePtr // [Hq*hd]
-	asc    cu.DevicePtr // attention scores [Hq][MaxSeq] (attention_scores_step)
-	apart  cu.DevicePtr // attention partial vectors [Hq][attWarps][hd] (attention_pv_step)
-	acnt   cu.DevicePtr // uint32[Hq]: attention_pv_step's per-head ticket (the last block resets it)
+	apart  cu.DevicePtr // attention partials [Hq][attSplit][hd+2] (attention_step)
+	acnt   cu.DevicePtr // uint32[Hq]: attention_step's per-head ticket (the last block resets it)
 	rlog   cu.DevicePtr // router logits [E]
 	moe    cu.DevicePtr // [D]
 	act    cu.DevicePtr // [A*F]
@@ -240,9 +239,8 @@ func (s *stepper) check() error {
 	if !s.strategy.Valid() {
 		return fmt.Errorf("cuda: stepper: executor %s: strategy %s", s.spec.Executor.Name(), s.strategy)
 	}
-	hd := cfg.HeadDim()
-	if hd > 256 || hd%2 != 0 {
-		return fmt.Errorf("cuda: stepper: head dim %d (want even, at most 256)", hd)
+	if err := attentionHeadDimOK(cfg.HeadDim()); err != nil {
+		return fmt.Errorf("cuda: stepper: %w", err)
 	}
 	if cfg.NumExperts > routeMaxExperts {
 		return fmt.Errorf("cuda: stepper: %d experts, the routing kernel takes at most %d", cfg.NumExperts, routeMaxExperts)
@@ -292,7 +290,7 @@ func (s *stepper) setup() error {
 	}
 	wants := []want{
 		{&s.st, 4, backend.Bytes}, {&s.qkv, Q + 2*KV, backend.F32}, {&s.qn, Q, backend.F32}, {&s.att, Q, backend.F32},
-		{&s.asc, cfg.NumHeads * s.spec.MaxSeq, backend.F32}, {&s.apart, Q * attWarps, backend.F32}, {&s.acnt, 4 * cfg.NumHeads, backend.Bytes},
+		{&s.apart, attPartFloats(cfg.NumHeads, cfg.HeadDim()), backend.F32}, {&s.acnt, 4 * cfg.NumHeads, backend.Bytes},
 		{&s.rlog, E, backend.F32}, {&s.moe, D, backend.F32}, {&s.act, s.A * s.lay.Gate.Rows, backend.F32},
 		{&s.groups, s.L * tableBytes, backend.Bytes}, {&s.masked, max(1, len(cfg.EOSTokenIDs)) * 4, backend.Bytes},
 		{&s.part, 4 * s.argG, backend.Bytes}, {&s.ticket, 4, backend.Bytes}, {&s.bar, 4 * s.L, backend.Bytes},

@@ -174,11 +174,10 @@ func (s *stepper) headNorms(l int) bool {
 	return lw.QNorm != nil && lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0
 }
 
-// issueAttention is attention over K, V[0..pos] of layer l, split over
-// blocks: the scores (heads x attSplit blocks), then the softmax and the
-// weighted values (heads x attWarps blocks; the last block of each head
-// adds its partial vectors). The bits are attention_head's, the op-by-op
-// kernel's (kernels/step.cuh).
+// issueAttention is attention over K, V[0..pos] of layer l in one launch,
+// split over positions (heads x attSplit blocks; the last block of each head
+// merges its partials): attention_split in kernels/step.cuh, the op-by-op
+// kernel's body, so the bits are the same.
 func (s *stepper) issueAttention(l int) error {
 	b, cfg := s.b, s.cfg
 	hd := cfg.HeadDim()
@@ -186,13 +185,9 @@ func (s *stepper) issueAttention(l int) error {
 	if s.headNorms(l) {
 		qa = s.qn
 	}
-	H, Hkv, T := argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(s.spec.MaxSeq)
-	if err := b.launch(b.k.attentionScoresStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.asc), argPtr(qa),
-		argPtr(ptr(s.spec.KCache[l])), argPtr(s.st), H, Hkv, argInt(hd), T); err != nil {
-		return err
-	}
-	return b.launch(b.k.attentionPVStep, cfg.NumHeads*attWarps, block, (attChunk+1)*4, argPtr(s.att), argPtr(s.apart),
-		argPtr(s.acnt), argPtr(s.asc), argPtr(ptr(s.spec.VCache[l])), argPtr(s.st), H, Hkv, argInt(hd), T)
+	return b.launch(b.k.attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+		argPtr(qa), argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l])), argPtr(s.st),
+		argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd))
 }
 
 // issueAttnOut is attn-out: o_proj with the residual added in its epilogue.

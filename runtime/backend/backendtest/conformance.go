@@ -263,7 +263,7 @@ func checkRoPE(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance) 
 }
 
 func checkAttention(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance) {
-	for _, c := range []struct{ heads, kv, hd, n, maxT int }{{4, 4, 64, 1, 8}, {4, 4, 64, 7, 8}, {8, 2, 32, 33, 40}} {
+	for _, c := range []struct{ heads, kv, hd, n, maxT int }{{4, 4, 64, 1, 8}, {4, 4, 64, 7, 8}, {8, 2, 32, 33, 40}, {2, 1, 128, 1500, 1536}, {2, 2, 256, 100, 100}} {
 		kvDim := c.kv * c.hd
 		kc, _ := be.Alloc(c.maxT * kvDim)
 		vc, _ := be.Alloc(c.maxT * kvDim)
