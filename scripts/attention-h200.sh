@@ -24,7 +24,7 @@
 #    persistent: 256 tokens after a 44-token prompt) and BenchmarkDecodeDepth
 #    (128 tokens after prompts of DEPTHS, default 32,512,1900,3968; graph-full
 #    and persistent, tokens compared) -> bench-modes.log, bench-depth.log.
-# summary.txt has the one-line results.
+# summary.txt has the one-line results. BENCH=0 stops after the suite.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/attention-h200}
@@ -43,6 +43,7 @@ echo "kernels-test: rc=$?" | tee -a "$summary"
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
 	h200_suite 260
 fi
+[ "${BENCH:-1}" = 0 ] && exit 0
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 bench() { # bench BINARY LOG LABEL LIMIT ARGS...
 	local bin=$1 log=$2 label=$3 limit=$4 t0=$SECONDS

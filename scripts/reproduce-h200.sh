@@ -10,7 +10,8 @@
 #   full residency:    editions/full-residency-v1  olmoe-0924-c64-grouped            (3 blocks)
 #   partial residency: editions/residency-ablation olmoe-0924-c30-grouped-registered (3 blocks)
 # Both share one prepared artifact (synthetic OLMoE-1B-7B seed 924, int4) in
-# /dev/shm. Files back in $OUT: repro-<edition>-<config>/ (reproduction.json,
+# /dev/shm. PAIRS (edition:configuration, space-separated) replaces that list
+# and BLOCKS (for example 1 or 1,3) limits the blocks rerun. Files back in $OUT: repro-<edition>-<config>/ (reproduction.json,
 # original/ and rerun/ raw records) packed as repro-<edition>-<config>.tar.gz,
 # reproduce-*.log and verify-*.txt.
 set -uo pipefail
@@ -21,11 +22,12 @@ export CUDA_DEVICE_ORDER=PCI_BUS_ID
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv | tee "$OUT/gpu.txt"
 rc=0
-for pair in full-residency-v1:olmoe-0924-c64-grouped residency-ablation:olmoe-0924-c30-grouped-registered; do
+PAIRS=${PAIRS:-full-residency-v1:olmoe-0924-c64-grouped residency-ablation:olmoe-0924-c30-grouped-registered}
+for pair in $PAIRS; do
 	ed=${pair%%:*} cfg=${pair#*:}
 	dir="$OUT/repro-$ed-$cfg"
 	t0=$SECONDS
-	carry/horizon-bench-cuda reproduce "editions/$ed" --configs "$cfg" --out "$dir" \
+	carry/horizon-bench-cuda reproduce "editions/$ed" --configs "$cfg" ${BLOCKS:+--blocks "$BLOCKS"} --out "$dir" \
 		--artifact-cache "$CACHE" --run-dir "/dev/shm/repro-run-$ed" >"$OUT/reproduce-$ed-$cfg.log" 2>&1
 	r=$?
 	echo "reproduce $ed $cfg: exit $r ($((SECONDS - t0)) s)"

@@ -41,7 +41,8 @@ type Backend struct {
 	maskedN  int          // capacity of masked in ids
 	lastMask []int        // ids currently in masked
 	fusedAct *Tensor      // FusedExperts scratch
-	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2], then Hq tickets
+	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt   *Tensor      // Attention's per-head tickets (zero between launches: the last block resets its own)
 	events   []cu.Event   // completed events ready for reuse
 	occ      map[occKey]int
 	tune     tuning
@@ -269,8 +270,10 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
-	if b.attPart != nil {
-		errs = append(errs, cu.MemFree(b.attPart.ptr))
+	for _, t := range []*Tensor{b.attPart, b.attCnt} {
+		if t != nil {
+			errs = append(errs, cu.MemFree(t.ptr))
+		}
 	}
 	for i := range b.events {
 		errs = append(errs, cu.DestroyEvent(&b.events[i]))

@@ -298,11 +298,16 @@ func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nK
 	}
 	part := attPartFloats(nHeads, headDim)
 	return b.o.async(func() error {
-		if err := b.scratch(&b.attPart, part+nHeads); err != nil {
+		// The tickets live apart from the partials: a ticket must read 0
+		// before its head's first block, whatever shape used the
+		// scratch before.
+		if err := b.scratch(&b.attPart, part); err != nil {
 			return fmt.Errorf("cuda: Attention: scratch: %w", err)
 		}
-		cnt := b.attPart.ptr + cu.DevicePtr(4*part)
-		if err := b.launch(b.k.attention, nHeads*attSplit, block, 0, argPtr(d.ptr), argPtr(b.attPart.ptr), argPtr(cnt),
+		if err := b.scratch(&b.attCnt, nHeads); err != nil {
+			return fmt.Errorf("cuda: Attention: tickets: %w", err)
+		}
+		if err := b.launch(b.k.attention, nHeads*attSplit, block, 0, argPtr(d.ptr), argPtr(b.attPart.ptr), argPtr(b.attCnt.ptr),
 			argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(n), argInt(nHeads), argInt(nKVHeads), argInt(headDim)); err != nil {
 			return fmt.Errorf("cuda: Attention: launch: %w", err)
 		}
