@@ -42,6 +42,12 @@ extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, flo
                                                                 const float* kc, const float* vc, const int* st,
                                                                 int n_heads, int n_kv, int hd) { grid_dep_enter(); attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
 
+extern "C" __global__ void __launch_bounds__(256) attention_in_step(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                   const float* k, const float* v, float* kc, float* vc,
+                                                                   const void* qw, const void* kw, int w_kind,
+                                                                   int n_heads, int n_kv, int hd, int gq, int gk,
+                                                                   const int* st, double theta, float eps) { grid_dep_enter(); attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps, launched_grid()); }
+
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
                                                            int* need, int* ids_out, volatile int* flag,

@@ -107,6 +107,17 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 // step.cuh, the op-by-op kernel's bits). Launch: heads*ATT_SPLIT blocks of
 // 256 threads; part[heads][ATT_SPLIT][hd+2] scratch, cnt[heads] zero
 // between launches.
+// attention_in_step: attention_in at pos = st[1] (the q/k norm, RoPE and
+// KV append of qk_norm_rope_kv_step or rope_kv_step, then attention_step's
+// attention, in one launch). Launch as attention_step.
+__device__ __forceinline__ void attention_in_step_body(float* dst, float* part, unsigned* cnt, const float* q,
+                                                       const float* k, const float* v, float* kc, float* vc,
+                                                       const void* qw, const void* kw, int w_kind, int n_heads,
+                                                       int n_kv, int hd, int gq, int gk, const int* st, double theta,
+                                                       float eps, VGrid vg) {
+	attention_in(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, st[1] + 1, n_heads, n_kv, hd, gq, gk, theta, eps, vg.bid);
+}
+
 __device__ __forceinline__ void attention_step_body(float* dst, float* part, unsigned* cnt, const float* q,
                                                     const float* kc, const float* vc, const int* st, int n_heads,
                                                     int n_kv, int hd, VGrid vg) {

@@ -100,12 +100,17 @@ struct AttShared {
 	float acc[ATT_WARPS][ATT_HD_MAX];
 	float m[ATT_WARPS], l[ATT_WARPS];
 	int last;
+	// attention_in: the block's query head and the new position's key row
+	// (normalised and rotated), and rms_inv's reduction space.
+	float q[ATT_HD_MAX], k[ATT_HD_MAX], red[32];
 };
 
+// q_smem: q is the block's own query head in shared memory (attention_in),
+// not the heads' vector in global memory.
 template <int J, int U>
 __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const float* kc,
                                                   const float* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
-                                                  AttShared& sh) {
+                                                  AttShared& sh, bool q_smem) {
 	float (&wacc)[ATT_WARPS][ATT_HD_MAX] = sh.acc;
 	float* wm = sh.m;
 	float* wl = sh.l;
@@ -120,7 +125,9 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 #pragma unroll
 	for (int j = 0; j < J; j++) {
 		const int i = 4 * lane + 128 * j;
-		qv[j] = i < hd ? att_ld4(q + (size_t)h * hd + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+		qv[j] = i >= hd  ? make_float4(0.f, 0.f, 0.f, 0.f)
+		        : q_smem ? *reinterpret_cast<const float4*>(q + i)
+		                 : att_ld4(q + (size_t)h * hd + i);
 		acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
 	}
 	float m = -INFINITY, l = 0.0f;
@@ -221,9 +228,66 @@ __device__ __forceinline__ void attention_split(float* dst, float* part, unsigne
 	__shared__ __align__(16) AttShared sh;
 	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
 	if (hd <= 128)
-		attention_split_t<1, 8>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh);
+		attention_split_t<1, 8>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 	else
-		attention_split_t<2, 4>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh);
+		attention_split_t<2, 4>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+}
+
+// attention_in_row writes head hh of the projection x (q or k), RMS-normed
+// over its group of g values with weights w when w_kind != 0 (rms_inv and
+// rmsnorm_group's products: the op-by-op norm's bits) and then rotated at
+// position pos (rope_pair), into dst[hd] in shared memory. Every thread of
+// the block calls it.
+__device__ __forceinline__ void attention_in_row(float* dst, const float* x, int hh, const void* w, int w_kind, int g, int hd,
+                                                 int pos, double theta, float eps, float* red) {
+	if (w_kind != 0) {
+		const int g0 = hh * hd / g * g;  // the head's group starts at g0
+		const float inv = rms_inv(x + g0, g, eps, red);
+		for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+			const int i = hh * hd - g0 + j;  // index within the group
+			const float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+			dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
+		}
+	} else {
+		for (int j = threadIdx.x; j < hd; j += blockDim.x) dst[j] = x[(size_t)hh * hd + j];
+	}
+	__syncthreads();
+	for (int i = threadIdx.x; i < (hd >> 1); i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
+	__syncthreads();
+}
+
+// attention_in is the q/k norm (optional), RoPE, KV append at pos = n-1 and
+// attention_split in one launch, from the raw projections q, k, v: block
+// (h, s) normalises and rotates query head h itself (the norm groups hold
+// whole heads: g % hd == 0); the block whose range holds pos also makes
+// that position's key row (kv head h/(nHeads/nKV)) and stores it and the
+// value row in the caches before it reads them back (the blocks of one kv
+// head's query heads store the same bits there). Every value is computed as
+// op by op computes it, so the bits are attention_split's over op by op's
+// caches. qw/kw: the norms' weights (w_kind 1 FP16, 2 FP32, 0 no norms).
+__device__ __forceinline__ void attention_in(float* dst, float* part, unsigned* cnt, const float* q, const float* k,
+                                             const float* v, float* kc, float* vc, const void* qw, const void* kw,
+                                             int w_kind, int n, int n_heads, int n_kv, int hd, int gq, int gk, double theta,
+                                             float eps, int bid) {
+	__shared__ __align__(16) AttShared sh;
+	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT, pos = n - 1;
+	const int per = (n + ATT_SPLIT - 1) / ATT_SPLIT, t0 = s * per;
+	attention_in_row(sh.q, q, h, qw, w_kind, gq, hd, pos, theta, eps, sh.red);
+	if (t0 <= pos && pos < t0 + per) {
+		const int kh = h / (n_heads / n_kv), kvn = n_kv * hd;
+		attention_in_row(sh.k, k, kh, kw, w_kind, gk, hd, pos, theta, eps, sh.red);
+		float* krow = kc + (size_t)pos * kvn + (size_t)kh * hd;
+		float* vrow = vc + (size_t)pos * kvn + (size_t)kh * hd;
+		for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+			krow[j] = sh.k[j];
+			vrow[j] = v[(size_t)kh * hd + j];
+		}
+		__syncthreads();  // the rows are the block's to read back
+	}
+	if (hd <= 128)
+		attention_split_t<1, 8>(dst, part, cnt, sh.q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, true);
+	else
+		attention_split_t<2, 4>(dst, part, cnt, sh.q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, true);
 }
 
 // beats reports whether (v, i) beats (bv, bi): larger value, then lower

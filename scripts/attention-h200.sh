@@ -24,7 +24,9 @@
 #    persistent: 256 tokens after a 44-token prompt) and BenchmarkDecodeDepth
 #    (128 tokens after prompts of DEPTHS, default 32,512,1900,3968; graph-full
 #    and persistent, tokens compared) -> bench-modes.log, bench-depth.log.
-# summary.txt has the one-line results. BENCH=0 stops after the suite.
+# summary.txt has the one-line results. BENCH=0 stops after the suite;
+# DEPTH_BENCH narrows step 4's depth benchmark (for example
+# 'BenchmarkDecodeDepth/.*/graph-full/').
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/attention-h200}
@@ -64,7 +66,7 @@ bench ../../carry/cuda.test "$OUT/bench-modes.log" "BenchmarkDecodeModes" 200 \
 	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$"
 grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
 HORIZON_BENCH_DEPTHS="$DEPTHS" bench ../../carry/cuda.test "$OUT/bench-depth.log" "BenchmarkDecodeDepth" 300 \
-	-test.bench 'BenchmarkDecodeDepth'
+	-test.bench "${DEPTH_BENCH:-BenchmarkDecodeDepth}"
 grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-depth.log" | tee -a "$summary"
 rm -f "$OUT"/synth-*.log "$OUT"/prepare-*.log
 exit 0

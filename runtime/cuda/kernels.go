@@ -48,7 +48,7 @@ type kernelSet struct {
 	moeInt4T cu.Function
 	// decode.cu: the kernels only captured steps use.
 	stepSet, embedStep, qkNormStep, ropeKVStep                 cu.Function
-	attentionStep                                              cu.Function
+	attentionStep, attentionInStep                             cu.Function
 	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
 	awaitStep                                                  cu.Function
 	routerRouteStep                                            cu.Function // the router matvec and route_step in one launch (tuning.routeFused)
@@ -129,7 +129,7 @@ func (b *Backend) loadKernels() error {
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.ropeKVStep, k.routeStep = get("rope_kv_step"), get("route_step")
-	k.attentionStep = get("attention_step")
+	k.attentionStep, k.attentionInStep = get("attention_step"), get("attention_in_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
 	k.routerRouteStep = get("router_route_step")
@@ -206,7 +206,7 @@ var moduleFuncs = map[string][]string{
 	"embed_argmax":    {"embed_gather", "argmax_masked"},
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"prefetch":        {"prefetch_l2"},
-	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "route_step",
+	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step"},
 	"persistent": persistentBuilds[:],
 }

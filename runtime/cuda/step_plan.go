@@ -133,9 +133,10 @@ func (s *stepper) issueEmbed() error {
 }
 
 // issueAttnIn is attn-in: q|k|v = W·rmsnorm(x) (+bias) in one matvec over
-// the fused weight (device.LayerWeights.QKV), then q/k norm + RoPE + KV
-// append in one launch (one block per head) when the norms hold whole
-// heads, else the unfused q/k norm and RoPE + KV append.
+// the fused weight (device.LayerWeights.QKV). When attention_in_step runs
+// the q/k norm, RoPE and KV append (attentionIn) that is all; else they
+// follow in one launch (one block per head) when the norms hold whole
+// heads, or as the unfused q/k norm and RoPE + KV append.
 func (s *stepper) issueAttnIn(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	D, KV, hd := cfg.HiddenSize, cfg.KVDim(), cfg.HeadDim()
@@ -147,6 +148,9 @@ func (s *stepper) issueAttnIn(l int) error {
 	}
 	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), ptr(s.spec.X), ptr(lw.QKVBias), bk, Q+2*KV, D, s.norm(lw.InputNorm)); err != nil {
 		return err
+	}
+	if s.attentionIn(l) {
+		return nil // attention_in_step normalises, rotates and appends (issueAttention)
 	}
 	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
 	if s.headNorms(l) {
@@ -177,17 +181,40 @@ func (s *stepper) headNorms(l int) bool {
 // issueAttention is attention over K, V[0..pos] of layer l in one launch,
 // split over positions (heads x attSplit blocks; the last block of each head
 // merges its partials): attention_split in kernels/step.cuh, the op-by-op
-// kernel's body, so the bits are the same.
+// kernel's body, so the bits are the same. Under attentionIn the launch is
+// attention_in_step, which first normalises and rotates each block's query
+// head and appends the new position's K and V rows (attention_in).
 func (s *stepper) issueAttention(l int) error {
-	b, cfg := s.b, s.cfg
-	hd := cfg.HeadDim()
+	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	hd, Q, KV := cfg.HeadDim(), cfg.NumHeads*cfg.HeadDim(), cfg.KVDim()
+	kc, vc := argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l]))
+	H, Hkv := argInt(cfg.NumHeads), argInt(cfg.NumKVHeads)
+	if s.attentionIn(l) {
+		q, k, v := s.qkv, s.qkv+cu.DevicePtr(4*Q), s.qkv+cu.DevicePtr(4*(Q+KV))
+		var qw, kw cu.DevicePtr
+		wk, gq, gk := 0, hd, hd
+		if lw.QNorm != nil {
+			qw, kw, wk, gq, gk = ptr(lw.QNorm), ptr(lw.KNorm), wkind(lw.QNorm), lw.QNorm.Len(), lw.KNorm.Len()
+		}
+		return b.launch(b.k.attentionInStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+			argPtr(q), argPtr(k), argPtr(v), kc, vc, argPtr(qw), argPtr(kw), argInt(wk), H, Hkv, argInt(hd), argInt(gq), argInt(gk),
+			argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps)))
+	}
 	qa := s.qkv // the unfused path rotates q in place
 	if s.headNorms(l) {
 		qa = s.qn
 	}
 	return b.launch(b.k.attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
-		argPtr(qa), argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l])), argPtr(s.st),
-		argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd))
+		argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))
+}
+
+// attentionIn: layer l's q/k norm, RoPE and KV append run inside the
+// attention launch (attention_in_step): its norms, if any, hold whole heads,
+// tuning.attnInSplit does not ask for the separate launches, and no
+// persistent program is being recorded (the persistent kernel interprets
+// the separate ones).
+func (s *stepper) attentionIn(l int) bool {
+	return !s.b.tune.attnInSplit && s.b.rec == nil && (s.spec.Weights.Layers[l].QNorm == nil || s.headNorms(l))
 }
 
 // issueAttnOut is attn-out: o_proj with the residual added in its epilogue.
