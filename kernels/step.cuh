@@ -96,13 +96,14 @@ __device__ __forceinline__ float att_weight(float m, float M) { return m == -INF
 // J float4s per lane cover hd <= 128*J; a round loads U positions per warp.
 // AttShared is a block's shared memory: each warp's partial vector, max
 // and sum, and the ticket's answer.
+// The float4-read arrays come first, at 16-byte offsets.
 struct AttShared {
 	float acc[ATT_WARPS][ATT_HD_MAX];
-	float m[ATT_WARPS], l[ATT_WARPS];
-	int last;
 	// attention_in: the block's query head and the new position's key row
 	// (normalised and rotated), and rms_inv's reduction space.
 	float q[ATT_HD_MAX], k[ATT_HD_MAX], red[32];
+	float m[ATT_WARPS], l[ATT_WARPS];
+	int last;
 };
 
 // q_smem: q is the block's own query head in shared memory (attention_in),

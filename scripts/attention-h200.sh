@@ -10,7 +10,8 @@
 #
 #   bash scripts/attention-h200.sh
 #
-# 1. kernels.test, then the whole CUDA suite unless SKIP_SUITE=1:
+# 1. kernels.test, then the whole CUDA suite unless SKIP_SUITE=1 (SUITE: only
+#    the tests it matches):
 #    TestStepperMatchesOps compares every captured step mode (graph-full,
 #    graph-wait, graph-segmented, persistent) bit for bit with op by op on
 #    both tiny models, both schemes, every executor; the conformance suite
@@ -42,7 +43,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
 h200_unpack
 (cd kernels && timeout 30 ../carry/kernels.test -test.v) >"$OUT/kernels-test.log" 2>&1
 echo "kernels-test: rc=$?" | tee -a "$summary"
-if [ "${SKIP_SUITE:-0}" != 1 ]; then
+if [ -n "${SUITE:-}" ]; then # a narrower suite: the tests whose names match SUITE
+	t0=$SECONDS
+	(cd runtime/cuda && timeout 260 ../../carry/cuda.test -test.run "$SUITE" -test.v -test.timeout 250s) >"$OUT/cuda-test.log" 2>&1
+	echo "cuda-test ($SUITE): rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
+	grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
+elif [ "${SKIP_SUITE:-0}" != 1 ]; then
 	h200_suite 260
 fi
 [ "${BENCH:-1}" = 0 ] && exit 0
