@@ -109,7 +109,8 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 // between launches.
 // attention_in_step: attention_in at pos = st[1] (the q/k norm, RoPE and
 // KV append of qk_norm_rope_kv_step or rope_kv_step, then attention_step's
-// attention, in one launch). Launch as attention_step.
+// attention, in one launch; tuning.attnIn, off by default: slower on the
+// H200). Launch as attention_step.
 __device__ __forceinline__ void attention_in_step_body(float* dst, float* part, unsigned* cnt, const float* q,
                                                        const float* k, const float* v, float* kc, float* vc,
                                                        const void* qw, const void* kw, int w_kind, int n_heads,

@@ -145,7 +145,7 @@ type tuning struct {
 	downLate    bool // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused  bool // captured steps run the router matvec and route_step as one router_route_step launch
 	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
-	attnInSplit bool // captured steps launch the q/k norm, RoPE and KV append apart from attention, as before attention_in_step
+	attnIn      bool // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

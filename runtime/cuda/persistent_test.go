@@ -117,7 +117,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
-			{"graph-full-attnsplit", engine.StepGraphFull, tuning{attnInSplit: true}},
+			{"graph-full-attnin", engine.StepGraphFull, tuning{attnIn: true}},
 			{"graph-full-l2", engine.StepGraphFull, l2(tuning{})},
 			{"graph-full-l2normal", engine.StepGraphFull, l2(tuning{l2Normal: true})},
 			{"graph-full-l2-12m", engine.StepGraphFull, l2(tuning{l2Budget: 12 << 20})},

@@ -209,12 +209,15 @@ func (s *stepper) issueAttention(l int) error {
 }
 
 // attentionIn: layer l's q/k norm, RoPE and KV append run inside the
-// attention launch (attention_in_step): its norms, if any, hold whole heads,
-// tuning.attnInSplit does not ask for the separate launches, and no
-// persistent program is being recorded (the persistent kernel interprets
-// the separate ones).
+// attention launch (attention_in_step) when tuning.attnIn asks for it, its
+// norms, if any, hold whole heads, and no persistent program is being
+// recorded (the persistent kernel interprets the separate launches). Off
+// by default: on the H200 it decodes 2.3% (OLMoE shape) and 0.9% (Qwen)
+// slower than the separate launches, and 5-6% slower at depths 1,900 and
+// 3,968 (results/attention-one-launch-h200): every one of the heads x 16
+// blocks normalises and rotates its query head before its first K/V load.
 func (s *stepper) attentionIn(l int) bool {
-	return !s.b.tune.attnInSplit && s.b.rec == nil && (s.spec.Weights.Layers[l].QNorm == nil || s.headNorms(l))
+	return s.b.tune.attnIn && s.b.rec == nil && (s.spec.Weights.Layers[l].QNorm == nil || s.headNorms(l))
 }
 
 // issueAttnOut is attn-out: o_proj with the residual added in its epilogue.

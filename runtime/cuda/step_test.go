@@ -70,9 +70,8 @@ func TestStepperMatchesOps(t *testing.T) {
 // routed-experts kernel (fp16 records keep the two launches), with and
 // without its L2 prefetch; router and route_step in one launch; the down
 // kernel waiting before its first weight loads (the default loads them
-// ahead of its dependency wait); the q/k norm, RoPE and KV append launched
-// apart from attention (the default runs them inside attention_in_step);
-// and all of them together.
+// ahead of its dependency wait); the q/k norm, RoPE and KV append inside
+// the attention launch (attention_in_step); and all of them together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
 		name string
@@ -83,8 +82,8 @@ func TestStepperTunings(t *testing.T) {
 		{"fused-nopf", tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 		{"route-fused", tuning{routeFused: true}},
 		{"down-late", tuning{downLate: true}},
-		{"attn-in-split", tuning{attnInSplit: true}},
-		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnInSplit: true}},
+		{"attn-in", tuning{attnIn: true}},
+		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
