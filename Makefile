@@ -130,7 +130,7 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check
+.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check edition-policy-smoke
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
@@ -148,6 +148,9 @@ prefill-smoke-check: ## run the prefill smoke campaign again into out/prefill-sm
 	$(GO) run ./cmd/horizon-verify out/prefill-smoke-check
 	HORIZON_EDITION_A=$(CURDIR)/editions/prefill-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/prefill-smoke-check \
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
+
+edition-policy-smoke: ## run the eviction-policy smoke campaign (PERF-POLICY-v1: olmoe-tiny c6 under lru, fifo, lfu, arc; qwen2moe-tiny c8 under lru, arc; CPU, ~10 min) into editions/policy-smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/policy-smoke.yaml --force
 
 edition-depth-smoke: ## run the depth smoke campaign (PERF-DEPTH-SMOKE-v1, tiny synthetic models, CPU, ~35 s) into editions/depth-smoke-cpu
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/depth-smoke.yaml --force

@@ -414,8 +414,10 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("placement %q: contract %s prescribes the %s initial placement", cfg.Placement, kid, kc.InitialPlacement)
 	case !slices.Contains(n.Placements, cfg.Placement):
 		return fmt.Errorf("placement %q is unknown (known: %v)", cfg.Placement, n.Placements)
-	case cfg.Policy != kc.Policy:
+	case !kc.Admits(cfg.Policy) && len(kc.Policies) == 0:
 		return fmt.Errorf("policy %q: contract %s prescribes %s eviction", cfg.Policy, kid, kc.Policy)
+	case !kc.Admits(cfg.Policy):
+		return fmt.Errorf("policy %q: contract %s admits %s", cfg.Policy, kid, strings.Join(kc.Policies, ", "))
 	case !slices.Contains(n.Policies, cfg.Policy):
 		return fmt.Errorf("policy %q is unknown (known: %v)", cfg.Policy, n.Policies)
 	case cfg.Spares < 0 || cfg.Staging < 0:

@@ -51,6 +51,7 @@ func TestBadCampaigns(t *testing.T) {
 		"bad-id.bad.yml":                 `configurations[0]: id "OLMoE_c8": ids become file names`,
 		"seed-executor-mismatch.bad.yml": `configuration "olmoe-c8": seed_executor "PRODUCT-core scalar" maps to scalar-v1, but executor is grouped-v1`,
 		"placement.bad.yml":              `configuration "olmoe-c8": placement "strided": contract PERF-MINI-TEST prescribes the canonical initial placement`,
+		"policy.bad.yml":                 `configuration "olmoe-c8": policy "lfu": contract PERF-MINI-TEST prescribes lru eviction`,
 		"two-checkpoints.bad.yml":        `configuration "olmoe-c8": checkpoint: give either synthetic or hf, not both`,
 		"device.bad.yml":                 `device "tpu": want cpu or cuda`,
 		"transport.bad.yml":              `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
@@ -192,6 +193,66 @@ func TestCommittedCampaigns(t *testing.T) {
 	}
 	if cfg, ok := c.Config("olmoe-0924-c30-registered-overlap"); ok && (cfg.Transport != "registered" || cfg.Overlap != "hit-compute") {
 		t.Errorf("olmoe-0924-c30-registered-overlap runs transport %s, overlap %s", cfg.Transport, cfg.Overlap)
+	}
+}
+
+// The policy campaigns run PERF-POLICY-v1, whose cache admits declared
+// policies: each policy configuration differs from its lru twin in the
+// policy alone, and every shape has a full-residency configuration (the
+// step time simulate's predictions need). A policy the contract does not
+// admit is refused.
+func TestPolicyCampaigns(t *testing.T) {
+	for _, tc := range []struct {
+		file, device string
+		twins        map[string]string // configuration -> its lru twin
+		full         []string
+	}{
+		{"policy-smoke.yaml", "cpu", map[string]string{"olmoe-tiny-c6-fifo": "olmoe-tiny-c6-lru", "olmoe-tiny-c6-lfu": "olmoe-tiny-c6-lru",
+			"olmoe-tiny-c6-arc": "olmoe-tiny-c6-lru", "qwen2moe-tiny-c8-arc": "qwen2moe-tiny-c8-lru"}, []string{"olmoe-tiny-c16", "qwen2moe-tiny-c16"}},
+		{"policy-ablation.yaml", "cuda", map[string]string{"olmoe-0924-c30-lfu": "olmoe-0924-c30-lru", "olmoe-0924-c30-arc": "olmoe-0924-c30-lru",
+			"qwen15-c30-lfu": "qwen15-c30-lru", "qwen15-c30-arc": "qwen15-c30-lru"}, []string{"olmoe-0924-c64", "qwen15-c60"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			c, k, _, err := Load(tc.file, "", rt)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k.ID != contracts.PerfPolicyV1 || c.Device != tc.device {
+				t.Fatalf("runs %s on %s, want %s on %s", k.ID, c.Device, contracts.PerfPolicyV1, tc.device)
+			}
+			for id, twinID := range tc.twins {
+				cfg, ok1 := c.Config(id)
+				twin, ok2 := c.Config(twinID)
+				if !ok1 || !ok2 {
+					t.Fatalf("no %s or no %s", id, twinID)
+				}
+				if twin.Policy != "lru" || cfg.Policy == "lru" {
+					t.Errorf("%s runs %s, its twin %s runs %s", id, cfg.Policy, twinID, twin.Policy)
+				}
+				a, b := *twin, *cfg
+				a.ID, a.Policy = b.ID, b.Policy
+				if !reflect.DeepEqual(a, b) {
+					t.Errorf("%s differs from %s in more than the policy", id, twinID)
+				}
+			}
+			for _, id := range tc.full {
+				if cfg, ok := c.Config(id); !ok || cfg.Policy != "lru" {
+					t.Errorf("no full-residency lru configuration %s", id)
+				}
+			}
+		})
+	}
+	src, err := os.ReadFile("policy-smoke.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(path, []byte(strings.Replace(string(src), "policy: fifo", "policy: clock", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = Load(path, "", rt)
+	if err == nil || !strings.Contains(err.Error(), `policy "clock": contract PERF-POLICY-v1 admits lru, fifo, lfu, arc`) {
+		t.Fatalf("a policy outside the contract's: %v", err)
 	}
 }
 

@@ -59,8 +59,16 @@ const (
 	PerfDepthSmokeV1 = "PERF-DEPTH-SMOKE-v1"
 )
 
+// PerfPolicyV1 is PERF-REAL-v1's protocol with an eviction policy declared
+// per configuration (Cache.Policies): online policies compared under one
+// contract.
+const PerfPolicyV1 = "PERF-POLICY-v1"
+
 //go:embed perf-real-v1.yaml
 var perfRealV1YAML []byte
+
+//go:embed perf-policy-v1.yaml
+var perfPolicyV1YAML []byte
 
 //go:embed perf-prefill-v1.yaml
 var perfPrefillV1YAML []byte
@@ -80,6 +88,7 @@ var embedded = map[string]struct {
 	yaml []byte
 }{
 	PerfRealV1:         {"contracts/perf-real-v1.yaml", perfRealV1YAML},
+	PerfPolicyV1:       {"contracts/perf-policy-v1.yaml", perfPolicyV1YAML},
 	PerfPrefillV1:      {"contracts/perf-prefill-v1.yaml", perfPrefillV1YAML},
 	PerfPrefillSmokeV1: {"contracts/perf-prefill-smoke-v1.yaml", perfPrefillSmokeV1YAML},
 	PerfDepthV1:        {"contracts/perf-depth-v1.yaml", perfDepthV1YAML},
@@ -136,11 +145,20 @@ type Contract struct {
 
 // Cache is the cache state the contract prescribes.
 type Cache struct {
-	InitialPlacement     string `yaml:"initial_placement" json:"initial_placement"` // "canonical": experts 0..c-1
-	Policy               string `yaml:"policy" json:"policy"`                       // eviction policy, "lru"
-	ResetBetweenRequests bool   `yaml:"reset_between_requests" json:"reset_between_requests"`
-	Scope                string `yaml:"scope" json:"scope"`
+	InitialPlacement string `yaml:"initial_placement" json:"initial_placement"` // "canonical": experts 0..c-1
+	Policy           string `yaml:"policy" json:"policy"`                       // eviction policy, "lru": every configuration's, unless Policies admits others
+	// Policies, when the contract declares them, are the eviction policies
+	// a configuration may declare instead of Policy (the default, one of
+	// them): a policy comparison measures each under the same terms.
+	// Absent, every configuration runs Policy.
+	Policies             []string `yaml:"policies,omitempty" json:"policies,omitempty"`
+	ResetBetweenRequests bool     `yaml:"reset_between_requests" json:"reset_between_requests"`
+	Scope                string   `yaml:"scope" json:"scope"`
 }
+
+// Admits reports whether a configuration may run eviction policy p under
+// the contract: the contract's policy, or one of its declared policies.
+func (c Cache) Admits(p string) bool { return p == c.Policy || slices.Contains(c.Policies, p) }
 
 // Warmup is the excluded request that precedes a block.
 type Warmup struct {
@@ -418,6 +436,8 @@ func (c *Contract) Validate() error {
 		return bad("cache.initial_placement is empty")
 	case c.Cache.Policy == "":
 		return bad("cache.policy is empty")
+	case len(c.Cache.Policies) > 0 && !slices.Contains(c.Cache.Policies, c.Cache.Policy):
+		return bad("cache.policies %v do not include cache.policy %q, the default", c.Cache.Policies, c.Cache.Policy)
 	case c.Cache.ResetBetweenRequests:
 		return bad("cache.reset_between_requests: the runner keeps one evolving cache per worker (false)")
 	case c.Warmup.OutputTokens < 1:

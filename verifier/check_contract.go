@@ -116,6 +116,7 @@ func checkCampaign(v *view, fs *findings) {
 		}
 		checkAgainstCampaign(c, cc, device, fs)
 	}
+	checkContractPolicy(v, fs)
 	for _, c := range v.configs {
 		hasDoc := e.entries[c.path] != nil
 		switch {
@@ -125,6 +126,30 @@ func checkCampaign(v *view, fs *findings) {
 		case !hasDoc && !inCampaign[c.id]:
 			fs.add(IDContractConfigMissing, c.path, "", "present", "absent",
 				"raw records exist for %s but the edition has no %s", c.id, c.path)
+		}
+	}
+}
+
+// checkContractPolicy holds every configuration's declared policy and every
+// worker's setup.policy to the contract: its cache.policy, or one of the
+// cache.policies it admits (PERF-POLICY-v1). A worker that ran another
+// policy than the contract's is not measured under it, however consistent
+// its counters (the replay uses the policy the record declares).
+func checkContractPolicy(v *view, fs *findings) {
+	t := v.terms
+	if t == nil || len(t.Policies) == 0 {
+		return
+	}
+	for _, c := range v.configs {
+		if d := c.doc; d != nil && !t.admitsPolicy(d.Policy) {
+			fs.add(IDContractPolicy, c.path, "/policy", t.Policies, d.Policy,
+				"configuration %s declares policy %q; contract %s admits %v", c.id, d.Policy, t.ID, t.Policies)
+		}
+		for _, w := range c.workers {
+			if p := w.rec.Setup.Policy; !t.admitsPolicy(p) {
+				fs.add(IDContractPolicy, w.path, "/setup/policy", t.Policies, p,
+					"the worker ran policy %q; contract %s admits %v", p, t.ID, t.Policies)
+			}
 		}
 	}
 }
@@ -155,9 +180,12 @@ func checkAgainstCampaign(c *configView, cc campaignConfig, device string, fs *f
 	}
 	for _, w := range c.workers {
 		s := w.rec.Setup
-		if (cc.hasCapacity && s.Capacity != cc.capacity) || (cc.executor != "" && s.Executor != cc.executor) {
-			fs.add(IDContractCampaignConfig, w.path, "/setup", map[string]any{"capacity": cc.capacity, "executor": cc.executor},
-				map[string]any{"capacity": s.Capacity, "executor": s.Executor}, "the worker ran another setup than the campaign declares")
+		if (cc.hasCapacity && s.Capacity != cc.capacity) || (cc.executor != "" && s.Executor != cc.executor) ||
+			(cc.placement != "" && s.Placement != cc.placement) || (cc.policy != "" && s.Policy != cc.policy) {
+			fs.add(IDContractCampaignConfig, w.path, "/setup",
+				map[string]any{"capacity": cc.capacity, "executor": cc.executor, "placement": cc.placement, "policy": cc.policy},
+				map[string]any{"capacity": s.Capacity, "executor": s.Executor, "placement": s.Placement, "policy": s.Policy},
+				"the worker ran another setup than the campaign declares")
 		}
 		if device != "" && w.rec.Environment.Device != device {
 			fs.add(IDContractCampaignConfig, w.path, "/environment/device", device, w.rec.Environment.Device,

@@ -2,6 +2,7 @@ package verifier
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 )
 
@@ -25,6 +26,8 @@ import (
 //	  /contract/warmup/prompt/id         the warmup's prompt id
 //	  /contract/warmup/output_tokens     the warmup's token count
 //	  /contract/warmup/excluded          true
+//	  /contract/cache/policy             the eviction policy every configuration runs,
+//	  /contract/cache/policies           unless the contract admits these others
 //	  /contract/observations/<i>         {name, scope, field, cpu, cuda}: what each
 //	                                     device must observe, at a JSON pointer
 //	                                     into the raw record (scope "worker") or
@@ -76,7 +79,10 @@ type contractTerms struct {
 	PromptSeparator string
 	WarmupPromptID  string
 	WarmupTokens    int // -1 when the contract does not state it
-	Observations    []observation
+	// Policies are the eviction policies the contract admits: its
+	// cache.policy, then any cache.policies it declares.
+	Policies     []string
+	Observations []observation
 	// problems name terms that are missing or that this verifier cannot
 	// enforce, as (pointer, expected) pairs.
 	problems [][2]string
@@ -152,6 +158,24 @@ func readContractTerms(d *doc) *contractTerms {
 	if x, _ := resolve(d.tree, "/contract/warmup/excluded"); x != true {
 		bad("/contract/warmup/excluded", "true (a warmup is never measured)")
 	}
+	if p := d.str("/contract/cache/policy"); p != "" {
+		t.Policies = append(t.Policies, p)
+	} else {
+		bad("/contract/cache/policy", "the eviction policy the contract prescribes")
+	}
+	if ps, err := resolve(d.tree, "/contract/cache/policies"); err == nil {
+		arr, ok := ps.([]any)
+		if !ok {
+			bad("/contract/cache/policies", "a list of policy names")
+		}
+		for _, x := range arr {
+			if s, ok := x.(string); ok && s != "" {
+				t.Policies = append(t.Policies, s)
+			} else {
+				bad("/contract/cache/policies", "a list of policy names")
+			}
+		}
+	}
 	obs, err := resolve(d.tree, "/contract/observations")
 	if err != nil {
 		bad("/contract/observations", "the list of required observations")
@@ -167,6 +191,9 @@ func readContractTerms(d *doc) *contractTerms {
 	}
 	return t
 }
+
+// admitsPolicy reports whether the contract admits eviction policy p.
+func (t *contractTerms) admitsPolicy(p string) bool { return slices.Contains(t.Policies, p) }
 
 // ruleRepeatTruncateV1 is contracts.RepeatTruncateV1, the rule of declared
 // prompt lengths: the first L ids of the encoding of the text repeated k

@@ -25,7 +25,10 @@
 //  3. contract: the frozen contract's and campaign's canonical hashes
 //     (CanonicalHash, the form package contracts documents, implemented
 //     here again); the campaign's configurations are the configs/ files and
-//     ran what the campaign declares; each has the declared blocks, each
+//     ran what the campaign declares (capacity, executor, placement and
+//     policy, worker by worker); every configuration and worker ran an
+//     eviction policy the contract admits (its cache.policy, or one of the
+//     cache.policies PERF-POLICY-v1 declares); each has the declared blocks, each
 //     block the declared prompts in order; every measured request has
 //     exactly N tokens, no EOS id and timestamps that are monotonic and
 //     agree with TTFT, runtime and decode time; the warmup is marked

@@ -147,6 +147,7 @@ var (
 	IDContractCampaignHash   = def("contract", "contract.campaign-hash-mismatch", Error, "the frozen campaign's canonical SHA-256 differs from the hash it carries")
 	IDContractRef            = def("contract", "contract.ref-mismatch", Error, "a raw record or the campaign names another contract id or hash than contract.json")
 	IDContractCampaignConfig = def("contract", "contract.campaign-config", Error, "a configuration's document or raw records differ from what the campaign declares (capacity, executor, placement, policy, device)")
+	IDContractPolicy         = def("contract", "contract.policy", Error, "a configuration or worker ran an eviction policy the contract does not admit (its cache.policy, or one of the cache.policies it declares)")
 	IDContractConfigMissing  = def("contract", "contract.config-missing", Error, "a configuration of the campaign has no configs/<id>.json")
 	IDContractConfigExtra    = def("contract", "contract.config-unexpected", Error, "a configs/<id>.json is not a configuration of the campaign")
 	IDContractCampaign       = def("contract", "contract.campaign-unreadable", Hint, "campaign.json lists no configurations the verifier can read; the configuration set was not checked")

@@ -9,7 +9,8 @@ import (
 )
 
 // More consistent forgeries, one per invariant not yet forged elsewhere:
-// a claim's unit, a worker's host, and a configuration's capacity.
+// a claim's unit, a worker's host, a configuration's eviction policy and
+// its capacity.
 func init() {
 	forgeries = append(forgeries,
 		forgery{family: "binding", name: "claim unit changed with its value", want: IDBindingClaimTerms,
@@ -30,6 +31,34 @@ func init() {
 				paths := rawPathsOf(t, dir, ids[len(ids)-1])
 				edit(t, dir, paths[len(paths)-1], func(d map[string]any) {
 					obj(t, d, "environment")["hostname"] = "a-faster-machine"
+				})
+				forge(t, dir)
+			}},
+		forgery{family: "contract", name: "a configuration's eviction policy changed to one the contract does not admit", want: IDContractPolicy,
+			apply: func(t *testing.T, dir string) {
+				// The forger ran (or claims) another policy than the
+				// contract admits, lfu under PERF-REAL-v1's lru: the policy
+				// edited in the campaign (re-frozen), the aggregate and
+				// every record, so each document agrees with the others.
+				pol := unadmittedPolicy(t, dir)
+				target := configIDs(t, dir)[0]
+				setEverywhere(t, dir, target, "policy", pol)
+				forge(t, dir)
+			}},
+		forgery{family: "contract", name: "a worker's eviction policy changed against the campaign's", want: IDContractCampaignConfig,
+			apply: func(t *testing.T, dir string) {
+				// One worker's record claims another policy than the
+				// campaign froze for its configuration; the campaign is left
+				// as it was.
+				target := configIDs(t, dir)[0]
+				paths := rawPathsOf(t, dir, target)
+				edit(t, dir, paths[len(paths)-1], func(d map[string]any) {
+					s := obj(t, d, "setup")
+					if s["policy"] == "fifo" {
+						s["policy"] = "lru"
+					} else {
+						s["policy"] = "fifo"
+					}
 				})
 				forge(t, dir)
 			}},
@@ -54,18 +83,48 @@ func init() {
 					t.Skip("no partial-residency configuration with room above its capacity")
 				}
 				bumped := json.Number(strconv.FormatInt(capacity+1, 10))
-				for _, p := range rawPathsOf(t, dir, target) {
-					edit(t, dir, p, func(d map[string]any) { obj(t, d, "setup")["capacity"] = bumped })
-				}
-				edit(t, dir, editions.ConfigPath(target), func(d map[string]any) { d["capacity"] = bumped })
-				edit(t, dir, editions.CampaignFile, func(d map[string]any) {
-					for _, c := range arr(t, d, "campaign", "configurations") {
-						if c := c.(map[string]any); c["id"] == target {
-							c["capacity"] = bumped
-						}
-					}
-				})
+				setEverywhere(t, dir, target, "capacity", bumped)
 				forge(t, dir)
 			}},
 	)
+}
+
+// setEverywhere sets member key of configuration id to v in every raw
+// record's setup, in its configs/<id>.json and in the campaign, so that
+// every document agrees (forge then re-freezes and re-hashes).
+func setEverywhere(t *testing.T, dir, id, key string, v any) {
+	t.Helper()
+	for _, p := range rawPathsOf(t, dir, id) {
+		edit(t, dir, p, func(d map[string]any) { obj(t, d, "setup")[key] = v })
+	}
+	edit(t, dir, editions.ConfigPath(id), func(d map[string]any) { d[key] = v })
+	edit(t, dir, editions.CampaignFile, func(d map[string]any) {
+		for _, c := range arr(t, d, "campaign", "configurations") {
+			if c := c.(map[string]any); c["id"] == id {
+				c[key] = v
+			}
+		}
+	})
+}
+
+// unadmittedPolicy returns a policy the cache model knows that the
+// edition's contract does not admit (neither its cache.policy nor one of
+// its cache.policies), skipping when it admits them all.
+func unadmittedPolicy(t *testing.T, dir string) string {
+	t.Helper()
+	d := readTree(t, dir, editions.ContractFile)
+	cache := obj(t, obj(t, d, "contract"), "cache")
+	admitted := map[string]bool{cache["policy"].(string): true}
+	if ps, ok := cache["policies"].([]any); ok {
+		for _, p := range ps {
+			admitted[p.(string)] = true
+		}
+	}
+	for _, p := range []string{"lfu", "arc", "fifo", "lru"} {
+		if !admitted[p] {
+			return p
+		}
+	}
+	t.Skip("the contract admits every policy the cache model knows")
+	return ""
 }

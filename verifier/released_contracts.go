@@ -21,6 +21,7 @@ import (
 // to contracts/*.yaml; a new contract is released by adding it here.
 var releasedContracts = map[string]string{
 	"PERF-REAL-v1":          "1b5fae0c70170f91f33608092c2156466cd075ff624e2fa33cfe041ec84a99bb",
+	"PERF-POLICY-v1":        "15eba5e6741ac9eb2d062fefe159182c5cc4eb3830f5b6a1f1acf0d2686403fc",
 	"PERF-PREFILL-v1":       "a44efd8668dff6f6a870e1d15db955bd15e4ab0aabb1c2e90cc1b45d1caa8627",
 	"PERF-PREFILL-SMOKE-v1": "a14d0e64701911b3fe4a76d8bc2e3be9736a34e2754339410aebc65e4b7738a7",
 	"PERF-DEPTH-v1":         "be1454cc0745b66b73a0cf995e45e14fd91e83e5ccbff094583124538e8c8544",
