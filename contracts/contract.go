@@ -160,6 +160,15 @@ type Cache struct {
 // the contract: the contract's policy, or one of its declared policies.
 func (c Cache) Admits(p string) bool { return p == c.Policy || slices.Contains(c.Policies, p) }
 
+// Eviction names the eviction the contract prescribes, for reports: "lru
+// eviction", or the declared per-configuration policies.
+func (c Cache) Eviction() string {
+	if len(c.Policies) == 0 {
+		return c.Policy + " eviction"
+	}
+	return fmt.Sprintf("each configuration's declared eviction (%s by default; one of %s)", c.Policy, strings.Join(c.Policies, ", "))
+}
+
 // Warmup is the excluded request that precedes a block.
 type Warmup struct {
 	OutputTokens int    `yaml:"output_tokens" json:"output_tokens"`

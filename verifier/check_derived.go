@@ -170,6 +170,7 @@ var resultColumns = map[string]derivedColumn{
 	},
 	"capacity (experts/layer)": joinCols("%s/%s", intCol("/capacity"), intCol("/experts_per_layer")),
 	"regime":                   strCol("/regime"),
+	"policy":                   strCol("/policy"),
 	"pooled decode (tok/s)":    numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
 	"block spread (tok/s)": func(d any) (string, error) {
 		// No decode interval (one output token): both ends UNKNOWN, shown

@@ -185,8 +185,10 @@ var prefillField = field{Name: "prefill", Unit: "tok/s", Right: true, Key: "pref
 }, Raw: func(d *editions.ConfigDoc) any { return d.Metrics.Prefill.TokS }}
 
 // resultFields are the results table's columns for docs: configFields,
-// with the interval columns when every document carries an uncertainty
-// and the prefill column when every document carries a prefill rate.
+// with the interval columns when every document carries an uncertainty,
+// the prefill column when every document carries a prefill rate, and the
+// policy column when the documents ran more than one eviction policy (a
+// PERF-POLICY-v1 comparison).
 // Editions made before bootstrap-v1 (or before prefill_seconds) lack them,
 // so their tables (and exports) keep the columns they were published with.
 func resultFields(docs []editions.ConfigDoc) []field {
@@ -195,9 +197,13 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	}
 	intervals := every(func(d editions.ConfigDoc) bool { return d.Uncertainty != nil })
 	prefill := every(func(d editions.ConfigDoc) bool { return d.Metrics.Prefill != nil })
+	policies := len(docs) > 0 && slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Policy != docs[0].Policy })
 	var out []field
 	for _, f := range configFields {
 		out = append(out, f)
+		if policies && f.Key == "capacity" {
+			out = append(out, policyField)
+		}
 		if intervals {
 			for _, u := range uncertaintyFields {
 				if u.after == f.Key {
@@ -212,10 +218,15 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	return out
 }
 
+// policyField is the configuration's eviction policy (resultFields).
+var policyField = field{Name: "policy", Key: "policy",
+	Value: func(d *editions.ConfigDoc) string { return d.Policy },
+	Raw:   func(d *editions.ConfigDoc) any { return d.Policy }}
+
 // speedKeys and resourceKeys split the results columns (by Key) into
 // report.html's two tables; a key a table's fields lack is skipped.
 var (
-	speedKeys = []string{"configuration", "capacity", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
+	speedKeys = []string{"configuration", "capacity", "policy", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
 		"block_spread_tok_s", "overall_output_tok_s", "ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}
 	resourceKeys = []string{"configuration", "checkpoint", "executor", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
 )

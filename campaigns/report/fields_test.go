@@ -73,7 +73,7 @@ func TestSpeedAndResourcesCoverResults(t *testing.T) {
 	for _, u := range uncertaintyFields {
 		all = append(all, u.field)
 	}
-	all = append(all, prefillField)
+	all = append(all, prefillField, policyField)
 	for _, f := range all {
 		inS, inR := slices.Contains(speedKeys, f.Key), slices.Contains(resourceKeys, f.Key)
 		switch {

@@ -32,7 +32,7 @@ figure img { max-width: 100%; height: auto; }
 {{with .Description}}<p>{{.}}</p>{{end}}
 {{with .Contract}}<p>Contract <strong>{{.ID}}</strong> (sha256 <code>{{$.ContractSHA}}</code>): {{len .Prompts}} prompts x {{.Blocks}} blocks,
 {{.OutputTokens}} output tokens per request, {{.Selection}} selection, EOS {{.EOS}}, {{.Warmup.OutputTokens}}-token warmup excluded,
-concurrency {{.Concurrency}}, {{.Cache.InitialPlacement}} initial placement, {{.Cache.Policy}} eviction evolving through each block.
+concurrency {{.Concurrency}}, {{.Cache.InitialPlacement}} initial placement, {{.Cache.Eviction}} evolving through each block.
 Device: <strong>{{$.Device}}</strong>. Claims: {{$.Claims}} in <a href="claims.json">claims.json</a>.</p>{{end}}
 
 {{with .Headlines}}<ul class="headline">{{range .}}<li>{{.}}</li>{{end}}</ul>{{end}}

@@ -61,9 +61,9 @@ func Markdown(w io.Writer, r *Report) error {
 	if r.Description != "" {
 		fmt.Fprintf(&b, "%s\n\n", r.Description)
 	}
-	fmt.Fprintf(&b, "Contract **%s** (sha256 `%s`): %d prompts x %d blocks, %d output tokens per request, %s selection, EOS %s, %d-token warmup excluded, concurrency %d, %s initial placement, %s eviction evolving through each block. Device: **%s**. Claims: %d in claims.json.\n\n",
+	fmt.Fprintf(&b, "Contract **%s** (sha256 `%s`): %d prompts x %d blocks, %d output tokens per request, %s selection, EOS %s, %d-token warmup excluded, concurrency %d, %s initial placement, %s evolving through each block. Device: **%s**. Claims: %d in claims.json.\n\n",
 		k.ID, r.ContractSHA, len(k.Prompts), k.Blocks, k.OutputTokens, k.Selection, k.EOS, k.Warmup.OutputTokens,
-		k.Concurrency, k.Cache.InitialPlacement, k.Cache.Policy, r.Device, r.Claims)
+		k.Concurrency, k.Cache.InitialPlacement, k.Cache.Eviction(), r.Device, r.Claims)
 
 	b.WriteString("## Checkpoints\n\n")
 	for _, c := range r.Checkpoints {
