@@ -165,6 +165,8 @@ func (c *IFEval) Validate() error {
 		return bad("shard_prompts %d: want at least 1", c.ShardPrompts)
 	case c.Cache.InitialPlacement == "" || c.Cache.Policy == "":
 		return bad("cache.initial_placement and cache.policy are required")
+	case len(c.Cache.Policies) > 0:
+		return bad("cache.policies: an IFEval contract prescribes one eviction policy (cache.policy)")
 	case c.Scorer == "":
 		return bad("scorer is required (the ifeval rule set, e.g. ifeval-go-v1)")
 	}
