@@ -213,7 +213,7 @@ func (s *stepper) issueAttention(l int) error {
 // norms, if any, hold whole heads, and no persistent program is being
 // recorded (the persistent kernel interprets the separate launches). Off
 // by default: on the H200 it decodes 2.3% (OLMoE shape) and 0.9% (Qwen)
-// slower than the separate launches, and 5-6% slower at depths 1,900 and
+// slower than the separate launches, and 3-6% slower at depths 1,900 and
 // 3,968 (results/attention-one-launch-h200): every one of the heads x 16
 // blocks normalises and rotates its query head before its first K/V load.
 func (s *stepper) attentionIn(l int) bool {
