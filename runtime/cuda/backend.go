@@ -146,6 +146,7 @@ type tuning struct {
 	routeFused  bool // captured steps run the router matvec and route_step as one router_route_step launch
 	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn      bool // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
+	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -199,7 +199,12 @@ func BenchmarkMatVecF16(b *testing.B) {
 		rows, cols int
 		nr         int
 	}
-	cases := []variant{{2048, 2048, 0}, {50304, 2048, 0}, {151936, 2048, 0}, {2048, 2048, 1}, {2048, 2048, 2}, {2048, 2048, 4}}
+	cases := []variant{{2048, 2048, 0}, {50304, 2048, 0}, {151936, 2048, 0}, {2048, 2048, 1}, {2048, 2048, 2}, {2048, 2048, 4},
+		// OLMoE's q|k|v (3 x 2048 rows) and Qwen1.5-MoE's shared gate|up|mix (2 x 5632 + 1) and
+		// shared down (2048 x 5632), each with every rows-per-task variant.
+		{6144, 2048, 0}, {6144, 2048, 1}, {6144, 2048, 2}, {6144, 2048, 4},
+		{11265, 2048, 0}, {11265, 2048, 1}, {11265, 2048, 2}, {11265, 2048, 4},
+		{2048, 5632, 0}, {2048, 5632, 1}, {2048, 5632, 2}, {2048, 5632, 4}}
 	for _, s := range cases {
 		name := fmt.Sprintf("%dx%d", s.rows, s.cols)
 		if s.nr != 0 {
@@ -312,6 +317,7 @@ func BenchmarkExperts(b *testing.B) {
 		gateup("gateup", tuning{})
 		gateup("gateup-p4", tuning{gateUpNRP: 4})
 		down("down", tuning{})
+		down("down-global", tuning{downGlobal: true})
 		for i, dv := range downVariants {
 			for _, tile := range []int{8, 16, 32} {
 				down(fmt.Sprintf("down-%s-t%d", dv.suffix, tile), tuning{downVariant: i + 1, downTile: tile})
@@ -382,6 +388,8 @@ func BenchmarkExperts(b *testing.B) {
 		}
 		seq("t-gateup", tuning{}, gu, "gateup")
 		seq("t-down", tuning{}, dn, "down")
+		seq("t-down-global", tuning{downGlobal: true}, dn, "down")
+		seq("t-pair-global", tuning{downGlobal: true}, gu+dn, "gateup", "down")
 		seq("t-pair", tuning{}, gu+dn, "gateup", "down")
 		seq("moe", tuning{}, gu+dn, "moe")
 		seq("moe-nopf", tuning{moeFlags: moeNoPrefetch}, gu+dn, "moe")

@@ -203,7 +203,7 @@ func (b *Backend) downShape(a int, l qpack.RecordLayout) (vi, R, smem, v int) {
 	}
 	nr := downVariants[vi].nr
 	stage, v := a*stagedBytes(l.Scheme, F), 0
-	if !b.downStaged(a, l) {
+	if !b.downStaged(a, l) || (b.tune.downGlobal && (l.Scheme != qpack.SchemeInt4 || F%32 == 0)) {
 		stage, v = 0, 1
 	}
 	groups := (D + nr - 1) / nr

@@ -83,6 +83,8 @@ func TestStepperTunings(t *testing.T) {
 		{"route-fused", tuning{routeFused: true}},
 		{"down-late", tuning{downLate: true}},
 		{"attn-in", tuning{attnIn: true}},
+		{"down-global", tuning{downGlobal: true}},
+		{"f16-r1", tuning{f16NR: 1}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
