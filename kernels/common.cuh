@@ -295,15 +295,43 @@ struct NormSpec {
 	float eps;
 };
 
+// NormPre holds a thread's norm weights w[t + j*blockDim] (j < NORM_REGS,
+// 0 past n) as floats, loaded before the kernel's dependency wait: norm
+// weights are constants no kernel writes, so a kernel may read them while
+// the kernel ahead of it still runs (grid_dep_wait), and the staging after
+// the wait then costs the activations' round trip alone, not a second one
+// for the weights. ok is false when nothing was preloaded (no norm, or n
+// too wide for NORM_REGS values a thread).
+struct NormPre {
+	float w[NORM_REGS];
+	bool ok;
+};
+
+// norm_preload fills pre for a norm over n values with weights nm.w.
+__device__ __forceinline__ void norm_preload(NormPre& pre, NormSpec nm, int n) {
+	pre.ok = nm.w != nullptr && ((n + 31) & ~31) <= NORM_REGS * (int)blockDim.x;
+	if (!pre.ok) return;
+#pragma unroll
+	for (int j = 0; j < NORM_REGS; j++) {
+		const int i = threadIdx.x + j * blockDim.x;
+		pre.w[j] = i >= n ? 0.0f
+		           : nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
+		                            : reinterpret_cast<const float*>(nm.w)[i];
+	}
+}
+
 // stage_block_norm stages one vector like stage_block, normalised on the
 // way: x'[i] = w[i] * (x[i] * inv), inv = 1/sqrt(mean(x^2) + eps), with the
 // rmsnorm kernel's reduction (each thread sums the squares of values t,
 // t+blockDim, ... in order, then block_sum) and roundings: with 256-thread
 // blocks on both sides the staged values are the bits the rmsnorm kernel
 // writes, so a captured step can skip that launch. A thread's values and
-// weights are loaded together into registers (norm_load) when they fit.
+// weights are loaded together into registers (norm_load) when they fit;
+// the weights come from pre when the caller loaded them already
+// (norm_preload, before its dependency wait), and are loaded here
+// otherwise. The values are the same either way.
 template <bool INT4>
-__device__ __forceinline__ void stage_block_norm(float* dst, const float* __restrict__ x, int n, NormSpec nm) {
+__device__ __forceinline__ void stage_block_norm(float* dst, const float* __restrict__ x, int n, NormSpec nm, const NormPre* pre) {
 	__shared__ float red[32];
 	const int n32 = (n + 31) & ~31;
 	float xv[NORM_REGS];
@@ -313,14 +341,15 @@ __device__ __forceinline__ void stage_block_norm(float* dst, const float* __rest
 	const float mean = __fadd_rn(__fdiv_rn(ss, (float)n), nm.eps);
 	const float inv = (float)(1.0 / sqrt((double)mean));
 	if (regs) {
-		// Norm weights loaded together, then staged.
 		float wv[NORM_REGS];
+		if (pre != nullptr && pre->ok) {
 #pragma unroll
-		for (int j = 0; j < NORM_REGS; j++) {
-			const int i = threadIdx.x + j * blockDim.x;
-			wv[j] = i >= n ? 0.0f
-			        : nm.w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(nm.w)[i])
-			                         : reinterpret_cast<const float*>(nm.w)[i];
+			for (int j = 0; j < NORM_REGS; j++) wv[j] = pre->w[j];
+		} else {
+			NormPre local;
+			norm_preload(local, nm, n);
+#pragma unroll
+			for (int j = 0; j < NORM_REGS; j++) wv[j] = local.w[j];
 		}
 #pragma unroll
 		for (int j = 0; j < NORM_REGS; j++) {
@@ -349,11 +378,12 @@ __device__ __forceinline__ void stage_block_norm(float* dst, const float* __rest
 	__syncthreads();
 }
 
-// stage_one stages one vector, normalised when nm.w is set.
+// stage_one stages one vector, normalised when nm.w is set (with the
+// weights of pre when it holds them).
 template <bool INT4>
-__device__ __forceinline__ void stage_one(float* dst, const float* __restrict__ x, int n, NormSpec nm) {
+__device__ __forceinline__ void stage_one(float* dst, const float* __restrict__ x, int n, NormSpec nm, const NormPre* pre = nullptr) {
 	if (nm.w != nullptr)
-		stage_block_norm<INT4>(dst, x, n, nm);
+		stage_block_norm<INT4>(dst, x, n, nm, pre);
 	else
 		stage_block<INT4>(dst, x, 1, n);
 }
@@ -850,8 +880,9 @@ struct MatvecTasks {
 
 // matvec_body: blocks of 8 warps (block vg.bid of vg.nblk) striding over the row tasks; x staged in
 // smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED. With ENTER (the launched kernels)
-// every thread calls grid_dep_enter after its first weight loads are issued, before the staging:
-// the weights' HBM round trip overlaps the previous kernel's tail.
+// every thread calls grid_dep_enter after its first weight loads and its norm weights' loads
+// (norm_preload) are issued, before the staging: the weights' HBM round trips overlap the previous
+// kernel's tail.
 template <class Fmt, int NR, int CPL, bool SHARED, bool ENTER = false>
 __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
                                             const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
@@ -863,8 +894,12 @@ __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, 
 	tk.x = XSource<Fmt, SHARED>::make(x, smem, cols);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, NR, CPL>(tk, vg.bid * nw + warp, vg.nblk * nw, cols, [&] {
+		// The norm weights (constants) are loaded before the wait too.
+		NormPre pre;
+		pre.ok = false;
+		if (ENTER && SHARED) norm_preload(pre, nm, cols);
 		if (ENTER) grid_dep_enter();
-		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm);
+		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm, &pre);
 	});
 }
 

@@ -30,13 +30,13 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* 
                                                               int w_kind, int nq, int gq, int gk, float eps) { grid_dep_enter(); qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
 extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
-                                        int nkv, int hd, const int* st, double theta) { grid_dep_enter(); rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid()); }
+                                        int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid(), true); }
 
 extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo, const float* q, const float* k,
                                                                       const float* v, float* kc, float* vc,
                                                                       const void* qw, const void* kw, int w_kind, int nh,
                                                                       int nkv, int hd, int gq, int gk, const int* st,
-                                                                      double theta, float eps) { grid_dep_enter(); qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid()); }
+                                                                      double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid(), true); }
 
 extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, float* part, unsigned* cnt, const float* q,
                                                                 const float* kc, const float* vc, const int* st,

@@ -44,14 +44,22 @@ __device__ __forceinline__ void qk_norm_step_body(float* q, float* k, const void
 // place, rotate the nkv key heads of k and store them at kc[pos], and store
 // v at vc[pos] (rows of kvn = nkv*hd values). One thread per work item:
 // nh*hd/2 query pairs, then nkv*hd/2 key pairs, then kvn value copies.
+// With enter (the launched kernel) the thread computes its first pair's
+// inverse frequency (a constant: rope_inv_freq) before grid_dep_enter, so
+// only cos and sin stay behind the wait; the values are the same.
 __device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
-                                        int nkv, int hd, const int* st, double theta, VGrid vg) {
-	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
+                                        int nkv, int hd, const int* st, double theta, VGrid vg, bool enter = false) {
+	const int half = hd >> 1, kvn = nkv * hd;
 	const int nqp = nh * half, nkp = nkv * half, total = nqp + nkp + kvn;
-	for (int idx = vg.bid * blockDim.x + threadIdx.x; idx < total; idx += vg.nblk * blockDim.x) {
+	const int idx0 = vg.bid * blockDim.x + threadIdx.x;
+	float if0 = 0.0f;
+	if (idx0 < nqp + nkp) if0 = rope_inv_freq((idx0 < nqp ? idx0 : idx0 - nqp) % half, hd, theta);
+	if (enter) grid_dep_enter();
+	const int pos = st[1];
+	for (int idx = idx0; idx < total; idx += vg.nblk * blockDim.x) {
 		if (idx < nqp) {
 			const int h = idx / half, i = idx - h * half;
-			rope_pair(q + (size_t)h * hd, i, hd, pos, theta);
+			rope_pair_at(q + (size_t)h * hd, i, hd, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
 		} else if (idx < nqp + nkp) {
 			const int j = idx - nqp, h = j / half, i = j - h * half;
 			// The pair is copied into the cache row and rotated there: k
@@ -61,7 +69,7 @@ __device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, cons
 			float* row = kc + (size_t)pos * kvn + (size_t)h * hd;
 			row[i] = kh[i];
 			row[i + half] = kh[i + half];
-			rope_pair(row, i, hd, pos, theta);
+			rope_pair_at(row, i, hd, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
 		} else {
 			const int j = idx - nqp - nkp;
 			vc[(size_t)pos * kvn + j] = v[j];
@@ -79,28 +87,42 @@ __device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, cons
 // also copy their head of v into vc), then rotates that head. The
 // arithmetic is rmsnorm_group's and rope_pair's in the op-by-op order
 // (norm, rope, append), so the bits are the same. qo must not alias q.
+// With enter (the launched kernel) the thread's first norm weight and its
+// first pair's inverse frequency, both constants, are loaded and computed
+// before grid_dep_enter: after the wait only the activations' round trip,
+// the reduction and cos/sin remain.
 __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float* q, const float* k,
                                                                       const float* v, float* kc, float* vc,
                                                                       const void* qw, const void* kw, int w_kind, int nh,
                                                                       int nkv, int hd, int gq, int gk, const int* st,
-                                                                      double theta, float eps, VGrid vg) {
+                                                                      double theta, float eps, VGrid vg, bool enter = false) {
 	__shared__ float red[32];
-	const int pos = st[1], half = hd >> 1, kvn = nkv * hd;
+	const int half = hd >> 1, kvn = nkv * hd;
 	const bool isq = (int)vg.bid < nh;
 	const int h = isq ? vg.bid : vg.bid - nh;  // head within q or k
 	const int g = isq ? gq : gk, g0 = h * hd / g * g;   // the head's group starts at g0
 	const float* x = isq ? q : k;
 	const void* w = isq ? qw : kw;
+	auto weight = [&](int i) {
+		return w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+	};
+	// Constants first (with enter, before the wait): this thread's first
+	// norm weight and its first pair's inverse frequency.
+	const int t = threadIdx.x;
+	const float w0 = t < hd ? weight(h * hd - g0 + t) : 0.0f;
+	const float if0 = t < half ? rope_inv_freq(t, hd, theta) : 0.0f;
+	if (enter) grid_dep_enter();
+	const int pos = st[1];
 	float* dst = isq ? qo + (size_t)h * hd : kc + (size_t)pos * kvn + (size_t)h * hd;
 	const float inv = rms_inv(x + g0, g, eps, red);
-	for (int j = threadIdx.x; j < hd; j += blockDim.x) {
+	for (int j = t; j < hd; j += blockDim.x) {
 		const int i = h * hd - g0 + j;  // index within the group
-		const float wv = w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+		const float wv = j == t ? w0 : weight(i);
 		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
 		if (!isq) vc[(size_t)pos * kvn + (size_t)h * hd + j] = v[(size_t)h * hd + j];
 	}
 	__syncthreads();
-	for (int i = threadIdx.x; i < half; i += blockDim.x) rope_pair(dst, i, hd, pos, theta);
+	for (int i = t; i < half; i += blockDim.x) rope_pair_at(dst, i, hd, pos, i == t ? if0 : rope_inv_freq(i, hd, theta));
 }
 
 // attention_step: attention over positions 0..st[1] (attention_split in

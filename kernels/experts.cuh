@@ -38,14 +38,15 @@ struct GateUpTasks {
 template <class Fmt, int NRP, int CPL, bool SHARED>
 __device__ __forceinline__ void gateup_body(float* __restrict__ act, const float* __restrict__ x, int A, int F, int D,
                                             int gate_off, int up_off, int cols_padded, int scales_offset,
-                                            const GroupTable& tbl, int k0, NormSpec nm, VGrid vg) {
+                                            const GroupTable& tbl, int k0, NormSpec nm, VGrid vg,
+                                            const NormPre* pre = nullptr) {
 	GateUpTasks<Fmt, NRP, SHARED> tk;
 	tk.tbl = &tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.F = F, tk.D = D, tk.gate_off = gate_off, tk.up_off = up_off;
 	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.per = (F + NRP - 1) / NRP;
 	tk.x = XSource<Fmt, SHARED>::make(x, xs_smem, D);
 	const int nw = blockDim.x >> 5, warp = threadIdx.x >> 5;
 	row_pipeline<Fmt, 2 * NRP, CPL>(tk, vg.bid * nw + warp, vg.nblk * nw, D, [&] {
-		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(xs_smem, x, D, nm);
+		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(xs_smem, x, D, nm, pre);
 	});
 }
 

@@ -28,6 +28,9 @@
 //            all) while the combine keeps its fixed k order. All A activation
 //            vectors are staged in shared memory (A * stride floats), then
 //            p (A*R floats). Grid = ceil(D/R) blocks, one tile each.
+//            The _t gate/up kernels load their norm weights (constants) before
+//            grid_dep_enter (norm_preload), so the fused norm's staging after the wait
+//            costs one round trip (the activations), not two.
 //            With early (the _t kernels' default; tuning.downLate clears it) a block issues
 //            its first weight loads, through the row table, before
 //            grid_dep_enter: the table was written two launches back (route,
@@ -46,9 +49,14 @@
 	}                                                                                                         \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                           \
 	    NAME##_t(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,    \
-	             int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) { grid_dep_enter();  \
+	             int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) {          \
+		const NormSpec nm{nw, nw_kind, eps};                                                                  \
+		NormPre pre; /* the norm weights, constants, load before the wait */                                  \
+		pre.ok = false;                                                                                       \
+		if (SHARED) norm_preload(pre, nm, D);                                                                 \
+		grid_dep_enter();                                                                                     \
 		gateup_body<FMT, NRP, CPL, SHARED>(act, x, A, F, D, gate_off, up_off, cols_padded, scales_offset, *tbl, \
-		                                   k0, NormSpec{nw, nw_kind, eps}, launched_grid());                   \
+		                                   k0, nm, launched_grid(), &pre);                                     \
 	}
 #define DOWN(NAME, FMT, NR, CPL, SHARED, MINB)                                                             \
 	extern "C" __global__ void __launch_bounds__(256, MINB)                                                       \

@@ -38,15 +38,23 @@ __device__ __forceinline__ void rmsnorm_group(float* dg, const float* xg, const 
 // rotate_half). Like transformers (and the CPU reference) the inverse
 // frequency and its product with pos are FP32; cos and sin are taken in
 // double and rounded once.
-__device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, double theta) {
-	const int half = hd >> 1;
+// rope_inv_freq is pair i's inverse frequency (it depends on neither the
+// position nor the activations, so a kernel may compute it before its
+// dependency wait) and rope_pair_at the rotation with it.
+__device__ __forceinline__ float rope_inv_freq(int i, int hd, double theta) {
 	const float e = __fdiv_rn((float)(2 * i), (float)hd);
-	const float inv_freq = __fdiv_rn(1.0f, (float)pow(theta, (double)e));
+	return __fdiv_rn(1.0f, (float)pow(theta, (double)e));
+}
+__device__ __forceinline__ void rope_pair_at(float* v, int i, int hd, int pos, float inv_freq) {
+	const int half = hd >> 1;
 	const float f = __fmul_rn((float)pos, inv_freq);
 	const float cs = (float)cos((double)f), sn = (float)sin((double)f);
 	const float a = v[i], c = v[i + half];
 	v[i] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
 	v[i + half] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+}
+__device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, double theta) {
+	rope_pair_at(v, i, hd, pos, rope_inv_freq(i, hd, theta));
 }
 
 // attention_split: the single-query attention of every CUDA path (op by op,
