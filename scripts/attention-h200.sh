@@ -61,7 +61,7 @@ bench() { # bench BINARY LOG LABEL LIMIT ARGS...
 	echo "$label: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 }
 if [ -f carry/base/cuda.test.xz ]; then
-	xz -dkf carry/base/cuda.test.xz
+	xz -dkf carry/base/cuda.test.xz && chmod +x carry/base/cuda.test # xz keeps the archive's mode, not the binary's
 	bench ../../carry/base/cuda.test "$OUT/bench-base.log" "base BenchmarkDecodeModes" 150 \
 		-test.bench 'BenchmarkDecodeModes/.*/^graph-full$'
 	HORIZON_BENCH_DEPTHS="$BASE_DEPTHS" bench ../../carry/base/cuda.test "$OUT/bench-base.log" "base BenchmarkDecodeDepth" 200 \
