@@ -10,8 +10,8 @@ func TestPairAndMcNemar(t *testing.T) {
 		ref, trt bool
 		want     Outcome
 	}{{true, true, BothPass}, {false, false, BothFail}, {true, false, Regression}, {false, true, Improvement}} {
-		if got := Pair(c.ref, c.trt); got != c.want {
-			t.Errorf("Pair(%v, %v) = %s, want %s", c.ref, c.trt, got, c.want)
+		if got := Classify(c.ref, c.trt); got != c.want {
+			t.Errorf("Classify(%v, %v) = %s, want %s", c.ref, c.trt, got, c.want)
 		}
 	}
 	cases := []struct {

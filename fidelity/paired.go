@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"gonum.org/v1/gonum/stat/distuv"
+
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 // Outcome is a prompt's (or an instruction's) paired verdict.
@@ -20,8 +22,8 @@ const (
 // Outcomes lists the outcomes in report order.
 var Outcomes = []Outcome{BothPass, BothFail, Regression, Improvement}
 
-// Pair classifies one paired verdict.
-func Pair(ref, trt bool) Outcome {
+// Classify pairs one reference verdict with one treatment verdict.
+func Classify(ref, trt bool) Outcome {
 	switch {
 	case ref && trt:
 		return BothPass
@@ -34,20 +36,10 @@ func Pair(ref, trt bool) Outcome {
 }
 
 // Counts are paired outcomes counted over prompts or instructions.
-// Identical counts the prompts whose two responses are the same text (a
-// subset of BothPass + BothFail; 0 for instructions, which have no text of
-// their own).
-type Counts struct {
-	BothPass    int `json:"both_pass"`
-	BothFail    int `json:"both_fail"`
-	Regression  int `json:"regression"`
-	Improvement int `json:"improvement"`
-	Identical   int `json:"identical"`
-	Total       int `json:"total"`
-}
+type Counts = editions.FidelityCounts
 
-// Add counts one outcome.
-func (c *Counts) Add(o Outcome) {
+// Count counts one outcome into c.
+func Count(c *Counts, o Outcome) {
 	switch o {
 	case BothPass:
 		c.BothPass++
@@ -63,8 +55,8 @@ func (c *Counts) Add(o Outcome) {
 	c.Total++
 }
 
-// Of returns the count of one outcome.
-func (c Counts) Of(o Outcome) int {
+// Of returns c's count of one outcome.
+func Of(c Counts, o Outcome) int {
 	switch o {
 	case BothPass:
 		return c.BothPass

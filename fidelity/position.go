@@ -5,37 +5,16 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/horizon-runmap/horizon/editions"
 )
 
-// Entry is one vocabulary id's logits and log-probabilities in both arms
-// at one position.
-type Entry struct {
-	ID         int     `json:"id"`
-	RefLogit   float64 `json:"ref_logit"`
-	TrtLogit   float64 `json:"trt_logit"`
-	RefLogProb float64 `json:"ref_logprob"`
-	TrtLogProb float64 `json:"trt_logprob"`
-}
-
-// Position is one teacher-forced position: both arms' next-token
-// distributions after the prompt and the reference's first Index tokens.
-type Position struct {
-	Index int `json:"index"`
-	// Token is the reference's token at Index (what is fed next).
-	Token int `json:"token"`
-	// KL is KL(ref || trt) in nats over the whole vocabulary.
-	KL float64 `json:"kl"`
-	// Top1 reports whether both arms' argmaxes are the same id.
-	Top1 bool `json:"top1"`
-	// MaxAbsLogitDiff is max over the vocabulary of |ref - trt| logits.
-	MaxAbsLogitDiff float64 `json:"max_abs_logit_diff"`
-	// RefArgmax and TrtArgmax are each arm's argmax (lowest id on a tie).
-	RefArgmax int `json:"ref_argmax"`
-	TrtArgmax int `json:"trt_argmax"`
-	// Top are the reference's top-k ids by logit (descending, ties by
-	// id), then the treatment's argmax when it is not among them.
-	Top []Entry `json:"top"`
-}
+// Entry and Position are the per-position record (editions holds the
+// document types).
+type (
+	Entry    = editions.FidelityEntry
+	Position = editions.FidelityPosition
+)
 
 // ErrDistribution reports logits a position cannot be computed from.
 var ErrDistribution = errors.New("fidelity: bad distribution")
@@ -145,7 +124,7 @@ func CheckPosition(p Position, k int) error {
 	if extra && (p.Top1 || p.Top[k].ID != p.TrtArgmax) {
 		return bad("an extra top entry %d, but the treatment's argmax is %d (top1 %v)", p.Top[k].ID, p.TrtArgmax, p.Top1)
 	}
-	if p.trtArgmaxEntry() < 0 {
+	if trtArgmaxEntry(p) < 0 {
 		return bad("the treatment's argmax %d is not among the top entries", p.TrtArgmax)
 	}
 	var refMass, trtMass, klIn, worst float64
@@ -165,7 +144,7 @@ func CheckPosition(p Position, k int) error {
 		if i > 0 && i < k && e.RefLogit > p.Top[i-1].RefLogit {
 			return bad("top ids not in descending reference logit order at %d", i)
 		}
-		if e.TrtLogit > p.Top[p.trtArgmaxEntry()].TrtLogit+1e-6 {
+		if e.TrtLogit > p.Top[trtArgmaxEntry(p)].TrtLogit+1e-6 {
 			return bad("top id %d has a higher treatment logit than the treatment's argmax %d", e.ID, p.TrtArgmax)
 		}
 		worst = max(worst, math.Abs(e.RefLogit-e.TrtLogit))
@@ -192,7 +171,7 @@ func CheckPosition(p Position, k int) error {
 // trtArgmaxEntry is the index in Top of the treatment's argmax (it is
 // there: the reference's argmax when they agree, a top-k id, or the extra
 // entry); -1 when it is not.
-func (p Position) trtArgmaxEntry() int {
+func trtArgmaxEntry(p Position) int {
 	for i, e := range p.Top {
 		if e.ID == p.TrtArgmax {
 			return i

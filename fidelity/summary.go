@@ -7,45 +7,26 @@ import (
 	"slices"
 
 	"gonum.org/v1/gonum/stat"
+
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 // Bootstrap settings of a summary: Resamples percentile-bootstrap
 // resamples at Level, drawn from PCG(Seed, stream) where stream is
 // FNV-1a-64 of the summary's name, so every summary of an edition draws
 // its own reproducible index sequence.
-type Bootstrap struct {
-	Resamples int     `json:"resamples"`
-	Seed      uint64  `json:"seed"`
-	Level     float64 `json:"level"`
-}
+type Bootstrap editions.FidelityBootstrap
 
-// Interval is a bootstrap interval's ends.
-type Interval struct {
-	Lo float64 `json:"lo"`
-	Hi float64 `json:"hi"`
-}
-
-// Stat is one statistic with its interval.
-type Stat struct {
-	Value float64  `json:"value"`
-	CI    Interval `json:"ci"`
-}
-
-// Summary is a sample's median, p90 and max (stat.Empirical quantiles,
-// gonum's definition: the smallest value with at least that fraction of
-// the sample at or below it), with N values.
-type Summary struct {
-	N      int  `json:"n"`
-	Median Stat `json:"median"`
-	P90    Stat `json:"p90"`
-	Max    Stat `json:"max"`
-}
-
-// Rate is a fraction of N flags with its interval.
-type Rate struct {
-	N     int  `json:"n"`
-	Value Stat `json:"value"`
-}
+// The summary types (editions holds the document types). Summary is a
+// sample's median, p90 and max (stat.Empirical quantiles, gonum's
+// definition: the smallest value with at least that fraction of the sample
+// at or below it), each with its interval; Rate a fraction of flags.
+type (
+	Interval = editions.FidelityInterval
+	Stat     = editions.FidelityStat
+	Summary  = editions.FidelitySummary
+	Rate     = editions.FidelityRate
+)
 
 // stream is the PCG stream of a named summary.
 func stream(name string) uint64 {
