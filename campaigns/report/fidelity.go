@@ -162,7 +162,7 @@ var FidelityFields = []fidelityField{
 	{"KL p90", func(d editions.FidelityPair) string { return statCI(d.KL.P90, 3) }},
 	{"KL max", func(d editions.FidelityPair) string { return statCI(d.KL.Max, 3) }},
 	{"top-1 agreement", func(d editions.FidelityPair) string { return statCI(d.Top1.Value, 3) }},
-	{"max |logit diff| median / p90 / max", func(d editions.FidelityPair) string {
+	{"max abs logit diff median / p90 / max", func(d editions.FidelityPair) string {
 		return fmt.Sprintf("%.3g / %.3g / %.3g", d.MaxAbsLogitDiff.Median.Value, d.MaxAbsLogitDiff.P90.Value, d.MaxAbsLogitDiff.Max.Value)
 	}},
 	{"diverged (free-running)", func(d editions.FidelityPair) string {
@@ -196,7 +196,7 @@ var fidelityPromptFields = []struct {
 		return fmt.Sprintf("%.3g / %.3g / %.3g", r.KL.Median.Value, r.KL.P90.Value, r.KL.Max.Value)
 	}},
 	{"top-1 agreement", func(r editions.FidelityPromptRow) string { return fmt.Sprintf("%.3g", r.Top1.Value.Value) }},
-	{"max |logit diff|", func(r editions.FidelityPromptRow) string { return fmt.Sprintf("%.3g", r.MaxAbsLogitDiff.Max.Value) }},
+	{"max abs logit diff", func(r editions.FidelityPromptRow) string { return fmt.Sprintf("%.3g", r.MaxAbsLogitDiff.Max.Value) }},
 }
 
 // fidelityReport is what both reports show.
