@@ -14,7 +14,7 @@ func TestFidelityContracts(t *testing.T) {
 		id, sha                  string
 		prompts, max, shrd, topK int
 	}{
-		{FidelityV1, "19a0a622f2a4ea54ee60dbde5a2aedee326ea22ce867a6b5f65e9fe9b5032f48", 120, 1280, 12, 4},
+		{FidelityV1, "5e2eed5f8a1178e63b2bbb4301584c01632d15b0a22f91ac2aac28b314209914", 120, 256, 12, 4},
 		{FidelitySmokeV1, "262b348e6b7226d2b5aba7dc79ac1e25fb263f678facf48a48d7ff82230b2e32", 4, 12, 2, 4},
 	} {
 		t.Run(tc.id, func(t *testing.T) {

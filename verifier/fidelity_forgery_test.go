@@ -12,8 +12,14 @@ import (
 )
 
 // fidelitySmoke is the committed fidelity smoke edition
-// (campaigns/fidelity-smoke.yaml).
-const fidelitySmoke = "../editions/fidelity-smoke-cpu"
+// (campaigns/fidelity-smoke.yaml); HORIZON_FIDELITY_EDITION names another
+// one to forge (make fidelity-smoke-check: a fresh rerun, out/fidelity-smoke).
+var fidelitySmoke = func() string {
+	if d := os.Getenv("HORIZON_FIDELITY_EDITION"); d != "" {
+		return d
+	}
+	return "../editions/fidelity-smoke-cpu"
+}()
 
 // fidelityEd is a fidelity edition decoded for forging.
 type fidelityEd struct {
