@@ -31,6 +31,8 @@ type FidelityInput struct {
 	Shards map[string][]*editions.FidelityShard
 	RunDir string
 	Now    func() time.Time
+	// Republish: as EditionInput's.
+	Republish *Republish
 }
 
 // FidelityPlotFile is the divergence-by-position figure.
@@ -112,7 +114,7 @@ func WriteFidelityEdition(dir string, in FidelityInput) error {
 			return err
 		}
 	}
-	return writeManifestAs(dir, c.Edition, in.Now, nil)
+	return writeManifestAs(dir, c.Edition, in.Now, in.Republish)
 }
 
 // FidelitySyntheticWarning is the first thing both reports say of an
