@@ -31,6 +31,9 @@ type Backend struct {
 	// persistentSmem is the dynamic shared memory each persistent build
 	// may request (the opt-in limit less its static shared memory).
 	persistentSmem [len(persistentBuilds)]int
+	// routeInSmem is the dynamic shared memory the route-in expert kernels
+	// (experts_routed.cu) may request.
+	routeInSmem int
 
 	// Owner-thread state.
 	ring     *uploadRing
@@ -63,6 +66,9 @@ type Backend struct {
 	// moeLaunches counts launches of the fused routed-experts kernel
 	// (fusedExperts; tests read it).
 	moeLaunches int
+	// routeInLaunches counts the route-in gate/up kernels captured
+	// (routeIn; tests read it).
+	routeInLaunches int
 	// capturing is set while the stepper captures a graph (the L2
 	// prefetch branch forks only then).
 	capturing bool
@@ -147,6 +153,8 @@ type tuning struct {
 	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn      bool // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
 	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
+	routeIn     bool // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
+	routeInWait bool // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in
