@@ -109,6 +109,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		{"residency39.yaml", 13, "cuda"},
 		{"residency-ablation.yaml", 14, "cuda"},
 		{"full-residency.yaml", 2, "cuda"},
+		{"full-residency-v2.yaml", 2, "cuda"},
 		{"smoke-cuda.yaml", 8, "cuda"},
 	}
 	for _, tc := range cases {
