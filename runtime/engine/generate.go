@@ -42,7 +42,12 @@ type Result struct {
 	// returns), or a captured step whose stepper is a device.PrefillTimer
 	// (device events: admission marked on an idle stream, the end recorded
 	// between the head and the selection kernel). Op by op on an
-	// asynchronous backend leaves it untimed.
+	// asynchronous backend leaves it untimed. It is at most TTFTSeconds:
+	// a device interval runs on the GPU's clock, and over a prefill of
+	// seconds the two clocks' rates differ by more than the few
+	// microseconds between the head and the token reaching the host (seen
+	// on the H200: 2.231616 s against a TTFT of 2.231614 s), so finish
+	// caps it at the TTFT.
 	PrefillSeconds float64
 	PrefillTimed   bool
 	// Logits holds LogitSteps rows of [V] values.
@@ -155,6 +160,9 @@ func (r Result) finish() Result {
 	r.TTFTSeconds = float64(first) / 1e9
 	r.DecodeSeconds = float64(last-first) / 1e9
 	r.RuntimeSeconds = float64(last) / 1e9
+	if r.PrefillTimed && r.PrefillSeconds > r.TTFTSeconds {
+		r.PrefillSeconds = r.TTFTSeconds // clock rates (PrefillSeconds)
+	}
 	return r
 }
 
