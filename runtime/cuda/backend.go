@@ -41,6 +41,8 @@ type Backend struct {
 	small    cu.DevicePtr // top-k ids/weights and argmax result (when results are not mapped)
 	results  mappedBuf    // the same results in mapped pinned memory (zero-copy), when it works
 	masked   cu.DevicePtr // EOS ids for Argmax
+	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
+	idxBytes int
 	maskedN  int          // capacity of masked in ids
 	lastMask []int        // ids currently in masked
 	fusedAct *Tensor      // FusedExperts scratch
@@ -272,7 +274,7 @@ func (b *Backend) teardown() error {
 		errs = append(errs, hostFree(b.results.p))
 		b.results = mappedBuf{}
 	}
-	for _, p := range []cu.DevicePtr{b.small, b.masked} {
+	for _, p := range []cu.DevicePtr{b.small, b.masked, b.idx} {
 		if p != 0 {
 			errs = append(errs, cu.MemFree(p))
 		}

@@ -251,7 +251,7 @@ func prefetchLaunches(t *testing.T) int {
 // when the test ends.
 func loadEngine(t *testing.T, art *qpack.Artifact, o engine.LoadOptions) *engine.Loaded {
 	t.Helper()
-	l, err := engine.Load(testBE, testBE.Rows(), art, o)
+	l, err := engine.Load(testBE, testBE.ExpertRows(), art, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestStepperOverlap(t *testing.T) {
 			{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute, StepMode: engine.StepGraphWait},
 			{Executor: "scalar-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute},
 		} {
-			if l, err := engine.Load(testBE, testBE.Rows(), art, o); err == nil {
+			if l, err := engine.Load(testBE, testBE.ExpertRows(), art, o); err == nil {
 				l.Close()
 				t.Errorf("Load(%+v) succeeded", o)
 			}
@@ -449,7 +449,10 @@ func TestStepperPrefillTimer(t *testing.T) {
 		{engine.StepGraphWait, cfg.TopK + 2, true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps}
+			// Token at a time: the steppers run the prompt and time it
+			// on the device (a batched prefill is timed on the host,
+			// TestBatchedPrefillOnDevice).
+			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps, Prefill: engine.PrefillToken}
 			l := loadEngine(t, art, o)
 			o.StepMode = tc.mode
 			ls := loadEngine(t, art, o)
