@@ -43,12 +43,12 @@ type Backend struct {
 	masked   cu.DevicePtr // EOS ids for Argmax
 	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
 	idxBytes int
-	maskedN  int          // capacity of masked in ids
-	lastMask []int        // ids currently in masked
-	fusedAct *Tensor      // FusedExperts scratch
-	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt   *Tensor      // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events   []cu.Event   // completed events ready for reuse
+	maskedN  int        // capacity of masked in ids
+	lastMask []int      // ids currently in masked
+	fusedAct *Tensor    // FusedExperts scratch
+	attPart  *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt   *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events   []cu.Event // completed events ready for reuse
 	occ      map[occKey]int
 	tune     tuning
 	// rec, while not nil, receives the launches launch would make
