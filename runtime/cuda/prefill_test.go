@@ -18,7 +18,7 @@ import (
 // from the KV cache the batches filled), at full and partial capacity, for
 // both tiny models and expert formats; a prompt longer than PrefillChunk
 // runs as two batches; and the batched prefill is timed on the host, within
-// the TTFT. Auto is batched on this backend.
+// the TTFT. Auto stays token at a time on this backend (BatchedDefault).
 func TestBatchedPrefillOnDevice(t *testing.T) {
 	long := strings.Repeat("Batches carry the KV cache from one to the next. ", 13)[:engine.PrefillChunk+40]
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -37,10 +37,17 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 					t.Run(fmt.Sprintf("%s/%s/c%d/%s", arch, scheme, c, mode), func(t *testing.T) {
 						o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode, Prefill: engine.PrefillToken}
 						tok := loadEngine(t, art, o)
+						if got := tok.PrefillMode(); got != engine.PrefillToken {
+							t.Fatalf("prefill token runs %s", got)
+						}
 						o.Prefill = engine.PrefillAuto
+						if got := loadEngine(t, art, o).PrefillMode(); got != engine.PrefillToken {
+							t.Fatalf("auto prefill on cuda is %s, want %s", got, engine.PrefillToken)
+						}
+						o.Prefill = engine.PrefillBatched
 						bat := loadEngine(t, art, o)
 						if got := bat.PrefillMode(); got != engine.PrefillBatched {
-							t.Fatalf("auto prefill on cuda is %s, want %s", got, engine.PrefillBatched)
+							t.Fatalf("prefill batched runs %s", got)
 						}
 						if !bat.TimesPrefill() {
 							t.Fatal("a batched prefill on cuda is not timed")

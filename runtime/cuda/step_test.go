@@ -449,10 +449,7 @@ func TestStepperPrefillTimer(t *testing.T) {
 		{engine.StepGraphWait, cfg.TopK + 2, true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			// Token at a time: the steppers run the prompt and time it
-			// on the device (a batched prefill is timed on the host,
-			// TestBatchedPrefillOnDevice).
-			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps, Prefill: engine.PrefillToken}
+			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps}
 			l := loadEngine(t, art, o)
 			o.StepMode = tc.mode
 			ls := loadEngine(t, art, o)

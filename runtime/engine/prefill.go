@@ -50,8 +50,9 @@ const PrefillChunk = 512
 // Prefill modes (LoadOptions.Prefill).
 const (
 	// PrefillAuto runs batched prefill where the backend runs batched ops
-	// (the CPU and CUDA backends) and next-layer prefetch is off, and token
-	// at a time otherwise.
+	// and defaults to them (backend.BatchedDefault: the CPU backend; the
+	// CUDA backend's batched prefill is slower than token at a time so
+	// far) and next-layer prefetch is off, and token at a time otherwise.
 	PrefillAuto = "auto"
 	// PrefillBatched asks for batched prefill; Load fails where it cannot run.
 	PrefillBatched = "batched"
@@ -89,6 +90,11 @@ func (e *Engine) usePrefill(mode string) error {
 				why = fmt.Sprintf("prefetch %s predicts each position's next group between two layers", PrefetchNextLayer)
 			}
 			return fmt.Errorf("prefill %s: %s", PrefillBatched, why)
+		}
+	}
+	if can && mode == PrefillAuto {
+		if d, ok := e.be.(backend.BatchedDefault); ok && !d.BatchedDefault() {
+			can = false
 		}
 	}
 	if can {
