@@ -447,7 +447,7 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 	case cfg.Prefill != "" && !slices.Contains(n.Prefill, cfg.Prefill):
 		return fmt.Errorf("prefill %q: want one of %s", cfg.Prefill, strings.Join(n.Prefill, ", "))
 	case cfg.Prefill == PrefillBatched && c.Device != "cpu":
-		return fmt.Errorf("prefill %s on device %s: batched prefill runs on the cpu backend's batched ops; the %s steps run the prompt one position at a time (prefill %s or %s)", cfg.Prefill, c.Device, c.Device, PrefillAuto, PrefillToken)
+		return fmt.Errorf("prefill %s on device %s: a campaign runs batched prefill on the cpu only; on %s it runs (horizon-bench generate --prefill batched) but at half the rate of token-at-a-time steps so far (results/prefill-h200-s13) and its timing is not yet one the verifier checks (prefill %s or %s)", cfg.Prefill, c.Device, c.Device, PrefillAuto, PrefillToken)
 	case cfg.Prefill == PrefillBatched && cfg.Prefetch != PrefetchOff:
 		return fmt.Errorf("prefill %s with prefetch %s: next-layer prefetch predicts each position's next group between two layers, so the prompt runs token at a time (prefill %s or %s)", cfg.Prefill, cfg.Prefetch, PrefillAuto, PrefillToken)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:

@@ -136,6 +136,22 @@ type Synchronous interface {
 	Synchronous() bool
 }
 
+// BatchedDefault is implemented by a backend.Batched backend whose batched
+// prefill is not the faster one yet: the engine's auto prefill runs token
+// at a time there unless BatchedDefault returns true (a Batched backend
+// without it gets batched prefill by default).
+type BatchedDefault interface {
+	BatchedDefault() bool
+}
+
+// Waiter is implemented by backends whose ops run asynchronously (the CUDA
+// backend): Wait returns once every op issued before it has completed, so
+// the engine can take the end of a batched prefill (the prompt's last
+// logits on the device) on the host clock.
+type Waiter interface {
+	Wait() error
+}
+
 // Viewer is implemented by backends whose tensors can be viewed in part
 // without a copy (the CUDA backend). The engine then uploads the attention
 // projections q|k|v (and Qwen's shared-expert gate|up|mix) as one matrix

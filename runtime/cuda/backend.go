@@ -41,12 +41,14 @@ type Backend struct {
 	small    cu.DevicePtr // top-k ids/weights and argmax result (when results are not mapped)
 	results  mappedBuf    // the same results in mapped pinned memory (zero-copy), when it works
 	masked   cu.DevicePtr // EOS ids for Argmax
-	maskedN  int          // capacity of masked in ids
-	lastMask []int        // ids currently in masked
-	fusedAct *Tensor      // FusedExperts scratch
-	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt   *Tensor      // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events   []cu.Event   // completed events ready for reuse
+	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
+	idxBytes int
+	maskedN  int        // capacity of masked in ids
+	lastMask []int      // ids currently in masked
+	fusedAct *Tensor    // FusedExperts scratch
+	attPart  *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt   *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events   []cu.Event // completed events ready for reuse
 	occ      map[occKey]int
 	tune     tuning
 	// rec, while not nil, receives the launches launch would make
@@ -272,7 +274,7 @@ func (b *Backend) teardown() error {
 		errs = append(errs, hostFree(b.results.p))
 		b.results = mappedBuf{}
 	}
-	for _, p := range []cu.DevicePtr{b.small, b.masked} {
+	for _, p := range []cu.DevicePtr{b.small, b.masked, b.idx} {
 		if p != 0 {
 			errs = append(errs, cu.MemFree(p))
 		}

@@ -48,6 +48,9 @@ type kernelSet struct {
 	// [0 int4, 1 fp16][downVariants index].
 	gateupR [2][2]cu.Function
 	downR   [2][3]cu.Function
+	// matmul.cu: the batched row kernels of prefill (batched.go):
+	// [0 int4, 1 FP16][matmulTB index].
+	matmul [2][2]cu.Function
 	// experts_fused.cu: gate/up and down of an int4 routed group in one
 	// launch with a grid barrier between them (fusedExperts).
 	moeInt4T cu.Function
@@ -135,6 +138,10 @@ func (b *Backend) loadKernels() error {
 			k.downR[si][i] = get(fmt.Sprintf("experts_down_%s_%s_s_r", s, dv.suffix))
 		}
 	}
+	for i, tb := range matmulTB {
+		k.matmul[0][i] = get(fmt.Sprintf("matmul_w4a16_b%d", tb))
+		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
+	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
 	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
@@ -166,7 +173,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.topk, k.moeInt4T}
+	big := []cu.Function{k.topk, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -234,6 +241,7 @@ var moduleFuncs = map[string][]string{
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
+	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},

@@ -251,7 +251,7 @@ func prefetchLaunches(t *testing.T) int {
 // when the test ends.
 func loadEngine(t *testing.T, art *qpack.Artifact, o engine.LoadOptions) *engine.Loaded {
 	t.Helper()
-	l, err := engine.Load(testBE, testBE.Rows(), art, o)
+	l, err := engine.Load(testBE, testBE.ExpertRows(), art, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +365,7 @@ func TestStepperOverlap(t *testing.T) {
 			{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute, StepMode: engine.StepGraphWait},
 			{Executor: "scalar-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute},
 		} {
-			if l, err := engine.Load(testBE, testBE.Rows(), art, o); err == nil {
+			if l, err := engine.Load(testBE, testBE.ExpertRows(), art, o); err == nil {
 				l.Close()
 				t.Errorf("Load(%+v) succeeded", o)
 			}

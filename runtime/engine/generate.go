@@ -65,15 +65,49 @@ func (r Result) DecodeTokS() float64 {
 }
 
 // TimesPrefill reports whether Generate times the end of prefill
-// (Result.PrefillTimed): op by op on a backend.Synchronous backend, or
-// through a stepper that is a device.PrefillTimer for its mode.
+// (Result.PrefillTimed): a batched prefill on a backend.Synchronous or
+// backend.Waiter backend, a token-at-a-time one through a stepper that is
+// a device.PrefillTimer for its mode, or op by op on a
+// backend.Synchronous backend.
 func (e *Engine) TimesPrefill() bool {
+	if e.batched != nil {
+		return e.hostTimesHead()
+	}
 	if e.stepper != nil {
 		pt, ok := e.stepper.(device.PrefillTimer)
 		return ok && pt.TimesPrefill()
 	}
 	sb, ok := e.be.(backend.Synchronous)
 	return ok && sb.Synchronous()
+}
+
+// hostTimesHead: the host can take the time the head's logits are on the
+// device, its ops having completed on return or through a wait.
+func (e *Engine) hostTimesHead() bool {
+	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
+		return true
+	}
+	_, ok := e.be.(backend.Waiter)
+	return ok
+}
+
+// timeHead sets e.headDone to record res's prefill end when the head's
+// logits are on the device (waiting for them on a backend.Waiter); a wait
+// that fails is kept in *werr.
+func (e *Engine) timeHead(res *Result, t0 time.Time, werr *error) {
+	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
+		e.headDone = func() { res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true }
+		return
+	}
+	if w, ok := e.be.(backend.Waiter); ok && e.batched != nil {
+		e.headDone = func() {
+			if err := w.Wait(); err != nil {
+				*werr = fmt.Errorf("wait for the prompt's logits: %w", err)
+				return
+			}
+			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
+		}
+	}
 }
 
 // Generate runs prefill over the prompt, then decodes greedily. The KV cache
@@ -107,13 +141,13 @@ func (e *Engine) Generate(req Request) (Result, error) {
 	// the last one and every decode step run it whole, ending in the
 	// selected token.
 	n := len(req.Prompt)
-	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
-		e.headDone = func() {
-			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
-		}
-	}
+	var werr error
+	e.timeHead(&res, t0, &werr)
 	next, err := e.prefill(req.Prompt, masked)
 	e.headDone = nil
+	if err == nil {
+		err = werr
+	}
 	if err != nil {
 		return Result{}, err
 	}
@@ -169,12 +203,16 @@ func (r Result) finish() Result {
 // generateDevice is Generate's loop over a device stepper: the prompt's
 // steps set the token and position on the device (only the last one runs
 // the head), and each decode step runs on the state the previous head left.
+// With batched prefill the prompt runs op by op instead (decodeDevice).
 // Timing points are taken when the host holds each token, as in the
 // op-by-op loop.
 func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, error) {
 	n := len(req.Prompt)
 	var next int
 	var err error
+	if e.batched != nil {
+		return e.decodeDevice(req, res, t0)
+	}
 	// A stepper that can time the prefill on the device marks admission
 	// now; the prompt's last step then ends its interval (device.PrefillTimer).
 	var pt device.PrefillTimer
@@ -198,7 +236,39 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 		}
 		res.PrefillSeconds, res.PrefillTimed = marked.Sub(t0).Seconds()+d.Seconds(), true
 	}
-	pos := n
+	return e.decodeSteps(req, res, t0, next, false)
+}
+
+// decodeDevice is generateDevice after a batched prefill: the prompt runs
+// op by op in batches (filling the KV cache the stepper reads), then the
+// decode steps start from the selected token, the first one setting the
+// token and position on the device.
+func (e *Engine) decodeDevice(req Request, res Result, t0 time.Time) (Result, error) {
+	var masked []int
+	if req.SuppressEOS {
+		masked = e.cfg.EOSTokenIDs
+	}
+	var werr error
+	e.timeHead(&res, t0, &werr)
+	next, err := e.prefillBatched(req.Prompt, masked)
+	e.headDone = nil
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	e.stepper.SetLookahead(req.LogitSteps == 0)
+	return e.decodeSteps(req, res, t0, next, true)
+}
+
+// decodeSteps runs the decode steps on the stepper from the first
+// selected token next (position len(req.Prompt)); set: the first step sets
+// the token and position on the device (the prompt did not run on the
+// stepper).
+func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, set bool) (Result, error) {
+	var err error
+	pos := len(req.Prompt)
 	for {
 		if err := e.keepLogits(&res, req); err != nil {
 			return Result{}, err
@@ -211,9 +281,10 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
 			break
 		}
-		if next, err = e.stepper.Step(next, pos, false, true, req.SuppressEOS); err != nil {
+		if next, err = e.stepper.Step(next, pos, set, true, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
 		}
+		set = false
 		pos++
 	}
 	return res.finish(), nil

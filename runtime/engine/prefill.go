@@ -11,8 +11,9 @@ import (
 
 // Batched prefill: the prompt runs as the plan with T = its length (at most
 // PrefillChunk positions a batch, the KV cache carried from one batch to the
-// next), on a backend that runs batched ops (backend.Batched, the CPU
-// backend). Per layer:
+// next), op by op on a backend that runs batched ops (backend.Batched: the
+// CPU backend, and the CUDA backend, whose captured decode steps then start
+// from the KV cache the batches filled: generateDevice). Per layer:
 //
 //   - the projections (q, k, v, o_proj, the router, Qwen's shared expert)
 //     are one MatMul over the batch's T rows: each weight row is read once;
@@ -49,8 +50,9 @@ const PrefillChunk = 512
 // Prefill modes (LoadOptions.Prefill).
 const (
 	// PrefillAuto runs batched prefill where the backend runs batched ops
-	// op by op (the CPU backend) and next-layer prefetch is off, and token
-	// at a time otherwise.
+	// and defaults to them (backend.BatchedDefault: the CPU backend; the
+	// CUDA backend's batched prefill is slower than token at a time so
+	// far) and next-layer prefetch is off, and token at a time otherwise.
 	PrefillAuto = "auto"
 	// PrefillBatched asks for batched prefill; Load fails where it cannot run.
 	PrefillBatched = "batched"
@@ -77,20 +79,22 @@ func ParsePrefill(s string) (string, error) {
 // prefetch.
 func (e *Engine) usePrefill(mode string) error {
 	bb, ok := e.be.(backend.Batched)
-	can := ok && e.stepper == nil && e.pf == nil
+	can := ok && e.pf == nil
 	switch mode {
 	case PrefillToken:
 		return nil
 	case PrefillBatched:
 		if !can {
 			why := fmt.Sprintf("the %s backend has no batched ops", e.be.Name())
-			switch {
-			case ok && e.stepper != nil:
-				why = "a captured device step runs the prompt one position at a time"
-			case ok:
+			if ok {
 				why = fmt.Sprintf("prefetch %s predicts each position's next group between two layers", PrefetchNextLayer)
 			}
 			return fmt.Errorf("prefill %s: %s", PrefillBatched, why)
+		}
+	}
+	if can && mode == PrefillAuto {
+		if d, ok := e.be.(backend.BatchedDefault); ok && !d.BatchedDefault() {
+			can = false
 		}
 	}
 	if can {
