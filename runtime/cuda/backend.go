@@ -42,15 +42,17 @@ type Backend struct {
 	results  mappedBuf    // the same results in mapped pinned memory (zero-copy), when it works
 	masked   cu.DevicePtr // EOS ids for Argmax
 	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
-	idxBytes int
-	maskedN  int        // capacity of masked in ids
-	lastMask []int      // ids currently in masked
-	fusedAct *Tensor    // FusedExperts scratch
-	attPart  *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt   *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events   []cu.Event // completed events ready for reuse
-	occ      map[occKey]int
-	tune     tuning
+	// AttentionRows' partials and tickets, TopKRows' results (rowops.go).
+	attRowsPart, attRowsCnt, topkRows *Tensor
+	idxBytes                          int
+	maskedN                           int        // capacity of masked in ids
+	lastMask                          []int      // ids currently in masked
+	fusedAct                          *Tensor    // FusedExperts scratch
+	attPart                           *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt                            *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events                            []cu.Event // completed events ready for reuse
+	occ                               map[occKey]int
+	tune                              tuning
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec
@@ -282,7 +284,7 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
-	for _, t := range []*Tensor{b.attPart, b.attCnt} {
+	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

@@ -51,6 +51,9 @@ type kernelSet struct {
 	// matmul.cu: the batched row kernels of prefill (batched.go):
 	// [0 int4, 1 FP16][matmulTB index].
 	matmul [2][2]cu.Function
+	// prefill_rows.cu: the batched prefill's per-token ops over its rows
+	// (rowops.go).
+	ropeRows, attentionRows, topkRows cu.Function
 	// experts_fused.cu: gate/up and down of an int4 routed group in one
 	// launch with a grid barrier between them (fusedExperts).
 	moeInt4T cu.Function
@@ -142,6 +145,7 @@ func (b *Backend) loadKernels() error {
 		k.matmul[0][i] = get(fmt.Sprintf("matmul_w4a16_b%d", tb))
 		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
 	}
+	k.ropeRows, k.attentionRows, k.topkRows = get("rope_rows_f32"), get("attention_rows_f32"), get("router_topk_rows")
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
 	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
@@ -173,7 +177,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.topk, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1]}
+	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -242,6 +246,7 @@ var moduleFuncs = map[string][]string{
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
+	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "router_topk_rows"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},

@@ -21,7 +21,9 @@ import (
 //     normalises each group of its weight's length: each token);
 //   - RoPE, the KV append, attention and top-k run per token, on the
 //     token's row: token t attends to positions 0..pos0+t of a cache that
-//     already holds the whole batch's K and V (causal);
+//     already holds the whole batch's K and V (causal); a backend.RowOps
+//     backend runs each of them over the batch's rows in one op, with the
+//     per-token op's bits;
 //   - the routed experts are computed by expert, not by token: the layer's
 //     distinct routed experts, in first-use order (token order, then slot
 //     order), are leased TopK at a time through the cache (LeaseBatch, Serve:
@@ -248,6 +250,12 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 			err = e.attnInBatch(bt, in.Layer, T, pos0)
 		case plan.OpAttention:
 			Q := cfg.NumHeads * cfg.HeadDim()
+			if ro, ok := be.(backend.RowOps); ok {
+				err = withParts(part, []backend.Tensor{bt.att, bt.q}, []int{Q, Q}, func(v []backend.Tensor) error {
+					return ro.AttentionRows(v[0], v[1], e.kCache[in.Layer], e.vCache[in.Layer], T, pos0, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim())
+				})
+				break
+			}
 			err = forTokens(T, func(t int) error {
 				at, err := row(bt.att, Q, t)
 				if err != nil {
@@ -354,6 +362,15 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 			opStep{"k_norm", func() error { return be.RMSNorm(k, k, lw.KNorm, e.eps) }})
 	}
 	steps = append(steps, opStep{"rope and kv append", func() error {
+		if ro, ok := be.(backend.RowOps); ok {
+			if err := ro.RoPERows(q, T, cfg.NumHeads, hd, pos0, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope q: %w", err)
+			}
+			if err := ro.RoPERows(k, T, cfg.NumKVHeads, hd, pos0, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope k: %w", err)
+			}
+			return ro.KVAppendRows(e.kCache[l], e.vCache[l], k, v, T, pos0)
+		}
 		return forTokens(T, func(t int) error {
 			qt, err := bb.Rows(q, Q, t, 1)
 			if err != nil {
@@ -411,6 +428,22 @@ func (e *Engine) routeBatch(bt *batch, l, T int, part func(backend.Tensor, int) 
 	})
 	if err != nil {
 		return err
+	}
+	if ro, ok := e.be.(backend.RowOps); ok {
+		rl, err := part(bt.rl, E)
+		if err != nil {
+			return err
+		}
+		ids, weights, err := ro.TopKRows(rl, T, A, cfg.NormTopKProb)
+		if err != nil {
+			return fmt.Errorf("router top-%d: %w", A, err)
+		}
+		if len(ids) != T*A || len(weights) != T*A {
+			return fmt.Errorf("router top-%d of %d rows returned %d ids and %d weights", A, T, len(ids), len(weights))
+		}
+		copy(bt.ids, ids)
+		copy(bt.weights, weights)
+		return nil
 	}
 	return forTokens(T, func(t int) error {
 		lt, err := row(bt.rl, E, t)
