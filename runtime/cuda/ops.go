@@ -453,15 +453,21 @@ func (b *Backend) TopK(logits backend.Tensor, k int, norm bool) ([]int, []float3
 		return nil, nil, fmt.Errorf("cuda: TopK: %w", err)
 	}
 	if norm {
-		var s float32
-		for _, w := range ws {
-			s += w
-		}
-		for i := range ws {
-			ws[i] /= s
-		}
+		renormalise(ws)
 	}
 	return ids, ws, nil
+}
+
+// renormalise divides a routed group's weights by their sum, added in
+// order: the CPU reference's (Backend.TopK) renormalisation.
+func renormalise(ws []float32) {
+	var s float32
+	for _, w := range ws {
+		s += w
+	}
+	for i := range ws {
+		ws[i] /= s
+	}
 }
 
 // Argmax implements backend.Backend.

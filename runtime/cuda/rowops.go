@@ -171,14 +171,7 @@ func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, [
 	}
 	if norm {
 		for t := range T {
-			row := ws[t*k : (t+1)*k]
-			var s float32
-			for _, w := range row {
-				s += w
-			}
-			for i := range row {
-				row[i] /= s
-			}
+			renormalise(ws[t*k : (t+1)*k])
 		}
 	}
 	return ids, ws, nil

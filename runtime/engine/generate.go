@@ -91,23 +91,29 @@ func (e *Engine) hostTimesHead() bool {
 	return ok
 }
 
-// timeHead sets e.headDone to record res's prefill end when the head's
-// logits are on the device (waiting for them on a backend.Waiter); a wait
-// that fails is kept in *werr.
-func (e *Engine) timeHead(res *Result, t0 time.Time, werr *error) {
+// timedPrefill runs the prompt op by op (prefill: batched or token at a
+// time) and records res's prefill end when the head's logits are on the
+// device: at once on a backend.Synchronous backend, after a wait on a
+// backend.Waiter one in a batched prefill.
+func (e *Engine) timedPrefill(res *Result, t0 time.Time, prompt, masked []int) (int, error) {
+	var werr error
 	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
 		e.headDone = func() { res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true }
-		return
-	}
-	if w, ok := e.be.(backend.Waiter); ok && e.batched != nil {
+	} else if w, ok := e.be.(backend.Waiter); ok && e.batched != nil {
 		e.headDone = func() {
 			if err := w.Wait(); err != nil {
-				*werr = fmt.Errorf("wait for the prompt's logits: %w", err)
+				werr = fmt.Errorf("wait for the prompt's logits: %w", err)
 				return
 			}
 			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
 		}
 	}
+	next, err := e.prefill(prompt, masked)
+	e.headDone = nil
+	if err == nil {
+		err = werr
+	}
+	return next, err
 }
 
 // Generate runs prefill over the prompt, then decodes greedily. The KV cache
@@ -141,13 +147,7 @@ func (e *Engine) Generate(req Request) (Result, error) {
 	// the last one and every decode step run it whole, ending in the
 	// selected token.
 	n := len(req.Prompt)
-	var werr error
-	e.timeHead(&res, t0, &werr)
-	next, err := e.prefill(req.Prompt, masked)
-	e.headDone = nil
-	if err == nil {
-		err = werr
-	}
+	next, err := e.timedPrefill(&res, t0, req.Prompt, masked)
 	if err != nil {
 		return Result{}, err
 	}
@@ -248,13 +248,7 @@ func (e *Engine) decodeDevice(req Request, res Result, t0 time.Time) (Result, er
 	if req.SuppressEOS {
 		masked = e.cfg.EOSTokenIDs
 	}
-	var werr error
-	e.timeHead(&res, t0, &werr)
-	next, err := e.prefillBatched(req.Prompt, masked)
-	e.headDone = nil
-	if err == nil {
-		err = werr
-	}
+	next, err := e.timedPrefill(&res, t0, req.Prompt, masked)
 	if err != nil {
 		return Result{}, err
 	}
