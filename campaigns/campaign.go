@@ -355,7 +355,8 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 }
 
 // prefillTimed reports whether timed (Names.PrefillTimed) covers steps of
-// mode on device: the device by name (every mode) or device/mode.
+// mode on device: the device by name (every mode) or device/mode. A batched
+// prefill is timed where timed names device/prefill-batched, in every mode.
 func prefillTimed(timed []string, device, mode string) bool {
 	return slices.Contains(timed, device) || slices.Contains(timed, device+"/"+mode)
 }
@@ -384,7 +385,8 @@ func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerm
 	if err != nil {
 		return err
 	}
-	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) {
+	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) &&
+		!(cfg.Prefill == PrefillBatched && slices.Contains(timed, c.Device+"/prefill-batched")) {
 		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build times the end of prefill only on %s, not in %s's %s steps",
 			kid, c.Device, strings.Join(timed, ", "), c.Device, c.stepModeOf(cfg, m))
 	}
@@ -446,8 +448,6 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("step_mode %s with prefetch %s: prefetch predicts between layers on the host, so it runs op by op (step_mode %s or %s)", cfg.StepMode, cfg.Prefetch, StepAuto, StepOps)
 	case cfg.Prefill != "" && !slices.Contains(n.Prefill, cfg.Prefill):
 		return fmt.Errorf("prefill %q: want one of %s", cfg.Prefill, strings.Join(n.Prefill, ", "))
-	case cfg.Prefill == PrefillBatched && c.Device != "cpu":
-		return fmt.Errorf("prefill %s on device %s: a campaign runs batched prefill on the cpu only; on %s it runs (horizon-bench generate --prefill batched) but at half the rate of token-at-a-time steps so far (results/prefill-h200-s13) and its timing is not yet one the verifier checks (prefill %s or %s)", cfg.Prefill, c.Device, c.Device, PrefillAuto, PrefillToken)
 	case cfg.Prefill == PrefillBatched && cfg.Prefetch != PrefetchOff:
 		return fmt.Errorf("prefill %s with prefetch %s: next-layer prefetch predicts each position's next group between two layers, so the prompt runs token at a time (prefill %s or %s)", cfg.Prefill, cfg.Prefetch, PrefillAuto, PrefillToken)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:

@@ -67,7 +67,6 @@ func TestBadCampaigns(t *testing.T) {
 		"step-mode-overlap.bad.yml":      `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 		"prefill.bad.yml":                `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
-		"prefill-cuda.bad.yml":           `configuration "olmoe-c8": prefill batched on device cuda: a campaign runs batched prefill on the cpu only`,
 		"prefill-prefetch.bad.yml":       `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")

@@ -208,8 +208,9 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 
 // autoPrefill is the prefill a campaign's prefill auto resolves to
 // (runtime/engine's rule, stated again here): batched on the CPU with
-// prefetch off, token at a time otherwise (CUDA's steps run one position
-// at a time; next-layer prefetch predicts per position).
+// prefetch off, token at a time otherwise (CUDA's batched prefill runs
+// when declared, being slower so far: backend.BatchedDefault; next-layer
+// prefetch predicts per position).
 func autoPrefill(r *editions.RawRecord) string {
 	if r.Environment.Device == "cpu" && orDefault(r.Setup.Prefetch, defaultPrefetch) == defaultPrefetch {
 		return "batched"
