@@ -63,7 +63,7 @@ func Script(a campaigns.Array, timeLimit string) (string, error) {
 	return b.String(), nil
 }
 
-// shellQuote quotes s for bash: single quotes, each ' as '\''.
+// shellQuote quotes s for bash: single quotes, each ' as '\”.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
