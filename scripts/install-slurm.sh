@@ -17,7 +17,7 @@ for cmd in sbatch squeue sacct scancel slurmctld slurmd; do
 done
 command -v munged >/dev/null 2>&1 || need+=(munge)
 if [ ${#need[@]} -eq 0 ]; then
-	echo "install-slurm: slurm-wlm and munge already installed ($(sbatch --version))"
+	echo "install-slurm: slurm-wlm $(dpkg-query -W -f="${Version}" slurm-wlm 2>/dev/null || echo "(not from dpkg)") and munge already installed"
 	exit 0
 fi
 
@@ -44,5 +44,5 @@ trap cleanup EXIT
 echo "install-slurm: installing ${need[*]} (apt-get)"
 $sudo apt-get update -q
 DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${need[@]}"
-sbatch --version
+dpkg-query -W slurm-wlm munge
 command -v munged

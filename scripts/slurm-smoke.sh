@@ -141,6 +141,6 @@ sed 's/^/    /' "$log0"
 say "the same command again, with the new build: resubmits the failed workers"
 "$hb2" "${mini[@]/--hold/--comment=rerun}" 2>&1 | tee "$out/fail-2.log"
 grep -q 'edition mini-test written to' "$out/fail-2.log" || fail "the re-run after the failure published nothing"
-"$hv" "$out/mini-slurm" >/dev/null || fail "the mini edition does not verify"
+"$hv" "$out/mini-slurm" --contract campaigns/testdata/mini-contract.yaml >/dev/null || fail "the mini edition does not verify"
 
 say "PASS: smoke campaign through Slurm in ${slurm_wall}s (submit, kill, scancel, re-run, publish)${local_wall:+; locally in ${local_wall}s}"
