@@ -17,7 +17,7 @@ for cmd in sbatch squeue sacct scancel slurmctld slurmd; do
 done
 command -v munged >/dev/null 2>&1 || need+=(munge)
 if [ ${#need[@]} -eq 0 ]; then
-	echo "install-slurm: slurm-wlm $(dpkg-query -W -f="${Version}" slurm-wlm 2>/dev/null || echo "(not from dpkg)") and munge already installed"
+	echo "install-slurm: slurm-wlm $(dpkg-query -W -f='${Version}' slurm-wlm 2>/dev/null || echo '(not from dpkg)') and munge already installed"
 	exit 0
 fi
 
