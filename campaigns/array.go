@@ -251,6 +251,21 @@ func (rs *runState) runArray(ctx context.Context, o RunOptions, prog Progress, c
 			return 0, fmt.Errorf("%s: states of the earlier arrays %s: %w", s.Name(), strings.Join(jobs, ", "), err)
 		}
 	}
+	// A task may have journaled its record since the runner read the
+	// journal: read it again after the states, so that a task over by now
+	// is either journaled (done) or resubmitted, never both.
+	j, err := openJournal(rs.runDir)
+	if err != nil {
+		return 0, err
+	}
+	rs.j = j
+	var still []worker
+	for _, w := range todo {
+		if !j.finished(rs.runDir, w.key, w.rel) || check(w) != nil {
+			still = append(still, w)
+		}
+	}
+	todo = still
 	wait, submit := adopt(todo, doc.Arrays, states)
 	finished := len(plan) - len(todo)
 	prog.Say(fmt.Sprintf("%d configurations, %d workers: %d finished before, %d still pending or running in an earlier array (adopted), %d to submit",
