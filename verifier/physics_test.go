@@ -402,3 +402,45 @@ func TestHostsDeclaration(t *testing.T) {
 		})
 	}
 }
+
+// Workers of a cluster run at once on other hosts or GPUs; on one host and
+// set of GPUs they never overlap.
+func TestWorkerOverlapBySlot(t *testing.T) {
+	dir := newFixture(t)
+	overlap := func(v *view) (a, b *editions.RawRecord) {
+		a, b = rec(v, 0, 0), rec(v, 1, 0)
+		s, f, _ := parseWall(a.StartedAt, a.FinishedAt)
+		b.StartedAt, b.FinishedAt = s.Add(time.Millisecond).Format(time.RFC3339Nano), f.Add(time.Millisecond).Format(time.RFC3339Nano)
+		return a, b
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(v *view)
+		finding bool
+	}{
+		{"one host, no scheduler GPUs", func(v *view) { overlap(v) }, true},
+		{"two hosts", func(v *view) { _, b := overlap(v); b.Environment.Hostname = "node-2" }, false},
+		{"one host, two GPUs", func(v *view) {
+			a, b := overlap(v)
+			a.Environment.GPUs, b.Environment.GPUs = "0", "1"
+		}, false},
+		{"one host, one GPU", func(v *view) {
+			a, b := overlap(v)
+			a.Environment.GPUs, b.Environment.GPUs = "3", "3"
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := physicsOf(t, dir, func(t *testing.T, v *view) {
+				asCUDA(t, v)
+				tc.mutate(v)
+			})
+			found := false
+			for _, f := range got {
+				found = found || f.ID == IDPhysWorkerOverlap
+			}
+			if found != tc.finding {
+				t.Fatalf("overlap finding %v, want %v:\n%s", found, tc.finding, findingsText(got))
+			}
+		})
+	}
+}
