@@ -61,7 +61,6 @@ if [ "${SLURM_SMOKE_LOCAL:-0}" = 1 ]; then
 	t1=$(date +%s.%N)
 	local_wall=$(echo "$t1 - $t0" | bc)
 	say "local smoke run: ${local_wall}s"
-	tail -n 1 "$out/local.log"
 fi
 
 # wait_for SECONDS DESCRIPTION COMMAND...: poll COMMAND every half second.
