@@ -65,6 +65,10 @@ func runWorkerCmd(c *cli.Context) (err error) {
 		if err := campaigns.WaitPreparation(c.String("artifact")); err != nil {
 			return fmt.Errorf("worker: %w", err)
 		}
+		// The worker starts now: hashing the executable and waiting for a
+		// preparation are the scheduler's business, not the worker's
+		// preparation_seconds (nor its wall clock).
+		started = time.Now()
 	}
 	kid, err := campaigns.FrozenContractID(c.String("contract"))
 	if err != nil {
