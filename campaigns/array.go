@@ -66,20 +66,31 @@ type Array struct {
 	Build   string // its SHA-256: a task run by another executable refuses
 	Device  string // the campaign's device: cuda tasks ask for one GPU each
 	Threads int    // the campaign's CPU threads (cpu device; 0: all cores)
-	Tasks   []ArrayTask
+	// Nodelist, when set, pins the array's tasks to that host (hosts:
+	// mixed: the rest of a configuration whose other blocks ran there).
+	Nodelist string
+	Tasks    []ArrayTask
 }
 
-// ArrayTask is one worker as an array task: its worker arguments
-// (absolute paths) and the work key it journals its record with.
+// ArrayTask is one array task: the workers it runs one after another on
+// its node and device. Under hosts: uniform a task is one worker; under
+// hosts: mixed it is a configuration's workers left, so that they share a
+// host.
 type ArrayTask struct {
+	Workers []TaskWorker
+}
+
+// TaskWorker is one worker of an array task: its worker arguments
+// (absolute paths) and the work key it journals its record with.
+type TaskWorker struct {
 	Args WorkerArgs
 	Key  string
 }
 
-// TaskFlags renders the worker subcommand's flags for an array task: the
-// worker's, without a progress pipe, and what makes it journal its own
-// record (JournalTask) after checking that it runs build.
-func (a ArrayTask) TaskFlags(runDir, build string) []string {
+// TaskFlags renders the worker subcommand's flags for an array task's
+// worker: the worker's, without a progress pipe, and what makes it journal
+// its own record (JournalTask) after checking that it runs build.
+func (a TaskWorker) TaskFlags(runDir, build string) []string {
 	return []string{
 		"--campaign", a.Args.Campaign, "--contract", a.Args.Contract, "--config", a.Args.Config,
 		"--block", strconv.Itoa(a.Args.Block), "--artifact", a.Args.Artifact, "--out", a.Args.Out,
@@ -118,7 +129,8 @@ const (
 type arrayRecord struct {
 	Job       string       `json:"job"`
 	Submitted time.Time    `json:"submitted"`
-	Tasks     []taskRecord `json:"tasks"`
+	Nodelist  string       `json:"nodelist,omitempty"`
+	Tasks     []taskRecord `json:"tasks"` // a task's workers share its index
 }
 
 type taskRecord struct {
@@ -182,6 +194,74 @@ func adopt(todo []worker, arrays []arrayRecord, states map[TaskID]TaskState) (wa
 		}
 	}
 	return wait, submit
+}
+
+// batch is one array to submit: its tasks, each the workers it runs in
+// order, and the host it is pinned to ("" for any).
+type batch struct {
+	host  string
+	tasks [][]worker
+}
+
+// batches groups the workers to submit into arrays. Under hosts: uniform
+// (the default) one array holds one task per worker. Under hosts: mixed a
+// configuration's workers run as one task, one after another on one host;
+// a configuration some of whose records are already journaled goes into an
+// array of its own pinned to the host they name, and one whose records name
+// several hosts is an error (its edition could not verify).
+func (rs *runState) batches(c *Campaign, plan, submit []worker) ([]batch, error) {
+	if len(submit) == 0 {
+		return nil, nil
+	}
+	if c.Hosts != HostsMixed {
+		b := batch{}
+		for _, w := range submit {
+			b.tasks = append(b.tasks, []worker{w})
+		}
+		return []batch{b}, nil
+	}
+	left := map[string]bool{}
+	for _, w := range submit {
+		left[w.rel] = true
+	}
+	hostsOf := map[string][]string{} // configuration -> hosts of its journaled records
+	for _, w := range plan {
+		if left[w.rel] || !rs.j.finished(rs.runDir, w.key, w.rel) {
+			continue
+		}
+		r, err := readRecord(filepath.Join(rs.runDir, w.rel))
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(hostsOf[w.cfg.ID], r.Environment.Hostname) {
+			hostsOf[w.cfg.ID] = append(hostsOf[w.cfg.ID], r.Environment.Hostname)
+		}
+	}
+	var free batch
+	var pinned []batch
+	var order []string
+	byCfg := map[string][]worker{}
+	for _, w := range submit {
+		if _, ok := byCfg[w.cfg.ID]; !ok {
+			order = append(order, w.cfg.ID)
+		}
+		byCfg[w.cfg.ID] = append(byCfg[w.cfg.ID], w)
+	}
+	for _, id := range order {
+		switch hosts := hostsOf[id]; len(hosts) {
+		case 0:
+			free.tasks = append(free.tasks, byCfg[id])
+		case 1:
+			pinned = append(pinned, batch{host: hosts[0], tasks: [][]worker{byCfg[id]}})
+		default:
+			return nil, fmt.Errorf("configuration %s: its finished blocks ran on hosts %s, but the campaign declares hosts: mixed (each configuration on one host); delete its records under %s to run it again on one host",
+				id, strings.Join(hosts, ", "), filepath.Join(rs.runDir, rawDir, id))
+		}
+	}
+	if len(free.tasks) > 0 {
+		pinned = append([]batch{free}, pinned...)
+	}
+	return pinned, nil
 }
 
 // jobsOf lists the job ids of arrays, oldest first.
@@ -270,15 +350,23 @@ func (rs *runState) runArray(ctx context.Context, o RunOptions, prog Progress, c
 	finished := len(plan) - len(todo)
 	prog.Say(fmt.Sprintf("%d configurations, %d workers: %d finished before, %d still pending or running in an earlier array (adopted), %d to submit",
 		len(c.Configurations), len(plan), finished, len(wait), len(submit)))
-	if len(submit) > 0 {
+	batches, err := rs.batches(c, plan, submit)
+	if err != nil {
+		return 0, err
+	}
+	for _, b := range batches {
 		a := Array{Name: "horizon-" + c.Edition, RunDir: runDir, LogDir: logDir, Exe: o.Exe, Build: o.Build,
-			Device: c.Device, Threads: c.Threads}
-		rec := arrayRecord{}
-		for i, w := range submit {
-			args := WorkerArgs{Campaign: abs(rs.campPath), Contract: abs(rs.contractPath), Config: w.cfg.ID, Block: w.block,
-				Artifact: abs(rs.arts[w.cfg.ID]), Out: filepath.Join(runDir, w.rel)}
-			a.Tasks = append(a.Tasks, ArrayTask{Args: args, Key: w.key})
-			rec.Tasks = append(rec.Tasks, taskRecord{Index: i, Path: filepath.ToSlash(w.rel), Key: w.key})
+			Device: c.Device, Threads: c.Threads, Nodelist: b.host}
+		rec := arrayRecord{Nodelist: b.host}
+		for i, ws := range b.tasks {
+			var t ArrayTask
+			for _, w := range ws {
+				args := WorkerArgs{Campaign: abs(rs.campPath), Contract: abs(rs.contractPath), Config: w.cfg.ID, Block: w.block,
+					Artifact: abs(rs.arts[w.cfg.ID]), Out: filepath.Join(runDir, w.rel)}
+				t.Workers = append(t.Workers, TaskWorker{Args: args, Key: w.key})
+				rec.Tasks = append(rec.Tasks, taskRecord{Index: i, Path: filepath.ToSlash(w.rel), Key: w.key})
+			}
+			a.Tasks = append(a.Tasks, t)
 		}
 		job, err := s.Submit(ctx, a)
 		if err != nil {
@@ -289,9 +377,15 @@ func (rs *runState) runArray(ctx context.Context, o RunOptions, prog Progress, c
 		if err := writeArrays(runDir, doc); err != nil {
 			return 0, fmt.Errorf("record array %s (it was submitted; cancel it before running again, or keep it and restore %s): %w", job, arraysFile, err)
 		}
-		prog.Say(fmt.Sprintf("submitted job array %s (%s, %d tasks, logs %s/%s_<task>.log)", job, a.Name, len(a.Tasks), logDir, job))
-		for i, w := range submit {
-			wait = append(wait, tracked{w, TaskID{job, i}})
+		where := ""
+		if b.host != "" {
+			where = ", on " + b.host + " where the configuration's other blocks ran"
+		}
+		prog.Say(fmt.Sprintf("submitted job array %s (%s, %d tasks%s, logs %s/%s_<task>.log)", job, a.Name, len(a.Tasks), where, logDir, job))
+		for i, ws := range b.tasks {
+			for _, w := range ws {
+				wait = append(wait, tracked{w, TaskID{job, i}})
+			}
 		}
 	}
 	return rs.waitArray(ctx, o, prog, wait, logDir, check)
@@ -331,26 +425,29 @@ func (rs *runState) waitArray(ctx context.Context, o RunOptions, prog Progress, 
 		rs.j = j
 		var still []tracked
 		for _, t := range left {
-			st, known := states[t.id]
-			if known && !st.Over {
-				still = append(still, t)
-				continue
-			}
-			log := TaskLog(logDir, t.id.Job, t.id.Index)
+			// A worker is done once its record is journaled, even while its
+			// task runs on (a hosts: mixed task runs a configuration's
+			// blocks one after another).
 			var why string
 			if j.finished(rs.runDir, t.w.key, t.w.rel) {
 				if err := check(t.w); err != nil {
 					why = err.Error()
 				} else {
 					ok++
-					prog.Say(fmt.Sprintf("task %s done (%d/%d, %s): %s block %d/%d%s", t.id, ok+len(failed), total,
-						short(time.Since(start)), t.w.cfg.ID, t.w.block, rs.units, hostOf(rs.runDir, t.w)))
+					prog.Say(fmt.Sprintf("task %s: %s block %d/%d done (%d/%d workers, %s)%s", t.id, t.w.cfg.ID, t.w.block, rs.units,
+						ok+len(failed), total, short(time.Since(start)), hostOf(rs.runDir, t.w)))
 					continue
 				}
 			}
+			st, known := states[t.id]
+			if known && !st.Over && why == "" {
+				still = append(still, t)
+				continue
+			}
+			log := TaskLog(logDir, t.id.Job, t.id.Index)
 			f := taskFailure{t: t, st: st, log: log, why: why}
 			failed = append(failed, f)
-			prog.Say(fmt.Sprintf("task %s FAILED (%d/%d): %s", t.id, ok+len(failed), total, f))
+			prog.Say(fmt.Sprintf("task %s FAILED (%d/%d workers): %s", t.id, ok+len(failed), total, f))
 		}
 		left = still
 		if len(left) == 0 {

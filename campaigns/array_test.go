@@ -26,12 +26,13 @@ type fakeCluster struct {
 	order  []TaskID
 	states map[TaskID]TaskState
 	arrays []Array  // submitted, in order
+	byJob  map[string]Array
 	hold   bool     // run nothing: tasks stay PENDING
 	fail   []string // "<config>/<block>" of workers whose task fails
 }
 
 func newFakeCluster() *fakeCluster {
-	return &fakeCluster{tasks: map[TaskID]ArrayTask{}, states: map[TaskID]TaskState{}, next: 100}
+	return &fakeCluster{tasks: map[TaskID]ArrayTask{}, states: map[TaskID]TaskState{}, byJob: map[string]Array{}, next: 100}
 }
 
 func (f *fakeCluster) Name() string { return "fake" }
@@ -48,6 +49,7 @@ func (f *fakeCluster) Submit(_ context.Context, a Array) (string, error) {
 		f.states[id] = TaskState{State: "PENDING"}
 	}
 	f.arrays = append(f.arrays, a)
+	f.byJob[job] = a
 	return job, nil
 }
 
@@ -73,36 +75,34 @@ func (f *fakeCluster) States(_ context.Context, jobs []string) (map[TaskID]TaskS
 	return out, nil
 }
 
-// runTask runs one task to its end and returns its final state.
+// runTask runs one task's workers in turn, each as the worker subcommand
+// does as an array task (the test worker, then JournalTask), and returns
+// the task's final state: FAILED at its first failing worker.
 func (f *fakeCluster) runTask(id TaskID) TaskState {
-	t := f.tasks[id]
-	a := f.arrays[0]
-	for _, x := range f.arrays {
-		if len(x.Tasks) > id.Index && x.Tasks[id.Index].Key == t.Key {
-			a = x
-		}
-	}
+	a := f.byJob[id.Job]
 	log := TaskLog(a.LogDir, id.Job, id.Index)
 	failed := func(err error) TaskState {
 		os.WriteFile(log, []byte(err.Error()+"\n"), 0o644)
 		return TaskState{State: "FAILED", Over: true, ExitCode: "1:0"}
 	}
-	for _, w := range f.fail {
-		if w == fmt.Sprintf("%s/%d", t.Args.Config, t.Args.Block) {
-			return failed(errors.New("worker failing on purpose"))
+	for _, t := range f.tasks[id].Workers {
+		for _, w := range f.fail {
+			if w == fmt.Sprintf("%s/%d", t.Args.Config, t.Args.Block) {
+				return failed(errors.New("worker failing on purpose"))
+			}
 		}
-	}
-	cmd, _ := testLauncher(t.Args)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return failed(fmt.Errorf("%v: %s", err, out))
-	}
-	c, k, _, err := LoadFrozen(t.Args.Campaign, t.Args.Contract)
-	if err != nil {
-		return failed(err)
-	}
-	cfg, _ := c.Config(t.Args.Config)
-	if _, _, err := JournalTask(a.RunDir, t.Key, k, c, cfg, t.Args.Block); err != nil {
-		return failed(err)
+		cmd, _ := testLauncher(t.Args)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return failed(fmt.Errorf("%v: %s", err, out))
+		}
+		c, k, _, err := LoadFrozen(t.Args.Campaign, t.Args.Contract)
+		if err != nil {
+			return failed(err)
+		}
+		cfg, _ := c.Config(t.Args.Config)
+		if _, _, err := JournalTask(a.RunDir, t.Key, k, c, cfg, t.Args.Block); err != nil {
+			return failed(err)
+		}
 	}
 	os.WriteFile(log, []byte("journaled\n"), 0o644)
 	return TaskState{State: "COMPLETED", Over: true, ExitCode: "0:0"}
@@ -117,7 +117,12 @@ func (f *fakeCluster) cancel(id TaskID) {
 
 func runMiniArray(ctx context.Context, t *testing.T, s Scheduler, out, runDir string) (RunResult, error) {
 	t.Helper()
-	return Run(ctx, RunOptions{Runtime: rt, Campaign: "testdata/mini.good.yml", Contract: miniContract, Out: out, RunDir: runDir,
+	return runArrayOf(ctx, t, "testdata/mini.good.yml", s, out, runDir)
+}
+
+func runArrayOf(ctx context.Context, t *testing.T, campaign string, s Scheduler, out, runDir string) (RunResult, error) {
+	t.Helper()
+	return Run(ctx, RunOptions{Runtime: rt, Campaign: campaign, Contract: miniContract, Out: out, RunDir: runDir,
 		Launch: testLauncher, Progress: Quiet{}, Scheduler: s, Exe: "/bin/true", Build: "test-build", Poll: time.Millisecond})
 }
 
@@ -145,8 +150,11 @@ func TestArrayRun(t *testing.T) {
 		t.Errorf("submitted arrays of %v tasks, want one of 4", got)
 	}
 	for _, tk := range fc.arrays[0].Tasks {
-		if !filepath.IsAbs(tk.Args.Out) || !filepath.IsAbs(tk.Args.Artifact) || !filepath.IsAbs(tk.Args.Campaign) {
-			t.Errorf("task paths must be absolute: %+v", tk.Args)
+		if len(tk.Workers) != 1 {
+			t.Fatalf("under hosts: uniform a task is one worker, got %d", len(tk.Workers))
+		}
+		if a := tk.Workers[0].Args; !filepath.IsAbs(a.Out) || !filepath.IsAbs(a.Artifact) || !filepath.IsAbs(a.Campaign) {
+			t.Errorf("task paths must be absolute: %+v", a)
 		}
 	}
 	checkEdition(t, filepath.Join(dir, "array"))
@@ -180,7 +188,7 @@ func TestArrayAdoptAfterKill(t *testing.T) {
 	if got := tasksOf(fc.arrays); len(got) != 2 || got[0] != 4 || got[1] != 1 {
 		t.Errorf("submitted arrays of %v tasks, want 4 then 1 (the cancelled task only)", got)
 	}
-	if a := fc.arrays[1].Tasks[0].Args; a.Config != "qwen2moe-tiny-c8" || a.Block != 1 {
+	if a := fc.arrays[1].Tasks[0].Workers[0].Args; a.Config != "qwen2moe-tiny-c8" || a.Block != 1 {
 		t.Errorf("resubmitted %s block %d, want the cancelled task's worker qwen2moe-tiny-c8 block 1", a.Config, a.Block)
 	}
 	// The fake runs a task on each States call: the first one, asked
@@ -221,6 +229,53 @@ func TestArrayFailedTask(t *testing.T) {
 	}
 	if got := tasksOf(fc.arrays); len(got) != 2 || got[1] != 1 || res.Ran != 1 {
 		t.Errorf("submitted %v tasks, ran %d now; want the failed one alone", got, res.Ran)
+	}
+	checkEdition(t, filepath.Join(dir, "e"))
+}
+
+// mixedMini is the mini campaign declaring hosts: mixed.
+func mixedMini(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/mini.good.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), "mini-mixed.yml")
+	if err := os.WriteFile(p, append(b, []byte("hosts: mixed\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Under hosts: mixed a configuration's blocks run as one task (one host);
+// a configuration resubmitted after some of its blocks finished goes into
+// an array pinned to the host they ran on.
+func TestArrayMixedHosts(t *testing.T) {
+	dir, runDir, camp := t.TempDir(), newRunDir(t), mixedMini(t)
+	fc := newFakeCluster()
+	fc.fail = []string{"qwen2moe-tiny-c8/2"}
+	_, err := runArrayOf(context.Background(), t, camp, fc, filepath.Join(dir, "e"), runDir)
+	if !errors.Is(err, ErrTasksFailed) {
+		t.Fatalf("err %v, want ErrTasksFailed", err)
+	}
+	if a := fc.arrays[0]; len(a.Tasks) != 2 || len(a.Tasks[0].Workers) != 2 || len(a.Tasks[1].Workers) != 2 || a.Nodelist != "" {
+		t.Fatalf("first array: %d tasks (%+v), want one per configuration holding its 2 blocks, on any node", len(a.Tasks), a)
+	}
+	for _, tk := range fc.arrays[0].Tasks {
+		if tk.Workers[0].Args.Config != tk.Workers[1].Args.Config {
+			t.Errorf("a task holds two configurations: %+v", tk.Workers)
+		}
+	}
+	fc.fail = nil
+	if _, err := runArrayOf(context.Background(), t, camp, fc, filepath.Join(dir, "e"), runDir); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if len(fc.arrays) != 2 {
+		t.Fatalf("%d arrays submitted, want 2", len(fc.arrays))
+	}
+	if a := fc.arrays[1]; a.Nodelist != host || len(a.Tasks) != 1 || len(a.Tasks[0].Workers) != 1 || a.Tasks[0].Workers[0].Args.Block != 2 {
+		t.Errorf("resubmission %+v: want qwen2moe-tiny-c8 block 2 alone, pinned to %s where its block 1 ran", a, host)
 	}
 	checkEdition(t, filepath.Join(dir, "e"))
 }

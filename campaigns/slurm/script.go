@@ -9,9 +9,10 @@ import (
 )
 
 // Script renders the sbatch script of an array: directives (job name,
-// array range, log path, one task, the time limit, the device request),
-// then a case on SLURM_ARRAY_TASK_ID holding each task's worker flags, and
-// the exec of the executable's worker subcommand. Every value is quoted
+// array range, log path, one task, the time limit, the device request, the
+// node where the array is pinned), then a case on SLURM_ARRAY_TASK_ID
+// running each of the task's workers in turn as the executable's worker
+// subcommand (set -e: the first failing worker ends the task). Every value is quoted
 // for the shell; paths must be absolute, since the task starts in whatever
 // directory Slurm gives it.
 func Script(a campaigns.Array, timeLimit string) (string, error) {
@@ -24,6 +25,8 @@ func Script(a campaigns.Array, timeLimit string) (string, error) {
 		return "", fmt.Errorf("slurm: the executable (%q), run directory (%q) and log directory (%q) must be absolute paths", a.Exe, a.RunDir, a.LogDir)
 	case a.Build == "":
 		return "", errors.New("slurm: no build hash for the tasks to check")
+	case strings.ContainsAny(a.Nodelist, " \t\n'\"\\$`"):
+		return "", fmt.Errorf("slurm: node list %q: want a host name", a.Nodelist)
 	case strings.ContainsAny(a.LogDir, "%\n") || strings.ContainsAny(timeLimit, " \n"):
 		return "", fmt.Errorf("slurm: log directory %q holds '%%' or a newline, or time limit %q a space", a.LogDir, timeLimit)
 	}
@@ -46,20 +49,32 @@ func Script(a campaigns.Array, timeLimit string) (string, error) {
 		// The CPU is the measured device: one worker per node.
 		w("#SBATCH --exclusive")
 	}
+	if a.Nodelist != "" {
+		w("#SBATCH --nodelist=%s", a.Nodelist)
+	}
 	w("set -euo pipefail")
+	w("run_worker() {")
+	w(`	echo "task ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $(hostname): worker $*"`)
+	w("	%s worker \"$@\"", shellQuote(a.Exe))
+	w("}")
 	w(`case "${SLURM_ARRAY_TASK_ID:?not run as a job array task}" in`)
 	for i, t := range a.Tasks {
-		flags := t.TaskFlags(a.RunDir, a.Build)
-		q := make([]string, len(flags))
-		for k, f := range flags {
-			q[k] = shellQuote(f)
+		if len(t.Workers) == 0 {
+			return "", fmt.Errorf("slurm: task %d runs no worker", i)
 		}
-		w("%d) flags=(%s) ;;", i, strings.Join(q, " "))
+		w("%d)", i)
+		for _, tw := range t.Workers {
+			flags := tw.TaskFlags(a.RunDir, a.Build)
+			q := make([]string, len(flags))
+			for k, f := range flags {
+				q[k] = shellQuote(f)
+			}
+			w("	run_worker %s", strings.Join(q, " "))
+		}
+		w("	;;")
 	}
-	w(`*) echo "task $SLURM_ARRAY_TASK_ID: no such worker in this array" >&2; exit 2 ;;`)
+	w(`*) echo "task $SLURM_ARRAY_TASK_ID: no such task in this array" >&2; exit 2 ;;`)
 	w("esac")
-	w(`echo "task ${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID} on $(hostname): worker ${flags[*]}"`)
-	w("exec %s worker \"${flags[@]}\"", shellQuote(a.Exe))
 	return b.String(), nil
 }
 

@@ -77,26 +77,32 @@ func TestParseSubmit(t *testing.T) {
 }
 
 func testArray(device string) campaigns.Array {
-	task := func(cfg string, block int) campaigns.ArrayTask {
-		return campaigns.ArrayTask{Key: "key-" + cfg, Args: campaigns.WorkerArgs{
+	worker := func(cfg string, block int) campaigns.TaskWorker {
+		return campaigns.TaskWorker{Key: "key-" + cfg, Args: campaigns.WorkerArgs{
 			Campaign: "/shared/run/campaign.json", Contract: "/shared/run/contract.json", Config: cfg, Block: block,
 			Artifact: "/shared/run/artifacts/a", Out: "/shared/run/raw/" + cfg + "/block-1.json"}}
 	}
 	return campaigns.Array{Name: "horizon-smoke-cpu", RunDir: "/shared/run", LogDir: "/shared/run/slurm/logs",
 		Exe: "/shared/bin/horizon bench", Build: "abc", Device: device,
-		Tasks: []campaigns.ArrayTask{task("olmoe-c6", 1), task("it's", 2)}}
+		Tasks: []campaigns.ArrayTask{
+			{Workers: []campaigns.TaskWorker{worker("olmoe-c6", 1)}},
+			{Workers: []campaigns.TaskWorker{worker("it's", 2), worker("it's", 3)}}, // hosts: mixed: a configuration's blocks
+		}}
 }
 
 func TestScript(t *testing.T) {
 	for _, tc := range []struct {
-		name, device string
-		want, not    []string
+		name, device, nodelist string
+		want, not              []string
 	}{
 		{name: "cpu: the whole node", device: "cpu", want: []string{"#SBATCH --exclusive"}, not: []string{"--gres"}},
-		{name: "cuda: one GPU a task", device: "cuda", want: []string{"#SBATCH --gres=gpu:1"}, not: []string{"--exclusive"}},
+		{name: "cuda: one GPU a task", device: "cuda", want: []string{"#SBATCH --gres=gpu:1"}, not: []string{"--exclusive", "--nodelist"}},
+		{name: "pinned to a node", device: "cuda", nodelist: "gpu-node-7", want: []string{"#SBATCH --nodelist=gpu-node-7\n"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Script(testArray(tc.device), "1:30:00")
+			a := testArray(tc.device)
+			a.Nodelist = tc.nodelist
+			s, err := Script(a, "1:30:00")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -107,9 +113,10 @@ func TestScript(t *testing.T) {
 				"#SBATCH --output=/shared/run/slurm/logs/%A_%a.log\n",
 				"#SBATCH --ntasks=1\n",
 				"#SBATCH --time=1:30:00\n",
-				`0) flags=('--campaign' '/shared/run/campaign.json' '--contract' '/shared/run/contract.json' '--config' 'olmoe-c6' '--block' '1' '--artifact' '/shared/run/artifacts/a' '--out' '/shared/run/raw/olmoe-c6/block-1.json' '--run-dir' '/shared/run' '--journal-key' 'key-olmoe-c6' '--build' 'abc') ;;`,
+				"0)\n\trun_worker '--campaign' '/shared/run/campaign.json' '--contract' '/shared/run/contract.json' '--config' 'olmoe-c6' '--block' '1' '--artifact' '/shared/run/artifacts/a' '--out' '/shared/run/raw/olmoe-c6/block-1.json' '--run-dir' '/shared/run' '--journal-key' 'key-olmoe-c6' '--build' 'abc'\n\t;;\n",
 				`'--config' 'it'\''s' '--block' '2'`,
-				`exec '/shared/bin/horizon bench' worker "${flags[@]}"`,
+				`'--config' 'it'\''s' '--block' '3'`,
+				"\t'/shared/bin/horizon bench' worker \"$@\"\n",
 			) {
 				if !strings.Contains(s, want) {
 					t.Errorf("script lacks %q:\n%s", want, s)
@@ -133,6 +140,8 @@ func TestScript(t *testing.T) {
 		{"no build", func(a *campaigns.Array) { a.Build = "" }, "no build"},
 		{"name with a space", func(a *campaigns.Array) { a.Name = "a b" }, "job name"},
 		{"percent in the log directory", func(a *campaigns.Array) { a.LogDir = "/x%y" }, "'%'"},
+		{"a task without workers", func(a *campaigns.Array) { a.Tasks[1].Workers = nil }, "task 1 runs no worker"},
+		{"a node list with a space", func(a *campaigns.Array) { a.Nodelist = "a b" }, "node list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := testArray("cpu")
@@ -159,10 +168,15 @@ func TestScriptRunsInBash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(out), "worker --campaign /shared/run/campaign.json --contract /shared/run/contract.json --config it's --block 2") {
-		t.Errorf("task 1 ran %q", out)
+	for _, block := range []string{"2", "3"} {
+		if !strings.Contains(string(out), "worker --campaign /shared/run/campaign.json --contract /shared/run/contract.json --config it's --block "+block) {
+			t.Errorf("task 1 did not run block %s: %q", block, out)
+		}
 	}
-	if _, err := cl.run(context.Background(), "env", "SLURM_ARRAY_TASK_ID=5", "bash", p); err == nil || !strings.Contains(err.Error(), "no such worker") {
+	if strings.Contains(string(out), "olmoe-c6") {
+		t.Errorf("task 1 ran task 0's worker: %q", out)
+	}
+	if _, err := cl.run(context.Background(), "env", "SLURM_ARRAY_TASK_ID=5", "bash", p); err == nil || !strings.Contains(err.Error(), "no such task") {
 		t.Errorf("task 5 of 2: %v", err)
 	}
 }
