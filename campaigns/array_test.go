@@ -25,7 +25,7 @@ type fakeCluster struct {
 	tasks  map[TaskID]ArrayTask
 	order  []TaskID
 	states map[TaskID]TaskState
-	arrays []Array  // submitted, in order
+	arrays []Array // submitted, in order
 	byJob  map[string]Array
 	hold   bool     // run nothing: tasks stay PENDING
 	fail   []string // "<config>/<block>" of workers whose task fails
