@@ -116,9 +116,11 @@ running are waited for (never submitted twice), and only missing or failed
 workers are submitted again, as a new array. A failed task is named with its
 log; the command then exits 1, and running it again resubmits it. Each
 record keeps the host, CPU, GPU and driver its worker ran on; the campaign's
-hosts: uniform (default: every worker on one GPU model and driver) or
-hosts: mixed (each configuration's workers on one host) is what
-horizon-verify holds the edition to. --stop-after does not apply (exit 2).
+hosts: uniform (default: every worker on one GPU model and driver; ask for
+one GPU model, e.g. --slurm-args "--gres=gpu:h100:1") or hosts: mixed (each
+configuration's workers on one host: one task runs a configuration's blocks
+in turn, and a configuration resubmitted after some of its blocks finished
+is pinned to their host) is what horizon-verify holds the edition to. --stop-after does not apply (exit 2).
 IFEval campaigns run locally only.
 
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
