@@ -13,7 +13,9 @@
 #     executable is replaced by another build at the same path, the array is
 #     released; every task refuses to run another build, and the submitter
 #     fails naming each task's log; the same command run again (now with the
-#     new build) resubmits them all and publishes.
+#     new build) resubmits them all and publishes;
+#  5. the mini campaign declaring hosts: mixed runs one task per configuration
+#     (its blocks in turn) and verifies.
 #
 # It installs slurm-wlm and munge when missing (scripts/install-slurm.sh) and
 # fails, never skips, where it cannot. SLURM_SMOKE_LOCAL=1 also runs the
@@ -141,5 +143,14 @@ say "the same command again, with the new build: resubmits the failed workers"
 "$hb2" "${mini[@]/--hold/--comment=rerun}" 2>&1 | tee "$out/fail-2.log"
 grep -q 'edition mini-test written to' "$out/fail-2.log" || fail "the re-run after the failure published nothing"
 "$hv" "$out/mini-slurm" --contract campaigns/testdata/mini-contract.yaml >/dev/null || fail "the mini edition does not verify"
+
+say "5. hosts: mixed: each configuration's blocks run as one task"
+cp campaigns/testdata/mini.good.yml "$tmp/mini-mixed.yml"
+echo "hosts: mixed" >>"$tmp/mini-mixed.yml"
+"$hb2" run "$tmp/mini-mixed.yml" --contract campaigns/testdata/mini-contract.yaml --scheduler slurm \
+	--run-dir "$tmp/run-mixed" --out "$out/mini-mixed" --slurm-poll 1s --slurm-time 5:00 2>&1 | tee "$out/mixed.log"
+grep -q 'submitted job array [0-9]* (horizon-mini-test, 2 tasks' "$out/mixed.log" || fail "hosts: mixed did not submit one task per configuration"
+"$hv" "$out/mini-mixed" --contract campaigns/testdata/mini-contract.yaml | tail -n 1
+grep -q '"hosts": "mixed"' "$out/mini-mixed/campaign.json" || fail "the mixed edition's campaign does not declare hosts: mixed"
 
 say "PASS: smoke campaign through Slurm in ${slurm_wall}s (submit, kill, scancel, re-run, publish)${local_wall:+; locally in ${local_wall}s}"
