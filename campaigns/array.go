@@ -275,6 +275,11 @@ func jobsOf(arrays []arrayRecord) []string {
 	return jobs
 }
 
+// ErrArraysInRunDir is returned by a local run (no Scheduler) in a run
+// directory that job arrays were submitted from: their tasks may still be
+// writing its records.
+var ErrArraysInRunDir = errors.New("run directory holds job arrays")
+
 // ErrTasksFailed is wrapped by the error of a run whose array tasks did not
 // all journal a record.
 var ErrTasksFailed = errors.New("array tasks failed")

@@ -279,3 +279,19 @@ func TestArrayMixedHosts(t *testing.T) {
 	}
 	checkEdition(t, filepath.Join(dir, "e"))
 }
+
+// A local run refuses a run directory job arrays were submitted from.
+func TestLocalRunRefusesArrays(t *testing.T) {
+	dir, runDir := t.TempDir(), newRunDir(t)
+	fc := newFakeCluster()
+	fc.hold = true
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if _, err := runMiniArray(ctx, t, fc, filepath.Join(dir, "e"), runDir); err == nil {
+		t.Fatal("a held array finished")
+	}
+	_, _, err := runMini(t, filepath.Join(dir, "e"), runDir, false, nil)
+	if !errors.Is(err, ErrArraysInRunDir) || !strings.Contains(err.Error(), "--scheduler slurm") {
+		t.Fatalf("local run over a run directory with arrays: %v", err)
+	}
+}

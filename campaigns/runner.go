@@ -357,6 +357,12 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 		unlock()
 		return nil, err
 	}
+	// A local run would race the tasks of a job array still running in
+	// this run directory (same records, same journal).
+	if _, err := os.Stat(filepath.Join(rs.runDir, arraysFile)); err == nil && o.Scheduler == nil {
+		return fail(fmt.Errorf("%w: run directory %s holds job arrays (%s) whose tasks may still run: run the campaign with --scheduler slurm to adopt them, or cancel them (scancel) and remove %s",
+			ErrArraysInRunDir, rs.runDir, arraysFile, filepath.Join(rs.runDir, arraysDir)))
+	}
 	// Under a scheduler, tasks of an earlier array may still be writing
 	// their records: only the destination's leftovers are removed here
 	// (the artifacts' are, under the artifact lock, by prepareAll).

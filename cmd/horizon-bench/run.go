@@ -268,7 +268,8 @@ func runRun(c *cli.Context) error {
 		}
 		return cli.Exit(fmt.Sprintf("%s (run directory %s); run the same command again to resume (exit %d)",
 			msg, stopped.RunDir, exitStopped), exitStopped)
-	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists), errors.Is(err, campaigns.ErrNotEdition):
+	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists), errors.Is(err, campaigns.ErrNotEdition),
+		errors.Is(err, campaigns.ErrArraysInRunDir):
 		return cli.Exit(err.Error(), exitUsage)
 	case errors.Is(err, context.Canceled) && f.slurm != nil:
 		return fmt.Errorf("interrupted; the job array keeps running on the cluster: run the same command again to adopt it")
