@@ -125,7 +125,8 @@ IFEval campaigns run locally only.
 
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
 (resumable); 2 invalid campaign, bad arguments, the edition exists
-without --force, or --out names something that is not an edition; 1 any other failure (a failed or interrupted worker: the
+without --force, --out names something that is not an edition, or a local run
+in a run directory job arrays were submitted from; 1 any other failure (a failed or interrupted worker: the
 finished workers are kept, running again resumes).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "edition `DIR` (default editions/<edition>)"},
