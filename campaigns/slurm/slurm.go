@@ -117,7 +117,8 @@ func ParseSubmit(out []byte) (string, error) {
 }
 
 // States implements campaigns.Scheduler: squeue for every task the
-// controller holds, then sacct for the others where accounting is kept.
+// controller holds, then sacct for the jobs it has forgotten, where
+// accounting is kept.
 func (cl *Cluster) States(ctx context.Context, jobs []string) (map[campaigns.TaskID]campaigns.TaskState, error) {
 	list := strings.Join(jobs, ",")
 	out, err := cl.run(ctx, "squeue", "--noheader", "--array", "--states=all", "--jobs="+list, "--format=%i|%T")
@@ -133,20 +134,30 @@ func (cl *Cluster) States(ctx context.Context, jobs []string) (map[campaigns.Tas
 	if err != nil {
 		return nil, fmt.Errorf("squeue: %w", err)
 	}
-	// sacct fails without accounting storage; squeue's answer stands then.
-	if acct, err := cl.run(ctx, "sacct", "--noheader", "--parsable2", "--allocations", "--jobs="+list, "--format=JobID,State,ExitCode"); err == nil {
+	// Jobs squeue no longer lists at all (ended longer than MinJobAge ago)
+	// are asked of sacct, which fails without accounting storage; squeue's
+	// answer stands then. sacct is not asked on every poll: only once a
+	// job has left the controller.
+	var gone []string
+	for _, j := range jobs {
+		listed := false
+		for id := range states {
+			listed = listed || id.Job == j
+		}
+		if !listed {
+			gone = append(gone, j)
+		}
+	}
+	if len(gone) == 0 {
+		return states, nil
+	}
+	if acct, err := cl.run(ctx, "sacct", "--noheader", "--parsable2", "--allocations", "--jobs="+strings.Join(gone, ","), "--format=JobID,State,ExitCode"); err == nil {
 		more, err := ParseStates(acct)
 		if err != nil {
 			return nil, fmt.Errorf("sacct: %w", err)
 		}
 		for id, st := range more {
-			if _, ok := states[id]; !ok {
-				states[id] = st
-			} else if st.ExitCode != "" && states[id].Over {
-				s := states[id]
-				s.ExitCode = st.ExitCode
-				states[id] = s
-			}
+			states[id] = st
 		}
 	}
 	return states, nil

@@ -228,18 +228,26 @@ func TestStates(t *testing.T) {
 		squeue, sacct func([]string) ([]byte, error)
 		want          map[campaigns.TaskID]campaigns.TaskState
 		err           string
+		noSacct       bool // sacct must not be asked
 	}{
 		{name: "squeue alone (no accounting)",
 			squeue: func([]string) ([]byte, error) { return []byte("5_0|COMPLETED\n5_1|RUNNING\n"), nil },
 			sacct:  func([]string) ([]byte, error) { return nil, errors.New("Slurm accounting storage is disabled") },
 			want:   map[campaigns.TaskID]campaigns.TaskState{tid("5", 0): {State: "COMPLETED", Over: true}, tid("5", 1): {State: "RUNNING"}}},
-		{name: "sacct fills what squeue forgot, and exit codes",
+		{name: "sacct for the job squeue forgot",
 			squeue: func([]string) ([]byte, error) { return []byte("5_1|FAILED\n"), nil },
-			sacct: func([]string) ([]byte, error) {
-				return []byte("5_0|COMPLETED|0:0\n5_1|FAILED|3:0\n5_1.batch|FAILED|3:0\n"), nil
+			sacct: func(args []string) ([]byte, error) {
+				if args[len(args)-2] != "--jobs=6" {
+					return nil, errors.New("sacct asked about " + args[len(args)-2])
+				}
+				return []byte("6_0|COMPLETED|0:0\n6_1|FAILED|3:0\n6_1.batch|FAILED|3:0\n"), nil
 			},
-			want: map[campaigns.TaskID]campaigns.TaskState{tid("5", 0): {State: "COMPLETED", Over: true, ExitCode: "0:0"},
-				tid("5", 1): {State: "FAILED", Over: true, ExitCode: "3:0"}}},
+			want: map[campaigns.TaskID]campaigns.TaskState{tid("5", 1): {State: "FAILED", Over: true},
+				tid("6", 0): {State: "COMPLETED", Over: true, ExitCode: "0:0"}, tid("6", 1): {State: "FAILED", Over: true, ExitCode: "3:0"}}},
+		{name: "sacct is not asked while squeue lists every job",
+			squeue: func([]string) ([]byte, error) { return []byte("5_0|RUNNING\n6_0|PENDING\n"), nil },
+			sacct:  func([]string) ([]byte, error) { return nil, errors.New("sacct asked") },
+			want:   map[campaigns.TaskID]campaigns.TaskState{tid("5", 0): {State: "RUNNING"}, tid("6", 0): {State: "PENDING"}}, noSacct: true},
 		{name: "a job the controller forgot",
 			squeue: func([]string) ([]byte, error) {
 				return nil, errors.New("squeue: exit status 1: slurm_load_jobs error: Invalid job id specified")
@@ -269,6 +277,9 @@ func TestStates(t *testing.T) {
 			}
 			if q := strings.Join(f.calls[0], " "); q != "squeue --noheader --array --states=all --jobs=5,6 --format=%i|%T" {
 				t.Errorf("squeue called as %q", q)
+			}
+			if tc.noSacct && len(f.calls) != 1 {
+				t.Errorf("client commands called: %q, want squeue alone", f.calls)
 			}
 		})
 	}
