@@ -59,13 +59,12 @@ type Scheduler interface {
 
 // Array is one job array to submit.
 type Array struct {
-	Name    string // job name, "horizon-<edition>"
-	RunDir  string // absolute run directory
-	LogDir  string // absolute; task i of job J logs to TaskLog(LogDir, J, i)
-	Exe     string // absolute path of the executable every task runs
-	Build   string // its SHA-256: a task run by another executable refuses
-	Device  string // the campaign's device: cuda tasks ask for one GPU each
-	Threads int    // the campaign's CPU threads (cpu device; 0: all cores)
+	Name   string // job name, "horizon-<edition>"
+	RunDir string // absolute run directory
+	LogDir string // absolute; task i of job J logs to TaskLog(LogDir, J, i)
+	Exe    string // absolute path of the executable every task runs
+	Build  string // its SHA-256: a task run by another executable refuses
+	Device string // the campaign's device: cuda tasks ask for one GPU each, cpu tasks for their node
 	// Nodelist, when set, pins the array's tasks to that host (hosts:
 	// mixed: the rest of a configuration whose other blocks ran there).
 	Nodelist string
@@ -361,7 +360,7 @@ func (rs *runState) runArray(ctx context.Context, o RunOptions, prog Progress, c
 	}
 	for _, b := range batches {
 		a := Array{Name: "horizon-" + c.Edition, RunDir: runDir, LogDir: logDir, Exe: o.Exe, Build: o.Build,
-			Device: c.Device, Threads: c.Threads, Nodelist: b.host}
+			Device: c.Device, Nodelist: b.host}
 		rec := arrayRecord{Nodelist: b.host}
 		for i, ws := range b.tasks {
 			var t ArrayTask
