@@ -120,8 +120,9 @@ hosts: uniform (default: every worker on one GPU model and driver; ask for
 one GPU model, e.g. --slurm-args "--gres=gpu:h100:1") or hosts: mixed (each
 configuration's workers on one host: one task runs a configuration's blocks
 in turn, and a configuration resubmitted after some of its blocks finished
-is pinned to their host) is what horizon-verify holds the edition to. --stop-after does not apply (exit 2).
-IFEval campaigns run locally only.
+is pinned to their host) is what horizon-verify holds the edition to.
+--stop-after does not apply (exit 2). IFEval campaigns run locally only. A
+local run refuses (exit 2) a run directory job arrays were submitted from.
 
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
 (resumable); 2 invalid campaign, bad arguments, the edition exists
@@ -135,7 +136,7 @@ finished workers are kept, running again resumes).`,
 			&cli.StringFlag{Name: "contract", Usage: "contract `FILE` instead of the built-in one"},
 			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
 			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
-			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: `local` (one after another here) or slurm (one job array on the cluster; see above)"},
+			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: local (one after another here) or slurm (one job array on the cluster; see above)"},
 			&cli.StringFlag{Name: "slurm-args", Usage: "extra sbatch `ARGS`, split on spaces (e.g. \"--partition=gpu --account=lab\"); --scheduler slurm only"},
 			&cli.StringFlag{Name: "slurm-time", Value: slurm.DefaultTime, Usage: "each task's time `LIMIT` (sbatch --time); --scheduler slurm only"},
 			&cli.DurationFlag{Name: "slurm-poll", Value: 10 * time.Second, Usage: "how often to ask squeue about the tasks (`DURATION`); --scheduler slurm only"},
