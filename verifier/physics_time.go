@@ -32,7 +32,11 @@ import (
 //
 // What this cannot catch: a run whose timestamps, wall clocks and VRAM
 // timeline were all rescaled together is physically consistent (only a
-// reproduction or a trusted signature speaks to that).
+// reproduction or a trusted signature speaks to that). Since a cluster's
+// workers may overlap on other hosts or GPUs, a forger who renames the
+// host (or the GPU indices) of two overlapping workers passes the overlap
+// check; under hosts: mixed that rename must then hold for the whole
+// configuration (physics.hosts-mixed), under uniform nothing else asks.
 
 // The slack of the wall-clock bounds, in seconds.
 const (
