@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test verify-editions reproduce-smoke attest-check bench clean
+.PHONY: help setup build run test test-slurm verify-editions reproduce-smoke attest-check bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -29,6 +29,10 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(MAKE) depth-smoke-check
 	$(MAKE) reproduce-smoke
 	$(MAKE) attest-check
+	$(MAKE) test-slurm
+
+test-slurm: ## the smoke campaign through a real one-node Slurm (installs slurm-wlm + munge if missing; root): submit, kill, scancel, re-run, verify, tokens equal editions/smoke-cpu; a failing task names its log (~3 min)
+	bash scripts/slurm-smoke.sh
 
 verify-editions: ## horizon-verify every edition committed under editions/
 	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \

@@ -72,6 +72,14 @@ type Campaign struct {
 	// edition; defaults E1 and internal.
 	Evidence    string `yaml:"evidence" json:"evidence"`
 	Publication string `yaml:"publication" json:"publication"`
+	// Hosts declares where the workers may run, which the verifier holds
+	// the edition to (physics.hosts): uniform (the default) means every
+	// worker on one GPU model and driver (on the cpu device: one CPU
+	// model), on whatever hosts; mixed means each configuration's workers
+	// on one host (hostname, GPU and driver), configurations on different
+	// ones. A run on one machine satisfies both. Left out of the frozen
+	// campaign when not declared, so older editions read as uniform.
+	Hosts string `yaml:"hosts" json:"hosts,omitempty"`
 
 	Configurations []Configuration `yaml:"configurations" json:"configurations"`
 
@@ -176,6 +184,15 @@ var SeedExecutors = map[string]string{
 	"Grouped T3":          "grouped-v1",
 	"top4-fused-v1":       "grouped-v1", // editions before issue 13 name it fused-topk-v1 (executor.Retired)
 }
+
+// Hosts declarations of a campaign (Campaign.Hosts).
+const (
+	HostsUniform = "uniform"
+	HostsMixed   = "mixed"
+)
+
+// HostsDeclarations are the values Campaign.Hosts takes ("" is uniform).
+var HostsDeclarations = []string{HostsUniform, HostsMixed}
 
 // Expert formats of a configuration.
 var expertFormats = []string{"int4", "fp16"}
@@ -311,6 +328,9 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 		return bad("evidence %q: want one of %v", c.Evidence, editions.EvidenceLevels)
 	case !slices.Contains(editions.PublicationStates, c.Publication):
 		return bad("publication %q: want one of %v", c.Publication, editions.PublicationStates)
+	case c.Hosts != "" && !slices.Contains(HostsDeclarations, c.Hosts):
+		return bad("hosts %q: want %s (every worker on one GPU model and driver, the default) or %s (each configuration's workers on one host)",
+			c.Hosts, HostsUniform, HostsMixed)
 	case len(c.Configurations) == 0:
 		return bad("no configurations")
 	}

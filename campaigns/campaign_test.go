@@ -40,6 +40,7 @@ func TestGoodCampaigns(t *testing.T) {
 func TestBadCampaigns(t *testing.T) {
 	want := map[string]string{
 		"unknown-field.bad.yml":          `line 7: unknown field "capacty"`,
+		"hosts.bad.yml":                  `hosts "several": want uniform (every worker on one GPU model and driver, the default) or mixed (each configuration's workers on one host)`,
 		"capacity-above-experts.bad.yml": `configuration "olmoe-c17": capacity 17 is above the 16 experts per layer of synthetic olmoe-tiny seed 1`,
 		"capacity-below-topk.bad.yml":    `configuration "olmoe-c3": capacity 3 is below top-k 4 of synthetic olmoe-tiny seed 1`,
 		"unknown-executor.bad.yml":       `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1)`,
