@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test verify-editions reproduce-smoke attest-check bench clean
+.PHONY: help setup build run test test-slurm verify-editions reproduce-smoke attest-check bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -30,6 +30,10 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(MAKE) depth-smoke-check
 	$(MAKE) reproduce-smoke
 	$(MAKE) attest-check
+	$(MAKE) test-slurm
+
+test-slurm: ## the smoke campaign through a real one-node Slurm (installs slurm-wlm + munge if missing; root): submit, kill, scancel, re-run, verify, tokens equal editions/smoke-cpu; a failing task names its log (~3 min)
+	bash scripts/slurm-smoke.sh
 
 verify-editions: ## horizon-verify every edition committed under editions/
 	@set -e; for e in editions/*/; do [ -f "$$e/manifest.json" ] || continue; \
@@ -109,7 +113,7 @@ gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gp
 # The device tool copies at most 64 MiB of the working tree (tracked files
 # included); the largest committed editions are set aside under carry/aside
 # (ignored) for a device call and put back afterwards.
-DEVICE_ASIDE := editions/residency-ablation editions/policy-ablation-v1 editions/smoke-cuda editions/ifeval541-olmoe-synthetic results/report-html results/reproduce-h200-s7
+DEVICE_ASIDE := editions/residency-ablation editions/policy-ablation-v1 editions/smoke-cuda editions/ifeval541-olmoe-synthetic results/report-html results/reproduce-h200-s7 editions/full-residency-v1 editions/technical-preview-v3 editions/full-residency-v2
 device-aside: ## before a device call: move the largest committed editions to carry/aside (the tree must stay under 64 MiB)
 	@for d in $(DEVICE_ASIDE); do if [ -d "$$d" ]; then mkdir -p $(CARRY)/aside/$$(dirname $$d) && mv "$$d" $(CARRY)/aside/$$d && echo "aside: $$d"; fi; done
 	@du -cb $$(git ls-files | while read f; do [ -e "$$f" ] && echo "$$f"; done) 2>/dev/null | tail -1

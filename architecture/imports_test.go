@@ -45,9 +45,12 @@ func TestImportRules(t *testing.T) {
 		{"runtime/plan", nil, []string{"runtime/engine", "runtime/cache", "runtime/backend", "runtime/cuda", "runtime/cpu"}},
 		{"runtime/device", nil, []string{"runtime/engine", "runtime/cache", "runtime/cuda", "runtime/cpu"}},
 		{"runtime/cache", nil, []string{"runtime/engine", "runtime/cuda", "runtime/cpu"}},
-		{"campaigns", nil, []string{"runtime/", "campaigns/worker"}},
+		{"campaigns", nil, []string{"runtime/", "campaigns/worker", "campaigns/slurm"}},
 		{"campaigns/report", nil, []string{"runtime/", "campaigns/worker", "ceilings"}},
 		{"campaigns/compare", nil, []string{"runtime/", "campaigns/worker"}},
+		// campaigns/slurm speaks to Slurm's client commands for the runner;
+		// it never touches the runtime, and the runner never imports it.
+		{"campaigns/slurm", nil, []string{"runtime/", "campaigns/worker"}},
 		{"verifier", nil, []string{"runtime/", "campaigns"}},
 		{"cmd/horizon-verify", nil, []string{"runtime/", "campaigns"}},
 		// fidelity computes the paired measures for the report writer and

@@ -72,6 +72,14 @@ type Campaign struct {
 	// edition; defaults E1 and internal.
 	Evidence    string `yaml:"evidence" json:"evidence"`
 	Publication string `yaml:"publication" json:"publication"`
+	// Hosts declares where the workers may run, which the verifier holds
+	// the edition to (physics.hosts): uniform (the default) means every
+	// worker on one GPU model and driver (on the cpu device: one CPU
+	// model), on whatever hosts; mixed means each configuration's workers
+	// on one host (hostname, GPU and driver), configurations on different
+	// ones. A run on one machine satisfies both. Left out of the frozen
+	// campaign when not declared, so older editions read as uniform.
+	Hosts string `yaml:"hosts" json:"hosts,omitempty"`
 
 	Configurations []Configuration `yaml:"configurations" json:"configurations"`
 
@@ -176,6 +184,15 @@ var SeedExecutors = map[string]string{
 	"Grouped T3":          "grouped-v1",
 	"top4-fused-v1":       "grouped-v1", // editions before issue 13 name it fused-topk-v1 (executor.Retired)
 }
+
+// Hosts declarations of a campaign (Campaign.Hosts).
+const (
+	HostsUniform = "uniform"
+	HostsMixed   = "mixed"
+)
+
+// HostsDeclarations are the values Campaign.Hosts takes ("" is uniform).
+var HostsDeclarations = []string{HostsUniform, HostsMixed}
 
 // Expert formats of a configuration.
 var expertFormats = []string{"int4", "fp16"}
@@ -311,6 +328,9 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 		return bad("evidence %q: want one of %v", c.Evidence, editions.EvidenceLevels)
 	case !slices.Contains(editions.PublicationStates, c.Publication):
 		return bad("publication %q: want one of %v", c.Publication, editions.PublicationStates)
+	case c.Hosts != "" && !slices.Contains(HostsDeclarations, c.Hosts):
+		return bad("hosts %q: want %s (every worker on one GPU model and driver, the default) or %s (each configuration's workers on one host)",
+			c.Hosts, HostsUniform, HostsMixed)
 	case len(c.Configurations) == 0:
 		return bad("no configurations")
 	}
@@ -355,7 +375,8 @@ func (c *Campaign) Validate(kt ContractTerms, contractSHA string, cat Catalog) e
 }
 
 // prefillTimed reports whether timed (Names.PrefillTimed) covers steps of
-// mode on device: the device by name (every mode) or device/mode.
+// mode on device: the device by name (every mode) or device/mode. A batched
+// prefill is timed where timed names device/prefill-batched, in every mode.
 func prefillTimed(timed []string, device, mode string) bool {
 	return slices.Contains(timed, device) || slices.Contains(timed, device+"/"+mode)
 }
@@ -384,7 +405,8 @@ func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerm
 	if err != nil {
 		return err
 	}
-	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) {
+	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) &&
+		!(cfg.Prefill == PrefillBatched && slices.Contains(timed, c.Device+"/prefill-batched")) {
 		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build times the end of prefill only on %s, not in %s's %s steps",
 			kid, c.Device, strings.Join(timed, ", "), c.Device, c.stepModeOf(cfg, m))
 	}
@@ -446,8 +468,6 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("step_mode %s with prefetch %s: prefetch predicts between layers on the host, so it runs op by op (step_mode %s or %s)", cfg.StepMode, cfg.Prefetch, StepAuto, StepOps)
 	case cfg.Prefill != "" && !slices.Contains(n.Prefill, cfg.Prefill):
 		return fmt.Errorf("prefill %q: want one of %s", cfg.Prefill, strings.Join(n.Prefill, ", "))
-	case cfg.Prefill == PrefillBatched && c.Device != "cpu":
-		return fmt.Errorf("prefill %s on device %s: batched prefill runs on the cpu backend's batched ops; the %s steps run the prompt one position at a time (prefill %s or %s)", cfg.Prefill, c.Device, c.Device, PrefillAuto, PrefillToken)
 	case cfg.Prefill == PrefillBatched && cfg.Prefetch != PrefetchOff:
 		return fmt.Errorf("prefill %s with prefetch %s: next-layer prefetch predicts each position's next group between two layers, so the prompt runs token at a time (prefill %s or %s)", cfg.Prefill, cfg.Prefetch, PrefillAuto, PrefillToken)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:

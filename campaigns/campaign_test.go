@@ -40,6 +40,7 @@ func TestGoodCampaigns(t *testing.T) {
 func TestBadCampaigns(t *testing.T) {
 	want := map[string]string{
 		"unknown-field.bad.yml":          `line 7: unknown field "capacty"`,
+		"hosts.bad.yml":                  `hosts "several": want uniform (every worker on one GPU model and driver, the default) or mixed (each configuration's workers on one host)`,
 		"capacity-above-experts.bad.yml": `configuration "olmoe-c17": capacity 17 is above the 16 experts per layer of synthetic olmoe-tiny seed 1`,
 		"capacity-below-topk.bad.yml":    `configuration "olmoe-c3": capacity 3 is below top-k 4 of synthetic olmoe-tiny seed 1`,
 		"unknown-executor.bad.yml":       `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1)`,
@@ -67,7 +68,6 @@ func TestBadCampaigns(t *testing.T) {
 		"step-mode-overlap.bad.yml":      `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 		"prefill.bad.yml":                `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
-		"prefill-cuda.bad.yml":           `configuration "olmoe-c8": prefill batched on device cuda: batched prefill runs on the cpu backend's batched ops`,
 		"prefill-prefetch.bad.yml":       `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
@@ -109,6 +109,7 @@ func TestCommittedCampaigns(t *testing.T) {
 		{"residency39.yaml", 13, "cuda"},
 		{"residency-ablation.yaml", 14, "cuda"},
 		{"full-residency.yaml", 2, "cuda"},
+		{"full-residency-v2.yaml", 2, "cuda"},
 		{"smoke-cuda.yaml", 8, "cuda"},
 	}
 	for _, tc := range cases {

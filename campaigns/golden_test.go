@@ -21,7 +21,7 @@ import (
 // republished (horizon-bench republish), so every committed residency
 // edition is here.
 func TestCommittedEditionsRegenerate(t *testing.T) {
-	for _, name := range []string{"smoke-cpu", "smoke-cuda", "full-residency-v1", "residency-ablation", "technical-preview-v3"} {
+	for _, name := range []string{"smoke-cpu", "smoke-cuda", "full-residency-v1", "full-residency-v2", "residency-ablation", "technical-preview-v3"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("..", "editions", name)
 			c, _, _, err := LoadFrozen(filepath.Join(src, editions.CampaignFile), filepath.Join(src, editions.ContractFile))

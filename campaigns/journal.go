@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 )
@@ -16,6 +18,28 @@ import (
 // object per line, appended and fsynced after each worker's record was
 // checked. A line torn by a crash is dropped when the journal is opened.
 const journalFile = "journal.jsonl"
+
+// journalLock serialises the journal's writers: the runner, and under a
+// job array (RunOptions.Scheduler) each task, which journals its own
+// record (JournalTask), possibly on another host of a shared filesystem.
+// Opening the journal takes it too, so that repairing a torn last line
+// never cuts an append in flight. flock(2) is honoured across NFS clients
+// (Linux emulates it with byte-range locks there).
+const journalLock = "journal.lock"
+
+// lockJournal takes the journal lock of runDir (waiting for it) and returns
+// what releases it.
+func lockJournal(runDir string) (func(), error) {
+	f, err := os.OpenFile(filepath.Join(runDir, journalLock), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("journal lock: %w", err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: %w", f.Name(), err)
+	}
+	return func() { f.Close() }, nil
+}
 
 // journalEntry is one finished worker.
 type journalEntry struct {
@@ -30,13 +54,19 @@ type journalEntry struct {
 }
 
 type journal struct {
+	runDir  string
 	path    string
 	entries map[string]journalEntry // by Path; the last entry wins
 }
 
 // openJournal reads the journal of runDir, cutting a torn last line.
 func openJournal(runDir string) (*journal, error) {
-	j := &journal{path: filepath.Join(runDir, journalFile), entries: map[string]journalEntry{}}
+	unlock, err := lockJournal(runDir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	j := &journal{runDir: runDir, path: filepath.Join(runDir, journalFile), entries: map[string]journalEntry{}}
 	b, err := os.ReadFile(j.path)
 	if os.IsNotExist(err) {
 		return j, nil
@@ -87,11 +117,25 @@ func (j *journal) add(e journalEntry) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.OpenFile(j.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	unlock, err := lockJournal(j.runDir)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
+	defer unlock()
+	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	line := append(b, '\n')
+	// A writer killed mid-append (an array task, possibly) leaves a torn
+	// line: start on a fresh one so that only the torn entry is lost.
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			line = append([]byte{'\n'}, line...)
+		}
+	}
+	if _, err := f.Write(line); err != nil {
 		f.Close()
 		return fmt.Errorf("append to %s: %w", j.path, err)
 	}

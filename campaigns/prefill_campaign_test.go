@@ -38,6 +38,10 @@ func TestPrefillCampaigns(t *testing.T) {
 		{"    step_mode: ops\n", "not in cuda's ops steps"},
 		{"    step_mode: persistent\n", "not in cuda's persistent steps"},
 		{"    prefetch: next-layer\n", "not in cuda's ops steps"},
+		// A batched prefill is timed on the host in every step mode.
+		{"    prefill: batched\n", ""},
+		{"    step_mode: ops\n    prefill: batched\n", ""},
+		{"    step_mode: persistent\n    prefill: batched\n", ""},
 	} {
 		t.Run(strings.TrimSpace(tc.add), func(t *testing.T) {
 			y := strings.Replace(string(src), first, first+tc.add, 1)

@@ -103,6 +103,19 @@ type RunOptions struct {
 	// It never interrupts a worker or a preparation in flight (cancel ctx
 	// for that). With every worker finished, Run publishes regardless.
 	ShouldStop func() bool
+
+	// Scheduler, when set, runs the workers left as the tasks of one job
+	// array on a cluster (see array.go) instead of one after another here;
+	// Exe is then the absolute path of the executable the tasks run (its
+	// SHA-256 is Build), on a filesystem every node sees, and Poll how
+	// often the scheduler is asked about the tasks (0: every 10 s). The
+	// artifacts are prepared under the run directory's artifact lock
+	// (ArtifactCache defaults to the run directory), which the tasks wait
+	// on before they load one. ShouldStop is not asked once the array is
+	// submitted.
+	Scheduler Scheduler
+	Exe       string
+	Poll      time.Duration
 }
 
 // RunResult summarises a finished run.
@@ -224,13 +237,21 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 	}
 	startPrompts(prog, k)
 	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoTokens)
-	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "block", k.Blocks, func(w worker) error {
+	check := func(w worker) error {
 		rec, err := readRecord(filepath.Join(runDir, w.rel))
 		if err != nil {
 			return err
 		}
 		return CheckRecord(k, c, w.cfg, w.block, rec)
-	})
+	}
+	var ran int
+	if o.Scheduler != nil {
+		rs.units = k.Blocks
+		ran, err = rs.runArray(ctx, o, prog, c, plan, todo, check)
+		j = rs.j // the tasks journaled their records: the runner read the journal again
+	} else {
+		ran, err = rs.runTodo(ctx, o, prog, c, plan, todo, "block", k.Blocks, check)
+	}
 	res.Ran = ran
 	if err != nil {
 		return res, err
@@ -266,7 +287,7 @@ func Run(ctx context.Context, o RunOptions) (RunResult, error) {
 // the records now, and the run directory keeps only the prepared
 // artifacts, so the next run measures afresh.
 func clearRun(runDir string) error {
-	for _, p := range []string{rawDir, journalFile, editions.CampaignFile, editions.ContractFile} {
+	for _, p := range []string{rawDir, journalFile, journalLock, arraysFile, editions.CampaignFile, editions.ContractFile} {
 		if err := os.RemoveAll(filepath.Join(runDir, p)); err != nil {
 			return err
 		}
@@ -320,6 +341,7 @@ type runState struct {
 	arts, artSHA                   map[string]string
 	left                           int
 	unlock                         func()
+	units                          int // blocks of a configuration (job arrays' progress lines)
 }
 
 // setupRun does what every run does before its workers, for Run and
@@ -349,7 +371,23 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 		unlock()
 		return nil, err
 	}
-	if err := cleanStale(rs.runDir, res.Dir); err != nil {
+	// A local run would race the tasks of a job array still running in
+	// this run directory (same records, same journal).
+	if _, err := os.Stat(filepath.Join(rs.runDir, arraysFile)); err == nil && o.Scheduler == nil {
+		return fail(fmt.Errorf("%w: run directory %s holds job arrays (%s) whose tasks may still run: run the campaign with --scheduler slurm to adopt them, or cancel them (scancel) and remove %s",
+			ErrArraysInRunDir, rs.runDir, arraysFile, filepath.Join(rs.runDir, arraysDir)))
+	}
+	// Under a scheduler, tasks of an earlier array may still be writing
+	// their records: only the destination's leftovers are removed here
+	// (the artifacts' are, under the artifact lock, by prepareAll).
+	cleanRoot := rs.runDir
+	if o.Scheduler != nil {
+		cleanRoot = ""
+		if o.ArtifactCache == "" {
+			o.ArtifactCache = rs.runDir
+		}
+	}
+	if err := cleanStale(cleanRoot, res.Dir); err != nil {
 		return fail(err)
 	}
 	rs.campPath, rs.contractPath = filepath.Join(rs.runDir, editions.CampaignFile), filepath.Join(rs.runDir, editions.ContractFile)
@@ -500,9 +538,12 @@ func lockRunDir(ctx context.Context, runDir string) (func(), error) {
 // atomic writes in the run directory, half-prepared artifacts, and
 // half-assembled (or replaced) editions next to the destination.
 func cleanStale(runDir, dest string) error {
-	stale, err := staleUnder(runDir)
-	if err != nil {
-		return err
+	var stale []string
+	if runDir != "" {
+		var err error
+		if stale, err = staleUnder(runDir); err != nil {
+			return err
+		}
 	}
 	parent, base := filepath.Dir(dest), filepath.Base(dest)
 	if ents, err := os.ReadDir(parent); err == nil {

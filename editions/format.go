@@ -156,10 +156,16 @@ type Environment struct {
 	CPUs     int    `json:"cpus"` // runtime.NumCPU
 	// Threads is the CPU backend's goroutines per op (0 when the device is
 	// not the CPU).
-	Threads int       `json:"threads"`
-	GPU     string    `json:"gpu"`    // name, or "UNSUPPORTED" on the CPU device
-	Driver  string    `json:"driver"` // GPU driver, or "UNSUPPORTED"
-	Build   BuildInfo `json:"build"`
+	Threads int    `json:"threads"`
+	GPU     string `json:"gpu"`    // name, or "UNSUPPORTED" on the CPU device
+	Driver  string `json:"driver"` // GPU driver, or "UNSUPPORTED"
+	// GPUs are the GPUs of the host a cluster scheduler gave the worker
+	// (Slurm's SLURM_JOB_GPUS, their indices on the host, e.g. "3"); absent
+	// when no scheduler did (a local run, a cpu task). Workers on one host
+	// and GPUs never overlap in time; on other GPUs or hosts they may
+	// (verifier: physics.worker-overlap).
+	GPUs  string    `json:"gpus,omitempty"`
+	Build BuildInfo `json:"build"`
 }
 
 // Checkpoint identifies the model weights.

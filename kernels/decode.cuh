@@ -159,7 +159,8 @@ __device__ __forceinline__ void attention_step_body(float* dst, float* part, uns
 // for experts not resident), gathers tbl->recs[r] = table[ids[r]] and, when
 // need is not null, gives the layer a miss ticket when some rec is 0
 // (await_step then waits for the host). The
-// ids go to ids_out; with a flag, copy_n ints are then copied from
+// ids go to ids_out unless it is null (the route-in expert kernels'
+// blocks other than 0, experts_routed.cu); with a flag, copy_n ints are then copied from
 // copy_src to copy_dst (graph-full publishes every layer's ids, kept in
 // device memory, from the last layer's routing: one system fence per step
 // instead of one per layer), then a system fence and *flag = 1. Without a
@@ -262,7 +263,7 @@ __device__ __forceinline__ void route_step_body(const float* logits, int E, int 
 			tbl->recs[r] = rec;
 			missing |= rec == 0;
 		}
-		ids_out[r] = ids[r];
+		if (ids_out != nullptr) ids_out[r] = ids[r];
 	}
 	missing = __any_sync(FULL_MASK, missing);
 	if (need != nullptr && lane == 0) {

@@ -12,6 +12,11 @@
 //	experts_fused    the same two in one launch (int4, captured steps):
 //	                 the down rows prefetched into L2 during gate/up, a grid
 //	                 barrier between the phases
+//	matmul           the batched row kernels of prefill: FP16 or int4 rows ×
+//	                 a group of 8 (or 4) tokens staged once, each (row,
+//	                 token) the per-token row kernel's bits
+//	prefill_rows     a batched prefill's RoPE, attention and top-k over
+//	                 the batch's rows, one launch each
 //	norm             RMSNorm
 //	elementwise      SiLU·up, add, scaled add, gated add
 //	rope_attention   RoPE, KV append, single-query attention

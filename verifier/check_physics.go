@@ -17,9 +17,10 @@ import "github.com/horizon-runmap/horizon/editions"
 //     work it reports, tokens come one after another, the VRAM timeline
 //     spans the worker, workers run one at a time, and no two requests share
 //     their timings;
-//   - one run, one environment (physics_env.go): one build, one host, one
-//     GPU and driver, matching the manifest, and every worker ran what the
-//     campaign declares for its configuration;
+//   - one run, one build (physics_env.go), matching the manifest; hosts as
+//     the campaign declares them (uniform: one GPU model and driver, one CPU
+//     model on the cpu; mixed: each configuration on one host); and every
+//     worker ran what the campaign declares for its configuration;
 //   - memory has a floor (physics_memory.go): on CUDA the VRAM peaks hold
 //     the resident experts the worker placed;
 //   - tokens (physics_tokens.go): EOS ids and the tokenizer are pinned by

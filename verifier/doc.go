@@ -95,9 +95,11 @@
 //     settings give identical per-request counters (against the majority).
 //     Time: the wall clock bounds preparation + warmup + requests (work <=
 //     wall + 0.05 s, wall - work <= max(1 s, 10%)), token timestamps
-//     strictly increase, the VRAM timeline spans the worker, workers never
-//     overlap, no two requests share their timings. Environment: one
-//     build (the manifest's tool), one host, GPU and driver; each worker
+//     strictly increase, the VRAM timeline spans the worker, workers on
+//     one host and set of GPUs never overlap, no two requests share their
+//     timings. Environment: one build (the manifest's tool); hosts as the
+//     campaign declares (uniform: one GPU model and driver, on the cpu one
+//     CPU model; mixed: each configuration on one host); each worker
 //     ran its campaign configuration (checkpoint, expert format,
 //     transport, prefetch, overlap). Memory: on CUDA the VRAM peaks hold
 //     the placed experts, on every device the RSS peak the host authority; a missing timeline among timelines is an error.

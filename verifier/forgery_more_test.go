@@ -25,12 +25,34 @@ func init() {
 				})
 				forge(t, dir)
 			}},
-		forgery{family: "physics", name: "one worker's host renamed", want: IDPhysHost,
+		forgery{family: "physics", name: "one worker's CPU (cuda: GPU) model changed under hosts: uniform", want: IDPhysHostsUniform,
 			apply: func(t *testing.T, dir string) {
+				// The forger ran one worker on a faster machine and passes
+				// it off as the others' (a cpu edition: its CPU is the
+				// device); hostnames alone may differ under uniform.
 				ids := configIDs(t, dir)
 				paths := rawPathsOf(t, dir, ids[len(ids)-1])
 				edit(t, dir, paths[len(paths)-1], func(d map[string]any) {
-					obj(t, d, "environment")["hostname"] = "a-faster-machine"
+					e := obj(t, d, "environment")
+					e["hostname"], e["cpu"] = "a-faster-machine", "A Faster CPU @ 9.9GHz"
+					if e["device"] == "cuda" { // there the GPU is the device
+						e["gpu"] = "A Faster GPU"
+					}
+				})
+				forge(t, dir)
+			}},
+		forgery{family: "physics", name: "hosts: mixed declared, one worker of a configuration on another host", want: IDPhysHostsMixed,
+			apply: func(t *testing.T, dir string) {
+				// The campaign re-frozen as mixed (configurations on
+				// different machines), and one block of a configuration run
+				// elsewhere than its other blocks.
+				edit(t, dir, editions.CampaignFile, func(d map[string]any) {
+					obj(t, d, "campaign")["hosts"] = "mixed"
+				})
+				ids := configIDs(t, dir)
+				paths := rawPathsOf(t, dir, ids[0])
+				edit(t, dir, paths[0], func(d map[string]any) {
+					obj(t, d, "environment")["hostname"] = "another-node"
 				})
 				forge(t, dir)
 			}},

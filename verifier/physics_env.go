@@ -9,11 +9,24 @@ import (
 	"github.com/horizon-runmap/horizon/editions"
 )
 
-// One run, one environment. An edition is one campaign run by one build on
-// one host: every worker process is the same binary (environment.build,
-// which is also the manifest's tool block, written by the same run), on the
-// same host, GPU and driver. And each worker ran what the frozen campaign
-// declares for its configuration. The campaign is read generically
+// One run, one build; hosts as the campaign declares. An edition is one
+// campaign run by one build: every worker process is the same binary
+// (environment.build, which is also the manifest's tool block, written by
+// the same run). Its workers may run on several hosts of a cluster (run
+// --scheduler slurm); the frozen campaign's hosts declaration
+// (/campaign/hosts) says how far they may differ:
+//
+//	uniform (or absent)  every worker on one GPU model and driver (on the
+//	                     cpu device, where both are UNSUPPORTED: one CPU
+//	                     model); hostnames may differ
+//	mixed                each configuration's workers on one host
+//	                     (hostname, GPU and driver); configurations on
+//	                     different ones, so speeds compare within a
+//	                     configuration only
+//
+// A worker that differs from the majority of its group (the edition, or
+// its configuration) is the finding. And each worker ran what the frozen
+// campaign declares for its configuration. The campaign is read generically
 // (campaign.json, /campaign/configurations/<i>):
 //
 //	checkpoint/synthetic/{arch,seed}   raw checkpoint kind "synthetic", arch, seed
@@ -40,8 +53,12 @@ import (
 var (
 	IDPhysBuild = def("physics", "physics.build", Error,
 		"a worker's environment.build (version, vcs_revision, vcs_modified) differs from the manifest's tool block: one edition is one build")
-	IDPhysHost = def("physics", "physics.host", Error,
-		"a worker's hostname, GPU or driver differs from the majority of the edition's workers: one edition is one host")
+	IDPhysHostsUniform = def("physics", "physics.hosts-uniform", Error,
+		"under hosts: uniform (the default), a worker's GPU or driver (on the cpu device its CPU model) differs from the majority of the edition's workers")
+	IDPhysHostsMixed = def("physics", "physics.hosts-mixed", Error,
+		"under hosts: mixed, a worker's hostname, GPU or driver differs from the majority of its configuration's workers")
+	IDPhysHostsDeclaration = def("physics", "physics.hosts-declaration", Error,
+		"the frozen campaign's hosts is neither uniform nor mixed")
 	IDPhysCampaignSetup = def("physics", "physics.campaign-setup", Error,
 		"a worker's checkpoint, expert format, capacity, transport, prefetch, overlap, step mode or prefill differs from what the campaign declares for its configuration")
 )
@@ -51,7 +68,6 @@ var campaignExpertFormats = map[string]string{"int4": "qpack-int4-b256-v1", "fp1
 
 func checkEnvironment(v *view, ws []physWorker, fs *findings) {
 	tool := v.e.Manifest.Tool
-	var hosts []string
 	for _, pw := range ws {
 		w := pw.w
 		b := w.rec.Environment.Build
@@ -71,25 +87,84 @@ func checkEnvironment(v *view, ws []physWorker, fs *findings) {
 				map[string]string{"version": b.Version, "vcs_revision": b.VCSRevision, "vcs_modified": b.VCSModified},
 				"the worker was built otherwise than the edition's tool (%s): %s", editions.ManifestFile, strings.Join(diff, ", "))
 		}
-		hosts = append(hosts, hostKey(w))
 	}
-	if ref := majorityIndex(hosts); ref >= 0 {
-		for i, pw := range ws {
-			if hosts[i] != hosts[ref] {
-				e, f := ws[ref].w.rec.Environment, pw.w.rec.Environment
-				fs.add(IDPhysHost, pw.w.path, "/environment",
-					map[string]string{"hostname": e.Hostname, "gpu": e.GPU, "driver": e.Driver},
-					map[string]string{"hostname": f.Hostname, "gpu": f.GPU, "driver": f.Driver},
-					"the worker ran on another host, GPU or driver than the majority of the edition's workers (e.g. %s)", ws[ref].w.path)
-			}
-		}
-	}
+	checkHosts(v, ws, fs)
 	checkCampaignSetup(v, fs)
 }
 
-func hostKey(w *worker) string {
+// checkHosts holds the workers to the campaign's hosts declaration.
+func checkHosts(v *view, ws []physWorker, fs *findings) {
+	decl := editions.Unknown
+	if cd := v.e.docs[editions.CampaignFile]; cd != nil && cd.tree != nil {
+		x, err := resolve(cd.tree, "/campaign/hosts")
+		switch s, _ := x.(string); {
+		case err != nil:
+			decl = "uniform" // absent: the default, and every edition from before the field
+		case s == "uniform" || s == "mixed":
+			decl = s
+		default:
+			fs.add(IDPhysHostsDeclaration, editions.CampaignFile, "/campaign/hosts", "uniform or mixed", x,
+				"the campaign declares hosts %v; the workers' hosts are not checked", x)
+			return
+		}
+	} else {
+		return // check contract reports the missing campaign
+	}
+	groups := map[string][]physWorker{} // by configuration under mixed; one group under uniform
+	var order []string
+	for _, pw := range ws {
+		g := ""
+		if decl == "mixed" {
+			g = pw.w.rec.ConfigID
+		}
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], pw)
+	}
+	for _, g := range order {
+		group := groups[g]
+		keys := make([]string, len(group))
+		for i, pw := range group {
+			keys[i] = hostKey(decl, pw.w)
+		}
+		ref := majorityIndex(keys)
+		if ref < 0 {
+			continue
+		}
+		for i, pw := range group {
+			if keys[i] == keys[ref] {
+				continue
+			}
+			e, f := group[ref].w.rec.Environment, pw.w.rec.Environment
+			if decl == "mixed" {
+				fs.add(IDPhysHostsMixed, pw.w.path, "/environment",
+					map[string]string{"hostname": e.Hostname, "gpu": e.GPU, "driver": e.Driver},
+					map[string]string{"hostname": f.Hostname, "gpu": f.GPU, "driver": f.Driver},
+					"the campaign declares hosts: mixed, each configuration on one host, but this worker of %s ran on another host, GPU or driver than most of its configuration's (e.g. %s)", g, group[ref].w.path)
+				continue
+			}
+			fs.add(IDPhysHostsUniform, pw.w.path, "/environment",
+				map[string]string{"gpu": e.GPU, "driver": e.Driver, "cpu": e.CPU},
+				map[string]string{"gpu": f.GPU, "driver": f.Driver, "cpu": f.CPU},
+				"the campaign declares hosts: uniform (the default), one GPU model and driver (one CPU model on the cpu device), but this worker ran on another than most of the edition's workers (e.g. %s); a campaign whose configurations run on different machines declares hosts: mixed", group[ref].w.path)
+		}
+	}
+}
+
+// hostKey is what must agree between two workers under decl: hostname, GPU
+// and driver under mixed; GPU and driver under uniform, and the CPU model
+// on the cpu device (whose GPU and driver are UNSUPPORTED).
+func hostKey(decl string, w *worker) string {
 	e := w.rec.Environment
-	return strconv.Quote(e.Hostname) + " " + strconv.Quote(e.GPU) + " " + strconv.Quote(e.Driver)
+	key := strconv.Quote(e.GPU) + " " + strconv.Quote(e.Driver)
+	switch {
+	case decl == "mixed":
+		key = strconv.Quote(e.Hostname) + " " + key
+	case e.Device == "cpu":
+		key += " " + strconv.Quote(e.CPU)
+	}
+	return key
 }
 
 // checkCampaignSetup holds each worker to its campaign configuration.
@@ -208,8 +283,9 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 
 // autoPrefill is the prefill a campaign's prefill auto resolves to
 // (runtime/engine's rule, stated again here): batched on the CPU with
-// prefetch off, token at a time otherwise (CUDA's steps run one position
-// at a time; next-layer prefetch predicts per position).
+// prefetch off, token at a time otherwise (CUDA's batched prefill runs
+// when declared, being slower so far: backend.BatchedDefault; next-layer
+// prefetch predicts per position).
 func autoPrefill(r *editions.RawRecord) string {
 	if r.Environment.Device == "cpu" && orDefault(r.Setup.Prefetch, defaultPrefetch) == defaultPrefetch {
 		return "batched"

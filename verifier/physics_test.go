@@ -1,8 +1,10 @@
 package verifier
 
 import (
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -169,8 +171,7 @@ func TestPhysicsFindings(t *testing.T) {
 			rec(v, 1, 1).Observations.VRAMTimeline = nil
 		}},
 		{"another build", false, IDPhysBuild, func(t *testing.T, v *view) { rec(v, 0, 1).Environment.Build.VCSModified = "true" }},
-		{"another host", false, IDPhysHost, func(t *testing.T, v *view) { rec(v, 1, 0).Environment.Hostname = "elsewhere" }},
-		{"another GPU driver", true, IDPhysHost, func(t *testing.T, v *view) { rec(v, 1, 0).Environment.Driver = "575.0" }},
+		{"another GPU driver", true, IDPhysHostsUniform, func(t *testing.T, v *view) { rec(v, 1, 0).Environment.Driver = "575.0" }},
 		{"another transport than the campaign's", false, IDPhysCampaignSetup, func(t *testing.T, v *view) {
 			rec(v, 0, 0).Setup.Transport = "registered"
 		}},
@@ -324,6 +325,121 @@ func TestPhysicsOnCommittedEditions(t *testing.T) {
 			t.Logf("largest unaccounted wall clock: %.3f s (%.1f%% of its wall)", maxGap, 100*maxFrac)
 			if maxGap > wallGapFloor/2 {
 				t.Errorf("a committed edition uses more than half the wall-clock slack (%.3f s)", maxGap)
+			}
+		})
+	}
+}
+
+// setHosts declares hosts in the view's frozen campaign (nil: absent).
+func setHosts(t *testing.T, v *view, decl any) {
+	t.Helper()
+	cd := v.e.docs[editions.CampaignFile]
+	camp, _ := cd.tree.(map[string]any)["campaign"].(map[string]any)
+	if camp == nil {
+		t.Fatal("no /campaign in the fixture's campaign.json")
+	}
+	if decl == nil {
+		delete(camp, "hosts")
+		return
+	}
+	camp["hosts"] = decl
+}
+
+// The hosts declaration: uniform (or absent) lets hostnames differ but not
+// the GPU, driver or (cpu device) CPU model; mixed lets configurations run
+// on different hosts but each on one.
+func TestHostsDeclaration(t *testing.T) {
+	dir := newFixture(t)
+	for _, tc := range []struct {
+		name   string
+		cuda   bool
+		decl   any
+		mutate func(v *view)
+		want   string // "" for no hosts finding
+	}{
+		{"absent: hostnames differ", false, nil, func(v *view) { rec(v, 1, 0).Environment.Hostname = "node-2" }, ""},
+		{"uniform: every worker on its own node", true, "uniform", func(v *view) {
+			for ci := range v.configs {
+				for b := range v.configs[ci].workers {
+					rec(v, ci, b).Environment.Hostname = fmt.Sprintf("node-%d-%d", ci, b)
+				}
+			}
+		}, ""},
+		{"uniform: another GPU", true, "uniform", func(v *view) { rec(v, 0, 1).Environment.GPU = "NVIDIA H100" }, IDPhysHostsUniform},
+		{"absent: another driver", true, nil, func(v *view) { rec(v, 1, 1).Environment.Driver = "550.1" }, IDPhysHostsUniform},
+		{"uniform: another CPU model on the cpu device", false, "uniform", func(v *view) { rec(v, 1, 0).Environment.CPU = "another CPU" }, IDPhysHostsUniform},
+		{"uniform: the CPU model is not held on cuda", true, "uniform", func(v *view) { rec(v, 1, 0).Environment.CPU = "another CPU" }, ""},
+		{"mixed: configurations on different hosts and GPUs", true, "mixed", func(v *view) {
+			for b := range v.configs[1].workers {
+				e := &rec(v, 1, b).Environment
+				e.Hostname, e.GPU, e.Driver = "node-h100", "NVIDIA H100", "550.1"
+			}
+		}, ""},
+		{"mixed: one worker on another host", false, "mixed", func(v *view) { rec(v, 1, 0).Environment.Hostname = "node-2" }, IDPhysHostsMixed},
+		{"mixed: one worker on another driver", true, "mixed", func(v *view) { rec(v, 0, 0).Environment.Driver = "550.1" }, IDPhysHostsMixed},
+		{"an unknown declaration", false, "several", func(v *view) {}, IDPhysHostsDeclaration},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := physicsOf(t, dir, func(t *testing.T, v *view) {
+				if tc.cuda {
+					asCUDA(t, v)
+				}
+				setHosts(t, v, tc.decl)
+				tc.mutate(v)
+			})
+			var hosts []Finding
+			for _, f := range got {
+				if strings.HasPrefix(f.ID, "physics.hosts") {
+					hosts = append(hosts, f)
+				}
+			}
+			switch {
+			case tc.want == "" && len(hosts) > 0:
+				t.Fatalf("want no hosts finding, got:\n%s", findingsText(hosts))
+			case tc.want != "" && (len(hosts) != 1 || hosts[0].ID != tc.want):
+				t.Fatalf("want one %s, got:\n%s", tc.want, findingsText(got))
+			}
+		})
+	}
+}
+
+// Workers of a cluster run at once on other hosts or GPUs; on one host and
+// set of GPUs they never overlap.
+func TestWorkerOverlapBySlot(t *testing.T) {
+	dir := newFixture(t)
+	overlap := func(v *view) (a, b *editions.RawRecord) {
+		a, b = rec(v, 0, 0), rec(v, 1, 0)
+		s, f, _ := parseWall(a.StartedAt, a.FinishedAt)
+		b.StartedAt, b.FinishedAt = s.Add(time.Millisecond).Format(time.RFC3339Nano), f.Add(time.Millisecond).Format(time.RFC3339Nano)
+		return a, b
+	}
+	for _, tc := range []struct {
+		name    string
+		mutate  func(v *view)
+		finding bool
+	}{
+		{"one host, no scheduler GPUs", func(v *view) { overlap(v) }, true},
+		{"two hosts", func(v *view) { _, b := overlap(v); b.Environment.Hostname = "node-2" }, false},
+		{"one host, two GPUs", func(v *view) {
+			a, b := overlap(v)
+			a.Environment.GPUs, b.Environment.GPUs = "0", "1"
+		}, false},
+		{"one host, one GPU", func(v *view) {
+			a, b := overlap(v)
+			a.Environment.GPUs, b.Environment.GPUs = "3", "3"
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := physicsOf(t, dir, func(t *testing.T, v *view) {
+				asCUDA(t, v)
+				tc.mutate(v)
+			})
+			found := false
+			for _, f := range got {
+				found = found || f.ID == IDPhysWorkerOverlap
+			}
+			if found != tc.finding {
+				t.Fatalf("overlap finding %v, want %v:\n%s", found, tc.finding, findingsText(got))
 			}
 		})
 	}

@@ -18,8 +18,11 @@ import (
 // 0.001-0.004 s on the CPU (smoke-cpu) and 0.15-0.27 s on the H200 (CUDA
 // context teardown, NVML); the slack below leaves room for a slow host.
 //
-// Workers are separate processes run one at a time (campaigns.Run), so
-// their wall-clock intervals never overlap. Per-token timestamps come from
+// Workers are separate processes run one at a time on a device
+// (campaigns.Run locally; one job array task per GPU, or per node on the
+// cpu, under a cluster scheduler), so the wall-clock intervals of workers
+// on one host and one set of GPUs (environment.hostname and .gpus) never
+// overlap. Workers on other hosts or GPUs of a cluster may. Per-token timestamps come from
 // a monotonic nanosecond clock, one read per token after it was produced:
 // strictly increasing and positive. The VRAM sampler starts with the
 // worker and stops after its last request, so its timeline spans the
@@ -29,7 +32,11 @@ import (
 //
 // What this cannot catch: a run whose timestamps, wall clocks and VRAM
 // timeline were all rescaled together is physically consistent (only a
-// reproduction or a trusted signature speaks to that).
+// reproduction or a trusted signature speaks to that). Since a cluster's
+// workers may overlap on other hosts or GPUs, a forger who renames the
+// host (or the GPU indices) of two overlapping workers passes the overlap
+// check; under hosts: mixed that rename must then hold for the whole
+// configuration (physics.hosts-mixed), under uniform nothing else asks.
 
 // The slack of the wall-clock bounds, in seconds.
 const (
@@ -59,7 +66,7 @@ var (
 	IDPhysIdenticalTimings = def("physics", "physics.identical-timings", Error,
 		"two measured requests of the edition have identical token_ns arrays (a copied record; with one token, the same token_ns and prefill_seconds), reported once per worker")
 	IDPhysWorkerOverlap = def("physics", "physics.worker-overlap", Error,
-		"two workers' wall-clock intervals overlap (workers run one at a time)")
+		"two workers' wall-clock intervals overlap on one host and set of GPUs (workers run one at a time on a device)")
 )
 
 // parseWall returns the worker's wall-clock interval.
@@ -78,6 +85,7 @@ func parseWall(started, finished string) (time.Time, time.Time, error) {
 type wallInterval struct {
 	path       string
 	start, end time.Time
+	slot       string // host and GPUs: intervals of one slot never overlap
 }
 
 func checkTimePhysics(ws []physWorker, fs *findings) {
@@ -95,7 +103,7 @@ func checkTimePhysics(ws []physWorker, fs *findings) {
 			fs.add(IDPhysWallClock, w.path, "/finished_at", "after "+r.StartedAt, r.FinishedAt, "the worker finished before it started")
 		default:
 			wall = end.Sub(start).Seconds()
-			intervals = append(intervals, wallInterval{w.path, start, end})
+			intervals = append(intervals, wallInterval{w.path, start, end, strconv.Quote(r.Environment.Hostname) + " " + strconv.Quote(r.Environment.GPUs)})
 		}
 		work := r.Preparation.Seconds + r.Warmup.Seconds
 		for _, q := range r.Requests {
@@ -152,15 +160,16 @@ func checkTimePhysics(ws []physWorker, fs *findings) {
 	}
 
 	sort.SliceStable(intervals, func(i, j int) bool { return intervals[i].start.Before(intervals[j].start) })
-	var last *wallInterval
+	lastOf := map[string]*wallInterval{} // by slot
 	for i := range intervals {
 		x := &intervals[i]
+		last := lastOf[x.slot]
 		if last != nil && x.start.Before(last.end) {
 			fs.add(IDPhysWorkerOverlap, x.path, "/started_at", "after "+last.end.Format(time.RFC3339Nano), x.start.Format(time.RFC3339Nano),
-				"the worker started while %s was still running (workers run one at a time)", last.path)
+				"the worker started while %s was still running on the same host and GPUs (workers run one at a time on a device)", last.path)
 		}
 		if last == nil || x.end.After(last.end) {
-			last = x
+			lastOf[x.slot] = x
 		}
 	}
 }

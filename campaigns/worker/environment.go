@@ -27,6 +27,11 @@ func environment(d Device) editions.Environment {
 	}
 	if d.Name == "cpu" {
 		env.GPU, env.Driver = editions.Unsupported, editions.Unsupported
+	} else {
+		// A Slurm task given GPUs (--gres=gpu:1) names them by their index
+		// on the node: two workers on one node at once are on different
+		// GPUs, which the verifier checks.
+		env.GPUs = os.Getenv("SLURM_JOB_GPUS")
 	}
 	if env.GPU == "" {
 		env.GPU = editions.Unknown

@@ -138,5 +138,7 @@ func prefillTimedDevices() []string {
 	for _, m := range []string{engine.StepGraphFull, engine.StepGraphSegmented, engine.StepGraphWait} {
 		out = append(out, "cuda/"+m)
 	}
-	return out
+	// A batched prefill on cuda ends on the host after a wait for the
+	// head's logits (backend.Waiter), whatever the step mode.
+	return append(out, "cuda/prefill-batched")
 }

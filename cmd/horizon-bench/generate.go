@@ -38,8 +38,9 @@ func generateCommand() *cli.Command {
 		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
 --tokens tokens come out) and prints the text, the token ids and the timings:
 TTFT (admission to first token), prefill (admission to the prompt's last
-logits, before the first selection: timed on the CPU backend, UNKNOWN on CUDA,
-whose ops run asynchronously), decode seconds (first to last token) and
+logits, before the first selection: timed on the CPU backend, by device events
+in CUDA's captured steps, and on the host after a batched prefill; UNKNOWN op by
+op on CUDA token at a time), decode seconds (first to last token) and
 decode tok/s = (N-1) / decode seconds.
 
 Without --artifact it synthesises --arch/--seed (default olmoe-tiny, seed 1),
@@ -86,7 +87,7 @@ prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's c
 			&cli.StringFlag{Name: "prefetch", Value: engine.PrefetchOff, Usage: "speculative expert prefetch: " + strings.Join(engine.PrefetchModes(), ", ") + " (next-layer predicts layer L+1's experts from layer L's input; op-by-op steps only)"},
 			&cli.StringFlag{Name: "overlap", Value: engine.OverlapOff, Usage: "miss/hit overlap: " + strings.Join(engine.OverlapModes(), ", ") + " (hit-compute computes a layer's resident experts while its misses copy; needs --device cuda, partial residency (--capacity below the expert count), --step-mode auto or graph-segmented, and --prefetch off)"},
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented, graph-wait or persistent (one launch of the persistent decode kernel per step, full residency) (cuda only; see README)"},
-			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched on the cpu without --prefetch, token at a time on cuda; batched reads each weight row once for the whole prompt and gives token at a time's logits bit for bit)"},
+			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched on the cpu without --prefetch, token at a time on cuda, where batched runs but is slower so far; batched reads each weight row once per batch of positions and gives token at a time's logits bit for bit)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/horizon-runmap/horizon/campaigns"
+	"github.com/horizon-runmap/horizon/campaigns/slurm"
 	"github.com/horizon-runmap/horizon/campaigns/worker"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
@@ -22,7 +24,8 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run a benchmark campaign and publish its edition",
 		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]\n" +
-			"                  [--stop-after DURATION] [--artifact-cache DIR]",
+			"                  [--stop-after DURATION] [--artifact-cache DIR]\n" +
+			"                  [--scheduler local|slurm] [--slurm-args \"ARGS\"] [--slurm-time LIMIT] [--slurm-poll DURATION]",
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
 the residency campaigns, PERF-PREFILL-v1 and PERF-PREFILL-SMOKE-v1 for the
 prefill ones: one prompt per declared length, one output token, the prompt
@@ -95,9 +98,49 @@ DIR/artifacts.lock. Keep DIR outside every run directory. Without it each
 run directory holds its own artifacts, and runs of different campaigns with
 different --run-dir never touch each other's files.
 
+--scheduler slurm runs the workers as one Slurm job array on a cluster instead
+of one after another here (--scheduler local, the default). The command
+validates the campaign, freezes it and prepares the artifacts into the run
+directory as a local run does, then submits one array task per unfinished
+worker with sbatch: each runs this executable's worker subcommand, writes its
+raw record into the run directory and journals it there itself. The command
+then polls squeue (and sacct, where the cluster keeps accounting), prints a
+line per finished task with the host it ran on, and once every task is over
+aggregates and publishes the edition atomically, exactly as a local run.
+On a login node, with the run directory on the cluster's shared filesystem:
+
+   horizon-bench run campaigns/residency39.yaml --scheduler slurm \
+       --run-dir /shared/runs/residency39 --slurm-args "--partition=gpu --account=lab"
+
+Requirements: the run directory and this executable must be at the same path
+on every node (a shared filesystem with working flock: NFS, Lustre, GPFS); a
+task whose executable's SHA-256 is not the submitter's refuses to run. Each
+task asks for one task, a time limit (--slurm-time, default 2:00:00) and its
+device: one GPU (--gres=gpu:1) for a cuda campaign, never two workers on one
+GPU; the whole node (--exclusive) for a cpu campaign. The job is named
+horizon-<edition>; task logs go to <run-dir>/slurm/logs/<job>_<task>.log and
+the submitted arrays are recorded in <run-dir>/slurm/arrays.json.
+--slurm-args are extra sbatch arguments, split on spaces (no quoting), given
+after the script's directives, which they override (e.g. --time=6:00:00).
+
+Killing the command (Ctrl-C) leaves the array running. Running the same
+command again adopts it: finished records are kept, tasks still pending or
+running are waited for (never submitted twice), and only missing or failed
+workers are submitted again, as a new array. A failed task is named with its
+log; the command then exits 1, and running it again resubmits it. Each
+record keeps the host, CPU, GPU and driver its worker ran on; the campaign's
+hosts: uniform (default: every worker on one GPU model and driver; ask for
+one GPU model, e.g. --slurm-args "--gres=gpu:h100:1") or hosts: mixed (each
+configuration's workers on one host: one task runs a configuration's blocks
+in turn, and a configuration resubmitted after some of its blocks finished
+is pinned to their host) is what horizon-verify holds the edition to.
+--stop-after does not apply (exit 2). IFEval campaigns run locally only. A
+local run refuses (exit 2) a run directory job arrays were submitted from.
+
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
 (resumable); 2 invalid campaign, bad arguments, the edition exists
-without --force, or --out names something that is not an edition; 1 any other failure (a failed or interrupted worker: the
+without --force, --out names something that is not an edition, or a local run
+in a run directory job arrays were submitted from; 1 any other failure (a failed or interrupted worker: the
 finished workers are kept, running again resumes).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "edition `DIR` (default editions/<edition>)"},
@@ -106,6 +149,10 @@ finished workers are kept, running again resumes).`,
 			&cli.StringFlag{Name: "contract", Usage: "contract `FILE` instead of the built-in one"},
 			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
 			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
+			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: local (one after another here) or slurm (one job array on the cluster; see above)"},
+			&cli.StringFlag{Name: "slurm-args", Usage: "extra sbatch `ARGS`, split on spaces (e.g. \"--partition=gpu --account=lab\"); --scheduler slurm only"},
+			&cli.StringFlag{Name: "slurm-time", Value: slurm.DefaultTime, Usage: "each task's time `LIMIT` (sbatch --time); --scheduler slurm only"},
+			&cli.DurationFlag{Name: "slurm-poll", Value: 10 * time.Second, Usage: "how often to ask squeue about the tasks (`DURATION`); --scheduler slurm only"},
 		},
 		Action: runRun,
 	}
@@ -118,7 +165,16 @@ type runFlags struct {
 	force                                bool
 	stopAfter                            time.Duration
 	stopAfterSet                         bool // --stop-after given (0 is a valid deadline: start nothing)
+	scheduler                            string
+	slurm                                *slurm.Cluster // --scheduler slurm
+	slurmPoll                            time.Duration
 }
+
+// Schedulers of the run command's --scheduler.
+const (
+	schedulerLocal = "local"
+	schedulerSlurm = "slurm"
+)
 
 // exitStopped is run's exit status when --stop-after stopped it with work
 // left: EX_TEMPFAIL, "try again".
@@ -136,6 +192,33 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after")}
 	if f.stopAfterSet && f.stopAfter < 0 {
 		return "", f, usageError("run: --stop-after %v is negative", f.stopAfter)
+	}
+	f.scheduler = c.String("scheduler")
+	switch f.scheduler {
+	case schedulerLocal:
+		for _, name := range []string{"slurm-args", "slurm-time", "slurm-poll"} {
+			if c.IsSet(name) {
+				return "", f, usageError("run: --%s applies to --scheduler slurm only", name)
+			}
+		}
+	case schedulerSlurm:
+		if f.stopAfterSet {
+			return "", f, usageError("run: --stop-after does not apply to --scheduler slurm (the tasks run on the cluster; Ctrl-C leaves them running, run again to adopt them)")
+		}
+		args := c.String("slurm-args")
+		if strings.ContainsAny(args, "'\"\\") {
+			return "", f, usageError("run: --slurm-args %q: arguments are split on spaces, without quoting; write --partition=gpu, not quotes", args)
+		}
+		if t := c.String("slurm-time"); t == "" || strings.ContainsAny(t, " \t\n") {
+			return "", f, usageError("run: --slurm-time %q: want a Slurm time limit such as 30:00 or 2:00:00", t)
+		}
+		if c.Duration("slurm-poll") <= 0 {
+			return "", f, usageError("run: --slurm-poll %v: want a positive duration such as 10s", c.Duration("slurm-poll"))
+		}
+		f.slurm = &slurm.Cluster{Args: strings.Fields(args), Time: c.String("slurm-time")}
+		f.slurmPoll = c.Duration("slurm-poll")
+	default:
+		return "", f, usageError("run: --scheduler %q: want local or slurm", f.scheduler)
 	}
 	return campaign, f, nil
 }
@@ -182,6 +265,17 @@ func runRun(c *cli.Context) error {
 	case contracts.IsFidelity(kid):
 		run = campaigns.RunFidelity
 	}
+	if f.slurm != nil {
+		if strings.Contains(exe, "/go-build") {
+			return usageError("run: --scheduler slurm: this executable (%s) is a temporary build of go run, gone when it exits; the tasks run it later, from their nodes: build it (make build) and run bin/horizon-bench", exe)
+		}
+		if contracts.IsIFEval(kid) || contracts.IsFidelity(kid) {
+			return usageError("run: --scheduler slurm runs residency campaigns only; run the %s campaign %s locally", kid, campaign)
+		}
+		// The log shows each task's line; a bar would have no tokens to count.
+		prog = campaigns.NewLog(os.Stderr)
+		ro.Progress, ro.Scheduler, ro.Exe, ro.Poll = prog, f.slurm, exe, f.slurmPoll
+	}
 	res, err := run(ctx, ro)
 	var stopped *campaigns.StoppedError
 	switch {
@@ -193,8 +287,11 @@ func runRun(c *cli.Context) error {
 		}
 		return cli.Exit(fmt.Sprintf("%s (run directory %s); run the same command again to resume (exit %d)",
 			msg, stopped.RunDir, exitStopped), exitStopped)
-	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists), errors.Is(err, campaigns.ErrNotEdition):
+	case errors.Is(err, campaigns.ErrInvalid), errors.Is(err, campaigns.ErrEditionExists), errors.Is(err, campaigns.ErrNotEdition),
+		errors.Is(err, campaigns.ErrArraysInRunDir):
 		return cli.Exit(err.Error(), exitUsage)
+	case errors.Is(err, context.Canceled) && f.slurm != nil:
+		return fmt.Errorf("interrupted; the job array keeps running on the cluster: run the same command again to adopt it")
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("interrupted; finished workers are kept, run the same command again to resume")
 	case err != nil:

@@ -26,7 +26,13 @@ func workerCommand() *cli.Command {
 block), so that RSS and VRAM peaks are whole-worker observations. The worker
 reads the frozen campaign and contract of the run directory, loads the
 prepared artifact, runs the warmup and the block's prompts, and writes its
-raw record atomically to --out. Progress lines go to --progress-fd.`,
+raw record atomically to --out. Progress lines go to --progress-fd.
+
+As a job array task (run --scheduler slurm) it is given --run-dir,
+--journal-key and --build: it refuses to run when this executable's SHA-256
+is not --build, waits until no artifact preparation holds the artifact lock,
+runs, then checks its record against the contract and journals it in the run
+directory itself (under the journal lock), as the local runner does.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "campaign", Required: true, Usage: "frozen campaign.json"},
 			&cli.StringFlag{Name: "contract", Required: true, Usage: "frozen contract.json"},
@@ -36,6 +42,9 @@ raw record atomically to --out. Progress lines go to --progress-fd.`,
 			&cli.StringFlag{Name: "reference-artifact", Usage: "a fidelity worker's reference arm's prepared artifact directory (--config and --artifact are the pair's treatment arm)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "raw record path"},
 			&cli.IntFlag{Name: "progress-fd", Usage: "file descriptor for progress lines (0: none)"},
+			&cli.StringFlag{Name: "run-dir", Usage: "as a job array task: the run `DIR`, whose journal the worker adds its record to"},
+			&cli.StringFlag{Name: "journal-key", Usage: "as a job array task: the work `KEY` to journal the record with"},
+			&cli.StringFlag{Name: "build", Usage: "as a job array task: the `SHA256` this executable must have"},
 		},
 		Action: runWorkerCmd,
 	}
@@ -43,11 +52,34 @@ raw record atomically to --out. Progress lines go to --progress-fd.`,
 
 func runWorkerCmd(c *cli.Context) (err error) {
 	started := worker.Started()
+	task := c.String("journal-key") != ""
+	if task != (c.String("run-dir") != "") || task != (c.String("build") != "") {
+		return usageError("worker: --run-dir, --journal-key and --build go together (a job array task)")
+	}
+	if task {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("worker: find this executable: %w", err)
+		}
+		if err := campaigns.CheckBuild(exe, c.String("build")); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		if err := campaigns.WaitPreparation(c.String("artifact")); err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		// The worker starts now: hashing the executable and waiting for a
+		// preparation are the scheduler's business, not the worker's
+		// preparation_seconds (nor its wall clock).
+		started = time.Now()
+	}
 	kid, err := campaigns.FrozenContractID(c.String("contract"))
 	if err != nil {
 		return err
 	}
 	if contracts.IsIFEval(kid) {
+		if task {
+			return usageError("worker: IFEval shards do not run as job array tasks")
+		}
 		return runIFEvalWorker(c, started)
 	}
 	if contracts.IsFidelity(kid) {
@@ -78,10 +110,20 @@ func runWorkerCmd(c *cli.Context) (err error) {
 	wd := workerDevice(camp, dev, sampler)
 	progress, closeProgress := progressWriter(c)
 	defer closeProgress()
-	return worker.Run(worker.Options{
+	if err := worker.Run(worker.Options{
 		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Block: c.Int("block"),
 		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
-	})
+	}); err != nil || !task {
+		return err
+	}
+	rel, sum, err := campaigns.JournalTask(c.String("run-dir"), c.String("journal-key"), contract, camp, cfg, c.Int("block"))
+	if err != nil {
+		return fmt.Errorf("worker: journal the record: %w", err)
+	}
+	host, _ := os.Hostname()
+	fmt.Fprintf(c.App.Writer, "worker: %s block %d on %s: %s journaled (sha256 %s) in %s\n",
+		cfg.ID, c.Int("block"), host, rel, sum, time.Since(started).Round(100*time.Millisecond))
+	return nil
 }
 
 // runIFEvalWorker generates one shard of an IFEval campaign's prompts.

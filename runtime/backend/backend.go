@@ -136,6 +136,40 @@ type Synchronous interface {
 	Synchronous() bool
 }
 
+// RowOps is implemented by a Batched backend that also runs a batched
+// prefill's per-token ops over all T rows of a batch in one op each. Row t
+// gets the per-token op's bits (RoPE at position pos0+t, KVAppend at
+// pos0+t, Attention over positions 0..pos0+t, TopK of row t), so the
+// engine may use either form.
+type RowOps interface {
+	// RoPERows rotates row t of x [T, nHeads*headDim] at position pos0+t.
+	RoPERows(x Tensor, T, nHeads, headDim, pos0 int, theta float64) error
+	// KVAppendRows writes rows t of k and v [T, n] at positions pos0+t.
+	KVAppendRows(kCache, vCache, k, v Tensor, T, pos0 int) error
+	// AttentionRows: row t of dst [T, nHeads*headDim] is Attention of row t
+	// of q over positions 0..pos0+t (causal).
+	AttentionRows(dst, q, kCache, vCache Tensor, T, pos0, nHeads, nKVHeads, headDim int) error
+	// TopKRows is TopK of each row t of logits [T, E]: ids[t*k+r] and
+	// weights[t*k+r], host values.
+	TopKRows(logits Tensor, T, k int, norm bool) ([]int, []float32, error)
+}
+
+// BatchedDefault is implemented by a backend.Batched backend whose batched
+// prefill is not the faster one yet: the engine's auto prefill runs token
+// at a time there unless BatchedDefault returns true (a Batched backend
+// without it gets batched prefill by default).
+type BatchedDefault interface {
+	BatchedDefault() bool
+}
+
+// Waiter is implemented by backends whose ops run asynchronously (the CUDA
+// backend): Wait returns once every op issued before it has completed, so
+// the engine can take the end of a batched prefill (the prompt's last
+// logits on the device) on the host clock.
+type Waiter interface {
+	Wait() error
+}
+
 // Viewer is implemented by backends whose tensors can be viewed in part
 // without a copy (the CUDA backend). The engine then uploads the attention
 // projections q|k|v (and Qwen's shared-expert gate|up|mix) as one matrix

@@ -31,6 +31,9 @@ type Backend struct {
 	// persistentSmem is the dynamic shared memory each persistent build
 	// may request (the opt-in limit less its static shared memory).
 	persistentSmem [len(persistentBuilds)]int
+	// routeInSmem is the dynamic shared memory the route-in expert kernels
+	// (experts_routed.cu) may request.
+	routeInSmem int
 
 	// Owner-thread state.
 	ring     *uploadRing
@@ -38,14 +41,18 @@ type Backend struct {
 	small    cu.DevicePtr // top-k ids/weights and argmax result (when results are not mapped)
 	results  mappedBuf    // the same results in mapped pinned memory (zero-copy), when it works
 	masked   cu.DevicePtr // EOS ids for Argmax
-	maskedN  int          // capacity of masked in ids
-	lastMask []int        // ids currently in masked
-	fusedAct *Tensor      // FusedExperts scratch
-	attPart  *Tensor      // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt   *Tensor      // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events   []cu.Event   // completed events ready for reuse
-	occ      map[occKey]int
-	tune     tuning
+	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
+	// AttentionRows' partials and tickets, TopKRows' results (rowops.go).
+	attRowsPart, attRowsCnt, topkRows *Tensor
+	idxBytes                          int
+	maskedN                           int        // capacity of masked in ids
+	lastMask                          []int      // ids currently in masked
+	fusedAct                          *Tensor    // FusedExperts scratch
+	attPart                           *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt                            *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events                            []cu.Event // completed events ready for reuse
+	occ                               map[occKey]int
+	tune                              tuning
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec
@@ -63,6 +70,9 @@ type Backend struct {
 	// moeLaunches counts launches of the fused routed-experts kernel
 	// (fusedExperts; tests read it).
 	moeLaunches int
+	// routeInLaunches counts the route-in gate/up kernels captured
+	// (routeIn; tests read it).
+	routeInLaunches int
 	// capturing is set while the stepper captures a graph (the L2
 	// prefetch branch forks only then).
 	capturing bool
@@ -147,6 +157,8 @@ type tuning struct {
 	moeFlags    int  // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn      bool // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
 	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
+	routeIn     bool // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
+	routeInWait bool // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in
@@ -264,7 +276,7 @@ func (b *Backend) teardown() error {
 		errs = append(errs, hostFree(b.results.p))
 		b.results = mappedBuf{}
 	}
-	for _, p := range []cu.DevicePtr{b.small, b.masked} {
+	for _, p := range []cu.DevicePtr{b.small, b.masked, b.idx} {
 		if p != 0 {
 			errs = append(errs, cu.MemFree(p))
 		}
@@ -272,7 +284,7 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
-	for _, t := range []*Tensor{b.attPart, b.attCnt} {
+	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

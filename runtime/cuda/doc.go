@@ -87,7 +87,11 @@
 // Two fusions that keep the bits are tunings, off because they measured
 // slower: router + route_step in one launch (tuning.routeFused) and a
 // routed group's gate/up + down in one launch with a grid barrier
-// (tuning.fusedMoE, experts_moe_int4_t).
+// (tuning.fusedMoE, experts_moe_int4_t). A third is off for the same
+// reason: the routing done inside the routed experts' gate/up and down
+// blocks (tuning.routeIn, experts_routed.cu: no route_step launch), 10-12%
+// slower, 3-5% with the down kernel reading gate/up's table
+// (results/decode-h200-s13).
 //
 // Known weak spots: op-by-op, every op is one kernel launch issued from Go
 // (~3-4 µs of CPU each), so small models are launch-bound there. A kernel

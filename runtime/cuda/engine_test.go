@@ -66,7 +66,7 @@ func TestEngineMatchesCPU(t *testing.T) {
 				cdev := cache.NewCPUDevice(cb)
 				defer cdev.Close()
 				want := generate(t, cb, cdev, art, engine.LoadOptions{}, req)
-				got := generate(t, testBE, testBE.Rows(), art, engine.LoadOptions{}, req)
+				got := generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{}, req)
 				for s := range want.Logits {
 					closeTo(t, fmt.Sprintf("step %d logits", s), got.Logits[s], want.Logits[s], 1e-3, 1e-3)
 				}
@@ -93,7 +93,7 @@ func TestEngineExecutorsAndResidency(t *testing.T) {
 			var ref engine.Result
 			for _, ex := range executor.Names() {
 				for _, c := range []int{cfg.NumExperts, cfg.TopK, cfg.TopK + 3} {
-					res := generate(t, testBE, testBE.Rows(), art, engine.LoadOptions{Executor: ex, Capacity: c}, req)
+					res := generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: ex, Capacity: c}, req)
 					if ref.Tokens == nil {
 						ref = res
 						continue

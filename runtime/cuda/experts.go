@@ -144,6 +144,9 @@ type rowTable struct {
 	dev  cu.DevicePtr
 	k0   int
 	norm normSpec
+	// late: the table is written by the kernel just ahead, so the _t down
+	// kernel must wait before it reads it (no early loads).
+	late bool
 }
 
 // gateUpLaunch enqueues experts_gateup; owner thread only. Blocks stride
@@ -158,10 +161,7 @@ func (b *Backend) gateUpLaunchFrom(act, x cu.DevicePtr, a int, l qpack.RecordLay
 	if smem > b.smemMax {
 		smem, v = 0, 1
 	}
-	pi := 0
-	if b.tune.gateUpNRP == gateUpNRP[1] {
-		pi = 1
-	}
+	pi := b.gateUpIndex()
 	nrp := gateUpNRP[pi]
 	fn := b.k.gateup[schemeIndex(l.Scheme)][pi][v]
 	if rt.blob == nil {
@@ -178,6 +178,15 @@ func (b *Backend) gateUpLaunchFrom(act, x cu.DevicePtr, a int, l qpack.RecordLay
 	}
 	return b.launch(fn, grid, block, smem, append(args, argPtr(rt.dev), argInt(rt.k0),
 		argPtr(rt.norm.w), argInt(rt.norm.kind), argF32(rt.norm.eps))...)
+}
+
+// gateUpIndex is the grouped gate/up variant (index into gateUpNRP): NRP 2
+// unless tuning.gateUpNRP asks for 4.
+func (b *Backend) gateUpIndex() int {
+	if b.tune.gateUpNRP == gateUpNRP[1] {
+		return 1
+	}
+	return 0
 }
 
 // downShape picks the down kernel's variant (index into downVariants) and
@@ -253,7 +262,7 @@ func (b *Backend) downLaunchFrom(out, act cu.DevicePtr, a int, l qpack.RecordLay
 		acc = 1
 	}
 	early := 0
-	if !b.tune.downLate && b.rec == nil {
+	if !b.tune.downLate && b.rec == nil && !rt.late {
 		early = 1 // the first weight loads before grid_dep_enter (experts_grouped.cu)
 	}
 	fn := b.k.downT[schemeIndex(l.Scheme)][vi][v]

@@ -43,6 +43,17 @@ type kernelSet struct {
 	// (suffix _t), for captured steps.
 	gateupT [2][2][2]cu.Function
 	downT   [2][3][2]cu.Function
+	// experts_routed.cu: the staged _t kernels with the layer's routing
+	// done in each block (tuning.routeIn): [0 int4, 1 fp16][NRP index],
+	// [0 int4, 1 fp16][downVariants index].
+	gateupR [2][2]cu.Function
+	downR   [2][3]cu.Function
+	// matmul.cu: the batched row kernels of prefill (batched.go):
+	// [0 int4, 1 FP16][matmulTB index].
+	matmul [2][2]cu.Function
+	// prefill_rows.cu: the batched prefill's per-token ops over its rows
+	// (rowops.go).
+	ropeRows, attentionRows, topkRows cu.Function
 	// experts_fused.cu: gate/up and down of an int4 routed group in one
 	// launch with a grid barrier between them (fusedExperts).
 	moeInt4T cu.Function
@@ -122,6 +133,19 @@ func (b *Backend) loadKernels() error {
 			}
 		}
 	}
+	for si, s := range [2]string{"int4", "f16"} {
+		for i, nrp := range gateUpNRP {
+			k.gateupR[si][i] = get(fmt.Sprintf("experts_gateup_%s_p%d_s_r", s, nrp))
+		}
+		for i, dv := range downVariants {
+			k.downR[si][i] = get(fmt.Sprintf("experts_down_%s_%s_s_r", s, dv.suffix))
+		}
+	}
+	for i, tb := range matmulTB {
+		k.matmul[0][i] = get(fmt.Sprintf("matmul_w4a16_b%d", tb))
+		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
+	}
+	k.ropeRows, k.attentionRows, k.topkRows = get("rope_rows_f32"), get("attention_rows_f32"), get("router_topk_rows")
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
 	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
@@ -153,7 +177,7 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.topk, k.moeInt4T}
+	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -172,6 +196,28 @@ func (b *Backend) loadKernels() error {
 	for _, f := range big {
 		if err := setMaxDynamicShared(f, b.smemMax); err != nil {
 			return err
+		}
+	}
+	// The route-in kernels declare the block's GroupTable and route_step's
+	// arrays as static shared memory, more than smemStaticRoom: their
+	// dynamic limit (routeInSmem) is what the opt-in limit leaves the
+	// largest of them.
+	var routeIn []cu.Function
+	for si := range 2 {
+		routeIn = append(append(routeIn, k.gateupR[si][:]...), k.downR[si][:]...)
+	}
+	most := 0
+	for _, f := range routeIn {
+		st, err := staticShared(f)
+		if err != nil {
+			return err
+		}
+		most = max(most, st)
+	}
+	b.routeInSmem = b.smemMax + smemStaticRoom - most
+	for _, f := range routeIn {
+		if err := setMaxDynamicShared(f, b.routeInSmem); err != nil {
+			return fmt.Errorf("route-in expert kernel: %w", err)
 		}
 	}
 	// The persistent kernel's builds declare more static shared memory
@@ -199,6 +245,9 @@ var moduleFuncs = map[string][]string{
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
+	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
+	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "router_topk_rows"},
+	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
 	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32"},
@@ -216,8 +265,8 @@ var moduleFuncs = map[string][]string{
 // of it, so a captured step may launch them as programmatic dependent
 // launches. Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
-var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "norm", "elementwise", "rope_attention",
-	"router", "embed_argmax", "decode"}
+var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_routed", "norm", "elementwise",
+	"rope_attention", "router", "embed_argmax", "decode"}
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,
 // shared|global) with a by-value row table, and the same with suffix _t
@@ -234,6 +283,21 @@ func groupedNames() []string {
 				n := fmt.Sprintf("experts_down_%s_%s_%s", s, dv.suffix, v)
 				out = append(out, n, n+"_t")
 			}
+		}
+	}
+	return out
+}
+
+// routedNames lists experts_routed.cu's kernels: the staged gate/up and
+// down of each scheme and variant with suffix _s_r.
+func routedNames() []string {
+	var out []string
+	for _, s := range []string{"int4", "f16"} {
+		for _, nrp := range gateUpNRP {
+			out = append(out, fmt.Sprintf("experts_gateup_%s_p%d_s_r", s, nrp))
+		}
+		for _, dv := range downVariants {
+			out = append(out, fmt.Sprintf("experts_down_%s_%s_s_r", s, dv.suffix))
 		}
 	}
 	return out

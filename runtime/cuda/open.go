@@ -26,7 +26,7 @@ func init() {
 			return nil, err
 		}
 		return &device.Opened{
-			Backend: b, Rows: b.Rows(),
+			Backend: b, Rows: b.ExpertRows(),
 			MeasureH2D: func() (float64, error) {
 				gbps, err := b.MeasureH2D(h2dProbeBytes, h2dProbeReps)
 				return gbps * 1e9, err

@@ -134,6 +134,14 @@ func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPa
 	if rows == 0 {
 		return nil
 	}
+	if xs4Bytes(cols) > b.smemMax && cols%32 != 0 {
+		return fmt.Errorf("cuda: %s: %d columns stage %d bytes of activations, above the %d-byte shared-memory limit, and are not a multiple of 32", op, cols, xs4Bytes(cols), b.smemMax)
+	}
+	return b.o.async(func() error { return b.matvecW4Launch(op, y, mat, x, rows, cols, colsPadded, scalesOffset) })
+}
+
+// matvecW4Launch launches the int4 matvec; owner thread only.
+func (b *Backend) matvecW4Launch(op string, y, mat, x cu.DevicePtr, rows, cols, colsPadded, scalesOffset int) error {
 	smem, v := xs4Bytes(cols), 0
 	if smem > b.smemMax {
 		if cols%32 != 0 {
@@ -141,17 +149,15 @@ func (b *Backend) matvecW4(op string, y, mat, x cu.DevicePtr, rows, cols, colsPa
 		}
 		smem, v = 0, 1
 	}
-	return b.o.async(func() error {
-		// r8 (one 8-warp block per SM, more registers) only when asked for.
-		i := b.pickNR(w4NR[:], 3, b.tune.w4NR, rows)
-		fn := b.k.matvecW4[i][v]
-		grid := b.rowGrid(fn, smem, (rows+w4NR[i]-1)/w4NR[i])
-		if err := b.launch(fn, grid, block, smem, argPtr(y), argPtr(mat), argPtr(x), argInt(rows), argInt(cols),
-			argInt(colsPadded), argInt(scalesOffset)); err != nil {
-			return fmt.Errorf("cuda: %s: launch: %w", op, err)
-		}
-		return nil
-	})
+	// r8 (one 8-warp block per SM, more registers) only when asked for.
+	i := b.pickNR(w4NR[:], 3, b.tune.w4NR, rows)
+	fn := b.k.matvecW4[i][v]
+	grid := b.rowGrid(fn, smem, (rows+w4NR[i]-1)/w4NR[i])
+	if err := b.launch(fn, grid, block, smem, argPtr(y), argPtr(mat), argPtr(x), argInt(rows), argInt(cols),
+		argInt(colsPadded), argInt(scalesOffset)); err != nil {
+		return fmt.Errorf("cuda: %s: launch: %w", op, err)
+	}
+	return nil
 }
 
 // elementwiseGrid covers n values with one thread each, capped (the kernels
@@ -447,15 +453,21 @@ func (b *Backend) TopK(logits backend.Tensor, k int, norm bool) ([]int, []float3
 		return nil, nil, fmt.Errorf("cuda: TopK: %w", err)
 	}
 	if norm {
-		var s float32
-		for _, w := range ws {
-			s += w
-		}
-		for i := range ws {
-			ws[i] /= s
-		}
+		renormalise(ws)
 	}
 	return ids, ws, nil
+}
+
+// renormalise divides a routed group's weights by their sum, added in
+// order: the CPU reference's (Backend.TopK) renormalisation.
+func renormalise(ws []float32) {
+	var s float32
+	for _, w := range ws {
+		s += w
+	}
+	for i := range ws {
+		ws[i] /= s
+	}
 }
 
 // Argmax implements backend.Backend.

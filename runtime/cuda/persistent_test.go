@@ -78,7 +78,7 @@ func TestPersistentRefusesPartial(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, StepMode: engine.StepPersistent})
+	_, err = engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, StepMode: engine.StepPersistent})
 	if err == nil || !strings.Contains(err.Error(), "needs full residency") {
 		t.Fatalf("err %v, want a refusal naming full residency", err)
 	}
@@ -116,6 +116,8 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-fused", engine.StepGraphFull, tuning{fusedMoE: true}},
 			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
+			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
+			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
 			{"graph-full-attnin", engine.StepGraphFull, tuning{attnIn: true}},
 			{"graph-full-downg", engine.StepGraphFull, tuning{downGlobal: true}},
@@ -135,7 +137,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 		for _, m := range modes {
 			b.Run(filepath.Base(dir)+"/"+m.name, func(b *testing.B) {
 				withTuning(b, testBE, m.tn)
-				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step})
+				l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -170,7 +172,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 				tn := pt.tn
 				tn.traceUnits = true
 				withTuning(b, testBE, tn)
-				l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepPersistent})
+				l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepPersistent})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -238,7 +240,7 @@ func BenchmarkDecodeDepth(b *testing.B) {
 			// The KV cache holds the deepest request (beyond the default
 			// when asked; the model's context still bounds it).
 			maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
-			l, err := engine.Load(testBE, testBE.Rows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq})
+			l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq})
 			if err != nil {
 				b.Fatal(err)
 			}

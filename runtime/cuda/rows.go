@@ -32,8 +32,9 @@ type Rows struct {
 
 var _ device.Device = (*Rows)(nil)
 
-// Rows returns the backend's cache device.
-func (b *Backend) Rows() *Rows { return b.rows }
+// ExpertRows returns the backend's cache device (the rows of the expert
+// cache; Rows is backend.Batched's row view).
+func (b *Backend) ExpertRows() *Rows { return b.rows }
 
 // Name implements device.Device.
 func (r *Rows) Name() string { return fmt.Sprintf("cuda:%d", r.b.ordinal) }

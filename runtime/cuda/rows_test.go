@@ -14,7 +14,7 @@ import (
 // with WriteBytes computes. Event outcomes are stable once complete.
 func TestRowsCopy(t *testing.T) {
 	be := testBE
-	dev := be.Rows()
+	dev := be.ExpertRows()
 	l, _ := qpack.NewRecordLayout(qpack.SchemeInt4, 2048, 1024)
 	rng := rand.New(rand.NewPCG(8, 9))
 	rec := makeRecord(t, rng, l)
@@ -77,7 +77,7 @@ func TestRowsCopy(t *testing.T) {
 // all copies), and the slab is freed with its last row, once.
 func TestRowsAllocRows(t *testing.T) {
 	be := testBE
-	dev := be.Rows()
+	dev := be.ExpertRows()
 	l, _ := qpack.NewRecordLayout(qpack.SchemeInt4, 2048, 1024)
 	rng := rand.New(rand.NewPCG(10, 11))
 	const count = 5

@@ -558,6 +558,16 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 	if suppress {
 		mask = 1
 	}
+	if set && s.mode == device.StepGraphWait {
+		// The cache may have moved rows since this stepper last served
+		// (a batched prefill leases op by op): every step that read the
+		// tables has been served, so they are rewritten before this one.
+		for l := range s.L {
+			if err := s.refreshTable(l); err != nil {
+				return 0, fmt.Errorf("cuda: stepper: layer %d table: %w", l, err)
+			}
+		}
+	}
 	launchStep := func(slot int, set, head bool) error {
 		for i := 0; i <= s.L; i++ {
 			atomic.StoreInt32(s.flag(slot, i), 0)

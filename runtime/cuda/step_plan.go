@@ -237,32 +237,13 @@ func (s *stepper) issueAttnOut(l int) error {
 func (s *stepper) issueRoute(i, l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	E := cfg.NumExperts
-	var table, need cu.DevicePtr
-	switch s.mode {
-	case device.StepGraphFull, device.StepPersistent:
-		table = s.tables + cu.DevicePtr(8*l*E)
-	case device.StepGraphWait:
-		table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
-		need = s.need + cu.DevicePtr(8*l)
+	if s.routeIn() {
+		// the routed experts' kernels route (issueRoutedIn)
+		return b.matvecF16Launch(s.rlog, ptr(lw.Router), ptr(s.spec.X), 0, 0, E, cfg.HiddenSize, s.norm(lw.PostNorm))
 	}
-	norm := 0
-	if cfg.NormTopKProb {
-		norm = 1
-	}
-	ids := s.host.dev + cu.DevicePtr(s.idsAt(s.cur, l))
-	flag := s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
-	var copySrc, copyDst cu.DevicePtr
-	copyN := 0
-	if s.deviceTables() {
-		ids = s.idsDev + cu.DevicePtr(4*l*s.A)
-		if i != s.prog.lastRoute {
-			flag = 0
-		} else {
-			copySrc, copyDst, copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
-		}
-	}
-	route := []uint64{argInt(s.A), argInt(norm), argPtr(table), argPtr(s.group(l)), argPtr(need), argPtr(ids), argPtr(flag),
-		argPtr(copySrc), argPtr(copyDst), argInt(copyN)}
+	ro := s.routeOut(l, i == s.prog.lastRoute)
+	route := []uint64{argInt(s.A), argInt(ro.norm), argPtr(ro.table), argPtr(s.group(l)), argPtr(ro.need), argPtr(ro.ids), argPtr(ro.flag),
+		argPtr(ro.copySrc), argPtr(ro.copyDst), argInt(ro.copyN)}
 	if s.routeFused() {
 		nm := s.norm(lw.PostNorm)
 		smem := xsBytes(cfg.HiddenSize)
@@ -275,6 +256,68 @@ func (s *stepper) issueRoute(i, l int) error {
 		return err
 	}
 	return b.launch(b.k.routeStep, 1, 32, 0, append([]uint64{argPtr(s.rlog), argInt(E)}, route...)...)
+}
+
+// routeDest is where layer l's routing goes (route_step's arguments but the
+// logits and the group table): the table rows are gathered from (0 when
+// graph-segmented: the host writes the rows), the miss ticket (graph-wait),
+// the ids, the flag raised for the host (0: none) and the copy of every
+// layer's ids that the last route of a graph-full step publishes.
+type routeDest struct {
+	norm                   int
+	table, need, ids, flag cu.DevicePtr
+	copySrc, copyDst       cu.DevicePtr
+	copyN                  int
+}
+
+// routeOut is layer l's routeDest; last: its route is the step's last.
+func (s *stepper) routeOut(l int, last bool) routeDest {
+	var r routeDest
+	E := s.cfg.NumExperts
+	switch s.mode {
+	case device.StepGraphFull, device.StepPersistent:
+		r.table = s.tables + cu.DevicePtr(8*l*E)
+	case device.StepGraphWait:
+		r.table = s.host.dev + cu.DevicePtr(s.tableOff+8*l*E)
+		r.need = s.need + cu.DevicePtr(8*l)
+	}
+	if s.cfg.NormTopKProb {
+		r.norm = 1
+	}
+	r.ids = s.host.dev + cu.DevicePtr(s.idsAt(s.cur, l))
+	r.flag = s.host.dev + cu.DevicePtr(s.flagAt(s.cur, l))
+	if s.deviceTables() {
+		r.ids = s.idsDev + cu.DevicePtr(4*l*s.A)
+		if !last {
+			r.flag = 0
+		} else {
+			r.copySrc, r.copyDst, r.copyN = s.idsDev, s.host.dev+cu.DevicePtr(s.idsAt(s.cur, 0)), s.L*s.A
+		}
+	}
+	return r
+}
+
+// routeIn: each layer's routing runs inside its routed experts' gate/up
+// and down launches (experts_routed.cu: every block routes from the
+// router's logits into its shared memory, block 0 of the gate/up publishes
+// the ids), so no route_step is launched, with the same bits. It applies
+// when tuning.routeIn asks for it, to graph-full steps (rows from the
+// device table of pinned rows) of the grouped-v1 strategy that neither
+// record a persistent program nor fuse route or experts otherwise, when
+// both kernels stage their activations in shared memory within what the
+// route-in kernels may request (routeInSmem) and route_step_body takes
+// the shape (E <= 256 experts, at most 64 routed).
+func (s *stepper) routeIn() bool {
+	b := s.b
+	if !b.tune.routeIn || b.rec != nil || s.mode != device.StepGraphFull || s.strategy != executor.PerGroup ||
+		s.fusedExperts() || s.routeFused() || s.cfg.NumExperts > 256 || s.A > 64 {
+		return false
+	}
+	if stagedBytes(s.lay.Scheme, s.lay.Gate.Cols) > b.routeInSmem {
+		return false
+	}
+	_, _, smem, v := b.downShape(s.A, s.lay)
+	return v == 0 && smem <= b.routeInSmem
 }
 
 // routeFused: route runs as one router_route_step launch (the router
@@ -356,6 +399,9 @@ func (s *stepper) issueRoutedExperts(i, l int, gateUp bool) error {
 			}
 			return nil
 		}
+		if gateUp && s.routeIn() {
+			return s.issueRoutedIn(i, l, xn)
+		}
 		if gateUp {
 			if err := b.gateUpLaunchFrom(s.act, x, s.A, s.lay, rowTable{dev: grp, norm: xn}); err != nil {
 				return err
@@ -367,6 +413,44 @@ func (s *stepper) issueRoutedExperts(i, l int, gateUp bool) error {
 		return b.downLaunchFrom(s.moe, s.act, s.A, s.lay, rowTable{dev: grp}, 0, false)
 	}
 	return fmt.Errorf("executor strategy %s", s.strategy) // check refused it
+}
+
+// issueRoutedIn is a grouped-v1 routed-experts under routeIn: the route-in
+// gate/up (block 0 publishing the ids, and the group table when the down
+// kernel reads it: tuning.routeInWait), then the route-in down, or the _t
+// down waiting before it reads the table.
+func (s *stepper) issueRoutedIn(i, l int, xn normSpec) error {
+	b, lay, E := s.b, s.lay, s.cfg.NumExperts
+	x := ptr(s.spec.X)
+	ro := s.routeOut(l, s.prog.body[s.prog.lastRoute].Layer == l)
+	si, pi := schemeIndex(lay.Scheme), b.gateUpIndex()
+	F, D := lay.Gate.Rows, lay.Gate.Cols
+	nrp := gateUpNRP[pi]
+	fn := b.k.gateupR[si][pi]
+	smem := stagedBytes(lay.Scheme, D)
+	b.routeInLaunches++
+	var tbl cu.DevicePtr
+	if b.tune.routeInWait {
+		tbl = s.group(l)
+	}
+	if err := b.launch(fn, b.rowGrid(fn, smem, s.A*((F+nrp-1)/nrp)), block, smem, argPtr(s.act), argPtr(x), argInt(s.A),
+		argInt(F), argInt(D), argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Gate.ColsPadded), argInt(lay.Gate.ScalesOffset),
+		argPtr(xn.w), argInt(xn.kind), argF32(xn.eps), argPtr(s.rlog), argInt(E), argInt(ro.norm), argPtr(ro.table), argPtr(tbl),
+		argPtr(ro.ids), argPtr(ro.flag), argPtr(ro.copySrc), argPtr(ro.copyDst), argInt(ro.copyN)); err != nil {
+		return err
+	}
+	out, resid := s.moe, cu.DevicePtr(0)
+	if s.prog.downAddsResidual(i, s.strategy) {
+		out, resid = x, x
+	}
+	if b.tune.routeInWait {
+		return b.downLaunchFrom(out, s.act, s.A, lay, rowTable{dev: tbl, late: true}, resid, false)
+	}
+	vi, R, dsmem, _ := b.downShape(s.A, lay)
+	Dd, Fd := lay.Down.Rows, lay.Down.Cols
+	return b.launch(b.k.downR[si][vi], (Dd+R-1)/R, block, dsmem, argPtr(out), argPtr(s.act), argInt(s.A), argInt(Dd), argInt(Fd),
+		argInt(lay.Down.Offset), argInt(lay.Down.ColsPadded), argInt(lay.Down.ScalesOffset), argInt(R), argPtr(resid), argInt(0),
+		argPtr(s.rlog), argInt(E), argInt(ro.norm), argPtr(ro.table))
 }
 
 // issueSharedExpert is shared-expert (Qwen) with the moe-residual that

@@ -71,7 +71,10 @@ func TestStepperMatchesOps(t *testing.T) {
 // without its L2 prefetch; router and route_step in one launch; the down
 // kernel waiting before its first weight loads (the default loads them
 // ahead of its dependency wait); the q/k norm, RoPE and KV append inside
-// the attention launch (attention_in_step); and all of them together.
+// the attention launch (attention_in_step); the routing inside the
+// routed experts' gate/up and down launches (experts_routed.cu), the down
+// kernel routing itself or reading the table gate/up's block 0 wrote; and
+// all of them together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
 		name string
@@ -85,6 +88,9 @@ func TestStepperTunings(t *testing.T) {
 		{"attn-in", tuning{attnIn: true}},
 		{"down-global", tuning{downGlobal: true}},
 		{"f16-r1", tuning{f16NR: 1}},
+		{"route-in", tuning{routeIn: true}},
+		{"route-in-wait", tuning{routeIn: true, routeInWait: true}},
+		{"route-in-p4", tuning{routeIn: true, gateUpNRP: 4}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -129,7 +135,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t)
+	pdl0, pf0, moe0, ri0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -179,8 +185,33 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !fused && n != 0:
 		t.Fatalf("%s (%s, %s, fusedMoE %v): %d fused routed-experts launches", mode, o.Executor, art.Scheme(), fusedOn, n)
 	}
+	// With tuning.routeIn (and no other fusion of route or experts)
+	// graph-full steps of grouped-v1 route inside the routed experts'
+	// kernels; nothing else ever does.
+	var tn tuning
+	if err := testBE.o.do(func() error { tn = testBE.tune; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	routed := mode == engine.StepGraphFull && tn.routeIn && !tn.routeFused && !fused && o.Executor == "grouped-v1"
+	switch n := routeInLaunches(t) - ri0; {
+	case routed && n == 0:
+		t.Fatalf("%s: no route-in expert launch", mode)
+	case !routed && n != 0:
+		t.Fatalf("%s (%s, routeIn %v): %d route-in expert launches", mode, o.Executor, tn.routeIn, n)
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// routeInLaunches reads the test backend's count of route-in gate/up
+// kernels captured.
+func routeInLaunches(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.routeInLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // moeLaunches reads the test backend's count of fused routed-experts
@@ -220,7 +251,7 @@ func prefetchLaunches(t *testing.T) int {
 // when the test ends.
 func loadEngine(t *testing.T, art *qpack.Artifact, o engine.LoadOptions) *engine.Loaded {
 	t.Helper()
-	l, err := engine.Load(testBE, testBE.Rows(), art, o)
+	l, err := engine.Load(testBE, testBE.ExpertRows(), art, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +365,7 @@ func TestStepperOverlap(t *testing.T) {
 			{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute, StepMode: engine.StepGraphWait},
 			{Executor: "scalar-v1", Capacity: cfg.TopK + 2, Overlap: engine.OverlapHitCompute},
 		} {
-			if l, err := engine.Load(testBE, testBE.Rows(), art, o); err == nil {
+			if l, err := engine.Load(testBE, testBE.ExpertRows(), art, o); err == nil {
 				l.Close()
 				t.Errorf("Load(%+v) succeeded", o)
 			}

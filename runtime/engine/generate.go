@@ -50,7 +50,12 @@ type Result struct {
 	// returns), or a captured step whose stepper is a device.PrefillTimer
 	// (device events: admission marked on an idle stream, the end recorded
 	// between the head and the selection kernel). Op by op on an
-	// asynchronous backend leaves it untimed.
+	// asynchronous backend leaves it untimed. It is at most TTFTSeconds:
+	// a device interval runs on the GPU's clock, and over a prefill of
+	// seconds the two clocks' rates differ by more than the few
+	// microseconds between the head and the token reaching the host (seen
+	// on the H200: 2.231616 s against a TTFT of 2.231614 s), so finish
+	// caps it at the TTFT.
 	PrefillSeconds float64
 	PrefillTimed   bool
 	// Logits holds LogitSteps rows of [V] values.
@@ -72,15 +77,55 @@ func (r Result) DecodeTokS() float64 {
 }
 
 // TimesPrefill reports whether Generate times the end of prefill
-// (Result.PrefillTimed): op by op on a backend.Synchronous backend, or
-// through a stepper that is a device.PrefillTimer for its mode.
+// (Result.PrefillTimed): a batched prefill on a backend.Synchronous or
+// backend.Waiter backend, a token-at-a-time one through a stepper that is
+// a device.PrefillTimer for its mode, or op by op on a
+// backend.Synchronous backend.
 func (e *Engine) TimesPrefill() bool {
+	if e.batched != nil {
+		return e.hostTimesHead()
+	}
 	if e.stepper != nil {
 		pt, ok := e.stepper.(device.PrefillTimer)
 		return ok && pt.TimesPrefill()
 	}
 	sb, ok := e.be.(backend.Synchronous)
 	return ok && sb.Synchronous()
+}
+
+// hostTimesHead: the host can take the time the head's logits are on the
+// device, its ops having completed on return or through a wait.
+func (e *Engine) hostTimesHead() bool {
+	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
+		return true
+	}
+	_, ok := e.be.(backend.Waiter)
+	return ok
+}
+
+// timedPrefill runs the prompt op by op (prefill: batched or token at a
+// time) and records res's prefill end when the head's logits are on the
+// device: at once on a backend.Synchronous backend, after a wait on a
+// backend.Waiter one in a batched prefill.
+func (e *Engine) timedPrefill(res *Result, t0 time.Time, prompt, masked []int) (int, error) {
+	var werr error
+	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
+		e.headDone = func() { res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true }
+	} else if w, ok := e.be.(backend.Waiter); ok && e.batched != nil {
+		e.headDone = func() {
+			if err := w.Wait(); err != nil {
+				werr = fmt.Errorf("wait for the prompt's logits: %w", err)
+				return
+			}
+			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
+		}
+	}
+	next, err := e.prefill(prompt, masked)
+	e.headDone = nil
+	if err == nil {
+		err = werr
+	}
+	return next, err
 }
 
 // Generate runs prefill over the prompt, then decodes greedily. The KV cache
@@ -124,13 +169,7 @@ func (e *Engine) Generate(req Request) (Result, error) {
 	// the last one and every decode step run it whole, ending in the
 	// selected token.
 	n := len(req.Prompt)
-	if sb, ok := e.be.(backend.Synchronous); ok && sb.Synchronous() {
-		e.headDone = func() {
-			res.PrefillSeconds, res.PrefillTimed = time.Since(t0).Seconds(), true
-		}
-	}
-	next, err := e.prefill(req.Prompt, masked)
-	e.headDone = nil
+	next, err := e.timedPrefill(&res, t0, req.Prompt, masked)
 	if err != nil {
 		return Result{}, err
 	}
@@ -195,18 +234,25 @@ func (r Result) finish() Result {
 	r.TTFTSeconds = float64(first) / 1e9
 	r.DecodeSeconds = float64(last-first) / 1e9
 	r.RuntimeSeconds = float64(last) / 1e9
+	if r.PrefillTimed && r.PrefillSeconds > r.TTFTSeconds {
+		r.PrefillSeconds = r.TTFTSeconds // clock rates (PrefillSeconds)
+	}
 	return r
 }
 
 // generateDevice is Generate's loop over a device stepper: the prompt's
 // steps set the token and position on the device (only the last one runs
 // the head), and each decode step runs on the state the previous head left.
+// With batched prefill the prompt runs op by op instead (decodeDevice).
 // Timing points are taken when the host holds each token, as in the
 // op-by-op loop.
 func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, error) {
 	n := len(req.Prompt)
 	var next int
 	var err error
+	if e.batched != nil {
+		return e.decodeDevice(req, res, t0)
+	}
 	// A stepper that can time the prefill on the device marks admission
 	// now; the prompt's last step then ends its interval (device.PrefillTimer).
 	var pt device.PrefillTimer
@@ -232,7 +278,33 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 		}
 		res.PrefillSeconds, res.PrefillTimed = marked.Sub(t0).Seconds()+d.Seconds(), true
 	}
-	pos := n
+	return e.decodeSteps(req, res, t0, next, false)
+}
+
+// decodeDevice is generateDevice after a batched prefill: the prompt runs
+// op by op in batches (filling the KV cache the stepper reads), then the
+// decode steps start from the selected token, the first one setting the
+// token and position on the device.
+func (e *Engine) decodeDevice(req Request, res Result, t0 time.Time) (Result, error) {
+	var masked []int
+	if req.SuppressEOS {
+		masked = e.cfg.EOSTokenIDs
+	}
+	next, err := e.timedPrefill(&res, t0, req.Prompt, masked)
+	if err != nil {
+		return Result{}, err
+	}
+	e.stepper.SetLookahead(req.LogitSteps == 0)
+	return e.decodeSteps(req, res, t0, next, true)
+}
+
+// decodeSteps runs the decode steps on the stepper from the first
+// selected token next (position len(req.Prompt)); set: the first step sets
+// the token and position on the device (the prompt did not run on the
+// stepper).
+func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, set bool) (Result, error) {
+	var err error
+	pos := len(req.Prompt)
 	for {
 		if err := e.keepLogits(&res, req); err != nil {
 			return Result{}, err
@@ -246,9 +318,10 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 		if res.ends(req, e.cfg.IsEOS(next)) {
 			break
 		}
-		if next, err = e.stepper.Step(next, pos, false, true, req.SuppressEOS); err != nil {
+		if next, err = e.stepper.Step(next, pos, set, true, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
 		}
+		set = false
 		pos++
 	}
 	return res.finish(), nil

@@ -11,8 +11,9 @@ import (
 
 // Batched prefill: the prompt runs as the plan with T = its length (at most
 // PrefillChunk positions a batch, the KV cache carried from one batch to the
-// next), on a backend that runs batched ops (backend.Batched, the CPU
-// backend). Per layer:
+// next), op by op on a backend that runs batched ops (backend.Batched: the
+// CPU backend, and the CUDA backend, whose captured decode steps then start
+// from the KV cache the batches filled: generateDevice). Per layer:
 //
 //   - the projections (q, k, v, o_proj, the router, Qwen's shared expert)
 //     are one MatMul over the batch's T rows: each weight row is read once;
@@ -20,7 +21,9 @@ import (
 //     normalises each group of its weight's length: each token);
 //   - RoPE, the KV append, attention and top-k run per token, on the
 //     token's row: token t attends to positions 0..pos0+t of a cache that
-//     already holds the whole batch's K and V (causal);
+//     already holds the whole batch's K and V (causal); a backend.RowOps
+//     backend runs each of them over the batch's rows in one op, with the
+//     per-token op's bits;
 //   - the routed experts are computed by expert, not by token: the layer's
 //     distinct routed experts, in first-use order (token order, then slot
 //     order), are leased TopK at a time through the cache (LeaseBatch, Serve:
@@ -49,8 +52,9 @@ const PrefillChunk = 512
 // Prefill modes (LoadOptions.Prefill).
 const (
 	// PrefillAuto runs batched prefill where the backend runs batched ops
-	// op by op (the CPU backend) and next-layer prefetch is off, and token
-	// at a time otherwise.
+	// and defaults to them (backend.BatchedDefault: the CPU backend; the
+	// CUDA backend's batched prefill is slower than token at a time so
+	// far) and next-layer prefetch is off, and token at a time otherwise.
 	PrefillAuto = "auto"
 	// PrefillBatched asks for batched prefill; Load fails where it cannot run.
 	PrefillBatched = "batched"
@@ -77,20 +81,22 @@ func ParsePrefill(s string) (string, error) {
 // prefetch.
 func (e *Engine) usePrefill(mode string) error {
 	bb, ok := e.be.(backend.Batched)
-	can := ok && e.stepper == nil && e.pf == nil
+	can := ok && e.pf == nil
 	switch mode {
 	case PrefillToken:
 		return nil
 	case PrefillBatched:
 		if !can {
 			why := fmt.Sprintf("the %s backend has no batched ops", e.be.Name())
-			switch {
-			case ok && e.stepper != nil:
-				why = "a captured device step runs the prompt one position at a time"
-			case ok:
+			if ok {
 				why = fmt.Sprintf("prefetch %s predicts each position's next group between two layers", PrefetchNextLayer)
 			}
 			return fmt.Errorf("prefill %s: %s", PrefillBatched, why)
+		}
+	}
+	if can && mode == PrefillAuto {
+		if d, ok := e.be.(backend.BatchedDefault); ok && !d.BatchedDefault() {
+			can = false
 		}
 	}
 	if can {
@@ -244,6 +250,12 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 			err = e.attnInBatch(bt, in.Layer, T, pos0)
 		case plan.OpAttention:
 			Q := cfg.NumHeads * cfg.HeadDim()
+			if ro, ok := be.(backend.RowOps); ok {
+				err = withParts(part, []backend.Tensor{bt.att, bt.q}, []int{Q, Q}, func(v []backend.Tensor) error {
+					return ro.AttentionRows(v[0], v[1], e.kCache[in.Layer], e.vCache[in.Layer], T, pos0, cfg.NumHeads, cfg.NumKVHeads, cfg.HeadDim())
+				})
+				break
+			}
 			err = forTokens(T, func(t int) error {
 				at, err := row(bt.att, Q, t)
 				if err != nil {
@@ -350,6 +362,15 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 			opStep{"k_norm", func() error { return be.RMSNorm(k, k, lw.KNorm, e.eps) }})
 	}
 	steps = append(steps, opStep{"rope and kv append", func() error {
+		if ro, ok := be.(backend.RowOps); ok {
+			if err := ro.RoPERows(q, T, cfg.NumHeads, hd, pos0, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope q: %w", err)
+			}
+			if err := ro.RoPERows(k, T, cfg.NumKVHeads, hd, pos0, cfg.RopeTheta); err != nil {
+				return fmt.Errorf("rope k: %w", err)
+			}
+			return ro.KVAppendRows(e.kCache[l], e.vCache[l], k, v, T, pos0)
+		}
 		return forTokens(T, func(t int) error {
 			qt, err := bb.Rows(q, Q, t, 1)
 			if err != nil {
@@ -407,6 +428,22 @@ func (e *Engine) routeBatch(bt *batch, l, T int, part func(backend.Tensor, int) 
 	})
 	if err != nil {
 		return err
+	}
+	if ro, ok := e.be.(backend.RowOps); ok {
+		rl, err := part(bt.rl, E)
+		if err != nil {
+			return err
+		}
+		ids, weights, err := ro.TopKRows(rl, T, A, cfg.NormTopKProb)
+		if err != nil {
+			return fmt.Errorf("router top-%d: %w", A, err)
+		}
+		if len(ids) != T*A || len(weights) != T*A {
+			return fmt.Errorf("router top-%d of %d rows returned %d ids and %d weights", A, T, len(ids), len(weights))
+		}
+		copy(bt.ids, ids)
+		copy(bt.weights, weights)
+		return nil
 	}
 	return forTokens(T, func(t int) error {
 		lt, err := row(bt.rl, E, t)

@@ -71,6 +71,7 @@ func Run(t *testing.T, be backend.Backend, shapes []Shape, tol map[string]Tolera
 	t.Run("Embed", func(t *testing.T) { checkEmbed(t, be, rng) })
 	t.Run("Errors", func(t *testing.T) { checkErrors(t, be) })
 	t.Run("Batched", func(t *testing.T) { runBatched(t, be, rng, shapes) })
+	t.Run("RowOps", func(t *testing.T) { runRowOps(t, be, rng) })
 }
 
 func randF32(rng *rand.Rand, n int, std float64) []float32 {

@@ -1,0 +1,42 @@
+// prefill_rows.cu: a batched prefill's per-token ops over all T rows of a
+// batch in one launch each (backend.RowOps, runtime/cuda/rowops.go). Row t
+// runs the per-token kernel's body at position pos0+t, so it gets that
+// kernel's bits:
+//
+//	rope_rows_f32       rope_pair (rope_f32's body) on row t at pos0+t;
+//	attention_rows_f32  attention_split (attention_f32's body) for query row
+//	                    t over positions 0..pos0+t: blocks t*H*ATT_SPLIT ..
+//	                    are row t's, with row t's own partials and tickets;
+//	router_topk_rows    router_topk_block (router_topk's body) on row t, one
+//	                    block a row.
+//
+// Op by op only (never captured): no dependency wait.
+#include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
+#include "step.cuh"
+
+extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, int pos0, double theta) {
+	const int half = hd >> 1, per = n_heads * half;
+	for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < T * per; idx += gridDim.x * blockDim.x) {
+		const int t = idx / per, r = idx - t * per, h = r / half, i = r - h * half;
+		rope_pair(x + (size_t)t * n_heads * hd + (size_t)h * hd, i, hd, pos0 + t, theta);
+	}
+}
+
+// part: [T][n_heads][ATT_SPLIT][hd+2]; cnt: [T][n_heads], zero between
+// launches (each head's last block resets its ticket).
+extern "C" __global__ void __launch_bounds__(256) attention_rows_f32(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                    const float* kc, const float* vc, int pos0,
+                                                                    int n_heads, int n_kv, int hd) {
+	const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;
+	const size_t Q = (size_t)n_heads * hd;
+	attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,
+	                pos0 + t + 1, n_heads, n_kv, hd, bid);
+}
+
+// ids_out, w_out: [T][k]; dynamic shared memory E floats + E bytes.
+extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* logits, int E, int k, int* ids_out,
+                                                                  float* w_out) {
+	extern __shared__ float p[];
+	const int t = blockIdx.x;
+	router_topk_block(logits + (size_t)t * E, E, k, ids_out + (size_t)t * k, w_out + (size_t)t * k, p);
+}

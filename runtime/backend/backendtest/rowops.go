@@ -1,0 +1,117 @@
+package backendtest
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// runRowOps checks a backend.RowOps against the same backend's per-token
+// ops, bit for bit: RoPERows row t is RoPE at pos0+t, KVAppendRows leaves
+// the caches KVAppend leaves, AttentionRows row t is Attention over
+// positions 0..pos0+t, TopKRows row t is TopK of row t. Head shapes of the
+// tiny models and of the real ones (GQA included), batches of 1, 3 and 9
+// rows at positions from 0 and from 5.
+func runRowOps(t *testing.T, be backend.Backend, rng *rand.Rand) {
+	ro, ok := be.(backend.RowOps)
+	if !ok {
+		t.Skipf("%s does not run row ops", be.Name())
+	}
+	bb, ok := be.(backend.Batched)
+	if !ok {
+		t.Fatalf("%s runs row ops without batched ops", be.Name())
+	}
+	heads := []struct{ h, kv, hd int }{{4, 4, 64}, {4, 2, 16}, {16, 16, 128}}
+	for _, hs := range heads {
+		for _, T := range []int{1, 3, 9} {
+			for _, pos0 := range []int{0, 5} {
+				name := fmt.Sprintf("%dx%d-kv%d/T%d/pos%d", hs.h, hs.hd, hs.kv, T, pos0)
+				t.Run("RoPERows/"+name, func(t *testing.T) {
+					x := randF32(rng, T*hs.h*hs.hd, 1)
+					got, want := upload(t, be, x), upload(t, be, x)
+					if err := ro.RoPERows(got, T, hs.h, hs.hd, pos0, 10000); err != nil {
+						t.Fatal(err)
+					}
+					for tok := range T {
+						if err := be.RoPE(rows(t, bb, want, hs.h*hs.hd, tok, 1), hs.h, hs.hd, pos0+tok, 10000); err != nil {
+							t.Fatal(err)
+						}
+					}
+					sameBits(t, "RoPERows", read(t, be, got), read(t, be, want))
+				})
+				t.Run("KVAppendAttentionRows/"+name, func(t *testing.T) {
+					checkKVAttentionRows(t, be, bb, ro, rng, hs.h, hs.kv, hs.hd, T, pos0)
+				})
+			}
+		}
+	}
+	for _, E := range []int{16, 60, 64} {
+		for _, T := range []int{1, 3, 9} {
+			t.Run(fmt.Sprintf("TopKRows/E%d/T%d", E, T), func(t *testing.T) {
+				l := randF32(rng, T*E, 2)
+				lt := upload(t, be, l)
+				for _, norm := range []bool{false, true} {
+					ids, ws, err := ro.TopKRows(lt, T, 4, norm)
+					if err != nil {
+						t.Fatal(err)
+					}
+					for tok := range T {
+						wi, ww, err := be.TopK(rows(t, bb, lt, E, tok, 1), 4, norm)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if !reflect.DeepEqual(ids[tok*4:(tok+1)*4], wi) {
+							t.Fatalf("row %d (norm %v): ids %v, TopK %v", tok, norm, ids[tok*4:(tok+1)*4], wi)
+						}
+						sameBits(t, fmt.Sprintf("row %d weights (norm %v)", tok, norm), ws[tok*4:(tok+1)*4], ww)
+					}
+				}
+			})
+		}
+	}
+}
+
+// checkKVAttentionRows appends T rows at pos0 to caches that already hold
+// positions 0..pos0-1, through KVAppendRows and through KVAppend row by
+// row, compares the caches, then AttentionRows against Attention.
+func checkKVAttentionRows(t *testing.T, be backend.Backend, bb backend.Batched, ro backend.RowOps, rng *rand.Rand, h, kv, hd, T, pos0 int) {
+	n := kv * hd
+	maxSeq := pos0 + T + 2
+	prefix := randF32(rng, maxSeq*n, 1)
+	for i := pos0 * n; i < len(prefix); i++ {
+		prefix[i] = 0
+	}
+	vprefix := randF32(rng, maxSeq*n, 1)
+	for i := pos0 * n; i < len(vprefix); i++ {
+		vprefix[i] = 0
+	}
+	kc, vc := upload(t, be, prefix), upload(t, be, vprefix)
+	kw, vw := upload(t, be, prefix), upload(t, be, vprefix)
+	k, v := upload(t, be, randF32(rng, T*n, 1)), upload(t, be, randF32(rng, T*n, 1))
+	if err := ro.KVAppendRows(kc, vc, k, v, T, pos0); err != nil {
+		t.Fatal(err)
+	}
+	for tok := range T {
+		if err := be.KVAppend(kw, vw, rows(t, bb, k, n, tok, 1), rows(t, bb, v, n, tok, 1), pos0+tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameBits(t, "K cache", read(t, be, kc), read(t, be, kw))
+	sameBits(t, "V cache", read(t, be, vc), read(t, be, vw))
+	Q := h * hd
+	q := upload(t, be, randF32(rng, T*Q, 1))
+	got, _ := be.Alloc(T * Q)
+	if err := ro.AttentionRows(got, q, kc, vc, T, pos0, h, kv, hd); err != nil {
+		t.Fatal(err)
+	}
+	want, _ := be.Alloc(T * Q)
+	for tok := range T {
+		if err := be.Attention(rows(t, bb, want, Q, tok, 1), rows(t, bb, q, Q, tok, 1), kc, vc, pos0+tok+1, h, kv, hd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameBits(t, "AttentionRows", read(t, be, got), read(t, be, want))
+}

@@ -1,0 +1,92 @@
+package cpu
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// The row ops (backend.RowOps) on the CPU are the per-token ops over the
+// batch's rows in order, through Rows views: the same bits by construction.
+// They let the engine's row-op path and the conformance suite's checks of it
+// run without a GPU.
+
+var _ backend.RowOps = (*Backend)(nil)
+
+// RoPERows implements backend.RowOps.
+func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta float64) error {
+	return b.eachRow(T, func(t int) error {
+		xt, err := b.Rows(x, nHeads*headDim, t, 1)
+		if err != nil {
+			return err
+		}
+		return b.RoPE(xt, nHeads, headDim, pos0+t, theta)
+	})
+}
+
+// KVAppendRows implements backend.RowOps.
+func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int) error {
+	if T <= 0 || k.Len()%T != 0 {
+		return shapeErr("KVAppendRows", "k has %d values for %d rows", k.Len(), T)
+	}
+	n := k.Len() / T
+	return b.eachRow(T, func(t int) error {
+		kt, err := b.Rows(k, n, t, 1)
+		if err != nil {
+			return err
+		}
+		vt, err := b.Rows(v, n, t, 1)
+		if err != nil {
+			return err
+		}
+		return b.KVAppend(kCache, vCache, kt, vt, pos0+t)
+	})
+}
+
+// AttentionRows implements backend.RowOps.
+func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int) error {
+	Q := nHeads * headDim
+	return b.eachRow(T, func(t int) error {
+		dt, err := b.Rows(dst, Q, t, 1)
+		if err != nil {
+			return err
+		}
+		qt, err := b.Rows(q, Q, t, 1)
+		if err != nil {
+			return err
+		}
+		return b.Attention(dt, qt, kCache, vCache, pos0+t+1, nHeads, nKVHeads, headDim)
+	})
+}
+
+// TopKRows implements backend.RowOps.
+func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, []float32, error) {
+	if T <= 0 || logits.Len()%T != 0 {
+		return nil, nil, shapeErr("TopKRows", "%d logits for %d rows", logits.Len(), T)
+	}
+	E := logits.Len() / T
+	ids, ws := make([]int, 0, T*k), make([]float32, 0, T*k)
+	err := b.eachRow(T, func(t int) error {
+		lt, err := b.Rows(logits, E, t, 1)
+		if err != nil {
+			return err
+		}
+		i, w, err := b.TopK(lt, k, norm)
+		ids, ws = append(ids, i...), append(ws, w...)
+		return err
+	})
+	return ids, ws, err
+}
+
+// eachRow runs f for rows 0..T-1 in order.
+func (b *Backend) eachRow(T int, f func(t int) error) error {
+	if T <= 0 {
+		return shapeErr("rows", "%d rows", T)
+	}
+	for t := range T {
+		if err := f(t); err != nil {
+			return fmt.Errorf("row %d: %w", t, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// The row ops (backend.RowOps) of a batched prefill: RoPE, the KV append,
+// attention and top-k over the batch's T rows in one launch (or copy) each
+// instead of T, kernels/prefill_rows.cu, every row the per-token kernel's
+// bits. Top-k reads the T rows' ids back once.
+
+var _ backend.RowOps = (*Backend)(nil)
+
+// attRowsMax is the most query rows one attention_rows_f32 launch takes
+// (its partials are rows x heads x attSplit x (hd+2) floats).
+const attRowsMax = 64
+
+// RoPERows implements backend.RowOps.
+func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta float64) error {
+	xt, err := b.tensorOf("RoPERows", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	if T <= 0 || nHeads <= 0 || headDim%2 != 0 || T*nHeads*headDim != xt.n {
+		return shapeErr("RoPERows", "x has %d values, want %d rows of %d heads x %d", xt.n, T, nHeads, headDim)
+	}
+	if pos0 < 0 {
+		return fmt.Errorf("cuda: RoPERows: negative position %d", pos0)
+	}
+	return b.launchAsync("RoPERows", b.k.ropeRows, b.elementwiseGrid(xt.n/2), block, 0,
+		argPtr(xt.ptr), argInt(T), argInt(nHeads), argInt(headDim), argInt(pos0), argF64(theta))
+}
+
+// KVAppendRows implements backend.RowOps: the T rows are contiguous in k
+// and v and land contiguously at positions pos0.., so it is two copies.
+func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int) error {
+	kc, err := b.tensorOf("KVAppendRows", "kCache", kCache, backend.F32)
+	if err != nil {
+		return err
+	}
+	vc, err := b.tensorOf("KVAppendRows", "vCache", vCache, backend.F32)
+	if err != nil {
+		return err
+	}
+	kt, err := b.tensorOf("KVAppendRows", "k", k, backend.F32)
+	if err != nil {
+		return err
+	}
+	vt, err := b.tensorOf("KVAppendRows", "v", v, backend.F32)
+	if err != nil {
+		return err
+	}
+	if T <= 0 || kt.n%T != 0 || vt.n != kt.n || kc.n != vc.n || kt.n == 0 || pos0 < 0 || (pos0+T)*(kt.n/T) > kc.n {
+		return shapeErr("KVAppendRows", "%d rows of %d values at position %d of a cache of %d values", T, kt.n/max(T, 1), pos0, kc.n)
+	}
+	n := kt.n / T
+	off := cu.DevicePtr(4 * pos0 * n)
+	return b.o.async(func() error {
+		if err := cu.MemcpyDtoDAsync(kc.ptr+off, kt.ptr, int64(4*T*n), b.compute); err != nil {
+			return fmt.Errorf("cuda: KVAppendRows: K: %w", err)
+		}
+		if err := cu.MemcpyDtoDAsync(vc.ptr+off, vt.ptr, int64(4*T*n), b.compute); err != nil {
+			return fmt.Errorf("cuda: KVAppendRows: V: %w", err)
+		}
+		return nil
+	})
+}
+
+// AttentionRows implements backend.RowOps: attention_rows_f32 over at most
+// attRowsMax rows a launch.
+func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int) error {
+	d, err := b.tensorOf("AttentionRows", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	qt, err := b.tensorOf("AttentionRows", "q", q, backend.F32)
+	if err != nil {
+		return err
+	}
+	kc, err := b.tensorOf("AttentionRows", "kCache", kCache, backend.F32)
+	if err != nil {
+		return err
+	}
+	vc, err := b.tensorOf("AttentionRows", "vCache", vCache, backend.F32)
+	if err != nil {
+		return err
+	}
+	Q, kvDim := nHeads*headDim, nKVHeads*headDim
+	if T <= 0 || qt.n != T*Q || d.n != qt.n || nKVHeads <= 0 || nHeads%nKVHeads != 0 || pos0 < 0 || (pos0+T)*kvDim > kc.n || vc.n != kc.n {
+		return shapeErr("AttentionRows", "q %d, dst %d for %d rows of %d heads / %d kv heads x %d from position %d, a %d-value cache",
+			qt.n, d.n, T, nHeads, nKVHeads, headDim, pos0, kc.n)
+	}
+	if err := attentionHeadDimOK(headDim); err != nil {
+		return fmt.Errorf("cuda: AttentionRows: %w", err)
+	}
+	if (qt.ptr|kc.ptr|vc.ptr|d.ptr)%16 != 0 {
+		return fmt.Errorf("cuda: AttentionRows: q, dst, K and V must start on 16-byte boundaries (the kernel loads float4s)")
+	}
+	return b.o.async(func() error {
+		rows := min(T, attRowsMax)
+		if err := b.scratch(&b.attRowsPart, rows*attPartFloats(nHeads, headDim)); err != nil {
+			return fmt.Errorf("cuda: AttentionRows: scratch: %w", err)
+		}
+		if err := b.scratch(&b.attRowsCnt, rows*nHeads); err != nil {
+			return fmt.Errorf("cuda: AttentionRows: tickets: %w", err)
+		}
+		for t0 := 0; t0 < T; t0 += rows {
+			n := min(rows, T-t0)
+			at := cu.DevicePtr(4 * t0 * Q)
+			if err := b.launch(b.k.attentionRows, n*nHeads*attSplit, block, 0, argPtr(d.ptr+at), argPtr(b.attRowsPart.ptr),
+				argPtr(b.attRowsCnt.ptr), argPtr(qt.ptr+at), argPtr(kc.ptr), argPtr(vc.ptr), argInt(pos0+t0), argInt(nHeads),
+				argInt(nKVHeads), argInt(headDim)); err != nil {
+				return fmt.Errorf("cuda: AttentionRows: rows %d..%d: %w", t0, t0+n-1, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TopKRows implements backend.RowOps: router_topk_rows, one read back of
+// the T rows' ids and weights, then TopK's renormalisation on the host.
+func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, []float32, error) {
+	lt, err := b.tensorOf("TopKRows", "logits", logits, backend.F32)
+	if err != nil {
+		return nil, nil, err
+	}
+	if T <= 0 || lt.n%T != 0 {
+		return nil, nil, shapeErr("TopKRows", "%d logits for %d rows", lt.n, T)
+	}
+	E := lt.n / T
+	if k <= 0 || k > E {
+		return nil, nil, shapeErr("TopKRows", "k %d over %d logits a row", k, E)
+	}
+	if k > maxGroup {
+		return nil, nil, fmt.Errorf("cuda: TopKRows: k %d above %d", k, maxGroup)
+	}
+	smem := E*4 + (E+3)/4*4
+	if smem > b.smemMax {
+		return nil, nil, fmt.Errorf("cuda: TopKRows: %d logits a row exceed shared memory", E)
+	}
+	ids := make([]int, T*k)
+	ws := make([]float32, T*k)
+	err = b.o.do(func() error {
+		if err := b.scratch(&b.topkRows, 2*T*k); err != nil {
+			return err
+		}
+		idp, wp := b.topkRows.ptr, b.topkRows.ptr+cu.DevicePtr(4*T*k)
+		if err := b.launch(b.k.topkRows, T, block, smem, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(idp), argPtr(wp)); err != nil {
+			return err
+		}
+		host, err := b.read(idp, 8*T*k)
+		if err != nil {
+			return err
+		}
+		id32 := unsafe.Slice((*int32)(unsafe.Pointer(&host[0])), T*k)
+		w32 := unsafe.Slice((*float32)(unsafe.Pointer(&host[4*T*k])), T*k)
+		for i := range T * k {
+			ids[i], ws[i] = int(id32[i]), w32[i]
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cuda: TopKRows: %w", err)
+	}
+	if norm {
+		for t := range T {
+			renormalise(ws[t*k : (t+1)*k])
+		}
+	}
+	return ids, ws, nil
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# prefill-h200.sh: batched prefill on the GPU in one device call. Build here with `make gpu-bins`
+# (carry/bins.tar.xz), then on the GPU machine from the repository root:
+#
+#   bash scripts/prefill-h200.sh
+#
+# 1. the whole CUDA suite (the conformance suite's Batched section, TestBatchedPrefillOnDevice)
+#    -> cuda-test.log;
+# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent), then
+#    `horizon-bench generate --json` at full residency (graph-full decode) with a prompt of each
+#    length in LENGTHS, token at a time and batched, 8 output tokens -> generate-<arch>-<n>-<mode>.json;
+#    summary.txt has prefill seconds, prompt tok/s and whether the token ids agree.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/prefill}
+LENGTHS=${LENGTHS:-32 512 2048}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+. scripts/h200-lib.sh
+h200_unpack
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
+[ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-240}"
+h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" olmoe-1b-7b:924 qwen15-moe-a27b:1
+for art in ${arts//:/ }; do
+	a=$(basename "$art")
+	for n in $LENGTHS; do
+		ids=$(python3 -c "print(','.join(str(100 + (i * 7919) % 30000) for i in range($n)))")
+		for mode in token batched; do
+			f="$OUT/generate-$a-$n-$mode.json"
+			t0=$SECONDS
+			timeout 300 carry/horizon-bench-cuda generate --device cuda --artifact "$art" --executor grouped-v1 \
+				--prompt-ids "$ids" --tokens 8 --prefill "$mode" --json >"$f" 2>"$OUT/generate-$a-$n-$mode.err"
+			rc=$?
+			python3 - "$f" "$n" "$mode" "$rc" "$((SECONDS - t0))" <<'PY' | tee -a "$summary"
+import json, sys
+f, n, mode, rc, wall = sys.argv[1:]
+try:
+    d = json.load(open(f))
+except Exception as e:
+    print(f"{f}: rc={rc} unreadable ({e})"); sys.exit()
+p = d.get("prefill_seconds")
+rate = (int(n) / p) if isinstance(p, (int, float)) and p > 0 else "UNKNOWN"
+print(f"{f.split('/')[-1]}: rc={rc} wall={wall}s prefill={p} s prompt_tok_s={rate} ttft={d.get('ttft_seconds')} decode_tok_s={d.get('decode_tok_s')} ids={d.get('token_ids')}")
+PY
+		done
+	done
+done
+exit 0
