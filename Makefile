@@ -25,6 +25,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(GO) test -count=1 -race ./runtime/cache/
 	$(MAKE) verify-editions
 	$(MAKE) ifeval-smoke-check
+	$(MAKE) fidelity-smoke-check
 	$(MAKE) prefill-smoke-check
 	$(MAKE) depth-smoke-check
 	$(MAKE) reproduce-smoke
@@ -133,13 +134,24 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check edition-policy-smoke
+.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-fidelity-smoke fidelity-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check edition-policy-smoke
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/ifeval-smoke.yaml --out out/ifeval-smoke --run-dir out/ifeval-smoke-run
 	$(GO) run ./cmd/horizon-verify out/ifeval-smoke
 	HORIZON_EDITION_A=$(CURDIR)/editions/ifeval-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/ifeval-smoke \
+		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
+
+edition-fidelity-smoke: ## run the paired fidelity smoke campaign (FIDELITY-SMOKE-v1: olmoe-tiny and qwen2moe-tiny, FP16 against INT4 experts, 4 prompts, 12 tokens; CPU, ~25 s) into editions/fidelity-smoke-cpu
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/fidelity-smoke.yaml --force
+
+fidelity-smoke-check: ## run the fidelity smoke campaign again into out/fidelity-smoke, verify it, run every fidelity forgery on it, and check its responses and forced positions equal editions/fidelity-smoke-cpu's
+	rm -rf out/fidelity-smoke out/fidelity-smoke-run
+	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/fidelity-smoke.yaml --out out/fidelity-smoke --run-dir out/fidelity-smoke-run
+	$(GO) run ./cmd/horizon-verify out/fidelity-smoke
+	HORIZON_FIDELITY_EDITION=$(CURDIR)/out/fidelity-smoke $(GO) test -count=1 -run 'TestFidelity' ./verifier/
+	HORIZON_EDITION_A=$(CURDIR)/editions/fidelity-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/fidelity-smoke \
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
 
 edition-prefill-smoke: ## run the prefill smoke campaign (PERF-PREFILL-SMOKE-v1, tiny synthetic models, CPU, ~25 s) into editions/prefill-smoke-cpu

@@ -53,6 +53,9 @@ func TestImportRules(t *testing.T) {
 		{"campaigns/slurm", nil, []string{"runtime/", "campaigns/worker"}},
 		{"verifier", nil, []string{"runtime/", "campaigns"}},
 		{"cmd/horizon-verify", nil, []string{"runtime/", "campaigns"}},
+		// fidelity computes the paired measures for the report writer and
+		// the verifier alike, from retained values only.
+		{"fidelity", nil, []string{"runtime/", "campaigns", "verifier", "cmd/"}},
 		// eviction is a leaf (policies, placements, the replay of recorded
 		// routing) shared by the cache and the verifier.
 		{"eviction", nil, []string{"runtime/", "campaigns", "editions", "verifier", "contracts", "schemas", "cmd/"}},

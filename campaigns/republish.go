@@ -76,6 +76,28 @@ func Republish(dir, reason string, ceil Ceilings) error {
 		in := report.IFEvalInput{CampaignDoc: cd, ContractDoc: kd, Shards: shards, RunDir: src, Republish: rp}
 		return publish(dir, true, func(d string) error { return report.WriteIFEvalEdition(d, in) })
 	}
+	if contracts.IsFidelity(kd.ID) {
+		k, err := contracts.FidelityFromJSON(kd.Contract)
+		if err != nil {
+			return fmt.Errorf("contract.json: %w", err)
+		}
+		c, err := report.CampaignFromDoc(cd)
+		if err != nil {
+			return err
+		}
+		shards := map[string][]*editions.FidelityShard{}
+		for _, id := range report.FidelityPairIDs(c, k) {
+			for s := 1; s <= k.Shards(); s++ {
+				sh, err := ReadFidelityShard(filepath.Join(src, filepath.FromSlash(editions.FidelityShardPath(id, s))))
+				if err != nil {
+					return err
+				}
+				shards[id] = append(shards[id], sh)
+			}
+		}
+		in := report.FidelityInput{CampaignDoc: cd, ContractDoc: kd, Shards: shards, RunDir: src, Republish: rp}
+		return publish(dir, true, func(d string) error { return report.WriteFidelityEdition(d, in) })
+	}
 	recs := map[string][]*editions.RawRecord{}
 	for _, c := range ids.Configs {
 		for b := 1; ; b++ {

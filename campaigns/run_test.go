@@ -244,6 +244,8 @@ func TestRunPublishesAndReproduces(t *testing.T) {
 	same := SameTokens
 	if id, err := FrozenContractID(filepath.Join(a, editions.ContractFile)); err == nil && contracts.IsIFEval(id) {
 		same = SameIFEvalResponses
+	} else if err == nil && contracts.IsFidelity(id) {
+		same = SameFidelityResponses
 	}
 	if err := same(a, b); err != nil {
 		t.Fatal(err)
@@ -475,6 +477,8 @@ func TestEditionTokensMatch(t *testing.T) {
 	same := SameTokens
 	if id, err := FrozenContractID(filepath.Join(a, editions.ContractFile)); err == nil && contracts.IsIFEval(id) {
 		same = SameIFEvalResponses
+	} else if err == nil && contracts.IsFidelity(id) {
+		same = SameFidelityResponses
 	}
 	if err := same(a, b); err != nil {
 		t.Fatal(err)

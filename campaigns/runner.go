@@ -45,16 +45,24 @@ type WorkerArgs struct {
 	Config   string // configuration id
 	Block    int    // 1..blocks
 	Artifact string // prepared artifact directory
-	Out      string // where the raw record goes
+	// Reference is a fidelity worker's reference arm's prepared artifact
+	// directory ("" for every other worker; Config is then the pair's
+	// treatment arm).
+	Reference string
+	Out       string // where the raw record goes
 }
 
 // Flags renders the arguments as the worker subcommand's flags; the
 // progress pipe is always file descriptor 3.
 func (a WorkerArgs) Flags() []string {
-	return []string{
+	f := []string{
 		"--campaign", a.Campaign, "--contract", a.Contract, "--config", a.Config,
 		"--block", strconv.Itoa(a.Block), "--artifact", a.Artifact, "--out", a.Out, "--progress-fd", "3",
 	}
+	if a.Reference != "" {
+		f = append(f, "--reference-artifact", a.Reference)
+	}
+	return f
 }
 
 // WorkerLauncher returns the command that runs one worker process. The
@@ -150,7 +158,10 @@ func (e *StoppedError) Unwrap() error { return ErrStopped }
 
 // worker is one planned (configuration, block).
 type worker struct {
-	cfg      *Configuration
+	cfg *Configuration
+	// ref is a fidelity worker's reference arm (cfg is its treatment);
+	// nil otherwise.
+	ref      *Configuration
 	cfgIndex int
 	block    int
 	rel      string // record path relative to the run directory
@@ -299,6 +310,9 @@ func (rs *runState) runTodo(ctx context.Context, o RunOptions, prog Progress, c 
 		prog.Worker(n+1, len(todo), w.cfgIndex+1, len(c.Configurations), w.cfg.ID, w.block, units)
 		args := WorkerArgs{Campaign: rs.campPath, Contract: rs.contractPath, Config: w.cfg.ID, Block: w.block,
 			Artifact: rs.arts[w.cfg.ID], Out: filepath.Join(rs.runDir, w.rel)}
+		if w.ref != nil {
+			args.Reference = rs.arts[w.ref.ID]
+		}
 		if err := runWorker(ctx, o.Launch, args, prog); err != nil {
 			return ran, fmt.Errorf("worker %s %s %d: %w (finished workers are kept; run again to resume)", w.cfg.ID, unit, w.block, err)
 		}

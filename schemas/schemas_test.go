@@ -196,6 +196,10 @@ func TestSchemasMatchGoTypes(t *testing.T) {
 		{"horizon.ifeval-shard", editions.IFEvalShard{}, nil},
 		{"horizon.ifeval-config", editions.IFEvalConfig{}, nil},
 		{"horizon.ifeval-claims", editions.IFEvalClaims{}, nil},
+		{"horizon.fidelity-contract", editions.ContractDoc{}, map[string]reflect.Type{"/contract": reflect.TypeOf(contracts.Fidelity{})}},
+		{"horizon.fidelity-shard", editions.FidelityShard{}, nil},
+		{"horizon.fidelity-pair", editions.FidelityPair{}, nil},
+		{"horizon.fidelity-claims", editions.FidelityClaims{}, nil},
 	}
 	var covered []string
 	for _, tc := range cases {

@@ -31,15 +31,16 @@ func committedEditions(t *testing.T) []string {
 	return out
 }
 
-// ifevalDir reports whether a committed edition is an IFEval edition (its
-// own tests: ifeval_forgery_test.go); committedEditions lists the others.
+// ifevalDir reports whether a committed edition is an IFEval or a fidelity
+// edition (their own tests: ifeval_forgery_test.go,
+// fidelity_forgery_test.go); committedEditions lists the others.
 func ifevalDir(dir string) bool {
 	b, err := os.ReadFile(filepath.Join(dir, editions.ContractFile))
 	if err != nil {
 		return false
 	}
 	var kd editions.ContractDoc
-	return json.Unmarshal(b, &kd) == nil && contracts.IsIFEval(kd.ID)
+	return json.Unmarshal(b, &kd) == nil && (contracts.IsIFEval(kd.ID) || contracts.IsFidelity(kd.ID))
 }
 
 // TestCommittedEditionsVerify: every committed edition verifies without an

@@ -80,7 +80,7 @@ type IDInfo struct {
 
 // Checks are the verifier's checks in the order they run and are reported.
 var Checks = []string{"edition", "manifest", "schema", "contract", "recompute", "claims", "invariants", "consistency",
-	"binding", "physics", "replay", "derived", "ifeval", "signature", "reproduction"}
+	"binding", "physics", "replay", "derived", "ifeval", "fidelity", "signature", "reproduction"}
 
 // IDs lists every finding ID the verifier can report, by check, then ID.
 // IDs are stable: tools and tests match on them, so an ID is never renamed

@@ -92,7 +92,11 @@ func Verify(dir string, opts Options) (rep *Report, err error) {
 		runs = ifevalRuns
 		rep.Configurations, rep.RawRecords, rep.Requests, rep.Claims = ifevalCounts(e)
 	}
-	if isIFEvalEdition(e) {
+	if isFidelityEdition(e) {
+		runs = fidelityRuns
+		rep.Configurations, rep.RawRecords, rep.Requests, rep.Claims = fidelityCounts(e)
+	}
+	if isIFEvalEdition(e) || isFidelityEdition(e) {
 		rep.Ran = []string{"edition"}
 		for _, c := range runs {
 			rep.Ran = append(rep.Ran, c.name)
@@ -135,8 +139,8 @@ var checkRuns = []struct {
 }
 
 // RunOrder lists the names of the checks Verify runs, in the order it runs
-// them: a residency edition's, with an IFEval edition's own (ifeval) in
-// its place (horizon-verify --help describes each and counts them from
+// them: a residency edition's, with an IFEval edition's own (ifeval) and a
+// fidelity edition's own (fidelity) in their place (horizon-verify --help describes each and counts them from
 // this list).
 func RunOrder() []string {
 	order := map[string]int{}
@@ -147,7 +151,7 @@ func RunOrder() []string {
 	for _, runs := range [][]struct {
 		name string
 		run  func(*view, *findings)
-	}{checkRuns, ifevalRuns} {
+	}{checkRuns, ifevalRuns, fidelityRuns} {
 		for _, c := range runs {
 			if !slices.Contains(names, c.name) {
 				names = append(names, c.name)

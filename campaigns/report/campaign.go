@@ -50,6 +50,8 @@ type Configuration struct {
 	Overlap   string `json:"overlap"`
 	StepMode  string `json:"step_mode"`
 	Prefill   string `json:"prefill"`
+	// ExpertFormat tells a fidelity edition's arms apart.
+	ExpertFormat string `json:"expert_format"`
 }
 
 // variant names what sets a configuration apart from the defaults (a

@@ -31,10 +31,10 @@ func committedEditions(t *testing.T) []string {
 		if _, err := os.Stat(filepath.Join("..", "..", "editions", e.Name(), editions.ReportMD)); err != nil {
 			continue
 		}
-		// residency editions only: an IFEval edition has its own documents
+		// residency editions only: IFEval and fidelity editions have their own documents
 		var kd editions.ContractDoc
 		b, err := os.ReadFile(filepath.Join("..", "..", "editions", e.Name(), editions.ContractFile))
-		if err == nil && json.Unmarshal(b, &kd) == nil && contracts.IsIFEval(kd.ID) {
+		if err == nil && json.Unmarshal(b, &kd) == nil && (contracts.IsIFEval(kd.ID) || contracts.IsFidelity(kd.ID)) {
 			continue
 		}
 		names = append(names, e.Name())

@@ -69,7 +69,7 @@ func trailingFlags(c *cli.Context, p positional) (string, error) {
 	return args[0], err
 }
 
-// residencyEdition refuses, as a usage error, an IFEval edition given to a
+// residencyEdition refuses, as a usage error, an IFEval or fidelity edition given to a
 // command that reads residency editions (PERF-REAL-v1: blocks, decode
 // timing, cache counters). An unreadable contract.json is left to the
 // command, which names what is wrong.
@@ -77,6 +77,9 @@ func residencyEdition(cmd, dir string) error {
 	id, err := campaigns.FrozenContractID(filepath.Join(dir, editions.ContractFile))
 	if err == nil && contracts.IsIFEval(id) {
 		return usageError("%s: %s is an IFEval edition (contract %s); %s reads residency editions (PERF-REAL-v1). Check it with: horizon-verify %s", cmd, dir, id, cmd, dir)
+	}
+	if err == nil && contracts.IsFidelity(id) {
+		return usageError("%s: %s is a paired fidelity edition (contract %s); %s reads residency editions (PERF-REAL-v1). Check it with: horizon-verify %s", cmd, dir, id, cmd, dir)
 	}
 	return nil
 }

@@ -64,6 +64,19 @@ reports and the manifest, and horizon-verify re-scores every response:
 
    horizon-bench run campaigns/ifeval-smoke.yaml && horizon-verify editions/ifeval-smoke-cpu
 
+A fidelity campaign (contract FIDELITY-v1 or FIDELITY-SMOKE-v1, e.g.
+campaigns/fidelity-smoke.yaml) pairs its configurations by arm: for each
+checkpoint one expert_format fp16 (reference) and one int4 (treatment),
+equal in everything else. One worker per (pair, shard) runs both arms on the
+shard's prompts, then feeds the reference's tokens to the treatment arm and
+keeps each position's KL, top-1 agreement, max |logit difference| and top-k
+of both arms; the edition holds raw/<pair>/shard-<k>.json, paired/<pair>.json
+(paired IFEval verdicts, McNemar p, divergence summaries with bootstrap
+intervals), claims, reports and the manifest, and horizon-verify recomputes
+it all:
+
+   horizon-bench run campaigns/fidelity-smoke.yaml && horizon-verify editions/fidelity-smoke-cpu
+
 --contract runs the campaign against a contract file instead of the built-in
 contract it names (the campaign must still declare that contract's hash;
 residency contracts only).
@@ -239,21 +252,25 @@ func runRun(c *cli.Context) error {
 		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
 	}
 	// The contract's kind picks the runner: an IFEval contract's workers
-	// generate shards of prompts, a residency contract's measure blocks.
+	// generate shards of prompts, a fidelity contract's generate shards with
+	// both arms of a pair, a residency contract's measure blocks.
 	kid, err := campaigns.ContractIDOf(campaign)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
 	}
 	run := campaigns.Run
-	if contracts.IsIFEval(kid) {
+	switch {
+	case contracts.IsIFEval(kid):
 		run = campaigns.RunIFEval
+	case contracts.IsFidelity(kid):
+		run = campaigns.RunFidelity
 	}
 	if f.slurm != nil {
 		if strings.Contains(exe, "/go-build") {
 			return usageError("run: --scheduler slurm: this executable (%s) is a temporary build of go run, gone when it exits; the tasks run it later, from their nodes: build it (make build) and run bin/horizon-bench", exe)
 		}
-		if contracts.IsIFEval(kid) {
-			return usageError("run: --scheduler slurm runs residency campaigns only; run the IFEval campaign %s locally", campaign)
+		if contracts.IsIFEval(kid) || contracts.IsFidelity(kid) {
+			return usageError("run: --scheduler slurm runs residency campaigns only; run the %s campaign %s locally", kid, campaign)
 		}
 		// The log shows each task's line; a bar would have no tokens to count.
 		prog = campaigns.NewLog(os.Stderr)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/urfave/cli/v2"
@@ -38,6 +39,7 @@ directory itself (under the journal lock), as the local runner does.`,
 			&cli.StringFlag{Name: "config", Required: true, Usage: "configuration id"},
 			&cli.IntFlag{Name: "block", Required: true, Usage: "block, from 1"},
 			&cli.StringFlag{Name: "artifact", Required: true, Usage: "prepared artifact directory"},
+			&cli.StringFlag{Name: "reference-artifact", Usage: "a fidelity worker's reference arm's prepared artifact directory (--config and --artifact are the pair's treatment arm)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "raw record path"},
 			&cli.IntFlag{Name: "progress-fd", Usage: "file descriptor for progress lines (0: none)"},
 			&cli.StringFlag{Name: "run-dir", Usage: "as a job array task: the run `DIR`, whose journal the worker adds its record to"},
@@ -79,6 +81,9 @@ func runWorkerCmd(c *cli.Context) (err error) {
 			return usageError("worker: IFEval shards do not run as job array tasks")
 		}
 		return runIFEvalWorker(c, started)
+	}
+	if contracts.IsFidelity(kid) {
+		return runFidelityWorker(c, started)
 	}
 	camp, contract, sha, err := campaigns.LoadFrozen(c.String("campaign"), c.String("contract"))
 	if err != nil {
@@ -143,6 +148,40 @@ func runIFEvalWorker(c *cli.Context, started time.Time) error {
 	return worker.RunIFEval(worker.IFEvalOptions{
 		Contract: contract, ContractSHA: sha, Campaign: camp, Config: cfg, Shard: c.Int("block"),
 		ArtifactDir: c.String("artifact"), Out: c.String("out"), Device: wd, Started: started, Progress: progress,
+	})
+}
+
+// runFidelityWorker generates one shard of a fidelity campaign's prompts
+// with both arms of a pair and compares them teacher-forced.
+func runFidelityWorker(c *cli.Context, started time.Time) error {
+	camp, contract, sha, err := campaigns.LoadFrozenFidelity(c.String("campaign"), c.String("contract"))
+	if err != nil {
+		return err
+	}
+	pairs, err := camp.Pairs(contract)
+	if err != nil {
+		return err
+	}
+	i := slices.IndexFunc(pairs, func(p campaigns.Pair) bool { return p.Treatment.ID == c.String("config") })
+	if i < 0 {
+		return usageError("worker: no arm pair with treatment %q in %s", c.String("config"), c.String("campaign"))
+	}
+	if c.String("reference-artifact") == "" {
+		return usageError("worker: a fidelity worker needs --reference-artifact (the reference arm %s's artifact)", pairs[i].Reference.ID)
+	}
+	dev, err := openDevice(camp.Device, camp.Threads)
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	wd := workerDevice(camp, dev, nil)
+	wd.H2DBandwidth = nil // a fidelity shard records no transfer bandwidth
+	progress, closeProgress := progressWriter(c)
+	defer closeProgress()
+	return worker.RunFidelity(worker.FidelityOptions{
+		Contract: contract, ContractSHA: sha, Campaign: camp, Reference: pairs[i].Reference, Treatment: pairs[i].Treatment,
+		Shard: c.Int("block"), ReferenceDir: c.String("reference-artifact"), TreatmentDir: c.String("artifact"),
+		Out: c.String("out"), Device: wd, Started: started, Progress: progress,
 	})
 }
 

@@ -130,6 +130,15 @@ var checkHelp = map[string][]string{
 		"wall clock bounds its responses' seconds; a synthetic checkpoint's texts",
 		"decode from their token ids",
 	},
+	"fidelity": {
+		"fidelity editions only (they run manifest, schema, fidelity, signature):",
+		"both arms' responses re-scored on the CPU; paired verdicts, counts,",
+		"McNemar p, per-prompt and pooled divergence summaries (bootstrap",
+		"intervals) and claims recomputed from the shards, the reports checked",
+		"against them; arms paired as the campaign declares (fp16 reference, int4",
+		"treatment); forced positions fed the reference's tokens; per-position KL",
+		"and max |logit diff| checked against the stored top-k only (a hint says so)",
+	},
 	"signature": {
 		"attestation.dsse.json (horizon-bench attest) signs this manifest.json;",
 		"with --trusted-key it must be that key's signature (unsigned: a hint)",

@@ -27,7 +27,7 @@ func writeText(w io.Writer, rep *verifier.Report, code int) error {
 		return ew.err
 	}
 	records, requests := "raw records", "measured requests"
-	if rep.Ran != nil && slices.Contains(rep.Ran, "ifeval") {
+	if rep.Ran != nil && (slices.Contains(rep.Ran, "ifeval") || slices.Contains(rep.Ran, "fidelity")) {
 		records, requests = "shard records", "responses"
 	}
 	ew.printf("horizon-verify %s (edition %s): %d files, %d configurations, %d %s, %d %s, %d claims\n\n",

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/cache"
@@ -204,6 +205,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"token outside vocab", Request{Prompt: []int{512}, Tokens: 1}},
 		{"negative token", Request{Prompt: []int{-1}, Tokens: 1}},
 		{"too long", Request{Prompt: make([]int, e.MaxSeq()), Tokens: 2}},
+		{"forced length differs", Request{Prompt: []int{1}, Tokens: 3, Forced: []int{1, 2}}},
+		{"forced token outside vocab", Request{Prompt: []int{1}, Tokens: 2, Forced: []int{1, 512}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -236,6 +239,62 @@ func TestFP16AndInt4AreClose(t *testing.T) {
 			t.Logf("%s: max |fp16 - int4| first-step logit %.4g (logit scale %.3g)", arch, worst, scale)
 			if worst > 0.1*scale {
 				t.Fatalf("INT4 logits differ from FP16 by %.4g, more than 10%% of the logit scale %.3g", worst, scale)
+			}
+		})
+	}
+}
+
+// TestTeacherForcing: a request forced with the engine's own greedy
+// tokens reproduces them, its logits and its greedy choices exactly; a
+// request forced with other ids emits those, continues past an EOS id, and
+// its step-i logits equal a free run's first-step logits on the prompt
+// extended by the forced ids before i.
+func TestTeacherForcing(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		t.Run(arch, func(t *testing.T) {
+			e := newEngine(t, arch, qpack.SchemeInt4)
+			p := promptIDs(goldenPrompt)
+			free, err := e.Generate(Request{Prompt: p, Tokens: 6, SuppressEOS: true, LogitSteps: 6})
+			if err != nil {
+				t.Fatal(err)
+			}
+			same, err := e.Generate(Request{Prompt: p, Tokens: 6, SuppressEOS: true, LogitSteps: 6, Forced: free.Tokens})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(same.Tokens, free.Tokens) || !slices.Equal(same.Greedy, free.Tokens) {
+				t.Fatalf("forced with its own tokens %v: emitted %v, greedy %v", free.Tokens, same.Tokens, same.Greedy)
+			}
+			for i := range free.Logits {
+				if !slices.Equal(free.Logits[i], same.Logits[i]) {
+					t.Fatalf("step %d: forced logits differ from the free run's", i)
+				}
+			}
+			eos := e.Config().EOSTokenIDs[0]
+			forced := []int{eos, 7, 11, 13}
+			got, err := e.Generate(Request{Prompt: p, Tokens: len(forced), LogitSteps: len(forced), Forced: forced})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Tokens, forced) || len(got.Greedy) != len(forced) || len(got.Logits) != len(forced) {
+				t.Fatalf("forced %v: emitted %v, %d greedy, %d logit rows", forced, got.Tokens, len(got.Greedy), len(got.Logits))
+			}
+			for i := range forced {
+				ctx := append(slices.Clone(p), forced[:i]...)
+				one, err := e.Generate(Request{Prompt: ctx, Tokens: 1, LogitSteps: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Greedy[i] != one.Tokens[0] {
+					t.Errorf("step %d: greedy %d, a free run on the extended prompt picks %d", i, got.Greedy[i], one.Tokens[0])
+				}
+				var worst float64
+				for v := range one.Logits[0] {
+					worst = max(worst, abs(float64(one.Logits[0][v]-got.Logits[i][v])))
+				}
+				if worst > 1e-4 {
+					t.Errorf("step %d: forced logits differ from the extended prompt's by %.3g", i, worst)
+				}
 			}
 		})
 	}

@@ -19,6 +19,14 @@ type Request struct {
 	// LogitSteps > 0 keeps the logits of the first LogitSteps selections
 	// (step 0 is the prefill's output) for oracle comparisons.
 	LogitSteps int
+	// Forced, when set, teacher-forces the request: step i emits and feeds
+	// Forced[i] instead of its greedy choice, whatever it is (an EOS id
+	// among them does not end it), and Result.Greedy keeps the choices it
+	// overrode. Tokens must equal len(Forced). The logits of step i are
+	// then the model's next-token distribution after the prompt and
+	// Forced[:i], the same context for every arm given the same ids (the
+	// paired fidelity edition reads them with LogitSteps = len(Forced)).
+	Forced []int
 }
 
 // Result is what a request produced, with the timing points of
@@ -52,6 +60,10 @@ type Result struct {
 	PrefillTimed   bool
 	// Logits holds LogitSteps rows of [V] values.
 	Logits [][]float32
+	// Greedy is, for a teacher-forced request (Request.Forced), the
+	// greedy choice of every step (with the request's EOS mask), which
+	// Tokens replaced by the forced ids; nil otherwise.
+	Greedy []int
 }
 
 // DecodeTokS is (N-1)/DecodeSeconds, the per-request decode rate; 0 when
@@ -135,6 +147,16 @@ func (e *Engine) Generate(req Request) (Result, error) {
 			return Result{}, fmt.Errorf("generate: prompt token %d (%d) outside the vocabulary of %d", i, t, e.cfg.VocabSize)
 		}
 	}
+	if req.Forced != nil {
+		if len(req.Forced) != req.Tokens {
+			return Result{}, fmt.Errorf("generate: %d forced tokens for a request of %d tokens (teacher forcing emits exactly the forced ids)", len(req.Forced), req.Tokens)
+		}
+		for i, t := range req.Forced {
+			if t < 0 || t >= e.cfg.VocabSize {
+				return Result{}, fmt.Errorf("generate: forced token %d (%d) outside the vocabulary of %d", i, t, e.cfg.VocabSize)
+			}
+		}
+	}
 	var masked []int
 	if req.SuppressEOS {
 		masked = e.cfg.EOSTokenIDs
@@ -156,9 +178,10 @@ func (e *Engine) Generate(req Request) (Result, error) {
 		if err := e.keepLogits(&res, req); err != nil {
 			return Result{}, err
 		}
+		next = res.force(req, next)
 		res.Tokens = append(res.Tokens, next)
 		res.TokenNs = append(res.TokenNs, time.Since(t0).Nanoseconds())
-		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
+		if res.ends(req, e.cfg.IsEOS(next)) {
 			break
 		}
 		if next, err = e.run(e.full, next, pos, masked); err != nil {
@@ -186,6 +209,23 @@ func (e *Engine) prefill(prompt []int, masked []int) (int, error) {
 		return -1, fmt.Errorf("prefill position %d: %w", n-1, err)
 	}
 	return next, nil
+}
+
+// force returns the token step len(r.Tokens) emits: the greedy choice, or
+// under teacher forcing the forced id (the choice is kept in r.Greedy).
+func (r *Result) force(req Request, greedy int) int {
+	if req.Forced == nil {
+		return greedy
+	}
+	r.Greedy = append(r.Greedy, greedy)
+	return req.Forced[len(r.Tokens)]
+}
+
+// ends reports whether the request is complete after its latest token:
+// Tokens tokens, or an EOS id when EOS is neither suppressed nor forced
+// past.
+func (r *Result) ends(req Request, eos bool) bool {
+	return len(r.Tokens) == req.Tokens || (eos && !req.SuppressEOS && req.Forced == nil)
 }
 
 // finish sets the request's timing summary from TokenNs.
@@ -223,7 +263,9 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 			return Result{}, fmt.Errorf("prefill timer: %w", err)
 		}
 	}
-	e.stepper.SetLookahead(req.LogitSteps == 0)
+	// Lookahead feeds the device's own choice to the next step; logits
+	// read back or forced ids need the host's token instead.
+	e.stepper.SetLookahead(req.LogitSteps == 0 && req.Forced == nil)
 	for i, t := range req.Prompt {
 		if next, err = e.stepper.Step(t, i, true, i == n-1, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("prefill position %d: %w", i, err)
@@ -270,9 +312,10 @@ func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, se
 		if next < 0 || next >= e.cfg.VocabSize {
 			return Result{}, fmt.Errorf("select token %d: the device picked id %d (every logit masked or NaN?)", len(res.Tokens), next)
 		}
+		next = res.force(req, next)
 		res.Tokens = append(res.Tokens, next)
 		res.TokenNs = append(res.TokenNs, time.Since(t0).Nanoseconds())
-		if len(res.Tokens) == req.Tokens || (!req.SuppressEOS && e.cfg.IsEOS(next)) {
+		if res.ends(req, e.cfg.IsEOS(next)) {
 			break
 		}
 		if next, err = e.stepper.Step(next, pos, set, true, req.SuppressEOS); err != nil {
