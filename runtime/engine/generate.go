@@ -294,14 +294,15 @@ func (e *Engine) decodeDevice(req Request, res Result, t0 time.Time) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	e.stepper.SetLookahead(req.LogitSteps == 0)
+	e.stepper.SetLookahead(req.LogitSteps == 0 && req.Forced == nil)
 	return e.decodeSteps(req, res, t0, next, true)
 }
 
 // decodeSteps runs the decode steps on the stepper from the first
 // selected token next (position len(req.Prompt)); set: the first step sets
 // the token and position on the device (the prompt did not run on the
-// stepper).
+// stepper). Under teacher forcing every step sets them: the device's state
+// holds its own greedy choice, not the forced id.
 func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, set bool) (Result, error) {
 	var err error
 	pos := len(req.Prompt)
@@ -318,7 +319,9 @@ func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, se
 		if res.ends(req, e.cfg.IsEOS(next)) {
 			break
 		}
-		if next, err = e.stepper.Step(next, pos, set, true, req.SuppressEOS); err != nil {
+		// A forced id is not the device's own choice: the step sets it
+		// (and the position) on the device.
+		if next, err = e.stepper.Step(next, pos, set || req.Forced != nil, true, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("decode position %d: %w", pos, err)
 		}
 		set = false
