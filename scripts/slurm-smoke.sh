@@ -92,12 +92,15 @@ grep -q 'the job array keeps running' "$out/submit-1.log" || fail "the killed su
 job=$(sed -n 's/.*submitted job array \([0-9]*\) .*/\1/p' "$out/submit-1.log")
 [ -n "$job" ] || fail "no job id in the submitter's log"
 running_task() { squeue --noheader --array --jobs="$job" --states=RUNNING --format=%i | head -n 1; }
-wait_for 60 "a running task of array $job" test -n "$(running_task)"
+# A function, so that every poll asks squeue again: the CPU tasks run one at a
+# time (--exclusive) and the submitter was killed just as one finished, often
+# before the next had started.
+a_task_runs() { test -n "$(running_task)"; }
+wait_for 60 "a running task of array $job" a_task_runs
 victim=$(running_task)
-say "the array keeps running without its submitter:"
-squeue --array --states=all --jobs="$job" --format='%.10i %.10T %.20j' | sed 's/^/    /'
-say "scancel $victim (mid-run)"
 scancel "$victim"
+say "scancel $victim (mid-run); the array keeps running without its submitter:"
+squeue --array --states=all --jobs="$job" --format='%.10i %.10T %.20j' | sed 's/^/    /'
 wait_for 30 "$victim to be cancelled" sh -c "squeue --noheader --array --states=all --jobs=$job --format='%i|%T' | grep -qx '$victim|CANCELLED'"
 
 say "2. the same command again: adopts and resubmits"
