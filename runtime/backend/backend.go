@@ -70,6 +70,10 @@ type Backend interface {
 	WriteBytes(dst Tensor, off int, src []byte) error
 	// Alloc allocates a zeroed activation buffer of n elements.
 	Alloc(n int) (Tensor, error)
+	// AllocF16 allocates a zeroed FP16 buffer of n elements: the KV cache
+	// when it is FP16 (engine.Options.KV). KVAppend rounds what it stores
+	// there to nearest even; Attention reads it back as FP32.
+	AllocF16(n int) (Tensor, error)
 	// ReadF32 copies an activation buffer to the host (synchronising).
 	ReadF32(src Tensor, dst []float32) error
 	// WriteF32 copies host values into an activation buffer.
@@ -103,7 +107,8 @@ type Backend interface {
 	// convention: pairs (i, i+hd/2)).
 	RoPE(x Tensor, nHeads, headDim, pos int, theta float64) error
 	// KVAppend stores k and v [Hkv*hd] at position pos of the caches
-	// [T, Hkv*hd].
+	// [T, Hkv*hd]: both F32, or both F16 (each value rounded to nearest
+	// even, as half.F32ToF16).
 	KVAppend(kCache, vCache, k, v Tensor, pos int) error
 	// Attention: dst[Hq*hd] = softmax(q·Kᵀ/√hd) · V over positions 0..n-1,
 	// grouped-query (head h reads kv head h/(Hq/Hkv)).

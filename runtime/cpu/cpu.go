@@ -101,6 +101,17 @@ func (b *Backend) UploadF16(data []uint16) (backend.Tensor, error) {
 	return &vec{data: out, dt: backend.F16}, nil
 }
 
+// AllocF16 implements backend.Backend. Like the FP16 weights (UploadF16),
+// an FP16 buffer holds its values decoded to FP32: every value stored in
+// it (KVAppend) is first rounded to FP16, so what Attention reads is what
+// a device reads from a binary16 cache.
+func (b *Backend) AllocF16(n int) (backend.Tensor, error) {
+	if n < 0 {
+		return nil, fmt.Errorf("cpu: AllocF16(%d): negative size", n)
+	}
+	return &vec{data: make([]float32, n), dt: backend.F16}, nil
+}
+
 // AllocBytes implements backend.Backend.
 func (b *Backend) AllocBytes(n int) (backend.Tensor, error) {
 	if n < 0 {
@@ -346,6 +357,16 @@ func (b *Backend) KVAppend(kCache, vCache, k, v backend.Tensor, pos int) error {
 	n := len(ks)
 	if len(vs) != n || len(kc) != len(vc) || n == 0 || (pos+1)*n > len(kc) || pos < 0 {
 		return shapeErr("KVAppend", "position %d of a cache of %d values with rows of %d", pos, len(kc), n)
+	}
+	switch kt, vt := kCache.DType(), vCache.DType(); {
+	case kt != vt || (kt != backend.F32 && kt != backend.F16):
+		return shapeErr("KVAppend", "caches of %v and %v: want both F32 or both F16", kt, vt)
+	case kt == backend.F16:
+		for j := 0; j < n; j++ {
+			kc[pos*n+j] = half.F16ToF32(half.F32ToF16(ks[j]))
+			vc[pos*n+j] = half.F16ToF32(half.F32ToF16(vs[j]))
+		}
+		return nil
 	}
 	copy(kc[pos*n:], ks)
 	copy(vc[pos*n:], vs)

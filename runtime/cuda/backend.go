@@ -442,6 +442,9 @@ func (b *Backend) AllocBytes(n int) (backend.Tensor, error) { return b.allocSync
 // Alloc implements backend.Backend.
 func (b *Backend) Alloc(n int) (backend.Tensor, error) { return b.allocSync(n, backend.F32) }
 
+// AllocF16 implements backend.Backend: binary16 values (the FP16 KV cache).
+func (b *Backend) AllocF16(n int) (backend.Tensor, error) { return b.allocSync(n, backend.F16) }
+
 // WriteBytes implements backend.Backend. The copy is ordered on the compute
 // stream after every op issued before it; src may be reused on return.
 func (b *Backend) WriteBytes(dst backend.Tensor, off int, src []byte) error {

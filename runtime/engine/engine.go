@@ -33,6 +33,25 @@ type Options struct {
 	// MaxSeq is the KV-cache length in positions (0: DefaultMaxSeq, capped
 	// at the model's max_position_embeddings).
 	MaxSeq int
+	// KV is the KV cache's element type: backend.F32 (the zero value) or
+	// backend.F16 (K and V rounded to binary16 when stored, read back as
+	// FP32: half the bytes a decode step reads at depth).
+	KV backend.DType
+}
+
+// KVDTypes names the KV cache's element types as campaigns, flags and raw
+// records spell them.
+var KVDTypes = map[string]backend.DType{"fp32": backend.F32, "fp16": backend.F16}
+
+// ParseKVDType reads a KV dtype name ("" is fp32).
+func ParseKVDType(s string) (backend.DType, error) {
+	if s == "" {
+		return backend.F32, nil
+	}
+	if d, ok := KVDTypes[s]; ok {
+		return d, nil
+	}
+	return 0, fmt.Errorf("KV cache dtype %q: want fp32 or fp16", s)
 }
 
 // Engine holds the model on a backend and the buffers one request uses.
@@ -68,8 +87,9 @@ type Engine struct {
 	// synchronous backend: the end of prefill).
 	headDone func()
 
-	// KV caches, [T, Hkv*hd] per layer.
+	// KV caches, [T, Hkv*hd] per layer, of element type kv.
 	kCache, vCache []backend.Tensor
+	kv             backend.DType
 	// Scratch named by role.
 	x, xn          backend.Tensor // residual stream and its norm [D]
 	q, att, ao     backend.Tensor // [Hq*hd], [Hq*hd], [D]
@@ -94,8 +114,11 @@ func New(o Options) (*Engine, error) {
 	if cfg.MaxPositions > 0 && maxSeq > cfg.MaxPositions {
 		maxSeq = cfg.MaxPositions
 	}
+	if o.KV != backend.F32 && o.KV != backend.F16 {
+		return nil, fmt.Errorf("engine: KV cache dtype %v: want F32 or F16", o.KV)
+	}
 	e := &Engine{be: o.Backend, cfg: cfg, w: o.Weights, experts: o.Experts, exec: o.Executor, layout: o.Layout,
-		maxSeq: maxSeq, eps: float32(cfg.RMSNormEps)}
+		maxSeq: maxSeq, eps: float32(cfg.RMSNormEps), kv: o.KV}
 	var err error
 	alloc := func(n int) backend.Tensor {
 		if err != nil || n == 0 {
@@ -105,10 +128,21 @@ func New(o Options) (*Engine, error) {
 		t, err = e.be.Alloc(n)
 		return t
 	}
+	allocKV := alloc
+	if o.KV == backend.F16 {
+		allocKV = func(n int) backend.Tensor {
+			if err != nil || n == 0 {
+				return nil
+			}
+			var t backend.Tensor
+			t, err = e.be.AllocF16(n)
+			return t
+		}
+	}
 	D, KV := cfg.HiddenSize, cfg.KVDim()
 	for l := 0; l < cfg.NumLayers; l++ {
-		e.kCache = append(e.kCache, alloc(maxSeq*KV))
-		e.vCache = append(e.vCache, alloc(maxSeq*KV))
+		e.kCache = append(e.kCache, allocKV(maxSeq*KV))
+		e.vCache = append(e.vCache, allocKV(maxSeq*KV))
 	}
 	e.x, e.xn = alloc(D), alloc(D)
 	e.q, e.att, e.ao = alloc(D), alloc(D), alloc(D)
@@ -130,6 +164,17 @@ func New(o Options) (*Engine, error) {
 
 // Config returns the model configuration.
 func (e *Engine) Config() model.Config { return e.cfg }
+
+// KVDType is the KV cache's element type (backend.F32 or backend.F16).
+func (e *Engine) KVDType() backend.DType { return e.kv }
+
+// KVName is KVDType as raw records spell it: "FP32" or "FP16".
+func (e *Engine) KVName() string {
+	if e.kv == backend.F16 {
+		return "FP16"
+	}
+	return "FP32"
+}
 
 // MaxSeq is the number of positions one request may use.
 func (e *Engine) MaxSeq() int { return e.maxSeq }
