@@ -48,6 +48,29 @@ extern "C" __global__ void __launch_bounds__(256) attention_in_step(float* dst, 
                                                                    int n_heads, int n_kv, int hd, int gq, int gk,
                                                                    const int* st, double theta, float eps) { grid_dep_enter(); attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps, launched_grid()); }
 
+// The _kv16 twins: the same kernels over an FP16 KV cache (kv: fp16). What
+// they store is rounded to binary16 (kv_st), what they read is converted
+// back exactly (kv_ld4); the rest is the FP32 kernels' arithmetic, so they
+// give the op-by-op FP16 path's bits (kv_append_f16, attention_f32_kv16).
+extern "C" __global__ void rope_kv_step_kv16(float* q, const float* k, const float* v, __half* kc, __half* vc, int nh,
+                                             int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid(), true); }
+
+extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step_kv16(float* qo, const float* q, const float* k,
+                                                                           const float* v, __half* kc, __half* vc,
+                                                                           const void* qw, const void* kw, int w_kind, int nh,
+                                                                           int nkv, int hd, int gq, int gk, const int* st,
+                                                                           double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid(), true); }
+
+extern "C" __global__ void __launch_bounds__(256) attention_step_kv16(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                     const __half* kc, const __half* vc, const int* st,
+                                                                     int n_heads, int n_kv, int hd) { grid_dep_enter(); attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
+
+extern "C" __global__ void __launch_bounds__(256) attention_in_step_kv16(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                        const float* k, const float* v, __half* kc, __half* vc,
+                                                                        const void* qw, const void* kw, int w_kind,
+                                                                        int n_heads, int n_kv, int hd, int gq, int gk,
+                                                                        const int* st, double theta, float eps) { grid_dep_enter(); attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps, launched_grid()); }
+
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,
                                                            int* need, int* ids_out, volatile int* flag,

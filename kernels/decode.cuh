@@ -47,7 +47,8 @@ __device__ __forceinline__ void qk_norm_step_body(float* q, float* k, const void
 // With enter (the launched kernel) the thread computes its first pair's
 // inverse frequency (a constant: rope_inv_freq) before grid_dep_enter, so
 // only cos and sin stay behind the wait; the values are the same.
-__device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
+template <typename KV>
+__device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, const float* v, KV* kc, KV* vc, int nh,
                                         int nkv, int hd, const int* st, double theta, VGrid vg, bool enter = false) {
 	const int half = hd >> 1, kvn = nkv * hd;
 	const int nqp = nh * half, nkp = nkv * half, total = nqp + nkp + kvn;
@@ -62,17 +63,18 @@ __device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, cons
 			rope_pair_at(q + (size_t)h * hd, i, hd, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
 		} else if (idx < nqp + nkp) {
 			const int j = idx - nqp, h = j / half, i = j - h * half;
-			// The pair is copied into the cache row and rotated there: k
-			// itself stays as projected (only the cache holds the rotated
-			// key, as after RoPE + KVAppend).
+			// The pair is rotated in registers and stored into the cache
+			// row: k itself stays as projected (only the cache holds the
+			// rotated key, as after RoPE + KVAppend).
 			const float* kh = k + (size_t)h * hd;
-			float* row = kc + (size_t)pos * kvn + (size_t)h * hd;
-			row[i] = kh[i];
-			row[i + half] = kh[i + half];
-			rope_pair_at(row, i, hd, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
+			KV* row = kc + (size_t)pos * kvn + (size_t)h * hd;
+			float a = kh[i], c = kh[i + half];
+			rope_rot(a, c, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
+			kv_st(row + i, a);
+			kv_st(row + i + half, c);
 		} else {
 			const int j = idx - nqp - nkp;
-			vc[(size_t)pos * kvn + j] = v[j];
+			kv_st(vc + (size_t)pos * kvn + j, v[j]);
 		}
 	}
 }
@@ -90,13 +92,16 @@ __device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, cons
 // With enter (the launched kernel) the thread's first norm weight and its
 // first pair's inverse frequency, both constants, are loaded and computed
 // before grid_dep_enter: after the wait only the activations' round trip,
-// the reduction and cos/sin remain.
+// the reduction and cos/sin remain. An FP16 cache (KV = __half): a key head
+// is normalised and rotated in shared memory (kst) and then stored rounded.
+template <typename KV>
 __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float* q, const float* k,
-                                                                      const float* v, float* kc, float* vc,
+                                                                      const float* v, KV* kc, KV* vc,
                                                                       const void* qw, const void* kw, int w_kind, int nh,
                                                                       int nkv, int hd, int gq, int gk, const int* st,
                                                                       double theta, float eps, VGrid vg, bool enter = false) {
 	__shared__ float red[32];
+	__shared__ float kst[kv_is_f32<KV>::value ? 1 : ATT_HD_MAX];
 	const int half = hd >> 1, kvn = nkv * hd;
 	const bool isq = (int)vg.bid < nh;
 	const int h = isq ? vg.bid : vg.bid - nh;  // head within q or k
@@ -113,16 +118,22 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 	const float if0 = t < half ? rope_inv_freq(t, hd, theta) : 0.0f;
 	if (enter) grid_dep_enter();
 	const int pos = st[1];
-	float* dst = isq ? qo + (size_t)h * hd : kc + (size_t)pos * kvn + (size_t)h * hd;
+	KV* krow = kc + (size_t)pos * kvn + (size_t)h * hd;
+	float* kf = kv_f32(krow);  // FP32: normalise and rotate in the row itself
+	float* dst = isq ? qo + (size_t)h * hd : kf ? kf : kst;
 	const float inv = rms_inv(x + g0, g, eps, red);
 	for (int j = t; j < hd; j += blockDim.x) {
 		const int i = h * hd - g0 + j;  // index within the group
 		const float wv = j == t ? w0 : weight(i);
 		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
-		if (!isq) vc[(size_t)pos * kvn + (size_t)h * hd + j] = v[(size_t)h * hd + j];
+		if (!isq) kv_st(vc + (size_t)pos * kvn + (size_t)h * hd + j, v[(size_t)h * hd + j]);
 	}
 	__syncthreads();
 	for (int i = t; i < half; i += blockDim.x) rope_pair_at(dst, i, hd, pos, i == t ? if0 : rope_inv_freq(i, hd, theta));
+	if (!isq && !kf) {  // FP16 cache: store the rotated head (a block-uniform branch)
+		__syncthreads();
+		for (int j = t; j < hd; j += blockDim.x) kv_st(krow + j, kst[j]);
+	}
 }
 
 // attention_step: attention over positions 0..st[1] (attention_split in
@@ -133,16 +144,18 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 // KV append of qk_norm_rope_kv_step or rope_kv_step, then attention_step's
 // attention, in one launch; tuning.attnIn, off by default: slower on the
 // H200). Launch as attention_step.
+template <typename KV>
 __device__ __forceinline__ void attention_in_step_body(float* dst, float* part, unsigned* cnt, const float* q,
-                                                       const float* k, const float* v, float* kc, float* vc,
+                                                       const float* k, const float* v, KV* kc, KV* vc,
                                                        const void* qw, const void* kw, int w_kind, int n_heads,
                                                        int n_kv, int hd, int gq, int gk, const int* st, double theta,
                                                        float eps, VGrid vg) {
 	attention_in(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, st[1] + 1, n_heads, n_kv, hd, gq, gk, theta, eps, vg.bid);
 }
 
+template <typename KV>
 __device__ __forceinline__ void attention_step_body(float* dst, float* part, unsigned* cnt, const float* q,
-                                                    const float* kc, const float* vc, const int* st, int n_heads,
+                                                    const KV* kc, const KV* vc, const int* st, int n_heads,
                                                     int n_kv, int hd, VGrid vg) {
 	attention_split(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
 }

@@ -6,7 +6,8 @@
 //	rope_rows_f32       rope_pair (rope_f32's body) on row t at pos0+t;
 //	attention_rows_f32  attention_split (attention_f32's body) for query row
 //	                    t over positions 0..pos0+t: blocks t*H*ATT_SPLIT ..
-//	                    are row t's, with row t's own partials and tickets;
+//	                    are row t's, with row t's own partials and tickets
+//	                    (attention_rows_f32_kv16: over an FP16 cache);
 //	router_topk_rows    router_topk_block (router_topk's body) on row t, one
 //	                    block a row.
 //
@@ -27,6 +28,17 @@ extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, i
 extern "C" __global__ void __launch_bounds__(256) attention_rows_f32(float* dst, float* part, unsigned* cnt, const float* q,
                                                                     const float* kc, const float* vc, int pos0,
                                                                     int n_heads, int n_kv, int hd) {
+	const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;
+	const size_t Q = (size_t)n_heads * hd;
+	attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,
+	                pos0 + t + 1, n_heads, n_kv, hd, bid);
+}
+
+// attention_rows_f32_kv16: attention_rows_f32 over an FP16 cache (the
+// batch's rows were appended by kv_append_f16).
+extern "C" __global__ void __launch_bounds__(256) attention_rows_f32_kv16(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                         const __half* kc, const __half* vc, int pos0,
+                                                                         int n_heads, int n_kv, int hd) {
 	const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;
 	const size_t Q = (size_t)n_heads * hd;
 	attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,

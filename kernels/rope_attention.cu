@@ -21,6 +21,16 @@ extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, c
 	}
 }
 
+// kv_append_f16: the FP16 cache's append, kc[off + j] = k[j] and
+// vc[off + j] = v[j] rounded to nearest even, for j < n: one position
+// (off = pos*n) or a batch's T rows at once (n = T*rows, off = pos0*rows).
+extern "C" __global__ void kv_append_f16(__half* kc, __half* vc, const float* k, const float* v, int n, long long off) { grid_dep_enter();
+	for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < n; j += gridDim.x * blockDim.x) {
+		kv_st(kc + off + j, k[j]);
+		kv_st(vc + off + j, v[j]);
+	}
+}
+
 // attention: dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions
 // 0..n-1 (attention_split, split over positions). Launch: n_heads*ATT_SPLIT
 // blocks of 256 threads; part[n_heads][ATT_SPLIT][hd+2] scratch, cnt[n_heads]
@@ -28,5 +38,12 @@ extern "C" __global__ void kv_append_f32(float* kc, float* vc, const float* k, c
 extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, float* part, unsigned* cnt, const float* q,
                                                                const float* kc, const float* vc, int n, int n_heads,
                                                                int n_kv, int hd) { grid_dep_enter();
+	attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);
+}
+
+// attention_f32_kv16: attention_f32 over an FP16 cache.
+extern "C" __global__ void __launch_bounds__(256) attention_f32_kv16(float* dst, float* part, unsigned* cnt, const float* q,
+                                                                    const __half* kc, const __half* vc, int n, int n_heads,
+                                                                    int n_kv, int hd) { grid_dep_enter();
 	attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);
 }

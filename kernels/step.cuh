@@ -45,13 +45,20 @@ __device__ __forceinline__ float rope_inv_freq(int i, int hd, double theta) {
 	const float e = __fdiv_rn((float)(2 * i), (float)hd);
 	return __fdiv_rn(1.0f, (float)pow(theta, (double)e));
 }
-__device__ __forceinline__ void rope_pair_at(float* v, int i, int hd, int pos, float inv_freq) {
-	const int half = hd >> 1;
+// rope_rot rotates the pair (a, c) in registers: rope_pair_at's arithmetic.
+__device__ __forceinline__ void rope_rot(float& a, float& c, int pos, float inv_freq) {
 	const float f = __fmul_rn((float)pos, inv_freq);
 	const float cs = (float)cos((double)f), sn = (float)sin((double)f);
-	const float a = v[i], c = v[i + half];
-	v[i] = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
-	v[i + half] = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+	const float ra = __fsub_rn(__fmul_rn(a, cs), __fmul_rn(c, sn));
+	const float rc = __fadd_rn(__fmul_rn(c, cs), __fmul_rn(a, sn));
+	a = ra, c = rc;
+}
+__device__ __forceinline__ void rope_pair_at(float* v, int i, int hd, int pos, float inv_freq) {
+	const int half = hd >> 1;
+	float a = v[i], c = v[i + half];
+	rope_rot(a, c, pos, inv_freq);
+	v[i] = a;
+	v[i + half] = c;
 }
 __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, double theta) {
 	rope_pair_at(v, i, hd, pos, rope_inv_freq(i, hd, theta));
@@ -84,6 +91,27 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 #define ATT_HD_MAX 256
 
 __device__ __forceinline__ float4 att_ld4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
+
+// The KV cache's element type KV: float (FP32) or __half (FP16, kv: fp16).
+// kv_st stores one value (FP16: rounded to nearest even, __float2half_rn,
+// the CPU backend's half.F32ToF16); kv_ld4 reads the 4 values at p (16
+// bytes aligned for FP32, 8 for FP16) as a float4, exactly. Everything
+// after the load is FP32 either way, so an FP16 cache changes only what
+// was stored. kv_f32 is the cache row itself when it is FP32 (a kernel may
+// then work in place), nullptr when it is FP16.
+__device__ __forceinline__ float4 kv_ld4(const float* p) { return att_ld4(p); }
+__device__ __forceinline__ float4 kv_ld4(const __half* p) {
+	const uint2 u = __ldcg(reinterpret_cast<const uint2*>(p));
+	const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
+	const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
+	return make_float4(a.x, a.y, b.x, b.y);
+}
+__device__ __forceinline__ void kv_st(float* p, float v) { *p = v; }
+__device__ __forceinline__ void kv_st(__half* p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ float* kv_f32(float* p) { return p; }
+__device__ __forceinline__ float* kv_f32(__half*) { return nullptr; }
+template <typename KV> struct kv_is_f32 { static constexpr bool value = false; };
+template <> struct kv_is_f32<float> { static constexpr bool value = true; };
 __device__ __forceinline__ float att_dot4(float4 a, float4 b, float d) {
 	d = __fmaf_rn(a.x, b.x, d);
 	d = __fmaf_rn(a.y, b.y, d);
@@ -116,9 +144,9 @@ struct AttShared {
 
 // q_smem: q is the block's own query head in shared memory (attention_in),
 // not the heads' vector in global memory.
-template <int J, int U>
-__device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const float* kc,
-                                                  const float* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
+template <int J, int U, typename KV>
+__device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
+                                                  const KV* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
                                                   AttShared& sh, bool q_smem) {
 	float (&wacc)[ATT_WARPS][ATT_HD_MAX] = sh.acc;
 	float* wm = sh.m;
@@ -150,8 +178,8 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 				const int i = 4 * lane + 128 * j;
 				const bool ok = t < t1 && i < hd;
 				const size_t at = (size_t)t * kv_dim + off + i;
-				kr[u][j] = ok ? att_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
-				vr[u][j] = ok ? att_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+				kr[u][j] = ok ? kv_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+				vr[u][j] = ok ? kv_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
 			}
 		}
 		float sc[U];
@@ -231,9 +259,10 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 
 // attention_split is attention_split_t for the block (h, s) = (bid /
 // ATT_SPLIT, bid % ATT_SPLIT): 8 positions a round per warp up to hd 128,
-// 4 above.
-__device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const float* kc,
-                                                const float* vc, int n, int n_heads, int n_kv, int hd, int bid) {
+// 4 above. KV: the cache's element type (float or __half).
+template <typename KV>
+__device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
+                                                const KV* vc, int n, int n_heads, int n_kv, int hd, int bid) {
 	__shared__ __align__(16) AttShared sh;
 	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
 	if (hd <= 128)
@@ -274,8 +303,9 @@ __device__ __forceinline__ void attention_in_row(float* dst, const float* x, int
 // head's query heads store the same bits there). Every value is computed as
 // op by op computes it, so the bits are attention_split's over op by op's
 // caches. qw/kw: the norms' weights (w_kind 1 FP16, 2 FP32, 0 no norms).
+template <typename KV>
 __device__ __forceinline__ void attention_in(float* dst, float* part, unsigned* cnt, const float* q, const float* k,
-                                             const float* v, float* kc, float* vc, const void* qw, const void* kw,
+                                             const float* v, KV* kc, KV* vc, const void* qw, const void* kw,
                                              int w_kind, int n, int n_heads, int n_kv, int hd, int gq, int gk, double theta,
                                              float eps, int bid) {
 	__shared__ __align__(16) AttShared sh;
@@ -285,11 +315,11 @@ __device__ __forceinline__ void attention_in(float* dst, float* part, unsigned* 
 	if (t0 <= pos && pos < t0 + per) {
 		const int kh = h / (n_heads / n_kv), kvn = n_kv * hd;
 		attention_in_row(sh.k, k, kh, kw, w_kind, gk, hd, pos, theta, eps, sh.red);
-		float* krow = kc + (size_t)pos * kvn + (size_t)kh * hd;
-		float* vrow = vc + (size_t)pos * kvn + (size_t)kh * hd;
+		KV* krow = kc + (size_t)pos * kvn + (size_t)kh * hd;
+		KV* vrow = vc + (size_t)pos * kvn + (size_t)kh * hd;
 		for (int j = threadIdx.x; j < hd; j += blockDim.x) {
-			krow[j] = sh.k[j];
-			vrow[j] = v[(size_t)kh * hd + j];
+			kv_st(krow + j, sh.k[j]);
+			kv_st(vrow + j, v[(size_t)kh * hd + j]);
 		}
 		__syncthreads();  // the rows are the block's to read back
 	}

@@ -74,7 +74,8 @@ type Backend interface {
 	// when it is FP16 (engine.Options.KV). KVAppend rounds what it stores
 	// there to nearest even; Attention reads it back as FP32.
 	AllocF16(n int) (Tensor, error)
-	// ReadF32 copies an activation buffer to the host (synchronising).
+	// ReadF32 copies an activation buffer to the host (synchronising); an
+	// FP16 buffer of AllocF16 (the KV cache) is read as its values.
 	ReadF32(src Tensor, dst []float32) error
 	// WriteF32 copies host values into an activation buffer.
 	WriteF32(dst Tensor, src []float32) error

@@ -11,6 +11,7 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/half"
 )
 
 // Backend implements backend.Backend on one GPU.
@@ -500,7 +501,7 @@ func (b *Backend) copyIn(dst cu.DevicePtr, src unsafe.Pointer, n int) error {
 
 // ReadF32 implements backend.Backend; it waits for the compute stream.
 func (b *Backend) ReadF32(src backend.Tensor, dst []float32) error {
-	s, err := b.tensorOf("ReadF32", "src", src, backend.F32)
+	s, err := b.tensorOf("ReadF32", "src", src, backend.F32, backend.F16)
 	if err != nil {
 		return err
 	}
@@ -511,6 +512,16 @@ func (b *Backend) ReadF32(src backend.Tensor, dst []float32) error {
 		return nil
 	}
 	return b.o.do(func() error {
+		if s.dt == backend.F16 { // an FP16 buffer (the KV cache): its values, exactly
+			host, err := b.read(s.ptr, 2*len(dst))
+			if err != nil {
+				return fmt.Errorf("cuda: ReadF32: %w", err)
+			}
+			for i := range dst {
+				dst[i] = half.F16ToF32(uint16(host[2*i]) | uint16(host[2*i+1])<<8)
+			}
+			return nil
+		}
 		host, err := b.read(s.ptr, 4*len(dst))
 		if err != nil {
 			return fmt.Errorf("cuda: ReadF32: %w", err)

@@ -53,17 +53,19 @@ type kernelSet struct {
 	matmul [2][2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
-	ropeRows, attentionRows, topkRows cu.Function
+	ropeRows, topkRows cu.Function
+	// The kernels that store or read the KV cache, per cache element type:
+	// kv[0] over an FP32 cache, kv[1] over an FP16 one (the _kv16 kernels).
+	kv [2]kvKernels
 	// experts_fused.cu: gate/up and down of an int4 routed group in one
 	// launch with a grid barrier between them (fusedExperts).
 	moeInt4T cu.Function
 	// decode.cu: the kernels only captured steps use.
-	stepSet, embedStep, qkNormStep, ropeKVStep                 cu.Function
-	attentionStep, attentionInStep                             cu.Function
-	routeStep, argmaxStep, addGatedResidStep, qkNormRopeKVStep cu.Function
-	awaitStep                                                  cu.Function
-	routerRouteStep                                            cu.Function // the router matvec and route_step in one launch (tuning.routeFused)
-	prefetchL2                                                 cu.Function // the captured steps' L2 prefetch branch (step_prefetch.go)
+	stepSet, embedStep, qkNormStep           cu.Function
+	routeStep, argmaxStep, addGatedResidStep cu.Function
+	awaitStep                                cu.Function
+	routerRouteStep                          cu.Function // the router matvec and route_step in one launch (tuning.routeFused)
+	prefetchL2                               cu.Function // the captured steps' L2 prefetch branch (step_prefetch.go)
 	// persistent.cu: the persistent decode kernel's builds (persistentBuilds).
 	persistent [len(persistentBuilds)]cu.Function
 	rmsnorm    cu.Function
@@ -72,7 +74,6 @@ type kernelSet struct {
 	addScaled  cu.Function
 	addGated   cu.Function
 	rope       cu.Function
-	kvAppend   cu.Function
 	attention  cu.Function
 	topk       cu.Function
 	embed      cu.Function
@@ -145,17 +146,20 @@ func (b *Backend) loadKernels() error {
 		k.matmul[0][i] = get(fmt.Sprintf("matmul_w4a16_b%d", tb))
 		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
 	}
-	k.ropeRows, k.attentionRows, k.topkRows = get("rope_rows_f32"), get("attention_rows_f32"), get("router_topk_rows")
+	k.ropeRows, k.topkRows = get("rope_rows_f32"), get("router_topk_rows")
+	for i, names := range kvKernelNames {
+		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
+			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6])}
+	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
-	k.rope, k.kvAppend, k.attention = get("rope_f32"), get("kv_append_f32"), get("attention_f32")
+	k.rope = get("rope_f32")
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
-	k.ropeKVStep, k.routeStep = get("rope_kv_step"), get("route_step")
-	k.attentionStep, k.attentionInStep = get("attention_step"), get("attention_in_step")
+	k.routeStep = get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
-	k.qkNormRopeKVStep, k.awaitStep = get("qk_norm_rope_kv_step"), get("await_step")
+	k.awaitStep = get("await_step")
 	k.routerRouteStep = get("router_route_step")
 	k.prefetchL2 = get("prefetch_l2")
 	k.moeInt4T = get("experts_moe_int4_t")
@@ -246,17 +250,18 @@ var moduleFuncs = map[string][]string{
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
-	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "router_topk_rows"},
+	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
-	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32"},
+	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32", "kv_append_f16", "attention_f32_kv16"},
 	"router":          {"router_topk"},
 	"embed_argmax":    {"embed_gather", "argmax_masked"},
 	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"prefetch":        {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
-		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step"},
+		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",
+		"rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16", "attention_step_kv16", "attention_in_step_kv16"},
 	"persistent": persistentBuilds[:],
 }
 

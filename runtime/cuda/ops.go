@@ -234,13 +234,10 @@ func (b *Backend) RoPE(x backend.Tensor, nHeads, headDim, pos int, theta float64
 		argPtr(xt.ptr), argInt(nHeads), argInt(headDim), argInt(pos), argF64(theta))
 }
 
-// KVAppend implements backend.Backend.
+// KVAppend implements backend.Backend: kv_append_f32, or kv_append_f16
+// (values rounded to binary16) into FP16 caches.
 func (b *Backend) KVAppend(kCache, vCache, k, v backend.Tensor, pos int) error {
-	kc, err := b.tensorOf("KVAppend", "kCache", kCache, backend.F32)
-	if err != nil {
-		return err
-	}
-	vc, err := b.tensorOf("KVAppend", "vCache", vCache, backend.F32)
+	kc, vc, err := b.kvCaches("KVAppend", kCache, vCache)
 	if err != nil {
 		return err
 	}
@@ -256,7 +253,11 @@ func (b *Backend) KVAppend(kCache, vCache, k, v backend.Tensor, pos int) error {
 	if vt.n != n || kc.n != vc.n || n == 0 || pos < 0 || (pos+1)*n > kc.n {
 		return shapeErr("KVAppend", "position %d of a cache of %d values with rows of %d", pos, kc.n, n)
 	}
-	return b.launchAsync("KVAppend", b.k.kvAppend, b.elementwiseGrid(n), block, 0,
+	if kc.dt == backend.F16 {
+		return b.launchAsync("KVAppend", b.k.kv[1].append, b.elementwiseGrid(n), block, 0,
+			argPtr(kc.ptr), argPtr(vc.ptr), argPtr(kt.ptr), argPtr(vt.ptr), argInt(n), argInt(pos*n))
+	}
+	return b.launchAsync("KVAppend", b.k.kv[0].append, b.elementwiseGrid(n), block, 0,
 		argPtr(kc.ptr), argPtr(vc.ptr), argPtr(kt.ptr), argPtr(vt.ptr), argInt(n), argInt(pos))
 }
 
@@ -273,7 +274,7 @@ func attPartFloats(nHeads, hd int) int { return nHeads * attSplit * (hd + 2) }
 
 // Attention implements backend.Backend: attention_split, heads x attSplit
 // blocks over contiguous ranges of positions, merged by the last block of
-// each head.
+// each head (attention_f32, or attention_f32_kv16 over FP16 caches).
 func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nKVHeads, headDim int) error {
 	d, err := b.tensorOf("Attention", "dst", dst, backend.F32)
 	if err != nil {
@@ -283,11 +284,7 @@ func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nK
 	if err != nil {
 		return err
 	}
-	kc, err := b.tensorOf("Attention", "kCache", kCache, backend.F32)
-	if err != nil {
-		return err
-	}
-	vc, err := b.tensorOf("Attention", "vCache", vCache, backend.F32)
+	kc, vc, err := b.kvCaches("Attention", kCache, vCache)
 	if err != nil {
 		return err
 	}
@@ -313,7 +310,7 @@ func (b *Backend) Attention(dst, q, kCache, vCache backend.Tensor, n, nHeads, nK
 		if err := b.scratch(&b.attCnt, nHeads); err != nil {
 			return fmt.Errorf("cuda: Attention: tickets: %w", err)
 		}
-		if err := b.launch(b.k.attention, nHeads*attSplit, block, 0, argPtr(d.ptr), argPtr(b.attPart.ptr), argPtr(b.attCnt.ptr),
+		if err := b.launch(b.k.kv[kvIndex(kc.dt)].attention, nHeads*attSplit, block, 0, argPtr(d.ptr), argPtr(b.attPart.ptr), argPtr(b.attCnt.ptr),
 			argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(n), argInt(nHeads), argInt(nKVHeads), argInt(headDim)); err != nil {
 			return fmt.Errorf("cuda: Attention: launch: %w", err)
 		}

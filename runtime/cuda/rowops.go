@@ -39,13 +39,10 @@ func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta
 }
 
 // KVAppendRows implements backend.RowOps: the T rows are contiguous in k
-// and v and land contiguously at positions pos0.., so it is two copies.
+// and v and land contiguously at positions pos0.., so it is two copies
+// (FP32 caches) or one kv_append_f16 launch (FP16).
 func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int) error {
-	kc, err := b.tensorOf("KVAppendRows", "kCache", kCache, backend.F32)
-	if err != nil {
-		return err
-	}
-	vc, err := b.tensorOf("KVAppendRows", "vCache", vCache, backend.F32)
+	kc, vc, err := b.kvCaches("KVAppendRows", kCache, vCache)
 	if err != nil {
 		return err
 	}
@@ -61,20 +58,12 @@ func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int)
 		return shapeErr("KVAppendRows", "%d rows of %d values at position %d of a cache of %d values", T, kt.n/max(T, 1), pos0, kc.n)
 	}
 	n := kt.n / T
-	off := cu.DevicePtr(4 * pos0 * n)
-	return b.o.async(func() error {
-		if err := cu.MemcpyDtoDAsync(kc.ptr+off, kt.ptr, int64(4*T*n), b.compute); err != nil {
-			return fmt.Errorf("cuda: KVAppendRows: K: %w", err)
-		}
-		if err := cu.MemcpyDtoDAsync(vc.ptr+off, vt.ptr, int64(4*T*n), b.compute); err != nil {
-			return fmt.Errorf("cuda: KVAppendRows: V: %w", err)
-		}
-		return nil
-	})
+	return b.o.async(func() error { return b.appendKV("KVAppendRows", kc, vc, kt.ptr, vt.ptr, T*n, pos0*n) })
 }
 
-// AttentionRows implements backend.RowOps: attention_rows_f32 over at most
-// attRowsMax rows a launch.
+// AttentionRows implements backend.RowOps: attention_rows_f32 (or
+// attention_rows_f32_kv16 over FP16 caches) over at most attRowsMax rows a
+// launch.
 func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int) error {
 	d, err := b.tensorOf("AttentionRows", "dst", dst, backend.F32)
 	if err != nil {
@@ -84,11 +73,7 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 	if err != nil {
 		return err
 	}
-	kc, err := b.tensorOf("AttentionRows", "kCache", kCache, backend.F32)
-	if err != nil {
-		return err
-	}
-	vc, err := b.tensorOf("AttentionRows", "vCache", vCache, backend.F32)
+	kc, vc, err := b.kvCaches("AttentionRows", kCache, vCache)
 	if err != nil {
 		return err
 	}
@@ -114,7 +99,7 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 		for t0 := 0; t0 < T; t0 += rows {
 			n := min(rows, T-t0)
 			at := cu.DevicePtr(4 * t0 * Q)
-			if err := b.launch(b.k.attentionRows, n*nHeads*attSplit, block, 0, argPtr(d.ptr+at), argPtr(b.attRowsPart.ptr),
+			if err := b.launch(b.k.kv[kvIndex(kc.dt)].attentionRows, n*nHeads*attSplit, block, 0, argPtr(d.ptr+at), argPtr(b.attRowsPart.ptr),
 				argPtr(b.attRowsCnt.ptr), argPtr(qt.ptr+at), argPtr(kc.ptr), argPtr(vc.ptr), argInt(pos0+t0), argInt(nHeads),
 				argInt(nKVHeads), argInt(headDim)); err != nil {
 				return fmt.Errorf("cuda: AttentionRows: rows %d..%d: %w", t0, t0+n-1, err)

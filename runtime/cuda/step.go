@@ -242,6 +242,15 @@ func (s *stepper) check() error {
 	if err := attentionHeadDimOK(cfg.HeadDim()); err != nil {
 		return fmt.Errorf("cuda: stepper: %w", err)
 	}
+	for l := range s.spec.KCache {
+		if _, _, err := b.kvCaches("stepper", s.spec.KCache[l], s.spec.VCache[l]); err != nil {
+			return fmt.Errorf("cuda: stepper: layer %d: %w", l, err)
+		}
+		if s.spec.KCache[l].DType() == backend.F16 && s.spec.Mode == device.StepPersistent {
+			// persistent.cu interprets the FP32 KV kernels only.
+			return fmt.Errorf("cuda: stepper: step mode %s runs an FP32 KV cache only (this engine's is FP16)", device.StepPersistent)
+		}
+	}
 	if cfg.NumExperts > routeMaxExperts {
 		return fmt.Errorf("cuda: stepper: %d experts, the routing kernel takes at most %d", cfg.NumExperts, routeMaxExperts)
 	}

@@ -153,9 +153,10 @@ func (s *stepper) issueAttnIn(l int) error {
 		return nil // attention_in_step normalises, rotates and appends (issueAttention)
 	}
 	kc, vc := ptr(s.spec.KCache[l]), ptr(s.spec.VCache[l])
+	kk := s.kvKernels(l)
 	if s.headNorms(l) {
 		gq, gk := lw.QNorm.Len(), lw.KNorm.Len()
-		return b.launch(b.k.qkNormRopeKVStep, cfg.NumHeads+cfg.NumKVHeads, block, 0, argPtr(s.qn), argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
+		return b.launch(kk.qkNormRopeKVStep, cfg.NumHeads+cfg.NumKVHeads, block, 0, argPtr(s.qn), argPtr(q), argPtr(k), argPtr(v), argPtr(kc), argPtr(vc),
 			argPtr(ptr(lw.QNorm)), argPtr(ptr(lw.KNorm)), argInt(wkind(lw.QNorm)), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads),
 			argInt(hd), argInt(gq), argInt(gk), argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps)))
 	}
@@ -166,8 +167,14 @@ func (s *stepper) issueAttnIn(l int) error {
 			return err
 		}
 	}
-	return b.launch(b.k.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
+	return b.launch(kk.ropeKVStep, b.elementwiseGrid(Q/2+KV/2+KV), block, 0, argPtr(q), argPtr(k), argPtr(v),
 		argPtr(kc), argPtr(vc), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd), argPtr(s.st), argF64(cfg.RopeTheta))
+}
+
+// kvKernels are the KV kernels for layer l's caches' element type (FP32, or
+// the _kv16 twins over FP16 caches).
+func (s *stepper) kvKernels(l int) *kvKernels {
+	return &s.b.k.kv[kvIndex(s.spec.KCache[l].DType())]
 }
 
 // headNorms: layer l has q/k norms whose groups hold whole heads, so one
@@ -196,7 +203,7 @@ func (s *stepper) issueAttention(l int) error {
 		if lw.QNorm != nil {
 			qw, kw, wk, gq, gk = ptr(lw.QNorm), ptr(lw.KNorm), wkind(lw.QNorm), lw.QNorm.Len(), lw.KNorm.Len()
 		}
-		return b.launch(b.k.attentionInStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+		return b.launch(s.kvKernels(l).attentionInStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
 			argPtr(q), argPtr(k), argPtr(v), kc, vc, argPtr(qw), argPtr(kw), argInt(wk), H, Hkv, argInt(hd), argInt(gq), argInt(gk),
 			argPtr(s.st), argF64(cfg.RopeTheta), argF32(float32(cfg.RMSNormEps)))
 	}
@@ -204,7 +211,7 @@ func (s *stepper) issueAttention(l int) error {
 	if s.headNorms(l) {
 		qa = s.qn
 	}
-	return b.launch(b.k.attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+	return b.launch(s.kvKernels(l).attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
 		argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))
 }
 

@@ -69,3 +69,28 @@ func TestBF16(t *testing.T) {
 		t.Fatal("NaN did not survive BF16")
 	}
 }
+
+// TestF32ToF16RoundsToNearestEven pins the rounding the FP16 KV cache
+// relies on (CUDA's __float2half_rn): ties to even, gradual underflow,
+// and the largest finite value.
+func TestF32ToF16RoundsToNearestEven(t *testing.T) {
+	for _, c := range []struct {
+		in   float32
+		want uint16
+	}{
+		{1 + 1.0/2048, 0x3c00},               // tie between 1 and 1+2^-10: even (1)
+		{1 + 3.0/2048, 0x3c02},               // tie: even (1+2^-9)
+		{-(1 + 1.0/2048), 0xbc00},            // the same below zero
+		{1 + 1.0/2048 + 1.0/(1<<20), 0x3c01}, // above the tie: up
+		{2049, 0x6800},                       // tie at ulp 2: 2048
+		{2051, 0x6804},                       // tie: 2052
+		{65519, 0x7bff},                      // below the overflow threshold: 65504
+		{3.0 / (1 << 25), 0x0002},            // 1.5 subnormal ulps: 2
+		{1.0 / (1 << 26), 0x0000},            // a quarter ulp: +0
+		{-1e-8, 0x8000},                      // -0
+	} {
+		if got := F32ToF16(c.in); got != c.want {
+			t.Errorf("F32ToF16(%g) = %#04x, want %#04x", c.in, got, c.want)
+		}
+	}
+}

@@ -64,7 +64,9 @@ func Run(t *testing.T, be backend.Backend, shapes []Shape, tol map[string]Tolera
 	t.Run("GroupedExperts", func(t *testing.T) { runGrouped(t, be, rng) })
 	t.Run("RMSNorm", func(t *testing.T) { checkRMSNorm(t, be, rng, tol["rmsnorm"]) })
 	t.Run("RoPE", func(t *testing.T) { checkRoPE(t, be, rng, tol["rope"]) })
-	t.Run("Attention", func(t *testing.T) { checkAttention(t, be, rng, tol["attention"]) })
+	t.Run("Attention", func(t *testing.T) { checkAttention(t, be, rng, tol["attention"], backend.F32) })
+	t.Run("AttentionKV16", func(t *testing.T) { checkAttention(t, be, rng, tol["attention"], backend.F16) })
+	t.Run("KVAppendF16Rounding", func(t *testing.T) { checkKVAppendF16(t, be, rng) })
 	t.Run("Elementwise", func(t *testing.T) { checkElementwise(t, be, rng, tol["elementw"]) })
 	t.Run("TopK", func(t *testing.T) { checkTopK(t, be, rng, tol["topk"]) })
 	t.Run("Argmax", func(t *testing.T) { checkArgmax(t, be) })
@@ -263,18 +265,49 @@ func checkRoPE(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance) 
 	}
 }
 
-func checkAttention(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance) {
+// allocKV allocates a zeroed KV cache of n values of element type dt.
+func allocKV(t *testing.T, be backend.Backend, n int, dt backend.DType) backend.Tensor {
+	t.Helper()
+	alloc := be.Alloc
+	if dt == backend.F16 {
+		alloc = be.AllocF16
+	}
+	c, err := alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// roundKV is what a cache of element type dt holds for x: x itself (F32)
+// or x rounded to binary16 (F16).
+func roundKV(x []float32, dt backend.DType) []float32 {
+	if dt != backend.F16 {
+		return x
+	}
+	out := make([]float32, len(x))
+	for i, v := range x {
+		out[i] = half.F16ToF32(half.F32ToF16(v))
+	}
+	return out
+}
+
+// checkAttention appends random K and V rows to caches of element type kv
+// and compares Attention with a float64 reference over what the caches
+// hold (for FP16 caches the rounded rows).
+func checkAttention(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance, kv backend.DType) {
 	for _, c := range []struct{ heads, kv, hd, n, maxT int }{{4, 4, 64, 1, 8}, {4, 4, 64, 7, 8}, {8, 2, 32, 33, 40}, {2, 1, 128, 1500, 1536}, {2, 2, 256, 100, 100}} {
 		kvDim := c.kv * c.hd
-		kc, _ := be.Alloc(c.maxT * kvDim)
-		vc, _ := be.Alloc(c.maxT * kvDim)
+		kc := allocKV(t, be, c.maxT*kvDim, kv)
+		vc := allocKV(t, be, c.maxT*kvDim, kv)
 		ks := make([][]float32, c.n)
 		vs := make([][]float32, c.n)
 		for p := 0; p < c.n; p++ {
-			ks[p], vs[p] = randF32(rng, kvDim, 1), randF32(rng, kvDim, 1)
-			if err := be.KVAppend(kc, vc, upload(t, be, ks[p]), upload(t, be, vs[p]), p); err != nil {
+			k, v := randF32(rng, kvDim, 1), randF32(rng, kvDim, 1)
+			if err := be.KVAppend(kc, vc, upload(t, be, k), upload(t, be, v), p); err != nil {
 				t.Fatal(err)
 			}
+			ks[p], vs[p] = roundKV(k, kv), roundKV(v, kv)
 		}
 		q := randF32(rng, c.heads*c.hd, 1)
 		dst, _ := be.Alloc(len(q))
@@ -304,7 +337,50 @@ func checkAttention(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolera
 				}
 			}
 		}
-		near(t, fmt.Sprintf("Attention %+v", c), read(t, be, dst), want, tol)
+		near(t, fmt.Sprintf("Attention %v %+v", kv, c), read(t, be, dst), want, tol)
+	}
+}
+
+// checkKVAppendF16 appends rows holding rounding ties, values that round to
+// FP16 subnormals or to zero, and the largest finite FP16 values to FP16
+// caches and checks the caches hold each value rounded to nearest even
+// (half.F32ToF16), bit for bit, and that Attention over one position
+// returns the stored V row exactly (its one weight is 1).
+func checkKVAppendF16(t *testing.T, be backend.Backend, rng *rand.Rand) {
+	edge := []float32{1 + 1.0/2048, 1 + 3.0/2048, -(1 + 1.0/2048), 2049, 2051, 65504, 65519, -65519,
+		1.0 / (1 << 20), 3.0 / (1 << 25), 1.0 / (1 << 26), 1e-8, -1e-8, 0, 0.1, -0.3333333}
+	const hd = 64
+	k := randF32(rng, hd, 1)
+	v := randF32(rng, hd, 1)
+	copy(k, edge)
+	copy(v[hd-len(edge):], edge)
+	kc, vc := allocKV(t, be, 2*hd, backend.F16), allocKV(t, be, 2*hd, backend.F16)
+	if err := be.KVAppend(kc, vc, upload(t, be, k), upload(t, be, v), 1); err != nil {
+		t.Fatal(err)
+	}
+	wantK := append(make([]float32, hd), roundKV(k, backend.F16)...)
+	wantV := append(make([]float32, hd), roundKV(v, backend.F16)...)
+	sameBits(t, "FP16 K cache", read(t, be, kc), wantK)
+	sameBits(t, "FP16 V cache", read(t, be, vc), wantV)
+	// Position 0 of the caches now holds row 1's values too (KVAppend at 0).
+	if err := be.KVAppend(kc, vc, upload(t, be, k), upload(t, be, v), 0); err != nil {
+		t.Fatal(err)
+	}
+	q := randF32(rng, hd, 1)
+	dst, _ := be.Alloc(hd)
+	if err := be.Attention(dst, upload(t, be, q), kc, vc, 1, 1, 1, hd); err != nil {
+		t.Fatal(err)
+	}
+	wantAtt := append([]float32(nil), wantV[hd:]...)
+	for i, x := range wantAtt {
+		if x == 0 {
+			wantAtt[i] = 0 // the weighted sum starts at +0: +0 + 1*(-0) is +0
+		}
+	}
+	sameBits(t, "Attention over one FP16 position", read(t, be, dst), wantAtt)
+	f32, _ := be.Alloc(2 * hd)
+	if err := be.KVAppend(kc, f32, upload(t, be, k), upload(t, be, v), 0); err == nil {
+		t.Fatal("KVAppend into an FP16 K cache and an FP32 V cache: no error")
 	}
 }
 

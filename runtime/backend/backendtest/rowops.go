@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/half"
 )
 
 // runRowOps checks a backend.RowOps against the same backend's per-token
@@ -43,7 +44,10 @@ func runRowOps(t *testing.T, be backend.Backend, rng *rand.Rand) {
 					sameBits(t, "RoPERows", read(t, be, got), read(t, be, want))
 				})
 				t.Run("KVAppendAttentionRows/"+name, func(t *testing.T) {
-					checkKVAttentionRows(t, be, bb, ro, rng, hs.h, hs.kv, hs.hd, T, pos0)
+					checkKVAttentionRows(t, be, bb, ro, rng, hs.h, hs.kv, hs.hd, T, pos0, backend.F32)
+				})
+				t.Run("KVAppendAttentionRowsKV16/"+name, func(t *testing.T) {
+					checkKVAttentionRows(t, be, bb, ro, rng, hs.h, hs.kv, hs.hd, T, pos0, backend.F16)
 				})
 			}
 		}
@@ -76,8 +80,9 @@ func runRowOps(t *testing.T, be backend.Backend, rng *rand.Rand) {
 
 // checkKVAttentionRows appends T rows at pos0 to caches that already hold
 // positions 0..pos0-1, through KVAppendRows and through KVAppend row by
-// row, compares the caches, then AttentionRows against Attention.
-func checkKVAttentionRows(t *testing.T, be backend.Backend, bb backend.Batched, ro backend.RowOps, rng *rand.Rand, h, kv, hd, T, pos0 int) {
+// row, compares the caches, then AttentionRows against Attention. dt is
+// the caches' element type.
+func checkKVAttentionRows(t *testing.T, be backend.Backend, bb backend.Batched, ro backend.RowOps, rng *rand.Rand, h, kv, hd, T, pos0 int, dt backend.DType) {
 	n := kv * hd
 	maxSeq := pos0 + T + 2
 	prefix := randF32(rng, maxSeq*n, 1)
@@ -88,8 +93,22 @@ func checkKVAttentionRows(t *testing.T, be backend.Backend, bb backend.Batched, 
 	for i := pos0 * n; i < len(vprefix); i++ {
 		vprefix[i] = 0
 	}
-	kc, vc := upload(t, be, prefix), upload(t, be, vprefix)
-	kw, vw := upload(t, be, prefix), upload(t, be, vprefix)
+	cache := func(x []float32) backend.Tensor {
+		if dt != backend.F16 {
+			return upload(t, be, x)
+		}
+		bits := make([]uint16, len(x))
+		for i, v := range x {
+			bits[i] = half.F32ToF16(v)
+		}
+		c, err := be.UploadF16(bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	kc, vc := cache(prefix), cache(vprefix)
+	kw, vw := cache(prefix), cache(vprefix)
 	k, v := upload(t, be, randF32(rng, T*n, 1)), upload(t, be, randF32(rng, T*n, 1))
 	if err := ro.KVAppendRows(kc, vc, k, v, T, pos0); err != nil {
 		t.Fatal(err)

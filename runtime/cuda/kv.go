@@ -1,0 +1,72 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
+
+// kvKernels are the kernels that store or read the KV cache, for one cache
+// element type (kernelSet.kv): FP32 (kv_append_f32, attention_f32, ...) or
+// FP16 (kv_append_f16 and the _kv16 twins, which round what they store to
+// binary16 and read it back exactly: the rest of their arithmetic is the
+// FP32 kernels').
+type kvKernels struct {
+	append, attention, attentionRows                             cu.Function
+	ropeKVStep, qkNormRopeKVStep, attentionStep, attentionInStep cu.Function
+}
+
+// kvKernelNames lists kvKernels' functions in field order, per cache type.
+var kvKernelNames = [2][7]string{
+	{"kv_append_f32", "attention_f32", "attention_rows_f32", "rope_kv_step", "qk_norm_rope_kv_step", "attention_step", "attention_in_step"},
+	{"kv_append_f16", "attention_f32_kv16", "attention_rows_f32_kv16", "rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16",
+		"attention_step_kv16", "attention_in_step_kv16"},
+}
+
+// kvIndex is a cache element type's index in kernelSet.kv.
+func kvIndex(dt backend.DType) int {
+	if dt == backend.F16 {
+		return 1
+	}
+	return 0
+}
+
+// kvCaches checks a layer's K and V caches for op: CUDA tensors of one
+// element type, F32 or F16, of one length.
+func (b *Backend) kvCaches(op string, kCache, vCache backend.Tensor) (kc, vc *Tensor, err error) {
+	if kc, err = b.tensorOf(op, "kCache", kCache, backend.F32, backend.F16); err != nil {
+		return nil, nil, err
+	}
+	if vc, err = b.tensorOf(op, "vCache", vCache, backend.F32, backend.F16); err != nil {
+		return nil, nil, err
+	}
+	if kc.dt != vc.dt {
+		return nil, nil, shapeErr(op, "K cache %v, V cache %v: want one element type", kc.dt, vc.dt)
+	}
+	return kc, vc, nil
+}
+
+// appendKV launches the append of n values at element offset off of the
+// caches, from k and v (F32): a copy into an FP32 cache, kv_append_f16's
+// rounding into an FP16 one. Owner thread.
+func (b *Backend) appendKV(op string, kc, vc *Tensor, k, v cu.DevicePtr, n, off int) error {
+	if kc.dt == backend.F16 {
+		if err := b.launch(b.k.kv[1].append, b.elementwiseGrid(n), block, 0, argPtr(kc.ptr), argPtr(vc.ptr), argPtr(k), argPtr(v),
+			argInt(n), argInt(off)); err != nil {
+			return fmt.Errorf("cuda: %s: kv_append_f16: %w", op, err)
+		}
+		return nil
+	}
+	at := cu.DevicePtr(4 * off)
+	if err := cu.MemcpyDtoDAsync(kc.ptr+at, k, int64(4*n), b.compute); err != nil {
+		return fmt.Errorf("cuda: %s: K: %w", op, err)
+	}
+	if err := cu.MemcpyDtoDAsync(vc.ptr+at, v, int64(4*n), b.compute); err != nil {
+		return fmt.Errorf("cuda: %s: V: %w", op, err)
+	}
+	return nil
+}
