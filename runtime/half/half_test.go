@@ -83,7 +83,7 @@ func TestF32ToF16RoundsToNearestEven(t *testing.T) {
 		{-(1 + 1.0/2048), 0xbc00},            // the same below zero
 		{1 + 1.0/2048 + 1.0/(1<<20), 0x3c01}, // above the tie: up
 		{2049, 0x6800},                       // tie at ulp 2: 2048
-		{2051, 0x6804},                       // tie: 2052
+		{2051, 0x6802},                       // tie between 2050 (odd) and 2052 (even): 2052
 		{65519, 0x7bff},                      // below the overflow threshold: 65504
 		{3.0 / (1 << 25), 0x0002},            // 1.5 subnormal ulps: 2
 		{1.0 / (1 << 26), 0x0000},            // a quarter ulp: +0
