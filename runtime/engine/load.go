@@ -21,6 +21,7 @@ type LoadOptions struct {
 	Staging   int    // staging buffers in the ring; 0 means top-k (staged transport; the registered transport has none)
 	Transport string // miss copy path, "staged" or "registered" (cache.Transports); "" means staged
 	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
+	KV        string // KV-cache element type, "fp32" or "fp16" (KVDTypes); "" means fp32
 	// StepMode: "" or "auto" runs captured device steps when the backend
 	// can (StepGraphFull at full residency, StepGraphSegmented otherwise);
 	// StepOps always issues op by op; a graph mode asks for that mode.
@@ -72,6 +73,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	overlap, err := ParseOverlap(o.Overlap)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	kv, err := ParseKVDType(o.KV)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -135,7 +140,7 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err != nil {
 		return nil, fmt.Errorf("expert cache: %w", err)
 	}
-	eng, err := New(Options{Backend: be, Config: cfg, Weights: w, Experts: c, Executor: ex, Layout: art.Layout(), MaxSeq: o.MaxSeq})
+	eng, err := New(Options{Backend: be, Config: cfg, Weights: w, Experts: c, Executor: ex, Layout: art.Layout(), MaxSeq: o.MaxSeq, KV: kv})
 	if err != nil {
 		return nil, errors.Join(err, c.Close())
 	}
