@@ -29,47 +29,40 @@ extern "C" __global__ void embed_step(float* dst, const void* table, int kind, c
 extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* k, const void* qw, const void* kw,
                                                               int w_kind, int nq, int gq, int gk, float eps) { grid_dep_enter(); qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
-extern "C" __global__ void rope_kv_step(float* q, const float* k, const float* v, float* kc, float* vc, int nh,
-                                        int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid(), true); }
+// The kernels that store or read the KV cache, once per cache element type
+// KV: over an FP32 cache (no suffix) and over an FP16 one (_kv16: what they
+// store is rounded to binary16 by kv_st, what they read is converted back
+// exactly by kv_ld4; the rest is the FP32 kernels' arithmetic, so they give
+// the op-by-op FP16 path's bits: kv_append_f16, attention_f32_kv16).
+#define DECODE_KV_KERNELS(SUF, KV)                                                                                          \
+	extern "C" __global__ void rope_kv_step##SUF(float* q, const float* k, const float* v, KV* kc, KV* vc, int nh, int nkv, \
+	                                             int hd, const int* st, double theta) {                                    \
+		rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid(), true);                                   \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256)                                                                      \
+	    qk_norm_rope_kv_step##SUF(float* qo, const float* q, const float* k, const float* v, KV* kc, KV* vc, const void* qw, \
+	                              const void* kw, int w_kind, int nh, int nkv, int hd, int gq, int gk, const int* st,       \
+	                              double theta, float eps) {                                                               \
+		qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid(),  \
+		                          true);                                                                                   \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256) attention_step##SUF(float* dst, float* part, unsigned* cnt,           \
+	                                                                      const float* q, const KV* kc, const KV* vc,     \
+	                                                                      const int* st, int n_heads, int n_kv, int hd) { \
+		grid_dep_enter();                                                                                                  \
+		attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                            \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256)                                                                      \
+	    attention_in_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const float* k, const float* v,      \
+	                           KV* kc, KV* vc, const void* qw, const void* kw, int w_kind, int n_heads, int n_kv, int hd,  \
+	                           int gq, int gk, const int* st, double theta, float eps) {                                   \
+		grid_dep_enter();                                                                                                  \
+		attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps,  \
+		                       launched_grid());                                                                           \
+	}
 
-extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step(float* qo, const float* q, const float* k,
-                                                                      const float* v, float* kc, float* vc,
-                                                                      const void* qw, const void* kw, int w_kind, int nh,
-                                                                      int nkv, int hd, int gq, int gk, const int* st,
-                                                                      double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid(), true); }
-
-extern "C" __global__ void __launch_bounds__(256) attention_step(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                const float* kc, const float* vc, const int* st,
-                                                                int n_heads, int n_kv, int hd) { grid_dep_enter(); attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
-
-extern "C" __global__ void __launch_bounds__(256) attention_in_step(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                   const float* k, const float* v, float* kc, float* vc,
-                                                                   const void* qw, const void* kw, int w_kind,
-                                                                   int n_heads, int n_kv, int hd, int gq, int gk,
-                                                                   const int* st, double theta, float eps) { grid_dep_enter(); attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps, launched_grid()); }
-
-// The _kv16 twins: the same kernels over an FP16 KV cache (kv: fp16). What
-// they store is rounded to binary16 (kv_st), what they read is converted
-// back exactly (kv_ld4); the rest is the FP32 kernels' arithmetic, so they
-// give the op-by-op FP16 path's bits (kv_append_f16, attention_f32_kv16).
-extern "C" __global__ void rope_kv_step_kv16(float* q, const float* k, const float* v, __half* kc, __half* vc, int nh,
-                                             int nkv, int hd, const int* st, double theta) { rope_kv_step_body(q, k, v, kc, vc, nh, nkv, hd, st, theta, launched_grid(), true); }
-
-extern "C" __global__ void __launch_bounds__(256) qk_norm_rope_kv_step_kv16(float* qo, const float* q, const float* k,
-                                                                           const float* v, __half* kc, __half* vc,
-                                                                           const void* qw, const void* kw, int w_kind, int nh,
-                                                                           int nkv, int hd, int gq, int gk, const int* st,
-                                                                           double theta, float eps) { qk_norm_rope_kv_step_body(qo, q, k, v, kc, vc, qw, kw, w_kind, nh, nkv, hd, gq, gk, st, theta, eps, launched_grid(), true); }
-
-extern "C" __global__ void __launch_bounds__(256) attention_step_kv16(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                     const __half* kc, const __half* vc, const int* st,
-                                                                     int n_heads, int n_kv, int hd) { grid_dep_enter(); attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid()); }
-
-extern "C" __global__ void __launch_bounds__(256) attention_in_step_kv16(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                        const float* k, const float* v, __half* kc, __half* vc,
-                                                                        const void* qw, const void* kw, int w_kind,
-                                                                        int n_heads, int n_kv, int hd, int gq, int gk,
-                                                                        const int* st, double theta, float eps) { grid_dep_enter(); attention_in_step_body(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, n_heads, n_kv, hd, gq, gk, st, theta, eps, launched_grid()); }
+DECODE_KV_KERNELS(, float)
+DECODE_KV_KERNELS(_kv16, __half)
 
 extern "C" __global__ void __launch_bounds__(32) route_step(const float* logits, int E, int k, int norm,
                                                            const volatile unsigned long long* table, GroupTable* tbl,

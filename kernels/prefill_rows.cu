@@ -23,27 +23,21 @@ extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, i
 	}
 }
 
-// part: [T][n_heads][ATT_SPLIT][hd+2]; cnt: [T][n_heads], zero between
-// launches (each head's last block resets its ticket).
-extern "C" __global__ void __launch_bounds__(256) attention_rows_f32(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                    const float* kc, const float* vc, int pos0,
-                                                                    int n_heads, int n_kv, int hd) {
-	const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;
-	const size_t Q = (size_t)n_heads * hd;
-	attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,
-	                pos0 + t + 1, n_heads, n_kv, hd, bid);
-}
-
-// attention_rows_f32_kv16: attention_rows_f32 over an FP16 cache (the
-// batch's rows were appended by kv_append_f16).
-extern "C" __global__ void __launch_bounds__(256) attention_rows_f32_kv16(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                         const __half* kc, const __half* vc, int pos0,
-                                                                         int n_heads, int n_kv, int hd) {
-	const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;
-	const size_t Q = (size_t)n_heads * hd;
-	attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,
-	                pos0 + t + 1, n_heads, n_kv, hd, bid);
-}
+// attention_rows_f32 (and attention_rows_f32_kv16, over an FP16 cache the
+// batch's rows were appended to by kv_append_f16). part:
+// [T][n_heads][ATT_SPLIT][hd+2]; cnt: [T][n_heads], zero between launches
+// (each head's last block resets its ticket).
+#define ATTENTION_ROWS(NAME, KV)                                                                                        \
+	extern "C" __global__ void __launch_bounds__(256) NAME(float* dst, float* part, unsigned* cnt, const float* q,       \
+	                                                       const KV* kc, const KV* vc, int pos0, int n_heads, int n_kv,  \
+	                                                       int hd) {                                                     \
+		const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;                          \
+		const size_t Q = (size_t)n_heads * hd;                                                                         \
+		attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,  \
+		                pos0 + t + 1, n_heads, n_kv, hd, bid);                                                         \
+	}
+ATTENTION_ROWS(attention_rows_f32, float)
+ATTENTION_ROWS(attention_rows_f32_kv16, __half)
 
 // ids_out, w_out: [T][k]; dynamic shared memory E floats + E bytes.
 extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* logits, int E, int k, int* ids_out,

@@ -34,16 +34,13 @@ extern "C" __global__ void kv_append_f16(__half* kc, __half* vc, const float* k,
 // attention: dst[h*hd..] = softmax(q_h·K^T/sqrt(hd)) · V over positions
 // 0..n-1 (attention_split, split over positions). Launch: n_heads*ATT_SPLIT
 // blocks of 256 threads; part[n_heads][ATT_SPLIT][hd+2] scratch, cnt[n_heads]
-// zero between launches.
-extern "C" __global__ void __launch_bounds__(256) attention_f32(float* dst, float* part, unsigned* cnt, const float* q,
-                                                               const float* kc, const float* vc, int n, int n_heads,
-                                                               int n_kv, int hd) { grid_dep_enter();
-	attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);
-}
-
-// attention_f32_kv16: attention_f32 over an FP16 cache.
-extern "C" __global__ void __launch_bounds__(256) attention_f32_kv16(float* dst, float* part, unsigned* cnt, const float* q,
-                                                                    const __half* kc, const __half* vc, int n, int n_heads,
-                                                                    int n_kv, int hd) { grid_dep_enter();
-	attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);
-}
+// zero between launches. attention_f32_kv16: the same over an FP16 cache.
+#define ATTENTION(NAME, KV)                                                                                         \
+	extern "C" __global__ void __launch_bounds__(256) NAME(float* dst, float* part, unsigned* cnt, const float* q,   \
+	                                                       const KV* kc, const KV* vc, int n, int n_heads, int n_kv, \
+	                                                       int hd) {                                                 \
+		grid_dep_enter();                                                                                          \
+		attention_split(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, blockIdx.x);                              \
+	}
+ATTENTION(attention_f32, float)
+ATTENTION(attention_f32_kv16, __half)
