@@ -46,8 +46,18 @@
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
 #error "kernels/*.cu need compute_90 or later: griddepcontrol (programmatic dependent launch) is sm_90 PTX"
 #endif
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+// Outside device code (the CPU kernel emulator, kernels/emu) both are no-ops:
+// the emulator runs one launch at a time.
+__device__ __forceinline__ void grid_dep_wait() {
+#ifdef __CUDA_ARCH__
+	asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void grid_dep_launch() {
+#ifdef __CUDA_ARCH__
+	asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 __device__ __forceinline__ void grid_dep_enter() {
 	grid_dep_wait();
 	grid_dep_launch();

@@ -11,6 +11,8 @@
 //
 //	harness CASEDIR OUTDIR [quick]
 #include <dirent.h>
+#include <sys/stat.h>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -318,8 +320,10 @@ int main(int argc, char** argv) {
 	const std::string dir = argv[1], outdir = argv[2];
 	const bool quick = argc > 3 && std::string(argv[3]) == "quick";
 	const std::string filter = argc > 4 ? argv[4] : "";
+	if (mkdir(outdir.c_str(), 0755) != 0 && errno != EEXIST) { perror(outdir.c_str()); return 2; }
 	std::vector<std::string> names;
 	DIR* d = opendir(dir.c_str());
+	if (!d) { perror(dir.c_str()); return 2; }
 	for (dirent* e; (e = readdir(d));)
 		if (e->d_name[0] != '.') names.push_back(e->d_name);
 	closedir(d);
