@@ -15,6 +15,10 @@
 //	matmul           the batched row kernels of prefill: FP16 or int4 rows ×
 //	                 a group of 8 (or 4) tokens staged once, each (row,
 //	                 token) the per-token row kernel's bits
+//	matmul_tc        the same products on the tensor cores (mma.sync, FP16
+//	                 inputs: activations split into two FP16 parts per
+//	                 32-value chunk, FP32 accumulation; not the row kernels'
+//	                 bits; runtime/cuda tuning.matmulTC)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	norm             RMSNorm

@@ -4,12 +4,16 @@
 #
 #   bash scripts/prefill-h200.sh
 #
-# 1. the whole CUDA suite (the conformance suite's Batched section, TestBatchedPrefillOnDevice)
-#    -> cuda-test.log;
-# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent), then
-#    `horizon-bench generate --json` at full residency (graph-full decode) with a prompt of each
-#    length in LENGTHS, token at a time and batched, 8 output tokens -> generate-<arch>-<n>-<mode>.json;
-#    summary.txt has prefill seconds, prompt tok/s and whether the token ids agree.
+# 1. the whole CUDA suite (the conformance suite's Batched and row-op sections, the FP16 KV
+#    checks, TestBatchedPrefillOnDevice, TestMatmulTC, TestBatchedPrefillTensorCores)
+#    -> cuda-test.log (SKIP_SUITE=1 skips it);
+# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent);
+# 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
+#    a time (graph-full steps), batched on the row kernels, batched on the tensor cores
+#    (tuning.matmulTC) -> bench.log, prompt tok/s per mode and length in summary.txt, with each
+#    batched mode's largest first-step logit difference from token at a time;
+# 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the row kernels),
+#    8 output tokens -> generate-<arch>-<n>-<mode>.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/prefill}
@@ -22,6 +26,12 @@ h200_unpack
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
 [ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-240}"
 h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" olmoe-1b-7b:924 qwen15-moe-a27b:1
+t0=$SECONDS
+(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=$(echo $LENGTHS | tr ' ' ,) \
+	timeout "${BENCH_LIMIT:-300}" ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$OUT/bench.log" 2>&1
+echo "BenchmarkPrefillModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+grep -E "prompt-tok/s|within" "$OUT/bench.log" | tee -a "$summary"
+[ "${GENERATE:-0}" = 1 ] || exit 0
 for art in ${arts//:/ }; do
 	a=$(basename "$art")
 	for n in $LENGTHS; do

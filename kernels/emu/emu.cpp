@@ -109,6 +109,41 @@ unsigned emu_shfl_xor(unsigned v, int o) {
 	return r;
 }
 
+namespace {
+struct MmaIn {
+	unsigned a[4], b[2];
+};
+std::vector<MmaIn> mma_in;
+float half_lo(unsigned r) { return __half2float(__half{(unsigned short)(r & 0xffffu)}); }
+float half_hi(unsigned r) { return __half2float(__half{(unsigned short)(r >> 16)}); }
+float half_at(unsigned r, int k) { return (k & 1) ? half_hi(r) : half_lo(r); }
+}  // namespace
+
+void emu_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+	const unsigned lane = cur->tid & 31, w = cur->tid >> 5, base = w << 5;
+	std::memcpy(mma_in[cur->tid].a, a, sizeof mma_in[cur->tid].a);
+	std::memcpy(mma_in[cur->tid].b, b, sizeof mma_in[cur->tid].b);
+	arrive(warp_bar[w], 32);
+	const unsigned g = lane >> 2, q = lane & 3;
+	float out[4];
+	for (int e = 0; e < 4; e++) {
+		const unsigned row = g + (e >> 1) * 8, col = 2 * q + (e & 1);
+		float sum = d[e];
+		for (int k = 0; k < 16; k++) {
+			// A[row][k]: lane (row % 8)*4 + (k % 8)/2, register (row >= 8) + 2*(k >= 8)
+			const MmaIn& ai = mma_in[base + (row & 7) * 4 + ((k & 7) >> 1)];
+			const float av = half_at(ai.a[(row >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+			// B[k][col]: lane col*4 + (k % 8)/2, register k >= 8
+			const MmaIn& bi = mma_in[base + col * 4 + ((k & 7) >> 1)];
+			const float bv = half_at(bi.b[k >= 8 ? 1 : 0], k);
+			sum = std::fmaf(av, bv, sum);
+		}
+		out[e] = sum;
+	}
+	arrive(warp_bar[w], 32);
+	for (int e = 0; e < 4; e++) d[e] = out[e];
+}
+
 void emu_launch(unsigned grid, unsigned block, size_t smem, std::function<void()> body) {
 	if (block % 32 != 0) { fprintf(stderr, "emu: block %u not a multiple of 32\n", block); abort(); }
 	if (smem > kSmemFloats * 4) { fprintf(stderr, "emu: %zu bytes of shared memory\n", smem); abort(); }
@@ -119,6 +154,7 @@ void emu_launch(unsigned grid, unsigned block, size_t smem, std::function<void()
 	for (auto& f : fibers) f.stack.resize(256 << 10);
 	warp_bar.assign(block / 32, Barrier{});
 	warp_slot.assign(block, 0);
+	mma_in.assign(block, MmaIn{});
 	std::vector<unsigned> order(block);
 	const uint32_t poison = 0x7fbadbadu;  // a NaN: reads past smem poison results
 	for (unsigned b = 0; b < grid; b++) {

@@ -74,6 +74,9 @@ type Backend struct {
 	// routeInLaunches counts the route-in gate/up kernels captured
 	// (routeIn; tests read it).
 	routeInLaunches int
+	// tcLaunches counts the tensor-core matmul launches (matmulTC; tests
+	// read it).
+	tcLaunches int
 	// capturing is set while the stepper captures a graph (the L2
 	// prefetch branch forks only then).
 	capturing bool
@@ -160,6 +163,7 @@ type tuning struct {
 	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
 	routeIn     bool // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
 	routeInWait bool // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
+	matmulTC    bool // the batched ops run batches of at least tcMinTokens tokens on the tensor cores (matmul_tc.cu: not the row kernels' bits; off by default until measured)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -139,6 +139,9 @@ func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Te
 // largest compiled size whose staged vectors fit shared memory; when none
 // does, T per-token launches of the row kernel run instead.
 func (b *Backend) matmul(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
+	if b.tcMatmul(T) {
+		return b.matmulTC(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, xrows, yrows)
+	}
 	stride := stagedBytes(qpack.SchemeFP16, cols)
 	if kind == 0 {
 		stride = stagedBytes(qpack.SchemeInt4, cols)
@@ -174,6 +177,40 @@ func (b *Backend) matmul(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows,
 	grid := (tasks + 8*tpw - 1) / (8 * tpw) * G
 	return b.launch(fn, grid, block, smem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp), argInt(tpw))
+}
+
+// Tensor-core matmul (kernels/matmul_tc.cu): 128-thread blocks of 64
+// tokens x 64 matrix rows, tcSmem bytes of dynamic shared memory
+// (TC_SMEM there).
+const (
+	tcTile      = 64
+	tcThreads   = 128
+	tcSmem      = 3*64*40*2 + (64+64)*4
+	tcMinTokens = 16
+)
+
+// tcMatmul is the kernel-choice predicate of the batched ops: a batch of T
+// tokens runs on the tensor cores when tuning.matmulTC is set and T is at
+// least tcMinTokens (below that most of a 64-token tile would be padding;
+// the row kernels run instead). The choice depends on T alone, so a
+// token's results still do not depend on capacity or step mode.
+func (b *Backend) tcMatmul(T int) bool { return b.tune.matmulTC && T >= tcMinTokens }
+
+// matmulTC launches matmul_tc_w4a16 (kind 0) or matmul_tc_f16 (kind 1):
+// one block per (64-row tile, 64-token group), consecutive blocks sharing
+// a tile; owner thread only.
+func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
+	var xp, yp cu.DevicePtr
+	if xrows != nil {
+		var err error
+		if xp, yp, err = b.rowIndex(xrows, yrows); err != nil {
+			return err
+		}
+	}
+	grid := (rows + tcTile - 1) / tcTile * ((T + tcTile - 1) / tcTile)
+	b.tcLaunches++
+	return b.launch(b.k.matmulTC[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
+		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp))
 }
 
 // matmulByToken is matmul as T launches of the per-token row kernel.

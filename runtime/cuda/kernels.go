@@ -51,6 +51,9 @@ type kernelSet struct {
 	// matmul.cu: the batched row kernels of prefill (batched.go):
 	// [0 int4, 1 FP16][matmulTB index].
 	matmul [2][2]cu.Function
+	// matmul_tc.cu: the same products on the tensor cores (tuning.matmulTC):
+	// [0 int4, 1 FP16].
+	matmulTC [2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows cu.Function
@@ -146,6 +149,7 @@ func (b *Backend) loadKernels() error {
 		k.matmul[0][i] = get(fmt.Sprintf("matmul_w4a16_b%d", tb))
 		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
 	}
+	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
 	k.ropeRows, k.topkRows = get("rope_rows_f32"), get("router_topk_rows")
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
@@ -250,6 +254,7 @@ var moduleFuncs = map[string][]string{
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
+	"matmul_tc":       {"matmul_tc_f16", "matmul_tc_w4a16"},
 	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},

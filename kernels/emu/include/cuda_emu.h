@@ -39,6 +39,26 @@ inline float __half2float(__half h) {
 	return s ? -v : v;
 }
 inline float2 __half22float2(__half2 h) { return float2{__half2float(h.x), __half2float(h.y)}; }
+// __float2half_rn: round to nearest even, with overflow to infinity at
+// 65520 and gradual underflow, as the GPU's conversion.
+inline __half __float2half_rn(float f) {
+	unsigned x;
+	std::memcpy(&x, &f, 4);
+	const unsigned sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+	unsigned h;
+	if (ax >= 0x7f800000u) h = ax > 0x7f800000u ? 0x7e00u : 0x7c00u;
+	else if (ax >= 0x477ff000u) h = 0x7c00u;
+	else if (ax >= 0x38800000u) h = (ax + 0xfffu + ((ax >> 13) & 1u) - 0x38000000u) >> 13;
+	else {
+		float af;
+		std::memcpy(&af, &ax, 4);
+		h = (unsigned)std::nearbyint(af * 16777216.0f);  // units of 2^-24, ties to even
+	}
+	return __half{(unsigned short)(sign | h)};
+}
+inline __half __int2half_rn(int i) { return __float2half_rn((float)i); }
+inline unsigned short __half_as_ushort(__half h) { return h.x; }
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 
 template <class T> inline T __ldg(const T* p) { return *p; }
 
@@ -65,6 +85,11 @@ using std::max;
 void __syncthreads();
 void __syncwarp(unsigned mask = 0xffffffffu);
 unsigned emu_shfl_xor(unsigned v, int o);
+// emu_mma_16816 is mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 as a
+// warp collective: every lane's fragments in, d += a·b with the PTX ISA's
+// fragment layouts, each output a float FMA chain over k in order (the
+// tensor cores' order and rounding differ: compare with a tolerance).
+void emu_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
 inline float __shfl_xor_sync(unsigned, float v, int o) { return __uint_as_float(emu_shfl_xor(__float_as_uint(v), o)); }
 inline int __shfl_xor_sync(unsigned, int v, int o) { return (int)emu_shfl_xor((unsigned)v, o); }
 

@@ -1,0 +1,178 @@
+// mmtc.cpp: the tensor-core batched matmul kernels (matmul_tc.cu) on the
+// emulator, against a float64 reference over the same inputs. The
+// emulator's mma is an FMA chain in k order, not the tensor cores' order,
+// so the check is a bound, not bits: |got - ref| <= 2e-6 * sum_k m_k |w_k|
+// + 1e-30 per output, m_k the largest |x| of k's 32-value chunk (the hi/lo split keeps ~22 bits of each activation,
+// the sums are FP32). Cases: FP16 and int4 matrices, token counts below,
+// at and above a 64-token tile, row counts off the 64-row tile, column
+// counts off the 32-value chunk (and Qwen's padded 1408), gathered and
+// scattered rows, both bias kinds, activations over 20 orders of magnitude
+// and beyond FP16's range. It also checks that a token's outputs are the
+// same bits whichever tokens share its launch (capacity, expert waves and
+// tiles must not change them).
+//
+//	mmtc            (built by build.sh next to the harness)
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+#include "cuda_emu.h"
+
+extern "C" void matmul_tc_f16(float*, const uint8_t*, const float*, const void*, int, int, int, int, int, int, const int*,
+                              const int*);
+extern "C" void matmul_tc_w4a16(float*, const uint8_t*, const float*, const void*, int, int, int, int, int, int, const int*,
+                                const int*);
+
+static const int kThreads = 128, kTile = 64;
+static const size_t kSmem = (3 * 64 * 40) * 2 + (64 + 64) * 4;
+
+static int failures = 0;
+
+struct Case {
+	bool int4;
+	int T, rows, cols;
+	bool gather;
+	int bias_kind;  // 0 none, 1 FP16, 2 FP32
+	double xrange;  // activations span 10^-xrange .. 10^xrange
+};
+
+static float f16_round(float v) { return __half2float(__float2half_rn(v)); }
+
+// run launches the kernel and returns y (nxr rows of rows values).
+static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, int cols_padded, int scales_offset,
+                              const std::vector<float>& x, const std::vector<uint8_t>& bias, const std::vector<int>& xr,
+                              const std::vector<int>& yr, int T, int ny) {
+	std::vector<float> y(ny * c.rows, -12345.0f);
+	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kTile - 1) / kTile;
+	auto fn = c.int4 ? matmul_tc_w4a16 : matmul_tc_f16;
+	emu_launch(G * tiles, kThreads, kSmem, [&] {
+		fn(y.data(), mat.data(), x.data(), bias.empty() ? nullptr : bias.data(), c.bias_kind, c.rows, c.cols, cols_padded,
+		   scales_offset, T, xr.empty() ? nullptr : xr.data(), yr.empty() ? nullptr : yr.data());
+	});
+	return y;
+}
+
+static void check(const Case& c, std::mt19937& rng) {
+	char name[160];
+	snprintf(name, sizeof name, "%s T=%d rows=%d cols=%d gather=%d bias=%d xrange=%g", c.int4 ? "int4" : "f16", c.T, c.rows,
+	         c.cols, c.gather, c.bias_kind, c.xrange);
+	std::normal_distribution<float> nd(0.0f, 1.0f);
+	std::uniform_real_distribution<double> ud(-c.xrange, c.xrange);
+	// The matrix: w[r][k] as the kernel reads it (FP16 values, or int4 codes
+	// times their block's FP16 scale).
+	const int cols_padded = c.int4 ? (c.cols + 255) / 256 * 256 : c.cols;
+	std::vector<double> w((size_t)c.rows * c.cols);
+	std::vector<uint8_t> mat;
+	int scales_offset = 0;
+	if (c.int4) {
+		const int blocks = cols_padded / 256;
+		scales_offset = c.rows * cols_padded / 2;
+		mat.assign(scales_offset + c.rows * blocks * 2, 0x88);
+		for (int r = 0; r < c.rows; r++)
+			for (int b = 0; b < blocks; b++) {
+				const __half s = __float2half_rn(std::fabs(nd(rng)) * 0.01f + 1e-3f);
+				std::memcpy(&mat[scales_offset + (r * blocks + b) * 2], &s, 2);
+				for (int k = b * 256; k < std::min(c.cols, (b + 1) * 256); k++) {
+					const int u = (int)(rng() % 16);
+					uint8_t& byte = mat[(size_t)r * (cols_padded / 2) + k / 2];
+					byte = (k & 1) ? (uint8_t)((byte & 0x0f) | (u << 4)) : (uint8_t)((byte & 0xf0) | u);
+					w[(size_t)r * c.cols + k] = (double)(u - 8) * (double)__half2float(s);
+				}
+			}
+	} else {
+		mat.resize((size_t)c.rows * c.cols * 2);
+		for (size_t i = 0; i < w.size(); i++) {
+			const __half h = __float2half_rn(nd(rng) * 0.05f);
+			std::memcpy(&mat[2 * i], &h, 2);
+			w[i] = __half2float(h);
+		}
+	}
+	std::vector<uint8_t> bias;
+	std::vector<double> bv(c.rows, 0.0);
+	if (c.bias_kind == 1) {
+		bias.resize(c.rows * 2);
+		for (int r = 0; r < c.rows; r++) {
+			const __half h = __float2half_rn(nd(rng));
+			std::memcpy(&bias[2 * r], &h, 2);
+			bv[r] = __half2float(h);
+		}
+	} else if (c.bias_kind == 2) {
+		bias.resize(c.rows * 4);
+		for (int r = 0; r < c.rows; r++) {
+			const float f = nd(rng);
+			std::memcpy(&bias[4 * r], &f, 4);
+			bv[r] = f;
+		}
+	}
+	// Activations: nx rows; with gather the launch reads rows xr[t] and
+	// writes rows yr[t] of a larger y.
+	const int nx = c.gather ? c.T + 3 : c.T, ny = c.gather ? c.T + 5 : c.T;
+	std::vector<float> x((size_t)nx * c.cols);
+	for (float& v : x) v = nd(rng) * (float)std::pow(10.0, ud(rng));
+	if (c.xrange > 4 && !x.empty()) x[x.size() / 2] = 3.0e5f;  // beyond FP16's range
+	std::vector<int> xr, yr;
+	if (c.gather) {
+		for (int t = 0; t < c.T; t++) xr.push_back((int)(rng() % nx)), yr.push_back(ny - 1 - t);
+	}
+	std::vector<float> y = run(c, mat, cols_padded, scales_offset, x, bias, xr, yr, c.T, ny);
+	for (int t = 0; t < c.T; t++) {
+		const int xi = c.gather ? xr[t] : t, yi = c.gather ? yr[t] : t;
+		// The error model: each value is split relative to its 32-value
+		// chunk's largest magnitude, so the bound scales with that largest
+		// magnitude times each |w|.
+		const float* xv = &x[(size_t)xi * c.cols];
+		std::vector<double> cmax((c.cols + 31) / 32, 0.0);
+		for (int k = 0; k < c.cols; k++) cmax[k / 32] = std::max(cmax[k / 32], std::fabs((double)xv[k]));
+		for (int r = 0; r < c.rows; r++) {
+			double ref = bv[r], mag = std::fabs(bv[r]);
+			for (int k = 0; k < c.cols; k++) {
+				ref += (double)xv[k] * w[(size_t)r * c.cols + k];
+				mag += cmax[k / 32] * std::fabs(w[(size_t)r * c.cols + k]);
+			}
+			const double got = y[(size_t)yi * c.rows + r];
+			if (!(std::fabs(got - ref) <= 2e-6 * mag + 1e-30)) {
+				fprintf(stderr, "FAIL %s: token %d row %d = %.9g, reference %.9g (error scale %.3g)\n", name, t, r, got, ref, mag);
+				failures++;
+				return;
+			}
+		}
+	}
+	// A token alone gives the bits it got among the others.
+	if (c.T > 1 && !c.gather) {
+		const int t = c.T - 1;
+		std::vector<float> x1(x.begin() + (size_t)t * c.cols, x.begin() + (size_t)(t + 1) * c.cols);
+		std::vector<float> y1 = run(c, mat, cols_padded, scales_offset, x1, bias, {}, {}, 1, 1);
+		if (std::memcmp(y1.data(), &y[(size_t)t * c.rows], 4 * c.rows) != 0) {
+			fprintf(stderr, "FAIL %s: token %d alone differs from token %d of the batch\n", name, t, t);
+			failures++;
+			return;
+		}
+	}
+	fprintf(stderr, "ok   %s\n", name);
+}
+
+int main() {
+	std::mt19937 rng(7);
+	// Emulated rounding: every value the kernel converts must round as the
+	// GPU does (a spot check of __float2half_rn against known bits).
+	const struct {
+		float in;
+		unsigned short want;
+	} conv[] = {{1 + 1.0f / 2048, 0x3c00}, {1 + 3.0f / 2048, 0x3c02}, {65519, 0x7bff}, {65520, 0x7c00}, {3.0f / (1 << 25), 0x0002}, {-1e-8f, 0x8000}};
+	for (const auto& cv : conv)
+		if (__float2half_rn(cv.in).x != cv.want) {
+			fprintf(stderr, "FAIL __float2half_rn(%g) = %#06x, want %#06x\n", cv.in, __float2half_rn(cv.in).x, cv.want);
+			failures++;
+		}
+	std::vector<Case> cases = {
+	    {false, 1, 8, 32, false, 0, 1},      {false, 5, 64, 64, false, 1, 1},     {false, 64, 96, 100, false, 2, 2},
+	    {false, 70, 64, 256, true, 0, 3},    {false, 3, 130, 72, false, 1, 8},    {true, 1, 16, 256, false, 0, 1},
+	    {true, 9, 64, 512, false, 0, 2},     {true, 66, 72, 1408, true, 0, 1},    {true, 40, 64, 96, false, 0, 6},
+	    {true, 128, 128, 256, false, 0, 1},
+	};
+	for (const Case& c : cases) check(c, rng);
+	fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+	return failures ? 1 : 0;
+}

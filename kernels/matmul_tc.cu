@@ -1,0 +1,259 @@
+// matmul_tc.cu: the batched projections of prefill on the tensor cores
+// (runtime/cuda batched.go, tuning.matmulTC; off by default until measured):
+//
+//	y[yrow(t)][r] = M[r] · x[xrow(t)] (+ bias[r])   for t < T, r < rows
+//
+// with M an FP16 matrix (matmul_tc_f16) or a qpack-int4-b256-v1 expert
+// matrix (matmul_tc_w4a16), xrow/yrow index arrays or the identity (null),
+// as matmul.cu's kernels. Unlike them the results are not the per-token row
+// kernels' bits: the products run as mma.sync m16n8k16 (FP16 inputs, FP32
+// accumulation) in another order. Each output is still a function of its
+// own token's activations and the matrix alone (an mma row never mixes with
+// another), so a token's results do not depend on which tokens share its
+// batch, expert wave or tile: capacity, executor and step mode cannot
+// change them.
+//
+// Activations are FP32. Each 32-value chunk of a token's row is scaled by a
+// power of two 2^s (s from the chunk's largest magnitude, so the scaled
+// values lie below 2^15) and split into two FP16 parts, hi = fp16(v·2^s)
+// and lo = fp16(v·2^s - hi): about 22 significant bits, no overflow, and
+// the scaling is exact. The chunk's products of hi and of lo with the
+// matrix accumulate in FP32 in the tensor cores, then the chunk's sum is
+// scaled back by 2^-s (exact) and added to the output's FP32 accumulator;
+// an int4 matrix enters as its integer codes u - 8 (exact in FP16) and each
+// chunk's sum is multiplied by its 256-value block's scale, as
+// w' = (u - 8)·s defines it. So the error is of the order of FP32 rounding
+// of the chunk sums, far inside the HF oracle's tolerance.
+//
+// Launch: 128 threads (4 warps); block b is (row tile b / G, token group
+// b % G), G = ceil(T / 64), so blocks that run together read one weight
+// tile. A block owns 64 tokens x 64 rows; warp w computes tokens
+// 32*(w&1).. x rows 32*(w>>1).. as 2 x 4 m16n8 tiles. Per 32-value chunk
+// the block stages the tokens' hi and lo parts and the matrix's 64 x 32
+// values in shared memory (rows padded to 40 halves: the fragment loads hit
+// 32 distinct banks), then each warp issues 2 (k16) x 2 (hi, lo) x 8 mma.
+// Dynamic shared memory: TC_SMEM bytes.
+#include "common.cuh"
+
+#define TC_BM 64                // tokens a block
+#define TC_BN 64                // matrix rows a block
+#define TC_BK 32                // values of a row a chunk
+#define TC_LD 40                // halves a staged row (32 + 8 padding)
+#define TC_THREADS 128
+// Shared memory: hi, lo [TC_BM][TC_LD] halves, the matrix [TC_BN][TC_LD]
+// halves, then 2^-s per token and the block scale per row (floats).
+#define TC_SMEM ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4)
+
+extern __shared__ __align__(16) float xs_smem[];
+
+// mma_16816: d += a·b for one m16n8k16 tile, FP16 inputs, FP32 accumulators
+// (PTX ISA fragment layouts: a0..a3 rows g, g+8, g, g+8 and columns 2q,
+// 2q, 2q+8, 2q+8 (+0, +1 in each register's halves); b0, b1 rows 2q, 2q+8
+// (+0, +1) of column g; d0..d3 rows g, g, g+8, g+8, columns 2q, 2q+1, with
+// g = lane/4, q = lane%4).
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#ifdef __CUDA_ARCH__
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+	emu_mma_16816(d, a, b);
+#endif
+}
+
+// tc_pack packs two FP16 values into one register, a in the low half.
+__device__ __forceinline__ unsigned tc_pack(__half a, __half b) {
+	return (unsigned)__half_as_ushort(a) | ((unsigned)__half_as_ushort(b) << 16);
+}
+
+// tc_shift is the exponent s of a chunk whose largest magnitude is mx: with
+// E mx's biased exponent, mx·2^s lies in [2^14, 2^15) for E >= 15; a tiny
+// (or zero) chunk takes s = 126. Both 2^s and 2^-s are normal floats.
+__device__ __forceinline__ int tc_shift(float mx) {
+	const int E = (int)((__float_as_uint(mx) >> 23) & 0xff);
+	return E >= 15 ? 141 - E : 126;
+}
+__device__ __forceinline__ float tc_pow2(int s) { return __uint_as_float((unsigned)(127 + s) << 23); }
+
+template <bool INT4>
+__device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
+                                               const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
+                                               int rows, int cols, int cols_padded, int scales_offset, int T,
+                                               const int* __restrict__ xrows, const int* __restrict__ yrows) {
+	__half* ah = reinterpret_cast<__half*>(xs_smem);
+	__half* al = ah + TC_BM * TC_LD;
+	__half* bs = al + TC_BM * TC_LD;
+	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
+	float* wsc = inv + TC_BM;
+	const int G = (T + TC_BM - 1) / TC_BM;
+	const int t0 = (blockIdx.x % G) * TC_BM, n0 = (blockIdx.x / G) * TC_BN;
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
+
+	// The token this thread stages (16 values of each chunk: half hh).
+	const int sm = tid >> 1, hh = tid & 1;
+	const float* xr = nullptr;
+	if (t0 + sm < T) xr = x + (size_t)(xrows != nullptr ? xrows[t0 + sm] : t0 + sm) * cols;
+	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
+
+	float acc[2][4][4];
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+	const int nck = (cols + TC_BK - 1) / TC_BK;
+	for (int c = 0; c < nck; c++) {
+		// Stage the activations: 16 values, their chunk's shift (the pair
+		// of threads of a token are neighbouring lanes), hi and lo.
+		{
+			const int k0 = c * TC_BK + hh * 16;
+			float v[16];
+			if (x4 && k0 + 16 <= cols) {
+#pragma unroll
+				for (int j = 0; j < 4; j++) {
+					const float4 f = act_ldg(reinterpret_cast<const float4*>(xr + k0) + j);
+					v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
+				}
+			} else {
+#pragma unroll
+				for (int j = 0; j < 16; j++) v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
+			}
+			float mx = 0.0f;
+#pragma unroll
+			for (int j = 0; j < 16; j++) mx = fmaxf(mx, fabsf(v[j]));
+			mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+			const int s = tc_shift(mx);
+			const float up = tc_pow2(s);
+			unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 16);
+			unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 16);
+#pragma unroll
+			for (int j = 0; j < 16; j += 2) {
+				const float a = __fmul_rn(v[j], up), b = __fmul_rn(v[j + 1], up);
+				const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
+				hrow[j >> 1] = tc_pack(ha, hb);
+				lrow[j >> 1] = tc_pack(__float2half_rn(__fsub_rn(a, __half2float(ha))), __float2half_rn(__fsub_rn(b, __half2float(hb))));
+			}
+			if (hh == 0) inv[sm] = tc_pow2(-s);
+		}
+		// Stage the matrix's 64 rows x 32 values.
+		if (INT4) {
+			if (tid < TC_BN) {
+				const int r = n0 + tid;
+				uint4 w = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);  // codes 8: zero
+				float sc = 0.0f;
+				if (r < rows) {
+					w = ldg_stream(mat + (size_t)r * (cols_padded >> 1) + (size_t)c * 16);
+					sc = __half2float(__ldg(reinterpret_cast<const __half*>(mat + scales_offset) + (size_t)r * (cols_padded >> 8) +
+					                        (c * TC_BK >> 8)));
+				}
+				unsigned* brow = reinterpret_cast<unsigned*>(bs + tid * TC_LD);
+				const unsigned wv[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+				for (int j = 0; j < 4; j++)
+#pragma unroll
+					for (int p = 0; p < 4; p++) {  // byte p of word j: values 8j+2p (low nibble), 8j+2p+1
+						const unsigned byte = (wv[j] >> (8 * p)) & 0xffu;
+						brow[4 * j + p] = tc_pack(__int2half_rn((int)(byte & 15u) - 8), __int2half_rn((int)(byte >> 4) - 8));
+					}
+				wsc[tid] = sc;
+			}
+		} else {
+			const __half* W = reinterpret_cast<const __half*>(mat);
+			const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
+				const int r = n0 + rr, k0 = c * TC_BK + seg * 8;
+				uint4 w = make_uint4(0u, 0u, 0u, 0u);
+				if (r < rows) {
+					if (w8 && k0 + 8 <= cols) {
+						w = ldg_stream(W + (size_t)r * cols + k0);
+					} else {
+						__half h[8];
+#pragma unroll
+						for (int j = 0; j < 8; j++) h[j] = k0 + j < cols ? __ldg(W + (size_t)r * cols + k0 + j) : __float2half_rn(0.0f);
+						w = make_uint4(tc_pack(h[0], h[1]), tc_pack(h[2], h[3]), tc_pack(h[4], h[5]), tc_pack(h[6], h[7]));
+					}
+				}
+				*reinterpret_cast<uint4*>(bs + rr * TC_LD + seg * 8) = w;
+			}
+		}
+		__syncthreads();
+
+		// The chunk's sums: hi and lo of each m16 tile against each n8 tile.
+		float part[2][4][4];
+#pragma unroll
+		for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+			for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) part[mi][ni][e] = 0.0f;
+#pragma unroll
+		for (int ks = 0; ks < TC_BK; ks += 16) {
+			unsigned bf[4][2];
+#pragma unroll
+			for (int ni = 0; ni < 4; ni++) {
+				const __half* br = bs + (wn + 8 * ni + g) * TC_LD + ks + 2 * q;
+				bf[ni][0] = *reinterpret_cast<const unsigned*>(br);
+				bf[ni][1] = *reinterpret_cast<const unsigned*>(br + 8);
+			}
+#pragma unroll
+			for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+				for (int part_i = 0; part_i < 2; part_i++) {
+					const __half* ar = (part_i == 0 ? ah : al) + (wm + 16 * mi + g) * TC_LD + ks + 2 * q;
+					const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
+					                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
+#pragma unroll
+					for (int ni = 0; ni < 4; ni++) mma_16816(part[mi][ni], af, bf[ni]);
+				}
+			}
+		}
+		// Back to the activations' scale (exact), times the block scale for
+		// int4, into the accumulators.
+#pragma unroll
+		for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+			for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					const int m = wm + 16 * mi + g + (e >> 1) * 8, n = wn + 8 * ni + 2 * q + (e & 1);
+					const float f = __fmul_rn(part[mi][ni][e], inv[m]);
+					acc[mi][ni][e] = INT4 ? __fmaf_rn(f, wsc[n], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
+				}
+		__syncthreads();  // the staged chunk is read; the next one may overwrite it
+	}
+
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int e2 = 0; e2 < 2; e2++) {
+			const int t = t0 + wm + 16 * mi + g + e2 * 8;
+			if (t >= T) continue;
+			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t) * rows;
+#pragma unroll
+			for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+				for (int e1 = 0; e1 < 2; e1++) {
+					const int r = n0 + wn + 8 * ni + 2 * q + e1;
+					if (r >= rows) continue;
+					float v = acc[mi][ni][e2 * 2 + e1];
+					if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));
+					yr[r] = v;
+				}
+		}
+}
+
+#define MATMUL_TC(NAME, INT4)                                                                                         \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	    NAME(float* y, const uint8_t* mat, const float* x, const void* bias, int bias_kind, int rows, int cols,          \
+	         int cols_padded, int scales_offset, int T, const int* xrows, const int* yrows) {                           \
+		matmul_tc_body<INT4>(y, mat, x, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows, yrows);    \
+	}
+
+MATMUL_TC(matmul_tc_f16, false)
+MATMUL_TC(matmul_tc_w4a16, true)

@@ -1,0 +1,328 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/engine"
+	"github.com/horizon-runmap/horizon/runtime/half"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// tcBound is the tensor-core matmul's error bound for one output: each
+// activation is split relative to the largest magnitude of its 32-value
+// chunk (about 22 bits kept) and the chunk sums are FP32, so the bound is
+// 2e-6 x sum_k m_k |w_k| with m_k that largest magnitude (kernels/emu/mmtc.cpp
+// checks the kernel against the same bound on the CPU).
+func tcBound(x []float32, w []float32) float64 {
+	var s, m float64
+	for k := range x {
+		if k%32 == 0 {
+			m = 0
+			for _, v := range x[k:min(k+32, len(x))] {
+				m = math.Max(m, math.Abs(float64(v)))
+			}
+		}
+		s += m * math.Abs(float64(w[k]))
+	}
+	return 2e-6*s + 1e-30
+}
+
+// TestMatmulTC: with tuning.matmulTC the batched ops run batches of at
+// least tcMinTokens tokens on the tensor cores (and smaller ones on the row
+// kernels); every output is within tcBound of a float64 reference, both
+// matrix formats, with gathered and scattered rows, both bias kinds,
+// activations over many orders of magnitude and beyond FP16's range; a
+// token's outputs are the same bits whichever other tokens share the launch.
+func TestMatmulTC(t *testing.T) {
+	withTuning(t, testBE, tuning{matmulTC: true})
+	be := testBE
+	rng := rand.New(rand.NewPCG(14, 1))
+	randX := func(n int, decades float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * math.Pow(10, (rng.Float64()*2-1)*decades))
+		}
+		if decades > 4 && n > 0 {
+			x[n/2] = 3e5 // beyond FP16's range
+		}
+		return x
+	}
+	upload := func(x []float32) backend.Tensor {
+		tn, err := be.Alloc(len(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := be.WriteF32(tn, x); err != nil {
+			t.Fatal(err)
+		}
+		return tn
+	}
+	read := func(tn backend.Tensor) []float32 {
+		out := make([]float32, tn.Len())
+		if err := be.ReadF32(tn, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	check := func(t *testing.T, what string, got []float32, x, w []float32, rows, cols int, bias []float32) {
+		t.Helper()
+		for r := range rows {
+			ref := 0.0
+			if bias != nil {
+				ref = float64(bias[r])
+			}
+			wr := w[r*cols : (r+1)*cols]
+			for k := range cols {
+				ref += float64(x[k]) * float64(wr[k])
+			}
+			if d := math.Abs(float64(got[r]) - ref); !(d <= tcBound(x, wr)) {
+				t.Fatalf("%s row %d: %g, reference %g (bound %g)", what, r, got[r], ref, tcBound(x, wr))
+			}
+		}
+	}
+	for _, c := range []struct {
+		T, rows, cols int
+		decades       float64
+	}{{16, 64, 64, 1}, {70, 96, 100, 2}, {130, 130, 2048, 1}, {20, 72, 256, 8}} {
+		t.Run(fmt.Sprintf("MatMul/T%d/%dx%d", c.T, c.rows, c.cols), func(t *testing.T) {
+			bits := make([]uint16, c.rows*c.cols)
+			w := make([]float32, len(bits))
+			for i := range bits {
+				bits[i] = half.F32ToF16(float32(rng.NormFloat64() * 0.05))
+				w[i] = half.F16ToF32(bits[i])
+			}
+			wt, err := be.UploadF16(bits)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bias := make([]float32, c.rows)
+			for i := range bias {
+				bias[i] = float32(rng.NormFloat64())
+			}
+			x := randX(c.T*c.cols, c.decades)
+			before := tcLaunchCount(t)
+			for _, withBias := range []bool{false, true} {
+				var bt backend.Tensor
+				var bv []float32
+				if withBias {
+					bt, bv = upload(bias), bias
+				}
+				dst, _ := be.Alloc(c.T * c.rows)
+				if err := be.MatMul(dst, wt, upload(x), bt, c.T); err != nil {
+					t.Fatal(err)
+				}
+				got := read(dst)
+				for tok := range c.T {
+					check(t, fmt.Sprintf("token %d (bias %v)", tok, withBias), got[tok*c.rows:(tok+1)*c.rows], x[tok*c.cols:(tok+1)*c.cols], w, c.rows, c.cols, bv)
+				}
+			}
+			if tcLaunchCount(t)-before != 2 {
+				t.Fatalf("%d tensor-core launches for two MatMul calls of %d tokens", tcLaunchCount(t)-before, c.T)
+			}
+		})
+	}
+	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+		for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}, {72, 96}} {
+			t.Run(fmt.Sprintf("ExpertMatMul/%s/%dx%d", scheme, sh.rows, sh.cols), func(t *testing.T) {
+				layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := layout.Gate
+				rec := make([]byte, layout.Size)
+				w := make([]float32, sh.rows*sh.cols)
+				for i := range w {
+					w[i] = float32(rng.NormFloat64() * 0.05)
+				}
+				if scheme == qpack.SchemeInt4 {
+					if _, err := qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, sh.rows, sh.cols); err != nil {
+						t.Fatal(err)
+					}
+					qpack.DequantizeMatrix(w, rec[m.Offset:m.Offset+m.Bytes], sh.rows, sh.cols)
+				} else {
+					if _, err := qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w); err != nil {
+						t.Fatal(err)
+					}
+					qpack.DecodeFP16Matrix(w, rec[m.Offset:m.Offset+m.Bytes])
+				}
+				row, err := be.AllocBytes(len(rec))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := be.WriteBytes(row, 0, rec); err != nil {
+					t.Fatal(err)
+				}
+				const T = 40
+				x := randX((T+2)*sh.cols, 2)
+				xt := upload(x)
+				xRows, dstRows := rng.Perm(T + 2)[:T], rng.Perm(T + 3)[:T]
+				run := func(n int) []float32 {
+					dst := upload(make([]float32, (T+3)*sh.rows))
+					if err := be.ExpertMatMul(dst, dstRows[:n], row, m, scheme, xt, xRows[:n]); err != nil {
+						t.Fatal(err)
+					}
+					return read(dst)
+				}
+				got := run(T)
+				for i := range T {
+					check(t, fmt.Sprintf("input row %d -> output row %d", xRows[i], dstRows[i]), got[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows],
+						x[xRows[i]*sh.cols:(xRows[i]+1)*sh.cols], w, sh.rows, sh.cols, nil)
+				}
+				// The first 20 of the 40 alone (still tensor cores): the same bits.
+				sub := run(20)
+				for i := range 20 {
+					a, b := got[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows], sub[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows]
+					for r := range a {
+						if math.Float32bits(a[r]) != math.Float32bits(b[r]) {
+							t.Fatalf("output row %d, value %d: %g among 40 tokens, %g among 20", dstRows[i], r, a[r], b[r])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// tcLaunchCount reads the test backend's count of tensor-core matmul
+// launches.
+func tcLaunchCount(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.tcLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestBatchedPrefillTensorCores: with tuning.matmulTC a batched prefill's
+// projections run on the tensor cores; its tokens are the same at full and
+// partial residency and in every captured step mode (a token's results do
+// not depend on the batch), and its first decode step's logits stay within
+// the HF oracle's tolerance (1e-3) of token-at-a-time prefill's.
+func TestBatchedPrefillTensorCores(t *testing.T) {
+	withTuning(t, testBE, tuning{matmulTC: true})
+	prompt := promptIDs(strings.Repeat("Tensor cores read each weight tile once for 64 tokens. ", 3))
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+			art := testArtifact(t, arch, scheme)
+			cfg, err := art.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := engine.Request{Prompt: prompt, Tokens: 12, SuppressEOS: true, LogitSteps: 4}
+			tok := generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: engine.PrefillToken}, req)
+			var ref []int
+			for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+				modes := []string{engine.StepOps, engine.StepGraphFull}
+				if c < cfg.NumExperts {
+					modes = []string{engine.StepOps, engine.StepGraphSegmented, engine.StepGraphWait}
+				}
+				for _, mode := range modes {
+					t.Run(fmt.Sprintf("%s/%s/c%d/%s", arch, scheme, c, mode), func(t *testing.T) {
+						before := tcLaunchCount(t)
+						got := generate(t, testBE, testBE.ExpertRows(), art,
+							engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode, Prefill: engine.PrefillBatched}, req)
+						if tcLaunchCount(t) == before {
+							t.Fatalf("a batched prefill of %d tokens launched no tensor-core matmul", len(prompt))
+						}
+						if ref == nil {
+							ref = got.Tokens
+						} else if !reflect.DeepEqual(got.Tokens, ref) {
+							t.Fatalf("tokens %v, the first configuration's %v", got.Tokens, ref)
+						}
+						closeTo(t, "first step logits against token-at-a-time prefill", got.Logits[0], tok.Logits[0], 1e-3, 1e-3)
+					})
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPrefillModes times prefill at full residency on the artifacts
+// named by HORIZON_BENCH_ARTIFACTS (directories separated by ':'; skipped
+// when unset), for prompts of the lengths in HORIZON_BENCH_PROMPTS
+// (comma-separated, default 32,512,2048; ids 100 + 7919i mod 30000, as
+// scripts/prefill-h200.sh): token at a time (graph-full steps), batched on
+// the row kernels, and batched on the tensor cores (tuning.matmulTC). It
+// reports prompt tok/s (prompt tokens / the engine's PrefillSeconds) and
+// logs the largest first-step logit difference of each batched mode from
+// token at a time and whether their 8 tokens agree. Run with -benchtime=1x.
+func BenchmarkPrefillModes(b *testing.B) {
+	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
+	if dirs == "" {
+		b.Skip("HORIZON_BENCH_ARTIFACTS not set")
+	}
+	lengths := []int{32, 512, 2048}
+	if s := os.Getenv("HORIZON_BENCH_PROMPTS"); s != "" {
+		lengths = nil
+		for _, f := range strings.Split(s, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("HORIZON_BENCH_PROMPTS: %q is not a positive length", f)
+			}
+			lengths = append(lengths, n)
+		}
+	}
+	modes := []struct {
+		name    string
+		prefill string
+		tn      tuning
+	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{}}, {"batched-tc", engine.PrefillBatched, tuning{matmulTC: true}}}
+	for _, dir := range strings.Split(dirs, ":") {
+		art, err := qpack.Open(dir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, n := range lengths {
+			ids := make([]int, n)
+			for i := range ids {
+				ids[i] = 100 + (i*7919)%30000
+			}
+			req := engine.Request{Prompt: ids, Tokens: 8, SuppressEOS: true, LogitSteps: 1}
+			var ref engine.Result
+			for _, m := range modes {
+				b.Run(fmt.Sprintf("%s/%d/%s", filepath.Base(dir), n, m.name), func(b *testing.B) {
+					withTuning(b, testBE, m.tn)
+					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill, MaxSeq: n + 16})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer l.Close()
+					if _, err := l.Generate(req); err != nil { // warm-up
+						b.Fatal(err)
+					}
+					var res engine.Result
+					for range b.N {
+						if res, err = l.Generate(req); err != nil {
+							b.Fatal(err)
+						}
+					}
+					if !res.PrefillTimed || res.PrefillSeconds <= 0 {
+						b.Fatalf("prefill not timed (%v s)", res.PrefillSeconds)
+					}
+					b.ReportMetric(float64(n)/res.PrefillSeconds, "prompt-tok/s")
+					if ref.Tokens == nil {
+						ref = res
+						return
+					}
+					worst := 0.0
+					for i, v := range res.Logits[0] {
+						worst = math.Max(worst, math.Abs(float64(v)-float64(ref.Logits[0][i])))
+					}
+					b.Logf("%s: first-step logits within %.3g of token at a time; 8 tokens agree: %v", m.name, worst, reflect.DeepEqual(res.Tokens, ref.Tokens))
+				})
+			}
+		}
+	}
+}
