@@ -9,7 +9,11 @@
 //	                    are row t's, with row t's own partials and tickets
 //	                    (attention_rows_f32_kv16: over an FP16 cache);
 //	router_topk_rows    router_topk_block (router_topk's body) on row t, one
-//	                    block a row.
+//	                    block a row;
+//	combine_rows_f32    row t of dst = the k weighted source rows of token t
+//	                    added in order from zero with add_scaled (a clear and
+//	                    k add_scaled_f32 launches' bits);
+//	add_gated_rows_f32  add_gated_f32's body on row t with gate g[t].
 //
 // Op by op only (never captured): no dependency wait.
 #include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
@@ -45,4 +49,26 @@ extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* 
 	extern __shared__ float p[];
 	const int t = blockIdx.x;
 	router_topk_block(logits + (size_t)t * E, E, k, ids_out + (size_t)t * k, w_out + (size_t)t * k, p);
+}
+
+// combine_rows_f32: dst[t][i] = sum over j < k, in order from 0, of
+// add_scaled(., w[t*k+j], src[t*k+j][i]), for t < T, i < n. One thread an
+// element, grid-stride.
+extern "C" __global__ void combine_rows_f32(float* dst, const float* src, const float* w, int T, int k, int n) {
+	for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < (long long)T * n; idx += (long long)gridDim.x * blockDim.x) {
+		const int t = (int)(idx / n), i = (int)(idx - (long long)t * n);
+		float acc = 0.0f;
+		for (int j = 0; j < k; j++) acc = add_scaled(acc, w[t * k + j], src[((size_t)t * k + j) * n + i]);
+		dst[idx] = acc;
+	}
+}
+
+// add_gated_rows_f32: d[t][i] += sigmoid(g[t]) * x[t][i] (add_gated_f32's
+// arithmetic, the sigmoid in double rounded once), for t < T, i < n.
+extern "C" __global__ void add_gated_rows_f32(float* d, const float* x, const float* g, int T, int n) {
+	for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < (long long)T * n; idx += (long long)gridDim.x * blockDim.x) {
+		const int t = (int)(idx / n);
+		const float s = (float)(1.0 / (1.0 + exp(-(double)g[t])));
+		d[idx] = add_scaled(d[idx], s, x[idx]);
+	}
 }

@@ -158,6 +158,13 @@ type RowOps interface {
 	// TopKRows is TopK of each row t of logits [T, E]: ids[t*k+r] and
 	// weights[t*k+r], host values.
 	TopKRows(logits Tensor, T, k int, norm bool) ([]int, []float32, error)
+	// CombineRows: row t of dst [T, n] = Σ_j weights[t*k+j] · src[t*k+j]
+	// for src [T*k, n], as the per-token ops leave it: the row cleared to
+	// zero, then AddScaled of each of its k source rows in order.
+	CombineRows(dst, src Tensor, weights []float32, T, k int) error
+	// AddGatedRows is AddGated of each row t: dst[t] += sigmoid(g[t]) ·
+	// x[t] for dst and x [T, n] and g [T].
+	AddGatedRows(dst, x, g Tensor, T int) error
 }
 
 // BatchedDefault is implemented by a backend.Batched backend whose batched

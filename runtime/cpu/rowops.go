@@ -90,3 +90,54 @@ func (b *Backend) eachRow(T int, f func(t int) error) error {
 	}
 	return nil
 }
+
+// CombineRows implements backend.RowOps: per row, a clear and k AddScaled.
+func (b *Backend) CombineRows(dst, src backend.Tensor, weights []float32, T, k int) error {
+	if T <= 0 || k <= 0 || dst.Len()%T != 0 || src.Len() != dst.Len()*k || len(weights) != T*k {
+		return shapeErr("CombineRows", "dst %d values, src %d, %d weights for %d rows of %d sources", dst.Len(), src.Len(), len(weights), T, k)
+	}
+	n := dst.Len() / T
+	zeros := make([]float32, n)
+	return b.eachRow(T, func(t int) error {
+		dt, err := b.Rows(dst, n, t, 1)
+		if err != nil {
+			return err
+		}
+		if err := b.WriteF32(dt, zeros); err != nil {
+			return err
+		}
+		for j := range k {
+			st, err := b.Rows(src, n, t*k+j, 1)
+			if err != nil {
+				return err
+			}
+			if err := b.AddScaled(dt, st, weights[t*k+j]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// AddGatedRows implements backend.RowOps: AddGated row by row.
+func (b *Backend) AddGatedRows(dst, x, g backend.Tensor, T int) error {
+	if T <= 0 || dst.Len()%T != 0 || x.Len() != dst.Len() || g.Len() != T {
+		return shapeErr("AddGatedRows", "dst %d values, x %d, %d gates for %d rows", dst.Len(), x.Len(), g.Len(), T)
+	}
+	n := dst.Len() / T
+	return b.eachRow(T, func(t int) error {
+		dt, err := b.Rows(dst, n, t, 1)
+		if err != nil {
+			return err
+		}
+		xt, err := b.Rows(x, n, t, 1)
+		if err != nil {
+			return err
+		}
+		gt, err := b.Rows(g, 1, t, 1)
+		if err != nil {
+			return err
+		}
+		return b.AddGated(dt, xt, gt)
+	})
+}

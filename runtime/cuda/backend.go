@@ -45,6 +45,7 @@ type Backend struct {
 	idx      cu.DevicePtr // ExpertMatMul's gather and scatter rows (batched.go rowIndex)
 	// AttentionRows' partials and tickets, TopKRows' results (rowops.go).
 	attRowsPart, attRowsCnt, topkRows *Tensor
+	combW                             *Tensor // CombineRows' weights
 	idxBytes                          int
 	maskedN                           int        // capacity of masked in ids
 	lastMask                          []int      // ids currently in masked
@@ -289,7 +290,7 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
-	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows} {
+	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

@@ -283,10 +283,13 @@ func (b *Backend) Wait() error {
 var _ backend.BatchedDefault = (*Backend)(nil)
 
 // BatchedDefault implements backend.BatchedDefault: false. The batched
-// prefill reads each weight row once per 8 tokens, but the rest of it still
-// runs a launch per token and op from the host (RoPE, the KV append,
-// attention, top-k with its readback) and a few launches per routed
-// expert; on the H200 it prefills at half the rate of token-at-a-time
-// captured steps (results/prefill-h200-s13: OLMoE-1B-7B shape, 2,048
-// tokens: 504 against 971 tok/s). It runs when asked for (prefill batched).
+// prefill reads each weight row once per 8 tokens, but when it was measured
+// the rest of it still ran a launch per token and op from the host (RoPE,
+// the KV append, attention, top-k with its readback, each pair's SiLU·up,
+// each token's combine) and a few launches per routed expert; on the H200
+// it prefilled at half the rate of token-at-a-time captured steps
+// (results/prefill-h200-s13: OLMoE-1B-7B shape, 2,048 tokens: 504 against
+// 971 tok/s). Those per-token ops are now row ops (rowops.go: one launch a
+// layer each) and one SiLU·up per wave, not yet measured. It runs when
+// asked for (prefill batched).
 func (b *Backend) BatchedDefault() bool { return false }

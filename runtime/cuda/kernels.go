@@ -56,7 +56,7 @@ type kernelSet struct {
 	matmulTC [2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
-	ropeRows, topkRows cu.Function
+	ropeRows, topkRows, combineRows, addGatedRows cu.Function
 	// The kernels that store or read the KV cache, per cache element type:
 	// kv[0] over an FP32 cache, kv[1] over an FP16 one (the _kv16 kernels).
 	kv [2]kvKernels
@@ -150,7 +150,8 @@ func (b *Backend) loadKernels() error {
 		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
 	}
 	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
-	k.ropeRows, k.topkRows = get("rope_rows_f32"), get("router_topk_rows")
+	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
+	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
 			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6])}
@@ -255,7 +256,7 @@ var moduleFuncs = map[string][]string{
 	"experts_fused":   {"experts_moe_int4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"matmul_tc":       {"matmul_tc_f16", "matmul_tc_w4a16"},
-	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows"},
+	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},
 	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},

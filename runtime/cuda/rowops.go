@@ -161,3 +161,61 @@ func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, [
 	}
 	return ids, ws, nil
 }
+
+// CombineRows implements backend.RowOps: the T x k weights uploaded (in
+// compute-stream order, after every earlier launch that read them), then one
+// combine_rows_f32 launch: per element the clear and the k add_scaled_f32 of
+// the per-token ops, in order.
+func (b *Backend) CombineRows(dst, src backend.Tensor, weights []float32, T, k int) error {
+	d, err := b.tensorOf("CombineRows", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	st, err := b.tensorOf("CombineRows", "src", src, backend.F32)
+	if err != nil {
+		return err
+	}
+	if T <= 0 || k <= 0 || d.n%T != 0 || st.n != d.n*k || len(weights) != T*k {
+		return shapeErr("CombineRows", "dst %d values, src %d, %d weights for %d rows of %d sources", d.n, st.n, len(weights), T, k)
+	}
+	n := d.n / T
+	wb := append([]byte(nil), unsafe.Slice((*byte)(unsafe.Pointer(&weights[0])), 4*len(weights))...)
+	return b.o.async(func() error {
+		if err := b.scratch(&b.combW, T*k); err != nil {
+			return fmt.Errorf("cuda: CombineRows: scratch: %w", err)
+		}
+		up := func() error { return b.copyIn(b.combW.ptr, unsafe.Pointer(&wb[0]), len(wb)) }
+		if len(wb) <= b.ring.slotBytes {
+			up = func() error { return b.ring.upload(b.compute, b.combW.ptr, wb) }
+		}
+		if err := up(); err != nil {
+			return fmt.Errorf("cuda: CombineRows: upload the weights: %w", err)
+		}
+		if err := b.launch(b.k.combineRows, b.elementwiseGrid(T*n), block, 0, argPtr(d.ptr), argPtr(st.ptr), argPtr(b.combW.ptr),
+			argInt(T), argInt(k), argInt(n)); err != nil {
+			return fmt.Errorf("cuda: CombineRows: launch: %w", err)
+		}
+		return nil
+	})
+}
+
+// AddGatedRows implements backend.RowOps: one add_gated_rows_f32 launch.
+func (b *Backend) AddGatedRows(dst, x, g backend.Tensor, T int) error {
+	d, err := b.tensorOf("AddGatedRows", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("AddGatedRows", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	gt, err := b.tensorOf("AddGatedRows", "g", g, backend.F32)
+	if err != nil {
+		return err
+	}
+	if T <= 0 || d.n%T != 0 || xt.n != d.n || gt.n != T {
+		return shapeErr("AddGatedRows", "dst %d values, x %d, %d gates for %d rows", d.n, xt.n, gt.n, T)
+	}
+	return b.launchAsync("AddGatedRows", b.k.addGatedRows, b.elementwiseGrid(d.n), block, 0,
+		argPtr(d.ptr), argPtr(xt.ptr), argPtr(gt.ptr), argInt(T), argInt(d.n/T))
+}

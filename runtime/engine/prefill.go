@@ -30,9 +30,11 @@ import (
 //     the one protocol, with its publication and lease rules; a wave never
 //     needs more rows than a routed group does, so it fits every capacity).
 //     Each expert's matrices are read once for all of its (token, slot)
-//     pairs (ExpertMatMul: gate, up, SiLU·up, down), the wave is released,
-//     and the next one is leased. After the last wave every token combines
-//     its slots in slot order, as the executors do.
+//     pairs (ExpertMatMul: gate and up into the wave's consecutive scratch
+//     rows, one SiLU·up over the wave's pairs, down into each pair's
+//     slot), the wave is released, and the next one is leased. After the
+//     last wave every token combines its slots in slot order, as the
+//     executors do (a backend.RowOps backend in one CombineRows op).
 //
 // Every op gives each token the bits of the per-token op (backend.Batched),
 // and the combine runs in the executors' order, so batched prefill gives
@@ -491,12 +493,27 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 		}
 		rows, err := ls.Serve()
 		if err == nil {
-			err = e.waveExperts(bt, wave, rows, slots, lay, row)
+			err = e.waveExperts(bt, wave, rows, slots, lay)
 		}
 		ls.Release()
 		if err != nil {
 			return fmt.Errorf("experts %v: %w", wave, err)
 		}
+	}
+	if ro, ok := be.(backend.RowOps); ok {
+		// One op for the T tokens' weighted sums, the per-token bits.
+		mt, err := e.batched.Rows(bt.moe, D, 0, T)
+		if err != nil {
+			return err
+		}
+		ot, err := e.batched.Rows(bt.outs, D, 0, T*A)
+		if err != nil {
+			return err
+		}
+		if err := ro.CombineRows(mt, ot, bt.weights[:T*A], T, A); err != nil {
+			return fmt.Errorf("combine: %w", err)
+		}
+		return nil
 	}
 	return forTokens(T, func(t int) error {
 		mt, err := row(bt.moe, D, t)
@@ -519,42 +536,43 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	})
 }
 
-// waveExperts computes one wave's experts for their (token, slot) pairs:
-// gate and up of xn[token] into the slot's rows, SiLU·up, and down into
+// waveExperts computes one wave's experts for their (token, slot) pairs.
+// The wave's P pairs get consecutive rows of the gate, up and act scratch
+// (expert j's pairs after those of experts 0..j-1): gate and up of
+// xn[token] into them, one SiLU·up over the P rows (elementwise: each row
+// the per-pair op's bits), and down of each pair's act row into
 // bt.outs[slot].
-func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots map[int][]int, lay qpack.RecordLayout,
-	row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
+func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots map[int][]int, lay qpack.RecordLayout) error {
 	be, bb, A, F := e.be, e.batched, e.cfg.TopK, lay.Gate.Rows
+	at := make([][]int, len(wave)) // expert j's pairs' rows in the wave's scratch
+	P := 0
 	for j, id := range wave {
 		ss := slots[id]
 		toks := make([]int, len(ss))
+		at[j] = make([]int, len(ss))
 		for i, s := range ss {
-			toks[i] = s / A
+			toks[i], at[j][i] = s/A, P+i
 		}
-		if err := bb.ExpertMatMul(bt.gate, ss, rows[j], lay.Gate, lay.Scheme, bt.xn, toks); err != nil {
+		P += len(ss)
+		if err := bb.ExpertMatMul(bt.gate, at[j], rows[j], lay.Gate, lay.Scheme, bt.xn, toks); err != nil {
 			return fmt.Errorf("expert %d gate: %w", id, err)
 		}
-		if err := bb.ExpertMatMul(bt.up, ss, rows[j], lay.Up, lay.Scheme, bt.xn, toks); err != nil {
+		if err := bb.ExpertMatMul(bt.up, at[j], rows[j], lay.Up, lay.Scheme, bt.xn, toks); err != nil {
 			return fmt.Errorf("expert %d up: %w", id, err)
 		}
-		for _, s := range ss {
-			a, err := row(bt.act, F, s)
-			if err != nil {
-				return err
-			}
-			g, err := row(bt.gate, F, s)
-			if err != nil {
-				return err
-			}
-			u, err := row(bt.up, F, s)
-			if err != nil {
-				return err
-			}
-			if err := be.SiLUMul(a, g, u); err != nil {
-				return fmt.Errorf("expert %d act: %w", id, err)
-			}
+	}
+	v := make([]backend.Tensor, 3)
+	for i, t := range []backend.Tensor{bt.act, bt.gate, bt.up} {
+		var err error
+		if v[i], err = bb.Rows(t, F, 0, P); err != nil {
+			return err
 		}
-		if err := bb.ExpertMatMul(bt.outs, ss, rows[j], lay.Down, lay.Scheme, bt.act, ss); err != nil {
+	}
+	if err := be.SiLUMul(v[0], v[1], v[2]); err != nil {
+		return fmt.Errorf("experts %v act: %w", wave, err)
+	}
+	for j, id := range wave {
+		if err := bb.ExpertMatMul(bt.outs, slots[id], rows[j], lay.Down, lay.Scheme, bt.act, at[j]); err != nil {
 			return fmt.Errorf("expert %d down: %w", id, err)
 		}
 	}
@@ -579,6 +597,14 @@ func (e *Engine) sharedExpertBatch(bt *batch, l, T int, part func(backend.Tensor
 	})
 	if err != nil {
 		return err
+	}
+	if ro, ok := be.(backend.RowOps); ok {
+		return withParts(part, []backend.Tensor{bt.moe, bt.sd, bt.mix}, []int{D, D, 1}, func(v []backend.Tensor) error {
+			if err := ro.AddGatedRows(v[0], v[1], v[2], T); err != nil {
+				return fmt.Errorf("shared combine: %w", err)
+			}
+			return nil
+		})
 	}
 	return forTokens(T, func(t int) error {
 		mt, err := row(bt.moe, D, t)

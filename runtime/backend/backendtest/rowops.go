@@ -52,6 +52,49 @@ func runRowOps(t *testing.T, be backend.Backend, rng *rand.Rand) {
 			}
 		}
 	}
+	for _, c := range []struct{ T, k, n int }{{1, 1, 8}, {3, 4, 64}, {9, 8, 2048}, {37, 4, 100}} {
+		t.Run(fmt.Sprintf("CombineRows/T%d/k%d/n%d", c.T, c.k, c.n), func(t *testing.T) {
+			src := upload(t, be, randF32(rng, c.T*c.k*c.n, 1))
+			w := randF32(rng, c.T*c.k, 1)
+			got := upload(t, be, randF32(rng, c.T*c.n, 1)) // whatever it held is cleared
+			if err := ro.CombineRows(got, src, w, c.T, c.k); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := be.Alloc(c.T * c.n)
+			zeros := make([]float32, c.n)
+			for tok := range c.T {
+				dt := rows(t, bb, want, c.n, tok, 1)
+				if err := be.WriteF32(dt, zeros); err != nil {
+					t.Fatal(err)
+				}
+				for j := range c.k {
+					if err := be.AddScaled(dt, rows(t, bb, src, c.n, tok*c.k+j, 1), w[tok*c.k+j]); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			sameBits(t, "CombineRows", read(t, be, got), read(t, be, want))
+			if err := ro.CombineRows(got, src, w[1:], c.T, c.k); err == nil {
+				t.Fatal("CombineRows with a weight missing: no error")
+			}
+		})
+	}
+	for _, c := range []struct{ T, n int }{{1, 8}, {5, 2048}, {33, 100}} {
+		t.Run(fmt.Sprintf("AddGatedRows/T%d/n%d", c.T, c.n), func(t *testing.T) {
+			d0, x, g := randF32(rng, c.T*c.n, 1), randF32(rng, c.T*c.n, 1), randF32(rng, c.T, 3)
+			got, want := upload(t, be, d0), upload(t, be, d0)
+			xt, gt := upload(t, be, x), upload(t, be, g)
+			if err := ro.AddGatedRows(got, xt, gt, c.T); err != nil {
+				t.Fatal(err)
+			}
+			for tok := range c.T {
+				if err := be.AddGated(rows(t, bb, want, c.n, tok, 1), rows(t, bb, xt, c.n, tok, 1), rows(t, bb, gt, 1, tok, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sameBits(t, "AddGatedRows", read(t, be, got), read(t, be, want))
+		})
+	}
 	for _, E := range []int{16, 60, 64} {
 		for _, T := range []int{1, 3, 9} {
 			t.Run(fmt.Sprintf("TopKRows/E%d/T%d", E, T), func(t *testing.T) {
