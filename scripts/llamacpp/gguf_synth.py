@@ -21,6 +21,7 @@ Purpose
 Usage
     gguf_synth.py --llama-src SRC --checkpoint CKPT --f16 OUT-f16.gguf
                   [--quantize LLAMA_QUANTIZE --q4 OUT-q4e.gguf [--threads N] [--drop-f16]]
+                  [--drop-checkpoint]
                   [--summary OUT.json]
     gguf_synth.py --llama-src SRC --verify FILE.gguf [--expect-q4-experts] [--summary OUT.json]
 
@@ -37,6 +38,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -203,6 +205,9 @@ def main() -> None:
     p.add_argument("--q4", type=Path, help="experts-Q4_0 GGUF to write")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--drop-f16", action="store_true", help="remove the F16 GGUF once the Q4 one is verified")
+    p.add_argument("--drop-checkpoint", action="store_true",
+                   help="remove the checkpoint folder once the F16 GGUF is written (so that the checkpoint, "
+                        "the F16 and the Q4 GGUF are never all on disk at once)")
     p.add_argument("--verify", type=Path, help="only report (and check) this GGUF's tensor types")
     p.add_argument("--expect-q4-experts", action="store_true")
     p.add_argument("--summary", type=Path, help="write the type report(s) here as JSON")
@@ -229,6 +234,8 @@ def main() -> None:
         convert(conversion, a.checkpoint, a.f16, arch)
         print(f"gguf_synth: F16 GGUF {a.f16} ({a.f16.stat().st_size} bytes) in {time.monotonic() - t0:.1f} s")
         reports.append(verify(a.f16, False))
+        if a.drop_checkpoint:
+            shutil.rmtree(a.checkpoint)
         if a.quantize:
             t0 = time.monotonic()
             quantize(a.quantize, a.f16, a.q4, a.threads, a.q4.with_suffix(".quantize.log"))

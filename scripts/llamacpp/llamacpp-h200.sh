@@ -142,6 +142,8 @@ rc_all=0
 for spec in $list; do
 	IFS=: read -r arch seed depths <<<"$spec"
 	gguf=$models/$arch-$seed-q4e.gguf
+	# an earlier call may have made it in the fallback folder
+	if [ ! -f "$gguf.ok" ] && [ -f "$root/models/$arch-$seed-q4e.gguf.ok" ]; then gguf=$root/models/$arch-$seed-q4e.gguf; fi
 	say "== $arch (seed $seed)"
 	# prepare ----------------------------------------------------------------
 	if [ -f "$gguf" ] && [ -f "$gguf.ok" ]; then
@@ -164,9 +166,10 @@ for spec in $list; do
 			continue
 		fi
 		mkdir -p "$models" || { say "prepare: FAILED: cannot create $models"; rc_all=1; continue; }
-		# checkpoint (BF16) + F16 GGUF + Q4 GGUF at once, at most: 2 * 2 bytes a parameter + a little
+		# at most two of checkpoint (BF16), F16 GGUF and Q4 GGUF at once (gguf_synth.py removes the
+		# checkpoint before it quantizes): 2 * 2 bytes a parameter + 1 GB
 		scratch=$models
-		if [ "$(room "$models")" -lt $((np * 4 + np / 2)) ]; then
+		if [ "$(room "$models")" -lt $((np * 4 + 1000000000)) ]; then
 			scratch=$root/models
 			mkdir -p "$scratch"
 			say "prepare: $models has $(room "$models") bytes free, too few; using $scratch"
@@ -187,7 +190,7 @@ for spec in $list; do
 		say "prepare: synth $arch in $((SECONDS - t))s ($(du -sb "$ckpt" | cut -f1) bytes)"
 		t=$SECONDS
 		timeout "$(lim)" "$py" "$here/gguf_synth.py" --llama-src "$src" --checkpoint "$ckpt" --arch "$arch" \
-			--f16 "$scratch/$arch-$seed-f16.gguf" --quantize "$quant" --q4 "$gguf" --threads "$(nproc)" --drop-f16 \
+			--f16 "$scratch/$arch-$seed-f16.gguf" --quantize "$quant" --q4 "$gguf" --threads "$(nproc)" --drop-f16 --drop-checkpoint \
 			--summary "$gguf.types.json" >"$logs/convert-$arch.log" 2>&1
 		rc=$?
 		rm -rf "$ckpt" "$scratch/$arch-$seed-f16.gguf"
