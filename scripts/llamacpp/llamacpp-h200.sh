@@ -169,10 +169,11 @@ for spec in $list; do
 		# at most two of checkpoint (BF16), F16 GGUF and Q4 GGUF at once (gguf_synth.py removes the
 		# checkpoint before it quantizes): 2 * 2 bytes a parameter + 1 GB
 		scratch=$models
-		if [ "$(room "$models")" -lt $((np * 4 + 1000000000)) ]; then
+		free_b=$(room "$models")
+		if [ -n "$free_b" ] && [ "$free_b" -lt $((np * 4 + 1000000000)) ]; then
 			scratch=$root/models
 			mkdir -p "$scratch"
-			say "prepare: $models has $(room "$models") bytes free, too few; using $scratch"
+			say "prepare: $models has $free_b bytes free, too few; using $scratch"
 			gguf=$scratch/$arch-$seed-q4e.gguf
 		fi
 		t=$SECONDS
