@@ -134,7 +134,19 @@ gpu-bins: ## build every GPU binary from a clean clone of HEAD (so records name 
 	tar -cJf $(CARRY)/bins.tar.xz -C $(CARRY) cuda.test kernels.test horizon-bench-cuda horizon-verify
 	@ls -la $(CARRY)/bins.tar.xz
 
-.PHONY: device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-fidelity-smoke fidelity-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check edition-policy-smoke
+# The llama.cpp peer (docs/peers.md): the llama.cpp source tarball and its build hook are kept
+# under carry/ and never committed; this target builds the synth binary the device script needs and
+# checks that the rest is there.
+llamacpp-carry: ## carry/horizon-bench.xz (CGO-free, for synth) for scripts/llamacpp/llamacpp-h200.sh; checks carry/llamacpp-src.tar.xz and carry/llamacpp/build.sh (docs/peers.md)
+	mkdir -p $(CARRY)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-bench ./cmd/horizon-bench
+	xz -T2 -6 -f $(CARRY)/horizon-bench
+	@for f in $(CARRY)/llamacpp-src.tar.xz $(CARRY)/llamacpp-src.commit $(CARRY)/llamacpp/build.sh; do \
+		test -e "$$f" || { echo "llamacpp-carry: $$f is missing (it is not committed; docs/peers.md says how it is made)"; exit 1; }; done
+	@ls -la $(CARRY)/horizon-bench.xz $(CARRY)/llamacpp-src.tar.xz
+	@echo "carry: $(CARRY)/horizon-bench.xz $(CARRY)/llamacpp-src.tar.xz $(CARRY)/llamacpp-src.commit $(CARRY)/llamacpp"
+
+.PHONY: llamacpp-carry device-aside device-back edition-smoke edition-smoke-check ifeval-smoke-check edition-fidelity-smoke fidelity-smoke-check edition-prefill-smoke prefill-smoke-check edition-depth-smoke depth-smoke-check edition-policy-smoke
 
 ifeval-smoke-check: ## run the IFEval smoke campaign (IFEVAL-SMOKE-v1, tiny CPU models, ~40 s) into out/ifeval-smoke, verify it, and check its responses equal editions/ifeval-smoke-cpu's
 	rm -rf out/ifeval-smoke out/ifeval-smoke-run
