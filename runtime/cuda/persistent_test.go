@@ -211,9 +211,13 @@ const hbmBytesPerSecond = 4.26e12
 // default 32,512,1900) in graph-full and persistent steps, on the artifacts
 // of HORIZON_BENCH_ARTIFACTS (skipped when unset), and checks that both
 // modes give the same tokens at each depth. The KV cache is sized to the
-// deepest request when that is beyond the default. The prompt is the bytes of a
-// fixed sentence repeated to the depth; its prefill is not in the decode
-// rate (the engine's DecodeTokS). Run it with -benchtime=1x.
+// deepest request when that is beyond the default. HORIZON_BENCH_KV names the
+// KV-cache element types to run (comma-separated, default fp32); the
+// persistent kernel takes only fp32, so fp16 runs graph-full alone. With
+// HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill. The
+// prompt is the bytes of a fixed sentence repeated to the depth; its prefill
+// is not in the decode rate (the engine's DecodeTokS). Run it with
+// -benchtime=1x.
 func BenchmarkDecodeDepth(b *testing.B) {
 	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
 	if dirs == "" {
@@ -230,43 +234,53 @@ func BenchmarkDecodeDepth(b *testing.B) {
 			depths = append(depths, d)
 		}
 	}
+	kvs := []string{"fp32"}
+	if s := os.Getenv("HORIZON_BENCH_KV"); s != "" {
+		kvs = strings.Split(s, ",")
+	}
+	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
-		for _, step := range []string{engine.StepGraphFull, engine.StepPersistent} {
-			// The KV cache holds the deepest request (beyond the default
-			// when asked; the model's context still bounds it).
-			maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
-			l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq})
-			if err != nil {
-				b.Fatal(err)
-			}
-			warm := engine.Request{Prompt: promptIDs(text[:32]), Tokens: 16, SuppressEOS: true}
-			if _, err := l.Generate(warm); err != nil {
-				b.Fatal(err)
-			}
-			for _, d := range depths {
-				b.Run(fmt.Sprintf("%s/%s/depth-%d", filepath.Base(dir), step, d), func(b *testing.B) {
-					req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
-					var res engine.Result
-					for range b.N {
-						if res, err = l.Generate(req); err != nil {
-							b.Fatal(err)
+		for _, kv := range kvs {
+			for _, step := range []string{engine.StepGraphFull, engine.StepPersistent} {
+				if kv != "fp32" && step == engine.StepPersistent {
+					continue // the persistent kernel reads an FP32 cache only
+				}
+				// The KV cache holds the deepest request (beyond the default
+				// when asked; the model's context still bounds it).
+				maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
+				l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq, KV: kv, Prefill: prefill})
+				if err != nil {
+					b.Fatal(err)
+				}
+				warm := engine.Request{Prompt: promptIDs(text[:32]), Tokens: 16, SuppressEOS: true}
+				if _, err := l.Generate(warm); err != nil {
+					b.Fatal(err)
+				}
+				for _, d := range depths {
+					b.Run(fmt.Sprintf("%s/%s/kv-%s/depth-%d", filepath.Base(dir), step, kv, d), func(b *testing.B) {
+						req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
+						var res engine.Result
+						for range b.N {
+							if res, err = l.Generate(req); err != nil {
+								b.Fatal(err)
+							}
 						}
-					}
-					key := fmt.Sprintf("%s/%d", filepath.Base(dir), d)
-					if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
-						b.Fatalf("%s tokens differ from graph-full's at depth %d", step, d)
-					}
-					depthTokens[key] = res.Tokens
-					b.ReportMetric(res.DecodeTokS(), "tok/s")
-					b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
-				})
+						key := fmt.Sprintf("%s/%s/%d", filepath.Base(dir), kv, d)
+						if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
+							b.Fatalf("%s tokens differ from graph-full's at depth %d (kv %s)", step, d, kv)
+						}
+						depthTokens[key] = res.Tokens
+						b.ReportMetric(res.DecodeTokS(), "tok/s")
+						b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
+					})
+				}
+				l.Close()
 			}
-			l.Close()
 		}
 	}
 }
