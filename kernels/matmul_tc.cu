@@ -27,7 +27,8 @@
 //
 // Launch: 128 threads (4 warps); block b is (row tile b / G, token group
 // b % G), G = ceil(T / 64), so blocks that run together read one weight
-// tile. A block owns 64 tokens x 64 rows; warp w computes tokens
+// tile. The grouped kernels (end of file) run several experts' matrices in
+// one launch through a table of (matrix, pairs) entries. A block owns 64 tokens x 64 rows; warp w computes tokens
 // 32*(w&1).. x rows 32*(w>>1).. as 2 x 4 m16n8 tiles. Per 32-value chunk
 // the block stages the tokens' hi and lo parts and the matrix's 64 x 32
 // values in shared memory (rows padded to 40 halves: the fragment loads hit
@@ -80,14 +81,12 @@ template <bool INT4>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
-                                               const int* __restrict__ xrows, const int* __restrict__ yrows) {
+                                               const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0) {
 	__half* ah = reinterpret_cast<__half*>(xs_smem);
 	__half* al = ah + TC_BM * TC_LD;
 	__half* bs = al + TC_BM * TC_LD;
 	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
 	float* wsc = inv + TC_BM;
-	const int G = (T + TC_BM - 1) / TC_BM;
-	const int t0 = (blockIdx.x % G) * TC_BM, n0 = (blockIdx.x / G) * TC_BN;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
 
@@ -252,8 +251,38 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const uint8_t* mat, const float* x, const void* bias, int bias_kind, int rows, int cols,          \
 	         int cols_padded, int scales_offset, int T, const int* xrows, const int* yrows) {                           \
-		matmul_tc_body<INT4>(y, mat, x, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows, yrows);    \
+		const int G = (T + TC_BM - 1) / TC_BM;                                                                        \
+		matmul_tc_body<INT4>(y, mat, x, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows, yrows,     \
+		                     (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN);                                      \
 	}
 
 MATMUL_TC(matmul_tc_f16, false)
 MATMUL_TC(matmul_tc_w4a16, true)
+
+// tc_group is one entry of a grouped launch's table: up to TC_BM (token,
+// slot) pairs of one expert, pairs [pair0, pair0 + count) of the launch's
+// xrows/yrows, and that expert's matrix (16 bytes; runtime/cuda batched.go
+// writes it).
+struct tc_group {
+	const uint8_t* mat;
+	int pair0, count;
+};
+
+// matmul_tc_grouped_{f16,w4a16}: one launch for several experts' matrices
+// of one layout (an expert wave's gate, up or down): block b is row tile
+// b % tiles of entry b / tiles of the table. Each block runs the body of
+// the single-matrix kernel on its entry's pairs, so a pair's outputs are
+// the bits that kernel gives it (a token's results still depend only on
+// its activations and its expert's matrix). No bias: expert matrices have
+// none.
+#define MATMUL_TC_GROUPED(NAME, INT4)                                                                                 \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
+	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
+		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
+		matmul_tc_body<INT4>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,              \
+		                     xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);                     \
+	}
+
+MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false)
+MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true)

@@ -3,6 +3,7 @@
 #
 #   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB)
 #   h200_suite SECONDS               the whole CUDA suite (carry/cuda.test) into $OUT/cuda-test.log
+#                                    (SUITE_RUN: a -test.run pattern, to run part of it)
 #   h200_artifacts ROOT ARCH:SEED... INT4 artifacts of the synthetic presets under ROOT (kept there
 #                                    on a warm machine), their directories ':'-separated in $arts
 
@@ -13,7 +14,7 @@ h200_unpack() {
 
 h200_suite() {
 	local t0=$SECONDS limit=${1:-200}
-	(cd runtime/cuda && timeout "$limit" ../../carry/cuda.test -test.v -test.timeout "$((limit - 10))s") >"$OUT/cuda-test.log" 2>&1
+	(cd runtime/cuda && timeout "$limit" ../../carry/cuda.test -test.v -test.run "${SUITE_RUN:-.}" -test.timeout "$((limit - 10))s") >"$OUT/cuda-test.log" 2>&1
 	echo "cuda-test: rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
 	grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
 }

@@ -5,8 +5,8 @@
 #   bash scripts/prefill-h200.sh
 #
 # 1. the whole CUDA suite (the conformance suite's Batched and row-op sections, the FP16 KV
-#    checks, TestBatchedPrefillOnDevice, TestMatmulTC, TestBatchedPrefillTensorCores)
-#    -> cuda-test.log (SKIP_SUITE=1 skips it);
+#    checks, TestBatchedPrefillOnDevice, TestMatmulTC, TestExpertMatMulGroupTC, TestBatchedPrefillTensorCores)
+#    -> cuda-test.log (SKIP_SUITE=1 skips it, SUITE_RUN=pattern runs part of it);
 # 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent);
 # 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
 #    a time (graph-full steps), batched on the row kernels, batched on the tensor cores

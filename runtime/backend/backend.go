@@ -215,3 +215,12 @@ type Batched interface {
 	// row is ExpertMatVec's, bit for bit. dst is [*, m.Rows], x [*, m.Cols].
 	ExpertMatMul(dst Tensor, dstRows []int, rec Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows []int) error
 }
+
+// ExpertGroups is implemented by Batched backends that run several experts'
+// matrices of one layout as one op (a prefill wave's gate, up or down).
+// ExpertMatMulGroup is ExpertMatMul(dst, dstRows[j], recs[j], m, scheme, x,
+// xRows[j]) for every expert j, with those calls' bits; the engine calls it
+// instead of one ExpertMatMul per expert where a backend has it.
+type ExpertGroups interface {
+	ExpertMatMulGroup(dst Tensor, dstRows [][]int, recs []Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows [][]int) error
+}

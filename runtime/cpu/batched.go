@@ -129,6 +129,24 @@ func dot4(a, b0, b1, b2, b3 []float32) [4]float32 {
 	return out
 }
 
+var _ backend.ExpertGroups = (*Backend)(nil)
+
+// ExpertMatMulGroup implements backend.ExpertGroups: one ExpertMatMul per
+// expert (the CPU runs them one after the other either way; it is here so
+// that the conformance suite checks the engine's grouped call on every
+// backend).
+func (b *Backend) ExpertMatMulGroup(dst backend.Tensor, dstRows [][]int, recs []backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows [][]int) error {
+	if len(dstRows) != len(recs) || len(xRows) != len(recs) {
+		return shapeErr("ExpertMatMulGroup", "%d experts, %d destination row lists, %d input row lists", len(recs), len(dstRows), len(xRows))
+	}
+	for j := range recs {
+		if err := b.ExpertMatMul(dst, dstRows[j], recs[j], m, scheme, x, xRows[j]); err != nil {
+			return fmt.Errorf("expert %d of %d: %w", j, len(recs), err)
+		}
+	}
+	return nil
+}
+
 // ExpertMatMul implements backend.Batched.
 func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows []int) error {
 	d, err := f32s("ExpertMatMul dst", dst)

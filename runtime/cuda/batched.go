@@ -84,53 +84,161 @@ func (b *Backend) MatMul(dst, w, x, bias backend.Tensor, T int) error {
 
 // ExpertMatMul implements backend.Batched: dst[dstRows[i]] = M · x[xRows[i]].
 func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows []int) error {
-	d, err := b.tensorOf("ExpertMatMul", "dst", dst, backend.F32)
-	if err != nil {
+	a, err := b.expertArgs("ExpertMatMul", dst, dstRows, rec, m, scheme, x, xRows)
+	if err != nil || len(dstRows) == 0 {
 		return err
 	}
-	r, err := b.tensorOf("ExpertMatMul", "rec", rec, backend.Bytes)
+	return b.o.async(func() error {
+		return b.matmul(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
+	})
+}
+
+// expertCall is one expert's checked ExpertMatMul: the output, matrix and
+// input pointers, the matrix kind (0 int4, 1 FP16) and copies of its rows.
+type expertCall struct {
+	y, mat, x cu.DevicePtr
+	kind      int
+	xr, dr    []int
+}
+
+// expertArgs checks an ExpertMatMul's arguments (op names the caller in
+// errors).
+func (b *Backend) expertArgs(op string, dst backend.Tensor, dstRows []int, rec backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows []int) (expertCall, error) {
+	var a expertCall
+	d, err := b.tensorOf(op, "dst", dst, backend.F32)
 	if err != nil {
-		return err
+		return a, err
 	}
-	xt, err := b.tensorOf("ExpertMatMul", "x", x, backend.F32)
+	r, err := b.tensorOf(op, "rec", rec, backend.Bytes)
 	if err != nil {
-		return err
+		return a, err
+	}
+	xt, err := b.tensorOf(op, "x", x, backend.F32)
+	if err != nil {
+		return a, err
 	}
 	if m.Offset < 0 || m.Offset+m.Bytes > r.n || m.Rows <= 0 || m.Cols <= 0 {
-		return shapeErr("ExpertMatMul", "a [%d, %d] matrix at [%d, %d) of a %d-byte record", m.Rows, m.Cols, m.Offset, m.Offset+m.Bytes, r.n)
+		return a, shapeErr(op, "a [%d, %d] matrix at [%d, %d) of a %d-byte record", m.Rows, m.Cols, m.Offset, m.Offset+m.Bytes, r.n)
 	}
 	if len(dstRows) != len(xRows) || d.n%m.Rows != 0 || xt.n%m.Cols != 0 {
-		return shapeErr("ExpertMatMul", "%d destination rows for %d inputs, dst %d values (rows of %d), x %d (rows of %d)",
+		return a, shapeErr(op, "%d destination rows for %d inputs, dst %d values (rows of %d), x %d (rows of %d)",
 			len(dstRows), len(xRows), d.n, m.Rows, xt.n, m.Cols)
 	}
 	nd, nx := d.n/m.Rows, xt.n/m.Cols
 	for i := range dstRows {
 		if dstRows[i] < 0 || dstRows[i] >= nd || xRows[i] < 0 || xRows[i] >= nx {
-			return shapeErr("ExpertMatMul", "pair %d: dst row %d of %d, x row %d of %d", i, dstRows[i], nd, xRows[i], nx)
+			return a, shapeErr(op, "pair %d: dst row %d of %d, x row %d of %d", i, dstRows[i], nd, xRows[i], nx)
 		}
 	}
-	if len(dstRows) == 0 {
-		return nil
-	}
-	mat := r.ptr + cu.DevicePtr(m.Offset)
-	kind := 0
 	switch scheme {
 	case qpack.SchemeInt4:
 		if err := checkInt4Layout(m); err != nil {
-			return fmt.Errorf("cuda: ExpertMatMul: %w", err)
+			return a, fmt.Errorf("cuda: %s: %w", op, err)
 		}
 	case qpack.SchemeFP16:
 		if m.Offset%16 != 0 {
-			return fmt.Errorf("cuda: ExpertMatMul: fp16 matrix at offset %d is not 16-byte aligned", m.Offset)
+			return a, fmt.Errorf("cuda: %s: fp16 matrix at offset %d is not 16-byte aligned", op, m.Offset)
 		}
-		kind = 1
+		a.kind = 1
 	default:
-		return fmt.Errorf("cuda: ExpertMatMul: unknown scheme %q", scheme)
+		return a, fmt.Errorf("cuda: %s: unknown scheme %q", op, scheme)
 	}
-	xr, dr := append([]int(nil), xRows...), append([]int(nil), dstRows...)
+	a.y, a.mat, a.x = d.ptr, r.ptr+cu.DevicePtr(m.Offset), xt.ptr
+	a.xr, a.dr = append([]int(nil), xRows...), append([]int(nil), dstRows...)
+	return a, nil
+}
+
+var _ backend.ExpertGroups = (*Backend)(nil)
+
+// ExpertMatMulGroup implements backend.ExpertGroups. The experts whose
+// pairs the tensor cores take (tcMatmul of their pair count) run as one
+// launch of matmul_tc_grouped_* (each pair gets the bits of its expert's
+// own tensor-core launch: the same block body on the same pairs); the
+// others run one by one as ExpertMatMul runs them. A wave's experts are few
+// blocks each (a 1024 x 2048 gate over 64 pairs is 16), so one launch for
+// the wave fills the GPU where the per-expert launches left most of it idle.
+func (b *Backend) ExpertMatMulGroup(dst backend.Tensor, dstRows [][]int, recs []backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows [][]int) error {
+	if len(dstRows) != len(recs) || len(xRows) != len(recs) {
+		return shapeErr("ExpertMatMulGroup", "%d experts, %d destination row lists, %d input row lists", len(recs), len(dstRows), len(xRows))
+	}
+	calls := make([]expertCall, 0, len(recs))
+	for j := range recs {
+		a, err := b.expertArgs("ExpertMatMulGroup", dst, dstRows[j], recs[j], m, scheme, x, xRows[j])
+		if err != nil {
+			return fmt.Errorf("expert %d of %d: %w", j, len(recs), err)
+		}
+		if len(a.xr) > 0 {
+			calls = append(calls, a)
+		}
+	}
 	return b.o.async(func() error {
-		return b.matmul(kind, d.ptr, mat, xt.ptr, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(xr), xr, dr)
+		var tc []expertCall
+		for _, a := range calls {
+			if b.tcMatmul(len(a.xr)) {
+				tc = append(tc, a)
+				continue
+			}
+			if err := b.matmul(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr); err != nil {
+				return err
+			}
+		}
+		return b.matmulTCGrouped(tc, m)
 	})
+}
+
+// tcGroupBytes is the size of one entry of a grouped launch's table
+// (kernels/matmul_tc.cu tc_group: the matrix pointer, the first pair and
+// the pair count).
+const tcGroupBytes = 16
+
+// matmulTCGrouped launches the tensor-core kernel once for calls (one
+// layout, one output, one input): a table entry per 64 pairs of each
+// expert, then every pair's input rows and output rows, in one upload. A
+// table that does not fit an upload slot runs as one launch per expert.
+// Owner thread only.
+func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) error {
+	if len(calls) == 0 {
+		return nil
+	}
+	entries, pairs := 0, 0
+	for _, a := range calls {
+		entries += (len(a.xr) + tcTile - 1) / tcTile
+		pairs += len(a.xr)
+	}
+	buf := make([]byte, tcGroupBytes*entries+8*pairs)
+	if len(buf) > b.ring.slotBytes {
+		for _, a := range calls {
+			if err := b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	xo, yo := tcGroupBytes*entries, tcGroupBytes*entries+4*pairs
+	e, p := 0, 0
+	for _, a := range calls {
+		for i := 0; i < len(a.xr); i += tcTile {
+			ent := buf[tcGroupBytes*e:]
+			binary.LittleEndian.PutUint64(ent, uint64(a.mat))
+			binary.LittleEndian.PutUint32(ent[8:], uint32(p+i))
+			binary.LittleEndian.PutUint32(ent[12:], uint32(min(tcTile, len(a.xr)-i)))
+			e++
+		}
+		for i := range a.xr {
+			binary.LittleEndian.PutUint32(buf[xo+4*(p+i):], uint32(int32(a.xr[i])))
+			binary.LittleEndian.PutUint32(buf[yo+4*(p+i):], uint32(int32(a.dr[i])))
+		}
+		p += len(a.xr)
+	}
+	base, err := b.indexUpload(buf)
+	if err != nil {
+		return err
+	}
+	tiles := (m.Rows + tcTile - 1) / tcTile
+	b.tcLaunches++
+	a := calls[0]
+	return b.launch(b.k.matmulTCGrouped[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
+		argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset), argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
 }
 
 // matmul launches y[yrow(t)] = M · x[xrow(t)] (+ bias) for t < T; owner
@@ -235,41 +343,50 @@ func (b *Backend) matmulByToken(kind int, y, mat, x, bias cu.DevicePtr, biasKind
 }
 
 // rowIndex uploads the gather and scatter rows (int32, xrows then yrows)
-// into the backend's index buffer, in compute-stream order: the previous
-// launch that read the buffer has completed before the copy lands; owner
-// thread only.
+// into the backend's index buffer (indexUpload); owner thread only.
 func (b *Backend) rowIndex(xrows, yrows []int) (cu.DevicePtr, cu.DevicePtr, error) {
 	n := len(xrows)
-	need := 8 * n
+	buf := make([]byte, 8*n)
+	for i := range n {
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(int32(xrows[i])))
+		binary.LittleEndian.PutUint32(buf[4*(n+i):], uint32(int32(yrows[i])))
+	}
+	p, err := b.indexUpload(buf)
+	if err != nil {
+		return 0, 0, err
+	}
+	return p, p + cu.DevicePtr(4*n), nil
+}
+
+// indexUpload copies buf into the backend's index buffer (grown as needed)
+// in compute-stream order: the previous launch that read the buffer has
+// completed before the copy lands; owner thread only.
+func (b *Backend) indexUpload(buf []byte) (cu.DevicePtr, error) {
+	need := len(buf)
 	if need > b.ring.slotBytes {
-		return 0, 0, fmt.Errorf("cuda: %d gathered rows: the index (%d bytes) exceeds an upload slot of %d bytes", n, need, b.ring.slotBytes)
+		return 0, fmt.Errorf("cuda: a %d-byte row index exceeds an upload slot of %d bytes", need, b.ring.slotBytes)
 	}
 	if need > b.idxBytes {
 		if b.idx != 0 {
 			if err := b.compute.Synchronize(); err != nil {
-				return 0, 0, err
+				return 0, err
 			}
 			if err := cu.MemFree(b.idx); err != nil {
-				return 0, 0, fmt.Errorf("cuda: free the row index: %w", err)
+				return 0, fmt.Errorf("cuda: free the row index: %w", err)
 			}
 			b.idx, b.idxBytes = 0, 0
 		}
 		size := max(need, 8<<10)
 		p, err := cu.MemAlloc(int64(size))
 		if err != nil {
-			return 0, 0, fmt.Errorf("cuda: allocate the row index (%d bytes): %w", size, err)
+			return 0, fmt.Errorf("cuda: allocate the row index (%d bytes): %w", size, err)
 		}
 		b.idx, b.idxBytes = p, size
 	}
-	buf := make([]byte, need)
-	for i := range n {
-		binary.LittleEndian.PutUint32(buf[4*i:], uint32(int32(xrows[i])))
-		binary.LittleEndian.PutUint32(buf[4*(n+i):], uint32(int32(yrows[i])))
-	}
 	if err := b.ring.upload(b.compute, b.idx, buf); err != nil {
-		return 0, 0, fmt.Errorf("cuda: upload the row index: %w", err)
+		return 0, fmt.Errorf("cuda: upload the row index: %w", err)
 	}
-	return b.idx, b.idx + cu.DevicePtr(4*n), nil
+	return b.idx, nil
 }
 
 var _ backend.Waiter = (*Backend)(nil)

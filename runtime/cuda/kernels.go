@@ -54,6 +54,9 @@ type kernelSet struct {
 	// matmul_tc.cu: the same products on the tensor cores (tuning.matmulTC):
 	// [0 int4, 1 FP16].
 	matmulTC [2]cu.Function
+	// matmul_tc.cu's grouped kernels: several experts' matrices a launch
+	// (ExpertMatMulGroup), int4 and FP16 as matmulTC.
+	matmulTCGrouped [2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
@@ -150,6 +153,7 @@ func (b *Backend) loadKernels() error {
 		k.matmul[1][i] = get(fmt.Sprintf("matmul_f16_b%d", tb))
 	}
 	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
+	k.matmulTCGrouped = [2]cu.Function{get("matmul_tc_grouped_w4a16"), get("matmul_tc_grouped_f16")}
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
@@ -255,7 +259,7 @@ var moduleFuncs = map[string][]string{
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
-	"matmul_tc":       {"matmul_tc_f16", "matmul_tc_w4a16"},
+	"matmul_tc":       {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16"},
 	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"experts_routed":  routedNames(),
 	"norm":            {"rmsnorm"},

@@ -194,6 +194,112 @@ func TestMatmulTC(t *testing.T) {
 	}
 }
 
+// TestExpertMatMulGroupTC: with tuning.matmulTC, ExpertMatMulGroup runs
+// the experts with at least tcMinTokens pairs (70, 40 and 17 here: two
+// 64-pair table entries for the first) in one tensor-core launch and the
+// others (5 pairs) on the row kernels, and every pair's outputs are the
+// bits of one ExpertMatMul per expert, both matrix formats and the real
+// experts' shapes.
+func TestExpertMatMulGroupTC(t *testing.T) {
+	withTuning(t, testBE, tuning{matmulTC: true})
+	be := testBE
+	rng := rand.New(rand.NewPCG(15, 2))
+	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+		for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}, {72, 96}} {
+			t.Run(fmt.Sprintf("%s/%dx%d", scheme, sh.rows, sh.cols), func(t *testing.T) {
+				layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := layout.Gate
+				counts := []int{70, 5, 40, 17}
+				recs := make([]backend.Tensor, len(counts))
+				for j := range recs {
+					rec := make([]byte, layout.Size)
+					w := make([]float32, sh.rows*sh.cols)
+					for i := range w {
+						w[i] = float32(rng.NormFloat64() * 0.05)
+					}
+					if scheme == qpack.SchemeInt4 {
+						_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, sh.rows, sh.cols)
+					} else {
+						_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					if recs[j], err = be.AllocBytes(len(rec)); err != nil {
+						t.Fatal(err)
+					}
+					if err := be.WriteBytes(recs[j], 0, rec); err != nil {
+						t.Fatal(err)
+					}
+				}
+				const nx = 50
+				x := make([]float32, nx*sh.cols)
+				for i := range x {
+					x[i] = float32(rng.NormFloat64())
+				}
+				xt, err := be.Alloc(len(x))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := be.WriteF32(xt, x); err != nil {
+					t.Fatal(err)
+				}
+				total := 0
+				for _, c := range counts {
+					total += c
+				}
+				out := rng.Perm(total)
+				xRows, dstRows := make([][]int, len(counts)), make([][]int, len(counts))
+				for j, c := range counts {
+					xRows[j], dstRows[j] = make([]int, c), out[:c]
+					out = out[c:]
+					for i := range c {
+						xRows[j][i] = rng.IntN(nx)
+					}
+				}
+				run := func(grouped bool) []float32 {
+					dst, err := be.Alloc(total * sh.rows)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := be.WriteF32(dst, make([]float32, total*sh.rows)); err != nil {
+						t.Fatal(err)
+					}
+					if grouped {
+						before := tcLaunchCount(t)
+						if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, xt, xRows); err != nil {
+							t.Fatal(err)
+						}
+						if n := tcLaunchCount(t) - before; n != 1 {
+							t.Fatalf("%d tensor-core launches for one grouped call, want 1", n)
+						}
+					} else {
+						for j := range recs {
+							if err := be.ExpertMatMul(dst, dstRows[j], recs[j], m, scheme, xt, xRows[j]); err != nil {
+								t.Fatal(err)
+							}
+						}
+					}
+					got := make([]float32, total*sh.rows)
+					if err := be.ReadF32(dst, got); err != nil {
+						t.Fatal(err)
+					}
+					return got
+				}
+				got, want := run(true), run(false)
+				for i := range got {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("output row %d, value %d: grouped %g, per expert %g", i/sh.rows, i%sh.rows, got[i], want[i])
+					}
+				}
+			})
+		}
+	}
+}
+
 // tcLaunchCount reads the test backend's count of tensor-core matmul
 // launches.
 func tcLaunchCount(t *testing.T) int {

@@ -541,25 +541,43 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 // (expert j's pairs after those of experts 0..j-1): gate and up of
 // xn[token] into them, one SiLU·up over the P rows (elementwise: each row
 // the per-pair op's bits), and down of each pair's act row into
-// bt.outs[slot].
+// bt.outs[slot]. Each matrix is one op for the wave's experts where the
+// backend groups them (backend.ExpertGroups), with the per-expert ops' bits.
 func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots map[int][]int, lay qpack.RecordLayout) error {
 	be, bb, A, F := e.be, e.batched, e.cfg.TopK, lay.Gate.Rows
-	at := make([][]int, len(wave)) // expert j's pairs' rows in the wave's scratch
+	at := make([][]int, len(wave))   // expert j's pairs' rows in the wave's scratch
+	toks := make([][]int, len(wave)) // expert j's pairs' tokens
+	outs := make([][]int, len(wave)) // expert j's pairs' slots
 	P := 0
 	for j, id := range wave {
 		ss := slots[id]
-		toks := make([]int, len(ss))
-		at[j] = make([]int, len(ss))
+		toks[j], at[j], outs[j] = make([]int, len(ss)), make([]int, len(ss)), ss
 		for i, s := range ss {
-			toks[i], at[j][i] = s/A, P+i
+			toks[j][i], at[j][i] = s/A, P+i
 		}
 		P += len(ss)
-		if err := bb.ExpertMatMul(bt.gate, at[j], rows[j], lay.Gate, lay.Scheme, bt.xn, toks); err != nil {
-			return fmt.Errorf("expert %d gate: %w", id, err)
+	}
+	// matmuls runs one matrix of every expert of the wave: one op where
+	// the backend groups experts, else one per expert.
+	matmuls := func(what string, dst backend.Tensor, dstRows [][]int, m qpack.MatrixLayout, x backend.Tensor, xRows [][]int) error {
+		if g, ok := be.(backend.ExpertGroups); ok {
+			if err := g.ExpertMatMulGroup(dst, dstRows, rows, m, lay.Scheme, x, xRows); err != nil {
+				return fmt.Errorf("experts %v %s: %w", wave, what, err)
+			}
+			return nil
 		}
-		if err := bb.ExpertMatMul(bt.up, at[j], rows[j], lay.Up, lay.Scheme, bt.xn, toks); err != nil {
-			return fmt.Errorf("expert %d up: %w", id, err)
+		for j, id := range wave {
+			if err := bb.ExpertMatMul(dst, dstRows[j], rows[j], m, lay.Scheme, x, xRows[j]); err != nil {
+				return fmt.Errorf("expert %d %s: %w", id, what, err)
+			}
 		}
+		return nil
+	}
+	if err := matmuls("gate", bt.gate, at, lay.Gate, bt.xn, toks); err != nil {
+		return err
+	}
+	if err := matmuls("up", bt.up, at, lay.Up, bt.xn, toks); err != nil {
+		return err
 	}
 	v := make([]backend.Tensor, 3)
 	for i, t := range []backend.Tensor{bt.act, bt.gate, bt.up} {
@@ -571,12 +589,7 @@ func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots
 	if err := be.SiLUMul(v[0], v[1], v[2]); err != nil {
 		return fmt.Errorf("experts %v act: %w", wave, err)
 	}
-	for j, id := range wave {
-		if err := bb.ExpertMatMul(bt.outs, slots[id], rows[j], lay.Down, lay.Scheme, bt.act, at[j]); err != nil {
-			return fmt.Errorf("expert %d down: %w", id, err)
-		}
-	}
-	return nil
+	return matmuls("down", bt.outs, outs, lay.Down, bt.act, at)
 }
 
 // sharedExpertBatch is shared-expert (Qwen) over T positions: moe[t] +=

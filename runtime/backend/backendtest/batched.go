@@ -36,6 +36,85 @@ func runBatched(t *testing.T, be backend.Backend, rng *rand.Rand, shapes []Shape
 				})
 			}
 		}
+		if g, ok := be.(backend.ExpertGroups); ok {
+			for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+				t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d", scheme, s.Rows, s.Cols), func(t *testing.T) {
+					checkExpertMatMulGroup(t, be, bb, g, rng, s, scheme)
+				})
+			}
+		}
+	}
+}
+
+// expertRecord quantizes (or encodes) a random [s.Rows, s.Cols] gate matrix
+// into a record on be.
+func expertRecord(t *testing.T, be backend.Backend, rng *rand.Rand, s Shape, scheme qpack.Scheme) (backend.Tensor, qpack.MatrixLayout) {
+	t.Helper()
+	layout, err := qpack.NewRecordLayout(scheme, s.Cols, s.Rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := layout.Gate
+	rec := make([]byte, layout.Size)
+	w := randF32(rng, s.Rows*s.Cols, 0.05)
+	switch scheme {
+	case qpack.SchemeInt4:
+		_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, s.Rows, s.Cols)
+	case qpack.SchemeFP16:
+		_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := be.AllocBytes(len(rec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := be.WriteBytes(row, 0, rec); err != nil {
+		t.Fatal(err)
+	}
+	return row, m
+}
+
+// checkExpertMatMulGroup: one grouped call over four experts (pair counts
+// 0, 1, 5 and 9, their inputs shuffled, their outputs disjoint rows of one
+// tensor) gives the bits of one ExpertMatMul per expert; a mismatched
+// argument list is an error.
+func checkExpertMatMulGroup(t *testing.T, be backend.Backend, bb backend.Batched, g backend.ExpertGroups, rng *rand.Rand, s Shape, scheme qpack.Scheme) {
+	counts := []int{5, 0, 9, 1}
+	recs := make([]backend.Tensor, len(counts))
+	var m qpack.MatrixLayout
+	for j := range recs {
+		recs[j], m = expertRecord(t, be, rng, s, scheme)
+	}
+	const nx = 12
+	x := upload(t, be, randF32(rng, nx*s.Cols, 1))
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	out := rng.Perm(total + 2)
+	xRows, dstRows := make([][]int, len(counts)), make([][]int, len(counts))
+	for j, c := range counts {
+		xRows[j], dstRows[j] = make([]int, c), out[:c]
+		out = out[c:]
+		for i := range c {
+			xRows[j][i] = rng.IntN(nx)
+		}
+	}
+	grouped := upload(t, be, make([]float32, (total+2)*s.Rows))
+	if err := g.ExpertMatMulGroup(grouped, dstRows, recs, m, scheme, x, xRows); err != nil {
+		t.Fatal(err)
+	}
+	each := upload(t, be, make([]float32, (total+2)*s.Rows))
+	for j := range recs {
+		if err := bb.ExpertMatMul(each, dstRows[j], recs[j], m, scheme, x, xRows[j]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameBits(t, "ExpertMatMulGroup against one ExpertMatMul per expert", read(t, be, grouped), read(t, be, each))
+	if err := g.ExpertMatMulGroup(grouped, dstRows[:3], recs, m, scheme, x, xRows); err == nil {
+		t.Fatal("ExpertMatMulGroup with 3 destination row lists for 4 experts: no error")
 	}
 }
 
