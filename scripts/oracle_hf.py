@@ -18,9 +18,9 @@ olmoe-1b-7b shape. `--kv fp16` (our FP16 KV cache, issue 16) restates the
 tolerance as 1e-2 max abs: K and V rounded to 11 significant bits move a
 logit by about 2^-11 of its scale (TestKV16 measured 5.2e-4 at a scale of
 3.6 on olmoe-tiny); `--tolerance` overrides it. `--prefill batched` runs our
-batched prefill (on the GPU the row kernels; the tensor-core matmuls are a
-tuning of the CUDA test binary, compared with token-at-a-time prefill by
-TestBatchedPrefillTensorCores and BenchmarkPrefillModes).
+batched prefill (on the GPU the tensor cores for batches of 16 tokens or
+more an expert, the row kernels below that; TestBatchedPrefillTensorCores
+and BenchmarkPrefillModes compare them with token-at-a-time prefill).
 
 Usage (on the GPU machine, from the repository root):
   python3 scripts/oracle_hf.py --bin carry/horizon-bench --work /tmp/oracle \

@@ -9,10 +9,10 @@
 #    -> cuda-test.log (SKIP_SUITE=1 skips it, SUITE_RUN=pattern runs part of it);
 # 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent);
 # 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
-#    a time (graph-full steps), batched on the row kernels, batched on the tensor cores
-#    (tuning.matmulTC) -> bench.log, prompt tok/s per mode and length in summary.txt, with each
+#    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
+#    tensor cores (the default) -> bench.log, prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
-# 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the row kernels),
+# 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."

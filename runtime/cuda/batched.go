@@ -298,11 +298,14 @@ const (
 )
 
 // tcMatmul is the kernel-choice predicate of the batched ops: a batch of T
-// tokens runs on the tensor cores when tuning.matmulTC is set and T is at
-// least tcMinTokens (below that most of a 64-token tile would be padding;
-// the row kernels run instead). The choice depends on T alone, so a
-// token's results still do not depend on capacity or step mode.
-func (b *Backend) tcMatmul(T int) bool { return b.tune.matmulTC && T >= tcMinTokens }
+// tokens (an expert's pairs, for the expert ops) runs on the tensor cores
+// when T is at least tcMinTokens (below that most of a 64-token tile would
+// be padding; the row kernels run instead) and tuning.noMatmulTC is unset.
+// The choice depends on T alone, so a token's results still do not depend
+// on capacity, wave or step mode. On the H200 the tensor cores with the
+// grouped launch prefilled 512 tokens at 2.2x the row kernels' rate on the
+// OLMoE-1B-7B shape and 1.8x on Qwen1.5-MoE (results/prefill-h200-s16).
+func (b *Backend) tcMatmul(T int) bool { return !b.tune.noMatmulTC && T >= tcMinTokens }
 
 // matmulTC launches matmul_tc_w4a16 (kind 0) or matmul_tc_f16 (kind 1):
 // one block per (64-row tile, 64-token group), consecutive blocks sharing
@@ -399,14 +402,11 @@ func (b *Backend) Wait() error {
 
 var _ backend.BatchedDefault = (*Backend)(nil)
 
-// BatchedDefault implements backend.BatchedDefault: false. The batched
-// prefill reads each weight row once per 8 tokens, but when it was measured
-// the rest of it still ran a launch per token and op from the host (RoPE,
-// the KV append, attention, top-k with its readback, each pair's SiLU·up,
-// each token's combine) and a few launches per routed expert; on the H200
-// it prefilled at half the rate of token-at-a-time captured steps
-// (results/prefill-h200-s13: OLMoE-1B-7B shape, 2,048 tokens: 504 against
-// 971 tok/s). Those per-token ops are now row ops (rowops.go: one launch a
-// layer each) and one SiLU·up per wave, not yet measured. It runs when
-// asked for (prefill batched).
+// BatchedDefault implements backend.BatchedDefault: false. On the H200
+// the batched prefill is 2.5-5.5x token at a time's rate from 512 tokens
+// on, but at 32 tokens it was slower (OLMoE-1B-7B shape: 942 on the row
+// kernels, 775 on the tensor cores, against 1,051 tok/s token at a time;
+// results/prefill-h200-s16): the host still issues each layer's waves
+// after reading its top-k back. Auto prefill stays token at a time until
+// a short batch is the faster one; a campaign declares prefill batched.
 func (b *Backend) BatchedDefault() bool { return false }

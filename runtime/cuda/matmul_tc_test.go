@@ -38,14 +38,14 @@ func tcBound(x []float32, w []float32) float64 {
 	return 2e-6*s + 1e-30
 }
 
-// TestMatmulTC: with tuning.matmulTC the batched ops run batches of at
-// least tcMinTokens tokens on the tensor cores (and smaller ones on the row
+// TestMatmulTC: by default (tuning.noMatmulTC unset) the batched ops run
+// batches of at least tcMinTokens tokens on the tensor cores (and smaller ones on the row
 // kernels); every output is within tcBound of a float64 reference, both
 // matrix formats, with gathered and scattered rows, both bias kinds,
 // activations over many orders of magnitude and beyond FP16's range; a
 // token's outputs are the same bits whichever other tokens share the launch.
 func TestMatmulTC(t *testing.T) {
-	withTuning(t, testBE, tuning{matmulTC: true})
+	withTuning(t, testBE, tuning{})
 	be := testBE
 	rng := rand.New(rand.NewPCG(14, 1))
 	randX := func(n int, decades float64) []float32 {
@@ -194,14 +194,14 @@ func TestMatmulTC(t *testing.T) {
 	}
 }
 
-// TestExpertMatMulGroupTC: with tuning.matmulTC, ExpertMatMulGroup runs
+// TestExpertMatMulGroupTC: by default ExpertMatMulGroup runs
 // the experts with at least tcMinTokens pairs (70, 40 and 17 here: two
 // 64-pair table entries for the first) in one tensor-core launch and the
 // others (5 pairs) on the row kernels, and every pair's outputs are the
 // bits of one ExpertMatMul per expert, both matrix formats and the real
 // experts' shapes.
 func TestExpertMatMulGroupTC(t *testing.T) {
-	withTuning(t, testBE, tuning{matmulTC: true})
+	withTuning(t, testBE, tuning{})
 	be := testBE
 	rng := rand.New(rand.NewPCG(15, 2))
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
@@ -311,13 +311,14 @@ func tcLaunchCount(t *testing.T) int {
 	return n
 }
 
-// TestBatchedPrefillTensorCores: with tuning.matmulTC a batched prefill's
+// TestBatchedPrefillTensorCores: by default a batched prefill's
 // projections run on the tensor cores; its tokens are the same at full and
 // partial residency and in every captured step mode (a token's results do
-// not depend on the batch), and its first decode step's logits stay within
-// the HF oracle's tolerance (1e-3) of token-at-a-time prefill's.
+// not depend on the batch), with an FP32 and an FP16 KV cache, and its
+// first decode step's logits stay within the HF oracle's tolerance (1e-3)
+// of token-at-a-time prefill's.
 func TestBatchedPrefillTensorCores(t *testing.T) {
-	withTuning(t, testBE, tuning{matmulTC: true})
+	withTuning(t, testBE, tuning{})
 	prompt := promptIDs(strings.Repeat("Tensor cores read each weight tile once for 64 tokens. ", 3))
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
@@ -326,29 +327,31 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req := engine.Request{Prompt: prompt, Tokens: 12, SuppressEOS: true, LogitSteps: 4}
-			tok := generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: engine.PrefillToken}, req)
-			var ref []int
-			for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
-				modes := []string{engine.StepOps, engine.StepGraphFull}
-				if c < cfg.NumExperts {
-					modes = []string{engine.StepOps, engine.StepGraphSegmented, engine.StepGraphWait}
-				}
-				for _, mode := range modes {
-					t.Run(fmt.Sprintf("%s/%s/c%d/%s", arch, scheme, c, mode), func(t *testing.T) {
-						before := tcLaunchCount(t)
-						got := generate(t, testBE, testBE.ExpertRows(), art,
-							engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode, Prefill: engine.PrefillBatched}, req)
-						if tcLaunchCount(t) == before {
-							t.Fatalf("a batched prefill of %d tokens launched no tensor-core matmul", len(prompt))
-						}
-						if ref == nil {
-							ref = got.Tokens
-						} else if !reflect.DeepEqual(got.Tokens, ref) {
-							t.Fatalf("tokens %v, the first configuration's %v", got.Tokens, ref)
-						}
-						closeTo(t, "first step logits against token-at-a-time prefill", got.Logits[0], tok.Logits[0], 1e-3, 1e-3)
-					})
+			for _, kv := range []string{"fp32", "fp16"} {
+				req := engine.Request{Prompt: prompt, Tokens: 12, SuppressEOS: true, LogitSteps: 4}
+				tok := generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: engine.PrefillToken, KV: kv}, req)
+				var ref []int
+				for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+					modes := []string{engine.StepOps, engine.StepGraphFull}
+					if c < cfg.NumExperts {
+						modes = []string{engine.StepOps, engine.StepGraphSegmented, engine.StepGraphWait}
+					}
+					for _, mode := range modes {
+						t.Run(fmt.Sprintf("%s/%s/kv-%s/c%d/%s", arch, scheme, kv, c, mode), func(t *testing.T) {
+							before := tcLaunchCount(t)
+							got := generate(t, testBE, testBE.ExpertRows(), art,
+								engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode, Prefill: engine.PrefillBatched, KV: kv}, req)
+							if tcLaunchCount(t) == before {
+								t.Fatalf("a batched prefill of %d tokens launched no tensor-core matmul", len(prompt))
+							}
+							if ref == nil {
+								ref = got.Tokens
+							} else if !reflect.DeepEqual(got.Tokens, ref) {
+								t.Fatalf("tokens %v, the first configuration's %v", got.Tokens, ref)
+							}
+							closeTo(t, "first step logits against token-at-a-time prefill", got.Logits[0], tok.Logits[0], 1e-3, 1e-3)
+						})
+					}
 				}
 			}
 		}
@@ -360,10 +363,13 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // when unset), for prompts of the lengths in HORIZON_BENCH_PROMPTS
 // (comma-separated, default 32,512,2048; ids 100 + 7919i mod 30000, as
 // scripts/prefill-h200.sh): token at a time (graph-full steps), batched on
-// the row kernels, and batched on the tensor cores (tuning.matmulTC). It
+// the row kernels (tuning.noMatmulTC), and batched on the tensor cores
+// (the default). It
 // reports prompt tok/s (prompt tokens / the engine's PrefillSeconds) and
 // logs the largest first-step logit difference of each batched mode from
-// token at a time and whether their 8 tokens agree. Run with -benchtime=1x.
+// token at a time and whether their 8 tokens agree. A length that does not
+// fit the model's context (with 16 positions to spare) is skipped with a
+// log line. Run with -benchtime=1x.
 func BenchmarkPrefillModes(b *testing.B) {
 	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
 	if dirs == "" {
@@ -384,13 +390,21 @@ func BenchmarkPrefillModes(b *testing.B) {
 		name    string
 		prefill string
 		tn      tuning
-	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{}}, {"batched-tc", engine.PrefillBatched, tuning{matmulTC: true}}}
+	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}}}
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)
 		if err != nil {
 			b.Fatal(err)
 		}
+		cfg, err := art.Config()
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, n := range lengths {
+			if n+16 > cfg.MaxPositions {
+				b.Logf("%s: a %d-token prompt and 8 output tokens do not fit its %d-position context; skipped", filepath.Base(dir), n, cfg.MaxPositions)
+				continue
+			}
 			ids := make([]int, n)
 			for i := range ids {
 				ids[i] = 100 + (i*7919)%30000

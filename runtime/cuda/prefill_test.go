@@ -11,8 +11,9 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// TestBatchedPrefillOnDevice: on the GPU a batched prefill (the prompt's
-// projections as MatMuls, the routed experts expert by expert through
+// TestBatchedPrefillOnDevice: on the GPU a batched prefill on the row
+// kernels (tuning.noMatmulTC; the tensor cores are TestBatchedPrefillTensorCores')
+// (the prompt's projections as MatMuls, the routed experts expert by expert through
 // ExpertMatMul) gives token-at-a-time prefill's tokens and the bits of its
 // logits, op by op and before every captured step mode (which then start
 // from the KV cache the batches filled), at full and partial capacity, for
@@ -20,6 +21,7 @@ import (
 // runs as two batches; and the batched prefill is timed on the host, within
 // the TTFT. Auto stays token at a time on this backend (BatchedDefault).
 func TestBatchedPrefillOnDevice(t *testing.T) {
+	withTuning(t, testBE, tuning{noMatmulTC: true}) // the row kernels: token at a time's bits
 	long := strings.Repeat("Batches carry the KV cache from one to the next. ", 13)[:engine.PrefillChunk+40]
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
