@@ -30,9 +30,10 @@
 #                      back to $LLAMACPP_ROOT/models when /dev/shm has too little room)
 #   LLAMACPP_MODELS_LIST  "arch:seed:depths ..." to run instead of the defaults
 #   LLAMACPP_PP, LLAMACPP_TG, LLAMACPP_REPS, LLAMACPP_NGL, LLAMACPP_JOBS  override the defaults
-#   HORIZON_BENCH      the horizon-bench binary for synth (default carry/horizon-bench-cuda, else
-#                      carry/horizon-bench; when neither is there, carry/bins.tar.xz or
-#                      carry/horizon-bench.xz is unpacked first)
+#   HORIZON_BENCH      the horizon-bench binary for synth (default: in cuda mode carry/horizon-bench-cuda,
+#                      else carry/horizon-bench; when neither is there, carry/bins.tar.xz or
+#                      carry/horizon-bench.xz is unpacked first. In CPU mode only carry/horizon-bench,
+#                      unpacked from carry/horizon-bench.xz when missing: the CUDA build needs a GPU)
 #   LLAMACPP_PYTHON    python with torch + numpy (default python3)
 set -uo pipefail
 
@@ -108,21 +109,37 @@ pack_logs
 # --- horizon-bench for synth -------------------------------------------------
 hb=${HORIZON_BENCH:-}
 if [ -z "$hb" ]; then
-	if [ ! -x carry/horizon-bench-cuda ] && [ ! -x carry/horizon-bench ]; then
-		if [ -f carry/bins.tar.xz ]; then
-			tar -xJf carry/bins.tar.xz -C carry || say "warning: could not unpack carry/bins.tar.xz"
-		elif [ -f carry/horizon-bench.xz ]; then
-			if ! { xz -dc carry/horizon-bench.xz >carry/horizon-bench && chmod +x carry/horizon-bench; }; then
-				say "warning: could not unpack carry/horizon-bench.xz"
-				rm -f carry/horizon-bench
-			fi
-		fi
+	# candidates, best first: CPU mode only the plain build (the CUDA one needs libcuda and a GPU)
+	if [ "$mode" = cpu ]; then
+		hb_cands=(carry/horizon-bench)
+		hb_packs=(carry/horizon-bench.xz)
+	else
+		hb_cands=(carry/horizon-bench-cuda carry/horizon-bench)
+		hb_packs=(carry/bins.tar.xz carry/horizon-bench.xz)
 	fi
-	for c in carry/horizon-bench-cuda carry/horizon-bench; do [ -x "$c" ] && { hb=$c; break; }; done
+	hb_pick() { local c; for c in "${hb_cands[@]}"; do [ -x "$c" ] && { hb=$c; return 0; }; done; return 1; }
+	# when none is there, unpack a packed one (in the same order) until one is
+	if ! hb_pick; then
+		for p in "${hb_packs[@]}"; do
+			[ -f "$p" ] || continue
+			case $p in
+			*.tar.xz) tar -xJf "$p" -C carry || say "warning: could not unpack $p" ;;
+			*.xz)
+				if ! { xz -dc "$p" >"${p%.xz}" && chmod +x "${p%.xz}"; }; then
+					say "warning: could not unpack $p"
+					rm -f "${p%.xz}"
+				fi
+				;;
+			esac
+			hb_pick && break
+		done
+	fi
 fi
 if [ -z "$hb" ] || [ ! -x "$hb" ]; then
+	say "synth: no horizon-bench binary (HORIZON_BENCH ${HORIZON_BENCH:-unset}; $mode mode looks for ${hb_cands[*]:-carry/horizon-bench}); only GGUFs already under $models can run"
 	hb=""
-	say "synth: no horizon-bench binary (HORIZON_BENCH, carry/horizon-bench-cuda or carry/horizon-bench); only GGUFs already under $models can run"
+else
+	say "synth: $hb"
 fi
 
 # --- per model: prepare, then bench ---------------------------------------------
