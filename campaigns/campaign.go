@@ -6,7 +6,8 @@
 // format, a per-layer capacity and an executor, with the placement and
 // policy the contract prescribes, and optionally the cache's spares,
 // staging and transport (staged or registered), speculative prefetch (off
-// or next-layer) and miss/hit overlap (off or hit-compute). Loading is
+// or next-layer), miss/hit overlap (off or hit-compute) and the KV cache's
+// element type (fp32 or fp16). Loading is
 // prometheus-config style: defaults, then a strict decode (unknown fields
 // are errors), then Validate with one precise message.
 //
@@ -155,6 +156,24 @@ type Configuration struct {
 	// logits never change; the cache is asked per wave instead of per
 	// position. Left out of the frozen campaign when not declared.
 	Prefill string `yaml:"prefill" json:"prefill,omitempty"`
+	// KV is the KV cache's element type (engine.LoadOptions.KV): fp32 (the
+	// default) or fp16 (K and V stored as binary16, read back as FP32:
+	// half the bytes a decode step reads at depth; tokens may change).
+	// Raw records state it in artifact.kv_dtype (FP32, FP16), which the
+	// verifier holds to this (physics.kv-dtype). The persistent step mode
+	// reads an FP32 cache only. Left out of the frozen campaign when not
+	// declared or fp32 (Parse clears it), so campaigns from before the
+	// field keep their hash.
+	KV string `yaml:"kv" json:"kv,omitempty"`
+}
+
+// KVOf is the KV cache element type a configuration runs: its declared
+// kv, fp32 when it declares none.
+func (cfg *Configuration) KVOf() string {
+	if cfg.KV == "" {
+		return KVFP32
+	}
+	return cfg.KV
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -247,6 +266,12 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		}
 		if c.Configurations[i].StepMode == "" {
 			c.Configurations[i].StepMode = StepAuto
+		}
+		// kv fp32 is the default spelled out: it is left out of the
+		// frozen campaign like an absent kv, so both hash alike and
+		// campaigns from before the field keep their hash.
+		if c.Configurations[i].KV == KVFP32 {
+			c.Configurations[i].KV = ""
 		}
 	}
 	return &c, nil
@@ -470,6 +495,10 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("prefill %q: want one of %s", cfg.Prefill, strings.Join(n.Prefill, ", "))
 	case cfg.Prefill == PrefillBatched && cfg.Prefetch != PrefetchOff:
 		return fmt.Errorf("prefill %s with prefetch %s: next-layer prefetch predicts each position's next group between two layers, so the prompt runs token at a time (prefill %s or %s)", cfg.Prefill, cfg.Prefetch, PrefillAuto, PrefillToken)
+	case cfg.KV != "" && !slices.Contains(n.KV, cfg.KV):
+		return fmt.Errorf("kv %q: want %s (the default) or %s", cfg.KV, KVFP32, KVFP16)
+	case cfg.KV == KVFP16 && c.stepModeOf(cfg, m) == StepPersistent:
+		return fmt.Errorf("kv %s with step_mode %s: the persistent kernel reads an FP32 KV cache only; use kv %s or another step mode (graph-full)", cfg.KV, StepPersistent, KVFP32)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:
 		return fmt.Errorf("step_mode %s with overlap %s: overlap runs in graph-segmented steps (step_mode %s or %s)", cfg.StepMode, cfg.Overlap, StepAuto, StepGraphSegmented)
 	}

@@ -69,6 +69,8 @@ func TestBadCampaigns(t *testing.T) {
 		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
 		"prefill.bad.yml":                `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
 		"prefill-prefetch.bad.yml":       `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
+		"kv.bad.yml":                     `configuration "olmoe-c8": kv "bf16": want fp32 (the default) or fp16`,
+		"kv-persistent.bad.yml":          `configuration "olmoe-c16": kv fp16 with step_mode persistent: the persistent kernel reads an FP32 KV cache only`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
 	if len(files) != len(want) {
@@ -264,7 +266,7 @@ func TestCampaignHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n", 1)
+	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n    kv: fp32\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
 	c2, _, _, err := Load(p, miniContract, rt)
@@ -302,5 +304,56 @@ func TestCampaignHash(t *testing.T) {
 	}
 	if _, err := FromDoc(odoc, ""); err != nil {
 		t.Fatalf("a frozen campaign without transport, prefetch and overlap: %v", err)
+	}
+}
+
+// The declared kv is part of the configuration's identity: kv fp16 changes
+// the campaign hash and is frozen; kv fp32 is the default and hashes as
+// an absent kv.
+func TestCampaignHashKV(t *testing.T) {
+	base, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile("testdata/mini.good.yml")
+	hashWith := func(kv string) (string, *Campaign) {
+		t.Helper()
+		src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    kv: "+kv+"\n", 1)
+		p := filepath.Join(t.TempDir(), "mini.yml")
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, _, _, err := Load(p, miniContract, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := c.SHA256()
+		return h, c
+	}
+	h0, _ := base.SHA256()
+	h32, c32 := hashWith("fp32")
+	h16, c16 := hashWith("fp16")
+	if h32 != h0 {
+		t.Error("kv fp32 spelled out changed the hash")
+	}
+	if h16 == h0 {
+		t.Error("kv fp16 did not change the hash")
+	}
+	if got := c32.Configurations[1].KVOf(); got != KVFP32 {
+		t.Errorf("kv fp32 reads as %q", got)
+	}
+	if got := c16.Configurations[1].KVOf(); got != KVFP16 {
+		t.Errorf("kv fp16 reads as %q", got)
+	}
+	doc, _ := c16.Doc()
+	if !strings.Contains(string(doc.Campaign), `"kv":"fp16"`) {
+		t.Errorf("the frozen campaign does not declare kv fp16: %s", doc.Campaign)
+	}
+	back, err := FromDoc(doc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Configurations[1].KV != KVFP16 {
+		t.Errorf("kv reads back as %q", back.Configurations[1].KV)
 	}
 }

@@ -38,6 +38,8 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 	case s.Capacity != cfg.Capacity || s.Executor != cfg.Executor || s.Placement != cfg.Placement || s.Policy != cfg.Policy:
 		return bad("ran capacity %d, %s, %s placement, %s policy; configured %d, %s, %s, %s",
 			s.Capacity, s.Executor, s.Placement, s.Policy, cfg.Capacity, cfg.Executor, cfg.Placement, cfg.Policy)
+	case r.Artifact.KVDTypeOf() != strings.ToUpper(cfg.KVOf()):
+		return bad("ran a %s KV cache; configured kv %s", r.Artifact.KVDTypeOf(), cfg.KVOf())
 	case s.Regime != Regime(s.Capacity, s.Model.ExpertsPerLayer):
 		return bad("regime %q for capacity %d of %d", s.Regime, s.Capacity, s.Model.ExpertsPerLayer)
 	case !r.Warmup.Excluded || r.Warmup.PromptID != k.Warmup.Prompt.ID || r.Warmup.N != k.Warmup.OutputTokens || len(r.Warmup.TokenIDs) != r.Warmup.N:

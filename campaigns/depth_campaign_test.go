@@ -12,7 +12,7 @@ import (
 )
 
 // The depth campaigns: the smoke one validates on the cpu, the H200 one on
-// cuda, with the configurations issue 16 names.
+// cuda, with the configurations issue 16 names, each with an FP16 KV cache.
 func TestDepthCampaigns(t *testing.T) {
 	for _, tc := range []struct {
 		file, contract, device string
@@ -32,6 +32,12 @@ func TestDepthCampaigns(t *testing.T) {
 			}
 			if k.ID != tc.contract || c.Device != tc.device || strings.Join(ids, ",") != strings.Join(tc.configs, ",") {
 				t.Fatalf("%s: contract %s on %s, configurations %v", tc.file, k.ID, c.Device, ids)
+			}
+			// Issue 16 wants an FP16 KV cache at depth.
+			for _, cfg := range c.Configurations {
+				if cfg.KVOf() != KVFP16 {
+					t.Errorf("%s: %s declares kv %q, want fp16", tc.file, cfg.ID, cfg.KV)
+				}
 			}
 		})
 	}

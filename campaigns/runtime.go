@@ -29,6 +29,8 @@ const (
 	PrefillAuto         = "auto" // the default prefill
 	PrefillBatched      = "batched"
 	PrefillToken        = "token"
+	KVFP32              = "fp32" // the default KV cache element type
+	KVFP16              = "fp16"
 )
 
 // Names are the runtime's names a configuration may use. PrefillTimed
@@ -39,6 +41,8 @@ const (
 type Names struct {
 	Executors, Placements, Policies, Transports, Prefetch, Overlap, StepModes, Prefill []string
 	PrefillTimed                                                                       []string
+	// KV lists the KV cache element types (engine.KVDTypes: fp32, fp16).
+	KV []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.

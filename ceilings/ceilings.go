@@ -75,6 +75,9 @@ type Config struct {
 	StepMode          string // "ops" when not recorded
 	Model             editions.Model
 	RecordBytes       int64
+	// KVDType is the KV cache's element type the workers ran
+	// (artifact.kv_dtype): FP32 (also where not recorded) or FP16.
+	KVDType string
 
 	Requests      int
 	DecodeTokens  int64   // sum(N-1)
@@ -172,6 +175,7 @@ func LoadEdition(dir string) ([]*Config, error) {
 			if c.StepMode == "" {
 				c.StepMode = "ops"
 			}
+			c.KVDType = r.Artifact.KVDTypeOf()
 			byID[r.ConfigID] = c
 			out = append(out, c)
 		}
@@ -253,13 +257,33 @@ func (c *Config) addDepth(q editions.Request) {
 }
 
 // KVBytesPerPosition is what one position of the KV cache holds for a
-// synthetic preset: FP32 K and V of every layer (the only KV dtype today).
-func KVBytesPerPosition(arch string) (int64, error) {
+// synthetic preset: K and V of every layer in kvDType (artifact.kv_dtype:
+// FP32, 4 bytes an element, also for ""; FP16, 2).
+func KVBytesPerPosition(arch, kvDType string) (int64, error) {
 	p, err := model.LookupPreset(arch)
 	if err != nil {
 		return 0, fmt.Errorf("ceilings: %w", err)
 	}
-	return int64(p.Config.NumLayers) * 2 * int64(p.Config.KVDim()) * 4, nil
+	return int64(p.Config.NumLayers) * 2 * int64(p.Config.KVDim()) * kvElementBytes(kvDType), nil
+}
+
+// kvElementBytes is a KV cache element's size by artifact.kv_dtype.
+func kvElementBytes(kvDType string) int64 {
+	if kvDType == editions.KVFP16 {
+		return 2
+	}
+	return 4
+}
+
+// kvWords says what the KV cache of confs holds: FP32 K and V, unless
+// some configuration ran another element type.
+func kvWords(confs []*Config) string {
+	for _, c := range confs {
+		if c.KVDType != "" && c.KVDType != editions.KVFP32 {
+			return "K and V in each configuration's KV cache element type (artifact.kv_dtype: FP32 4 bytes, FP16 2)"
+		}
+	}
+	return "FP32 K and V"
 }
 
 // Bytes is what one decode step of a synthetic architecture reads from HBM
@@ -520,11 +544,11 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 
 	p("\n## Whole-worker VRAM against resident weights + KV cache + %.1f GiB\n\n", float64(o.VRAMAllowance)/(1<<30))
 	if o.VRAMProcess {
-		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n")
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n", kvWords(confs))
 		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
 		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
 	} else {
-		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: FP32 K and V for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n")
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n", kvWords(confs))
 		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within |\n")
 		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
 	}
@@ -538,7 +562,7 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 			return err
 		}
 		weights := b.ResidentNonRouted + int64(c.Capacity)*int64(c.Model.Layers)*c.RecordBytes
-		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * 4
+		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * kvElementBytes(c.KVDType)
 		limit := weights + kv + o.VRAMAllowance
 		if o.VRAMProcess {
 			p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
@@ -628,7 +652,7 @@ func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
 		return nil
 	}
 	p("\n## Decode at context depth against the HBM ceiling\n\n")
-	p("A decode step at depth d reads the HBM bytes of a step (above) and the FP32 KV cache of the positions it attends: over a request's N - 1 decode steps after a d-token prompt, d + N/2 positions on average. ")
+	p("A decode step at depth d reads the HBM bytes of a step (above) and the KV cache of the positions it attends (%s): over a request's N - 1 decode steps after a d-token prompt, d + N/2 positions on average. ", kvWords(rows))
 	p("Ceiling = HBM bandwidth / (weight bytes per step + (d + N/2) x KV bytes per position); at partial residency the missed expert bytes come on top (not in this ceiling).\n\n")
 	p("| edition | configuration | capacity | depth | depth tokens | pooled decode (tok/s) | weights/step (MB) | KV/step (MB) | HBM ceiling (tok/s) | of ceiling |\n")
 	p("| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
@@ -637,7 +661,7 @@ func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
 		if err != nil {
 			return err
 		}
-		kvPos, err := KVBytesPerPosition(c.Arch)
+		kvPos, err := KVBytesPerPosition(c.Arch, c.KVDType)
 		if err != nil {
 			return err
 		}

@@ -134,12 +134,15 @@ func TestDepths(t *testing.T) {
 		t.Fatal("a cpu edition printed a depth section against the HBM ceiling")
 	}
 
-	kv, err := KVBytesPerPosition("olmoe-1b-7b")
+	kv, err := KVBytesPerPosition("olmoe-1b-7b", "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if kv != 16*2*2048*4 { // 16 layers, K and V, 16 heads x 128, FP32
 		t.Fatalf("olmoe-1b-7b: %d KV bytes per position, want %d", kv, 16*2*2048*4)
+	}
+	if kv16, err := KVBytesPerPosition("olmoe-1b-7b", "FP16"); err != nil || kv16 != kv/2 {
+		t.Fatalf("olmoe-1b-7b FP16: %d KV bytes per position (%v), want %d", kv16, err, kv/2)
 	}
 	b, err := StepBytes("olmoe-1b-7b", 3194880)
 	if err != nil {

@@ -189,6 +189,25 @@ type ArtifactRef struct {
 	NonRoutedDType    string `json:"nonrouted_dtype"`    // "FP16"
 	ActivationDType   string `json:"activation_dtype"`   // what the backend computes activations in
 	AccumulationDType string `json:"accumulation_dtype"` // "FP32"
+	// KVDType is the KV cache's element type: "FP32" or "FP16" (the
+	// campaign configuration's kv, engine.LoadOptions.KV). Records made
+	// before the field omit it, which means FP32 (KVDTypeOf).
+	KVDType string `json:"kv_dtype,omitempty"`
+}
+
+// KV cache element types as artifact.kv_dtype spells them.
+const (
+	KVFP32 = "FP32"
+	KVFP16 = "FP16"
+)
+
+// KVDTypeOf is the artifact's KV cache element type, FP32 where the record
+// predates the field.
+func (a ArtifactRef) KVDTypeOf() string {
+	if a.KVDType == "" {
+		return KVFP32
+	}
+	return a.KVDType
 }
 
 // Model describes the architecture.

@@ -69,6 +69,8 @@ func CheckShard(k *contracts.Fidelity, contractSHA string, ins []ifeval.Input, p
 		return fmt.Errorf("%s: the arms ran different checkpoints (%s, %s)", where, s.Reference.Checkpoint.SHA256, s.Treatment.Checkpoint.SHA256)
 	case s.Reference.Artifact.SHA256 == s.Treatment.Artifact.SHA256:
 		return fmt.Errorf("%s: both arms ran artifact %.12s", where, s.Reference.Artifact.SHA256)
+	case s.Reference.Artifact.KVDTypeOf() != s.Treatment.Artifact.KVDTypeOf():
+		return fmt.Errorf("%s: the arms ran different KV caches (%s reference, %s treatment); they differ in their experts only", where, s.Reference.Artifact.KVDTypeOf(), s.Treatment.Artifact.KVDTypeOf())
 	case !sameSetup(s.Reference.Setup, s.Treatment.Setup):
 		return fmt.Errorf("%s: the arms' setups differ beyond their expert format (%+v, %+v)", where, s.Reference.Setup, s.Treatment.Setup)
 	case len(s.Forced) != hi-lo:

@@ -9,7 +9,9 @@ import (
 
 // Check 7: greedy decoding is deterministic, and residency must never change
 // tokens. Configurations that share the checkpoint (sha256), the expert
-// format, the device and a numerics family produce identical token streams
+// format, the KV cache's element type (artifact.kv_dtype: an FP16 cache
+// rounds K and V, so its tokens may differ from an FP32 one's), the device
+// and a numerics family produce identical token streams
 // for every prompt, in every block, whatever their capacity, placement or
 // policy. Our executors (Options.SharedNumerics) form one family; any other
 // executor is a family of its own and is only compared by agreement rate (a
@@ -18,7 +20,7 @@ import (
 
 // numericsKey is what must be equal for two streams to be required equal.
 type numericsKey struct {
-	checkpoint, format, device, family string
+	checkpoint, format, kv, device, family string
 }
 
 // stream is one token stream and where it came from.
@@ -109,7 +111,7 @@ func keyOf(v *view, w *worker) numericsKey {
 	if slices.Contains(v.opts.SharedNumerics, r.Setup.Executor) {
 		family = "shared numerics (" + strings.Join(v.opts.SharedNumerics, ", ") + ")"
 	}
-	return numericsKey{checkpoint: r.Checkpoint.SHA256, format: r.Artifact.ExpertFormat, device: r.Environment.Device, family: family}
+	return numericsKey{checkpoint: r.Checkpoint.SHA256, format: r.Artifact.ExpertFormat, kv: r.Artifact.KVDTypeOf(), device: r.Environment.Device, family: family}
 }
 
 func promptName(s *stream) string {
@@ -206,9 +208,19 @@ func agreementHints(keys []numericsKey, refs map[numericsKey]map[string]*stream,
 			if len(prompts) > 0 {
 				file = refs[b][prompts[0]].w.path
 			}
-			fs.add(IDConsNumerics, file, "", a.family+" on "+a.device, b.family+" on "+b.device,
+			fs.add(IDConsNumerics, file, "", a.family+" on "+a.device+kvLabel(a.kv), b.family+" on "+b.device+kvLabel(b.kv),
 				"token agreement %.4f (%d/%d positions), %d/%d streams identical over %d prompts; these declare different numerics, so this is reported, not enforced",
 				rate, same, total, identical, len(prompts), len(prompts))
 		}
 	}
+}
+
+// kvLabel names a KV cache element type other than FP32 (the default,
+// which stays unnamed so that the hints of editions made before the field
+// read as before).
+func kvLabel(kv string) string {
+	if kv == "" || kv == "FP32" {
+		return ""
+	}
+	return ", " + kv + " KV cache"
 }

@@ -171,7 +171,17 @@ var resultColumns = map[string]derivedColumn{
 	"capacity (experts/layer)": joinCols("%s/%s", intCol("/capacity"), intCol("/experts_per_layer")),
 	"regime":                   strCol("/regime"),
 	"policy":                   strCol("/policy"),
-	"pooled decode (tok/s)":    numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
+	// Shown where every configuration records artifact.kv_dtype.
+	"KV cache": func(d any) (string, error) {
+		if _, err := resolve(d, "/artifact"); err != nil {
+			return "", err
+		}
+		if _, err := resolve(d, "/artifact/kv_dtype"); err != nil {
+			return editions.KVFP32, nil
+		}
+		return strCol("/artifact/kv_dtype")(d)
+	},
+	"pooled decode (tok/s)": numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
 	"block spread (tok/s)": func(d any) (string, error) {
 		// No decode interval (one output token): both ends UNKNOWN, shown
 		// as one UNKNOWN.

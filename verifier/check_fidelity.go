@@ -83,6 +83,7 @@ type fidelityConfig struct {
 	ExpertFormat string `json:"expert_format"`
 	Capacity     int    `json:"capacity"`
 	Executor     string `json:"executor"`
+	KV           string `json:"kv"`
 	rest         string // canonical JSON without id and expert_format
 }
 
@@ -227,9 +228,9 @@ func checkFidelity(v *view, fs *findings) {
 				g := a.got
 				wantArt := campaignExpertFormats[a.want.ExpertFormat]
 				if g.ConfigID != a.want.ID || g.ExpertFormat != a.want.ExpertFormat || g.Artifact.ExpertFormat != wantArt ||
-					g.Setup.Capacity != a.want.Capacity || g.Setup.Executor != a.want.Executor {
-					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor),
-						fmt.Sprintf("%s: %s (%s), capacity %d, %s", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor),
+					g.Setup.Capacity != a.want.Capacity || g.Setup.Executor != a.want.Executor || g.Artifact.KVDTypeOf() != declaredKV(a.want.KV) {
+					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor, declaredKV(a.want.KV)),
+						fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor, g.Artifact.KVDTypeOf()),
 						"pair %s shard %d: the %s arm is not the campaign's configuration %s as declared", trt.ID, s, a.name, a.want.ID)
 					ok = false
 				}

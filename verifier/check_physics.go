@@ -21,8 +21,11 @@ import "github.com/horizon-runmap/horizon/editions"
 //     the campaign declares them (uniform: one GPU model and driver, one CPU
 //     model on the cpu; mixed: each configuration on one host); and every
 //     worker ran what the campaign declares for its configuration;
+//   - the KV cache is declared (physics_kv.go): each worker ran the KV
+//     cache element type its configuration declares;
 //   - memory has a floor (physics_memory.go): on CUDA the VRAM peaks hold
-//     the resident experts the worker placed;
+//     the resident experts the worker placed and, for a synthetic preset,
+//     its KV cache;
 //   - tokens (physics_tokens.go): EOS ids and the tokenizer are pinned by
 //     the checkpoint, and prompt token ids follow from the contract's text.
 //
@@ -37,6 +40,7 @@ func checkPhysics(v *view, fs *findings) {
 	checkCacheIdentity(v, ws, fs)
 	checkTimePhysics(ws, fs)
 	checkEnvironment(v, ws, fs)
+	checkKVDType(v, fs)
 	checkMemoryFloor(ws, fs)
 	checkTokens(v, ws, fs)
 }

@@ -233,6 +233,7 @@ type campaignConfig struct {
 	hasCapacity            bool
 	executor, seedExecutor string
 	placement, policy      string
+	kv                     string // "" when not declared (fp32)
 }
 
 // campaignConfigs returns the configurations campaign.json declares, and
@@ -254,7 +255,7 @@ func campaignConfigs(d *doc) ([]campaignConfig, bool) {
 		m, _ := c.(map[string]any)
 		str := func(k string) string { s, _ := m[k].(string); return s }
 		cc := campaignConfig{index: i, id: str("id"), executor: str("executor"), seedExecutor: str("seed_executor"),
-			placement: str("placement"), policy: str("policy")}
+			placement: str("placement"), policy: str("policy"), kv: str("kv")}
 		cc.capacity, cc.hasCapacity = asInt(m["capacity"])
 		if cc.id == "" {
 			return nil, false

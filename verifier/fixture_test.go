@@ -454,7 +454,26 @@ var fixResultFields = []fixField{
 // fixResultsFor is fixResultFields with the bootstrap interval columns,
 // each after its point value's, when every document carries an
 // uncertainty (as the runner's results table does).
+// A KV cache column follows the executor's when every document records
+// artifact.kv_dtype.
 func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
+	fields := fixResultsNoKV(docs)
+	for _, d := range docs {
+		if d.Artifact.KVDType == "" {
+			return fields
+		}
+	}
+	var out []fixField
+	for _, f := range fields {
+		out = append(out, f)
+		if f.header == "executor" {
+			out = append(out, fixField{"KV cache", false, func(d *editions.ConfigDoc) string { return d.Artifact.KVDTypeOf() }})
+		}
+	}
+	return out
+}
+
+func fixResultsNoKV(docs []*editions.ConfigDoc) []fixField {
 	intervals, prefill := len(docs) > 0, len(docs) > 0
 	for _, d := range docs {
 		intervals = intervals && d.Uncertainty != nil

@@ -17,23 +17,25 @@ func init() {
 		forgery{family: "derived", name: "number in report.md's results table edited", want: IDDerivedCell,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
-				// Pooled decode, the sixth cell of the first data row; with
-				// one output token it is UNKNOWN, and the eighth (overall
-				// output) is edited instead.
+				// Pooled decode, the sixth cell of the first data row (the
+				// seventh after a KV cache column); with one output token it
+				// is UNKNOWN, and the eighth (ninth) (overall output) is
+				// edited instead.
 				editReportCell(t, dir, editions.ReportMD,
-					regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| )(\d+)(\.\d\d \|)`),
-					regexp.MustCompile(`(?m)^(\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\|[^|\n]*\| UNKNOWN \| UNKNOWN \| )(\d+)(\.\d\d \|)`))
+					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,6} )(\d+)(\.\d\d \|)`),
+					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,6} UNKNOWN \| UNKNOWN \| )(\d+)(\.\d\d \|)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "number in report.html's results table edited", want: IDDerivedCell,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
-				// The sixth cell of the first data row is pooled decode.
-				// (With one output token it is UNKNOWN: the eighth,
-				// overall output, after the two UNKNOWN cells.)
+				// The sixth cell of the first data row is pooled decode
+				// (the seventh after a KV cache column). (With one output
+				// token it is UNKNOWN: the eighth, overall output, after the
+				// two UNKNOWN cells.)
 				editReportCell(t, dir, editions.ReportHTML,
-					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>)(\d+)(\.\d\d</td>)`),
-					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5}<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,6}<td[^>]*>)(\d+)(\.\d\d</td>)`),
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,6}<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "plot deleted from the manifest and the disk", want: IDDerivedPlotMissing,

@@ -159,6 +159,25 @@ func TestPhysicsFindings(t *testing.T) {
 			r := rec(v, 0, 0)
 			r.Observations.VRAMPeakBytes = editions.Observed(r.Preparation.H2DBytes - 1)
 		}},
+		{"VRAM peak above placement but below placement + KV cache", true, IDPhysVRAMFloor, func(t *testing.T, v *view) {
+			r := rec(v, 0, 0)
+			r.Observations.VRAMPeakBytes = editions.Observed(r.Preparation.H2DBytes + 1)
+		}},
+		{"process VRAM peak below placement + FP16 KV cache", true, IDPhysVRAMFloor, func(t *testing.T, v *view) {
+			eachRec(v, func(r *editions.RawRecord) { r.Artifact.KVDType = editions.KVFP16 })
+			r := rec(v, 0, 0)
+			kv, ok := kvCacheBytes(r)
+			if !ok || kv == 0 {
+				t.Fatal("the fixture's KV cache is unknown")
+			}
+			r.Observations.VRAMProcessPeakBytes = editions.Observed(r.Preparation.H2DBytes + kv - 1)
+		}},
+		{"one worker's kv_dtype other than the campaign's", false, IDPhysKVDType, func(t *testing.T, v *view) {
+			rec(v, 0, 1).Artifact.KVDType = editions.KVFP16
+		}},
+		{"every worker's kv_dtype other than the campaign's", false, IDPhysKVDType, func(t *testing.T, v *view) {
+			eachRec(v, func(r *editions.RawRecord) { r.Artifact.KVDType = editions.KVFP16 })
+		}},
 		{"RSS peak below the host authority", false, IDPhysRSSFloor, func(t *testing.T, v *view) {
 			r := rec(v, 0, 1)
 			r.Observations.RSSPeakBytes = editions.Observed(r.Preparation.AuthorityBytes - 1)
@@ -285,6 +304,9 @@ func TestSyntheticEOSMatchesRuntime(t *testing.T) {
 		}
 		if got := syntheticContext[n]; got != p.Config.MaxPositions {
 			t.Errorf("preset %s: verifier context %d, runtime %d", n, got, p.Config.MaxPositions)
+		}
+		if got := syntheticKV[n]; got.layers != p.Config.NumLayers || got.kvDim != p.Config.KVDim() {
+			t.Errorf("preset %s: verifier KV shape %d layers x %d, runtime %d x %d", n, got.layers, got.kvDim, p.Config.NumLayers, p.Config.KVDim())
 		}
 	}
 }

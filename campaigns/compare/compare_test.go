@@ -324,3 +324,25 @@ func TestNotEdition(t *testing.T) {
 		t.Error("ReporterFor(html) answered")
 	}
 }
+
+// TestKVDType: the KV cache element type is a declared setup field like
+// the others: an edition whose records ran FP16 differs from one that ran
+// FP32 (a record without kv_dtype reads as FP32).
+func TestKVDType(t *testing.T) {
+	changed := fixture(t, "full-residency-v1", func(path string, doc map[string]any) {
+		if strings.HasPrefix(path, "raw/qwen15-c60-grouped/") {
+			doc["artifact"].(map[string]any)["kv_dtype"] = editions.KVFP16
+		}
+	})
+	res, err := Compare(load(t, committed+"full-residency-v1", changed), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, d := range res.Differences {
+		lines = append(lines, d.Line())
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "qwen15-c60-grouped kv_dtype: FP32 (full-residency-v1) vs FP16") {
+		t.Fatalf("differences %q, want qwen15-c60-grouped's kv_dtype only", lines)
+	}
+}

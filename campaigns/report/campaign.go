@@ -50,16 +50,17 @@ type Configuration struct {
 	Overlap   string `json:"overlap"`
 	StepMode  string `json:"step_mode"`
 	Prefill   string `json:"prefill"`
+	KV        string `json:"kv"`
 	// ExpertFormat tells a fidelity edition's arms apart.
 	ExpertFormat string `json:"expert_format"`
 }
 
 // variant names what sets a configuration apart from the defaults (a
 // transport other than staged, prefetch or overlap on, a declared step or
-// prefill mode), "" when nothing does.
+// prefill mode, a KV cache other than fp32), "" when nothing does.
 func (cfg Configuration) variant() string {
 	var parts []string
-	for _, x := range [][2]string{{cfg.Transport, "staged"}, {cfg.Prefetch, "off"}, {cfg.Overlap, "off"}, {cfg.StepMode, "auto"}, {cfg.Prefill, "auto"}} {
+	for _, x := range [][2]string{{cfg.Transport, "staged"}, {cfg.Prefetch, "off"}, {cfg.Overlap, "off"}, {cfg.StepMode, "auto"}, {cfg.Prefill, "auto"}, {cfg.KV, "fp32"}} {
 		if x[0] != "" && x[0] != x[1] {
 			parts = append(parts, x[0])
 		}

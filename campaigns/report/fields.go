@@ -198,9 +198,13 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	intervals := every(func(d editions.ConfigDoc) bool { return d.Uncertainty != nil })
 	prefill := every(func(d editions.ConfigDoc) bool { return d.Metrics.Prefill != nil })
 	policies := len(docs) > 0 && slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Policy != docs[0].Policy })
+	kv := every(func(d editions.ConfigDoc) bool { return d.Artifact.KVDType != "" })
 	var out []field
 	for _, f := range configFields {
 		out = append(out, f)
+		if kv && f.Key == "executor" {
+			out = append(out, kvField)
+		}
 		if policies && f.Key == "capacity" {
 			out = append(out, policyField)
 		}
@@ -218,6 +222,13 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	return out
 }
 
+// kvField is the configuration's KV cache element type, artifact.kv_dtype
+// (resultFields: shown where every configuration records it, so editions
+// made before the field keep the table they were published with).
+var kvField = field{Name: "KV cache", Key: "kv_cache",
+	Value: func(d *editions.ConfigDoc) string { return d.Artifact.KVDTypeOf() },
+	Raw:   func(d *editions.ConfigDoc) any { return d.Artifact.KVDTypeOf() }}
+
 // policyField is the configuration's eviction policy (resultFields).
 var policyField = field{Name: "policy", Key: "policy",
 	Value: func(d *editions.ConfigDoc) string { return d.Policy },
@@ -228,7 +239,7 @@ var policyField = field{Name: "policy", Key: "policy",
 var (
 	speedKeys = []string{"configuration", "capacity", "policy", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
 		"block_spread_tok_s", "overall_output_tok_s", "ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}
-	resourceKeys = []string{"configuration", "checkpoint", "executor", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
+	resourceKeys = []string{"configuration", "checkpoint", "executor", "kv_cache", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
 )
 
 // pickFields is the fields of fs whose keys are in keys, in fs's order.

@@ -65,6 +65,41 @@ func TestResultFieldsOptionalColumns(t *testing.T) {
 	}
 }
 
+// TestKVColumn: the KV cache column follows the executor column where every
+// configuration records artifact.kv_dtype, and is absent where one does not
+// (editions made before the field keep their table).
+func TestKVColumn(t *testing.T) {
+	base := loadConfigs(t, "smoke-cpu")
+	keys := func(docs []editions.ConfigDoc) []string {
+		var out []string
+		for _, f := range resultFields(docs) {
+			out = append(out, f.Key)
+		}
+		return out
+	}
+	if slices.Contains(keys(base), "kv_cache") {
+		t.Fatal("a KV cache column for documents without kv_dtype")
+	}
+	docs := slices.Clone(base)
+	for i := range docs {
+		docs[i].Artifact.KVDType = editions.KVFP16
+	}
+	docs[0].Artifact.KVDType = editions.KVFP32
+	ks := keys(docs)
+	i := slices.Index(ks, "executor")
+	if i < 0 || i+1 >= len(ks) || ks[i+1] != "kv_cache" {
+		t.Fatalf("columns %v: want kv_cache right after executor", ks)
+	}
+	f := resultFields(docs)[i+1]
+	if f.Header() != "KV cache" || f.Value(&docs[0]) != "FP32" || f.Value(&docs[1]) != "FP16" {
+		t.Fatalf("column %q: %q, %q", f.Header(), f.Value(&docs[0]), f.Value(&docs[1]))
+	}
+	docs[2].Artifact.KVDType = ""
+	if slices.Contains(keys(docs), "kv_cache") {
+		t.Fatal("a KV cache column although one configuration records no kv_dtype")
+	}
+}
+
 // report.html's two results tables (speedKeys, resourceKeys) together
 // show every results column, and only the configuration column twice, so
 // the verifier can join them on it.
@@ -73,7 +108,7 @@ func TestSpeedAndResourcesCoverResults(t *testing.T) {
 	for _, u := range uncertaintyFields {
 		all = append(all, u.field)
 	}
-	all = append(all, prefillField, policyField)
+	all = append(all, prefillField, policyField, kvField)
 	for _, f := range all {
 		inS, inR := slices.Contains(speedKeys, f.Key), slices.Contains(resourceKeys, f.Key)
 		switch {

@@ -13,7 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/horizon-runmap/horizon/campaigns"
@@ -34,13 +36,19 @@ type Runtime struct{}
 var _ campaigns.Runtime = Runtime{}
 
 // Names lists the runtime's executors, placements, policies, transports,
-// prefetch, overlap, step and prefill modes.
+// prefetch, overlap, step and prefill modes and KV cache element types.
 func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
 		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(), PrefillTimed: prefillTimedDevices(),
+		KV: kvNames(),
 	}
+}
+
+// kvNames are engine.KVDTypes' names, sorted.
+func kvNames() []string {
+	return slices.Sorted(maps.Keys(engine.KVDTypes))
 }
 
 // Shape returns the experts per layer and top-k of a configuration's

@@ -30,6 +30,8 @@ func TestRuntimeNamesMatchCampaigns(t *testing.T) {
 		{"step mode graph-full", campaigns.StepGraphFull, engine.StepGraphFull, n.StepModes},
 		{"step mode graph-segmented", campaigns.StepGraphSegmented, engine.StepGraphSegmented, n.StepModes},
 		{"step mode persistent", campaigns.StepPersistent, engine.StepPersistent, n.StepModes},
+		{"kv fp32", campaigns.KVFP32, "fp32", n.KV},
+		{"kv fp16", campaigns.KVFP16, "fp16", n.KV},
 	} {
 		if tc.campaigns != tc.runtime {
 			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)

@@ -141,7 +141,7 @@ func Run(o Options) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode, Prefill: cfg.Prefill,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV,
 		MaxSeq: maxSeq,
 		Trace:  true,
 	})
@@ -168,6 +168,9 @@ func Run(o Options) (err error) {
 	// The artifact records the activation type the format is designed for;
 	// what was measured is what the backend computed in.
 	rec.Artifact.ActivationDType = o.Device.Backend.ActivationDType()
+	// The KV cache's element type is the engine's, as the campaign
+	// declared it (campaigns.CheckRecord holds the two together).
+	rec.Artifact.KVDType = l.KVName()
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,8 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown step mode", []string{"generate", "--step-mode", "turbo", "--tokens", "2"}, `--step-mode "turbo"`},
 		{"unknown prefetch", []string{"generate", "--prefetch", "previous-layer", "--tokens", "2"}, "previous-layer"},
 		{"unknown overlap", []string{"generate", "--overlap", "miss-compute", "--tokens", "2"}, `--overlap "miss-compute": want one of [off hit-compute]`},
+		{"unknown kv", []string{"generate", "--kv", "bf16", "--tokens", "2"}, `--kv: KV cache dtype "bf16": want fp32 or fp16`},
+		{"kv fp16 persistent", []string{"generate", "--kv", "fp16", "--step-mode", "persistent", "--tokens", "2"}, "--kv fp16 with --step-mode persistent"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -185,6 +187,7 @@ func TestGenerateMainJob(t *testing.T) {
 		StepMode      string  `json:"step_mode"`
 		Prefetch      string  `json:"prefetch"`
 		Overlap       string  `json:"overlap"`
+		KVDType       string  `json:"kv_dtype"`
 		Cache         struct {
 			Hits, Misses int64
 			H2DBytes     int64 `json:"h2d_bytes"`
@@ -202,6 +205,27 @@ func TestGenerateMainJob(t *testing.T) {
 	}
 	if out.Cache.Misses == 0 || out.Cache.H2DBytes == 0 || out.Cache.D2H != 0 {
 		t.Fatalf("capacity 6 of 16 should miss and never copy back: %+v", out.Cache)
+	}
+	if out.KVDType != "FP32" {
+		t.Fatalf("kv_dtype %q, want FP32 by default", out.KVDType)
+	}
+}
+
+// TestGenerateKV: --kv fp16 runs the FP16 KV cache and says so in --json.
+func TestGenerateKV(t *testing.T) {
+	r := run(t, "generate", "--tokens", "4", "--kv", "fp16", "--json")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	var out struct {
+		TokenIDs []int  `json:"token_ids"`
+		KVDType  string `json:"kv_dtype"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+		t.Fatalf("%v\n%s", err, r.stdout)
+	}
+	if len(out.TokenIDs) != 4 || out.KVDType != "FP16" {
+		t.Fatalf("%d tokens, kv_dtype %q; want 4 and FP16", len(out.TokenIDs), out.KVDType)
 	}
 }
 

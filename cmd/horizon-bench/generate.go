@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -34,7 +35,7 @@ func generateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "generate",
 		Usage:     "greedy generation from a prepared artifact (or the embedded tiny default)",
-		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--overlap off|hit-compute] [--json]",
+		UsageText: "horizon-bench generate [--artifact DIR | --arch NAME --seed N] --prompt TEXT [--tokens N] [--prefetch off|next-layer] [--overlap off|hit-compute] [--kv fp32|fp16] [--json]",
 		Description: `Runs prefill and greedy decode with EOS suppressed (EOS logits masked, so exactly
 --tokens tokens come out) and prints the text, the token ids and the timings:
 TTFT (admission to first token), prefill (admission to the prompt's last
@@ -64,9 +65,19 @@ experts' gate/up while its missed experts copy (tokens never change); it
 runs only in graph-segmented steps: --device cuda, --capacity below the
 expert count, --step-mode auto or graph-segmented, and --prefetch off.
 
+--kv picks the KV cache's element type: fp32 (the default) or fp16 (K and V
+rounded to binary16 when stored and read back as FP32: half the bytes a decode
+step reads at depth; tokens may differ from fp32's). The persistent step mode
+reads an FP32 cache only, so --kv fp16 with --step-mode persistent is a usage
+error. Campaign configurations declare the same kv:, and raw records state it
+in artifact.kv_dtype. For example:
+
+    horizon-bench generate --prompt "The quick brown fox" --tokens 32 --kv fp16 --json
+
 --json prints one object with at least token_ids, ttft_seconds,
 prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's counters
-(hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...).`,
+(hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...) and
+kv_dtype (FP32 or FP16, as raw records spell it).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact `DIR` (from horizon-bench prepare)"},
 			&cli.StringFlag{Name: "arch", Value: defaultArch, Usage: "synthetic architecture to build when --artifact is not given"},
@@ -88,6 +99,7 @@ prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's c
 			&cli.StringFlag{Name: "overlap", Value: engine.OverlapOff, Usage: "miss/hit overlap: " + strings.Join(engine.OverlapModes(), ", ") + " (hit-compute computes a layer's resident experts while its misses copy; needs --device cuda, partial residency (--capacity below the expert count), --step-mode auto or graph-segmented, and --prefetch off)"},
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented, graph-wait or persistent (one launch of the persistent decode kernel per step, full residency) (cuda only; see README)"},
 			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched on the cpu without --prefetch, token at a time on cuda, where batched runs but is slower so far; batched reads each weight row once per batch of positions and gives token at a time's logits bit for bit)"},
+			&cli.StringFlag{Name: "kv", Value: "fp32", Usage: "KV cache element type: " + strings.Join(kvNames(), ", ") + " (fp16 halves the bytes a decode step reads at depth; not with --step-mode persistent)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -130,6 +142,9 @@ type generateOutput struct {
 	Prefill string `json:"prefill"`
 	// Overlap is the miss/hit overlap mode in force: off or hit-compute.
 	Overlap string `json:"overlap"`
+	// KVDType is the KV cache's element type: FP32 or FP16 (raw records'
+	// artifact.kv_dtype).
+	KVDType string `json:"kv_dtype"`
 	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
 	// the layer steps whose group mixed hits and misses and the hit
 	// experts whose gate/up ran while the misses copied (the whole
@@ -167,6 +182,12 @@ func runGenerate(c *cli.Context) error {
 	}
 	if _, err := engine.ParsePrefill(c.String("prefill")); err != nil {
 		return usageError("--%v", err)
+	}
+	if _, err := engine.ParseKVDType(c.String("kv")); err != nil {
+		return usageError("--kv: %v", err)
+	}
+	if c.String("kv") == "fp16" && c.String("step-mode") == engine.StepPersistent {
+		return usageError("--kv fp16 with --step-mode %s: the persistent kernel reads an FP32 KV cache only; use --kv fp32 or another step mode", engine.StepPersistent)
 	}
 	dir := c.String("artifact")
 	if dir == "" {
@@ -239,7 +260,7 @@ func runGenerate(c *cli.Context) error {
 		MaxSeq:   maxSeq,
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
-		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"), Prefill: c.String("prefill"),
+		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"), Prefill: c.String("prefill"), KV: c.String("kv"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -280,7 +301,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: decodeRate(res),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), KVDType: eng.KVName(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	out.PrefillSeconds = editions.UnknownObs[float64]()
@@ -313,6 +334,7 @@ func runGenerate(c *cli.Context) error {
 		fmt.Fprintf(w, "prefill    %s (the %s backend runs asynchronously; TTFT includes it)\n", p.Status, out.Backend)
 	}
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
+	fmt.Fprintf(w, "kv cache   %s (%d positions)\n", out.KVDType, eng.MaxSeq())
 	if out.Overlap != engine.OverlapOff {
 		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)", out.Overlap, out.StepMode)
 		if out.OverlapSplitLayers != nil {
@@ -421,3 +443,7 @@ func decodeRate(res engine.Result) editions.Obs[float64] {
 	}
 	return editions.Observed(res.DecodeTokS())
 }
+
+// kvNames are the KV cache element types --kv takes (engine.KVDTypes),
+// sorted.
+func kvNames() []string { return slices.Sorted(maps.Keys(engine.KVDTypes)) }
