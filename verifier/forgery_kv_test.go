@@ -2,7 +2,6 @@ package verifier
 
 import (
 	"encoding/json"
-	"strconv"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/editions"
@@ -109,21 +108,7 @@ func forgeVRAMFloorKV(t *testing.T, dir string) {
 			if kv/4 == 0 {
 				continue
 			}
-			o["vram_peak_bytes"] = json.Number(strconv.FormatInt(dev, 10))
-			if _, ok := o["vram_process_peak_bytes"].(json.Number); ok {
-				o["vram_process_peak_bytes"] = json.Number(strconv.FormatInt(proc, 10))
-			}
-			if tl, ok := o["vram_timeline"].([]any); ok {
-				for _, s := range tl {
-					s := s.(map[string]any)
-					if numInt(t, s["device_used_bytes"]) > dev {
-						s["device_used_bytes"] = json.Number(strconv.FormatInt(dev, 10))
-					}
-					if x, ok := s["process_used_bytes"].(json.Number); ok && numInt(t, x) > proc {
-						s["process_used_bytes"] = json.Number(strconv.FormatInt(proc, 10))
-					}
-				}
-			}
+			lowerVRAM(t, o, dev, proc)
 			writeRaw(t, dir, p, d)
 			forge(t, dir)
 			return

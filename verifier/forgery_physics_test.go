@@ -282,22 +282,7 @@ func forgeVRAMFloor(t *testing.T, dir string) {
 			}
 			placed := numInt(t, at(t, d, "preparation", "h2d_bytes"))
 			dev, proc := placed-1<<20, placed-2<<20
-			o["vram_peak_bytes"] = json.Number(strconv.FormatInt(dev, 10))
-			if _, ok := o["vram_process_peak_bytes"].(json.Number); ok {
-				o["vram_process_peak_bytes"] = json.Number(strconv.FormatInt(proc, 10))
-			}
-			// Keep the timeline behind the peaks.
-			if tl, ok := o["vram_timeline"].([]any); ok {
-				for _, s := range tl {
-					s := s.(map[string]any)
-					if numInt(t, s["device_used_bytes"]) > dev {
-						s["device_used_bytes"] = json.Number(strconv.FormatInt(dev, 10))
-					}
-					if x, ok := s["process_used_bytes"].(json.Number); ok && numInt(t, x) > proc {
-						s["process_used_bytes"] = json.Number(strconv.FormatInt(proc, 10))
-					}
-				}
-			}
+			lowerVRAM(t, o, dev, proc)
 			writeRaw(t, dir, p, d)
 			forge(t, dir)
 			return
@@ -390,4 +375,25 @@ func forgeRSSFloor(t *testing.T, dir string) {
 		}
 	}
 	forge(t, dir)
+}
+
+// lowerVRAM sets a record's observations to VRAM peaks of dev (device)
+// and proc (process) bytes and keeps its timeline behind them.
+func lowerVRAM(t *testing.T, o map[string]any, dev, proc int64) {
+	t.Helper()
+	o["vram_peak_bytes"] = json.Number(strconv.FormatInt(dev, 10))
+	if _, ok := o["vram_process_peak_bytes"].(json.Number); ok {
+		o["vram_process_peak_bytes"] = json.Number(strconv.FormatInt(proc, 10))
+	}
+	if tl, ok := o["vram_timeline"].([]any); ok {
+		for _, s := range tl {
+			s := s.(map[string]any)
+			if numInt(t, s["device_used_bytes"]) > dev {
+				s["device_used_bytes"] = json.Number(strconv.FormatInt(dev, 10))
+			}
+			if x, ok := s["process_used_bytes"].(json.Number); ok && numInt(t, x) > proc {
+				s["process_used_bytes"] = json.Number(strconv.FormatInt(proc, 10))
+			}
+		}
+	}
 }
