@@ -41,9 +41,8 @@
 #define TC_BK 32                // values of a row a chunk
 #define TC_LD 40                // halves a staged row (32 + 8 padding)
 #define TC_THREADS 128
-// Shared memory: hi, lo [TC_BM][TC_LD] halves, the matrix [TC_BN][TC_LD]
-// halves, then 2^-s per token and the block scale per row (floats).
-#define TC_SMEM ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4)
+// Shared memory: two pipeline stages of TC_STAGE bytes (below).
+#define TC_SMEM (2 * ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4))
 
 extern __shared__ __align__(16) float xs_smem[];
 
@@ -77,16 +76,150 @@ __device__ __forceinline__ int tc_shift(float mx) {
 }
 __device__ __forceinline__ float tc_pow2(int s) { return __uint_as_float((unsigned)(127 + s) << 23); }
 
+// tc_codes is the FP16 pair (u0 - 8, u1 - 8) of byte p of w, u0 its low
+// nibble (the value in the low half) and u1 its high nibble, exactly: the
+// byte is copied into both halves, masked to 1024 + u0 and 1024 + 16 u1 as
+// FP16 bit patterns, and one FP16 FMA per half (x 1 - 1032, x 1/16 - 72)
+// gives the integers u - 8, which FP16 holds exactly (3 instructions a
+// byte instead of two integer-to-FP16 conversions).
+__device__ __forceinline__ unsigned tc_codes(unsigned w, int p) {
+	const unsigned t = (__byte_perm(w, 0u, 0x4040u | (unsigned)p | ((unsigned)p << 8)) & 0x00F0000Fu) | 0x64006400u;
+#ifdef __CUDA_ARCH__
+	const __half2 r = __hfma2(*reinterpret_cast<const __half2*>(&t), __floats2half2_rn(1.0f, 0.0625f),
+	                          __floats2half2_rn(-1032.0f, -72.0f));
+	return *reinterpret_cast<const unsigned*>(&r);
+#else
+	// The emulator runs the same bit patterns through the same FMA (its
+	// products and sums are exact in FP32), so it checks the selector and
+	// the masks.
+	__half h0, h1;
+	h0.x = (unsigned short)(t & 0xffffu), h1.x = (unsigned short)(t >> 16);
+	return tc_pack(__float2half_rn(__fmaf_rn(__half2float(h0), 1.0f, -1032.0f)),
+	               __float2half_rn(__fmaf_rn(__half2float(h1), 0.0625f, -72.0f)));
+#endif
+}
+
+// TcRaw is one chunk's global loads of one thread, held in registers while
+// the block computes the chunk before it: the thread's 16 activations of
+// its token (sm, half hh) and its part of the matrix tile (int4: 8 bytes
+// of row tid/2 and that row's block scale; FP16: two 8-value segments).
+struct TcRaw {
+	float v[16];
+	uint2 w4;
+	float sc;
+	uint4 wf[2];
+};
+
+// The shared memory of one pipeline stage: hi, lo [TC_BM][TC_LD] halves,
+// the matrix [TC_BN][TC_LD] halves, then 2^-s per token and the block scale
+// per row (floats). Two stages (TC_SMEM).
+#define TC_STAGE ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4)
+
+template <bool INT4>
+__device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, const uint8_t* __restrict__ mat, int rows,
+                                        int cols, int cols_padded, int scales_offset, int n0, int c, int tid, int hh) {
+	const int k0 = c * TC_BK + hh * 16;
+	if (x4 && k0 + 16 <= cols) {
+#pragma unroll
+		for (int j = 0; j < 4; j++) {
+			const float4 f = act_ldg(reinterpret_cast<const float4*>(xr + k0) + j);
+			r.v[4 * j] = f.x, r.v[4 * j + 1] = f.y, r.v[4 * j + 2] = f.z, r.v[4 * j + 3] = f.w;
+		}
+	} else {
+#pragma unroll
+		for (int j = 0; j < 16; j++) r.v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
+	}
+	if (INT4) {
+		const int row = n0 + (tid >> 1);
+		r.w4 = make_uint2(0x88888888u, 0x88888888u);  // codes 8: zero
+		r.sc = 0.0f;
+		if (row < rows) {
+			r.w4 = *reinterpret_cast<const uint2*>(mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
+			r.sc = __half2float(__ldg(reinterpret_cast<const __half*>(mat + scales_offset) + (size_t)row * (cols_padded >> 8) +
+			                          (c * TC_BK >> 8)));
+		}
+	} else {
+		const __half* W = reinterpret_cast<const __half*>(mat);
+		const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
+			const int row = n0 + rr, kk = c * TC_BK + seg * 8;
+			uint4 w = make_uint4(0u, 0u, 0u, 0u);
+			if (row < rows) {
+				if (w8 && kk + 8 <= cols) {
+					w = ldg_stream(W + (size_t)row * cols + kk);
+				} else {
+					__half h[8];
+#pragma unroll
+					for (int j = 0; j < 8; j++) h[j] = kk + j < cols ? __ldg(W + (size_t)row * cols + kk + j) : __float2half_rn(0.0f);
+					w = make_uint4(tc_pack(h[0], h[1]), tc_pack(h[2], h[3]), tc_pack(h[4], h[5]), tc_pack(h[6], h[7]));
+				}
+			}
+			r.wf[u] = w;
+		}
+	}
+}
+
+// tc_store converts a chunk's loads into a stage: each token's chunk split
+// into hi and lo at its shift (the pair of threads of a token are
+// neighbouring lanes), the matrix's values as FP16.
+template <bool INT4>
+__device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, int sm, int hh) {
+	__half* ah = reinterpret_cast<__half*>(st);
+	__half* al = ah + TC_BM * TC_LD;
+	__half* bs = al + TC_BM * TC_LD;
+	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
+	float* wsc = inv + TC_BM;
+	float mx = 0.0f;
+#pragma unroll
+	for (int j = 0; j < 16; j++) mx = fmaxf(mx, fabsf(r.v[j]));
+	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+	const int s = tc_shift(mx);
+	const float up = tc_pow2(s);
+	unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 16);
+	unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 16);
+#pragma unroll
+	for (int j = 0; j < 16; j += 2) {
+		const float a = __fmul_rn(r.v[j], up), b = __fmul_rn(r.v[j + 1], up);
+		const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
+		hrow[j >> 1] = tc_pack(ha, hb);
+		lrow[j >> 1] = tc_pack(__float2half_rn(__fsub_rn(a, __half2float(ha))), __float2half_rn(__fsub_rn(b, __half2float(hb))));
+	}
+	if (hh == 0) inv[sm] = tc_pow2(-s);
+	if (INT4) {
+		// Word j of the row's chunk (values 8j..8j+7; this thread has words
+		// 2(tid&1) and 2(tid&1)+1): byte p holds value 8j+2p in its low
+		// nibble and 8j+2p+1 in its high one.
+		unsigned* brow = reinterpret_cast<unsigned*>(bs + (tid >> 1) * TC_LD);
+		const int j0 = 2 * (tid & 1);
+		const unsigned wv[2] = {r.w4.x, r.w4.y};
+#pragma unroll
+		for (int j = 0; j < 2; j++)
+#pragma unroll
+			for (int p = 0; p < 4; p++) brow[4 * (j0 + j) + p] = tc_codes(wv[j], p);
+		if ((tid & 1) == 0) wsc[tid >> 1] = r.sc;
+	} else {
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
+			*reinterpret_cast<uint4*>(bs + rr * TC_LD + seg * 8) = r.wf[u];
+		}
+	}
+}
+
+// matmul_tc_body runs a block's chunks as a two-stage pipeline: the
+// global loads of chunk c+1 are in flight (TcRaw, registers) while the
+// warps issue chunk c's mma from the other stage, and one barrier a chunk
+// orders both (the stage a thread writes was last read two chunks back,
+// before every thread reached the previous barrier). The arithmetic and
+// its order are the one-stage kernel's, so are the bits.
 template <bool INT4>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
                                                const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0) {
-	__half* ah = reinterpret_cast<__half*>(xs_smem);
-	__half* al = ah + TC_BM * TC_LD;
-	__half* bs = al + TC_BM * TC_LD;
-	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
-	float* wsc = inv + TC_BM;
+	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
 
@@ -105,83 +238,18 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
 	const int nck = (cols + TC_BK - 1) / TC_BK;
+	TcRaw raw;
+	tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, 0, tid, hh);
 	for (int c = 0; c < nck; c++) {
-		// Stage the activations: 16 values, their chunk's shift (the pair
-		// of threads of a token are neighbouring lanes), hi and lo.
-		{
-			const int k0 = c * TC_BK + hh * 16;
-			float v[16];
-			if (x4 && k0 + 16 <= cols) {
-#pragma unroll
-				for (int j = 0; j < 4; j++) {
-					const float4 f = act_ldg(reinterpret_cast<const float4*>(xr + k0) + j);
-					v[4 * j] = f.x, v[4 * j + 1] = f.y, v[4 * j + 2] = f.z, v[4 * j + 3] = f.w;
-				}
-			} else {
-#pragma unroll
-				for (int j = 0; j < 16; j++) v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
-			}
-			float mx = 0.0f;
-#pragma unroll
-			for (int j = 0; j < 16; j++) mx = fmaxf(mx, fabsf(v[j]));
-			mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-			const int s = tc_shift(mx);
-			const float up = tc_pow2(s);
-			unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 16);
-			unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 16);
-#pragma unroll
-			for (int j = 0; j < 16; j += 2) {
-				const float a = __fmul_rn(v[j], up), b = __fmul_rn(v[j + 1], up);
-				const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
-				hrow[j >> 1] = tc_pack(ha, hb);
-				lrow[j >> 1] = tc_pack(__float2half_rn(__fsub_rn(a, __half2float(ha))), __float2half_rn(__fsub_rn(b, __half2float(hb))));
-			}
-			if (hh == 0) inv[sm] = tc_pow2(-s);
-		}
-		// Stage the matrix's 64 rows x 32 values.
-		if (INT4) {
-			if (tid < TC_BN) {
-				const int r = n0 + tid;
-				uint4 w = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);  // codes 8: zero
-				float sc = 0.0f;
-				if (r < rows) {
-					w = ldg_stream(mat + (size_t)r * (cols_padded >> 1) + (size_t)c * 16);
-					sc = __half2float(__ldg(reinterpret_cast<const __half*>(mat + scales_offset) + (size_t)r * (cols_padded >> 8) +
-					                        (c * TC_BK >> 8)));
-				}
-				unsigned* brow = reinterpret_cast<unsigned*>(bs + tid * TC_LD);
-				const unsigned wv[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-				for (int j = 0; j < 4; j++)
-#pragma unroll
-					for (int p = 0; p < 4; p++) {  // byte p of word j: values 8j+2p (low nibble), 8j+2p+1
-						const unsigned byte = (wv[j] >> (8 * p)) & 0xffu;
-						brow[4 * j + p] = tc_pack(__int2half_rn((int)(byte & 15u) - 8), __int2half_rn((int)(byte >> 4) - 8));
-					}
-				wsc[tid] = sc;
-			}
-		} else {
-			const __half* W = reinterpret_cast<const __half*>(mat);
-			const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
-#pragma unroll
-			for (int u = 0; u < 2; u++) {
-				const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
-				const int r = n0 + rr, k0 = c * TC_BK + seg * 8;
-				uint4 w = make_uint4(0u, 0u, 0u, 0u);
-				if (r < rows) {
-					if (w8 && k0 + 8 <= cols) {
-						w = ldg_stream(W + (size_t)r * cols + k0);
-					} else {
-						__half h[8];
-#pragma unroll
-						for (int j = 0; j < 8; j++) h[j] = k0 + j < cols ? __ldg(W + (size_t)r * cols + k0 + j) : __float2half_rn(0.0f);
-						w = make_uint4(tc_pack(h[0], h[1]), tc_pack(h[2], h[3]), tc_pack(h[4], h[5]), tc_pack(h[6], h[7]));
-					}
-				}
-				*reinterpret_cast<uint4*>(bs + rr * TC_LD + seg * 8) = w;
-			}
-		}
+		uint8_t* st = smem + (c & 1) * TC_STAGE;
+		tc_store<INT4>(st, raw, tid, sm, hh);
 		__syncthreads();
+		if (c + 1 < nck) tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
+		const __half* ah = reinterpret_cast<const __half*>(st);
+		const __half* al = ah + TC_BM * TC_LD;
+		const __half* bs = al + TC_BM * TC_LD;
+		const float* inv = reinterpret_cast<const float*>(bs + TC_BN * TC_LD);
+		const float* wsc = inv + TC_BM;
 
 		// The chunk's sums: hi and lo of each m16 tile against each n8 tile.
 		float part[2][4][4];
@@ -224,7 +292,6 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 					const float f = __fmul_rn(part[mi][ni][e], inv[m]);
 					acc[mi][ni][e] = INT4 ? __fmaf_rn(f, wsc[n], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
 				}
-		__syncthreads();  // the staged chunk is read; the next one may overwrite it
 	}
 
 #pragma unroll

@@ -33,7 +33,7 @@ extern "C" void matmul_tc_grouped_f16(float*, const float*, const tc_group*, int
 extern "C" void matmul_tc_grouped_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 
 static const int kThreads = 128, kTile = 64;
-static const size_t kSmem = (3 * 64 * 40) * 2 + (64 + 64) * 4;
+static const size_t kSmem = 2 * ((3 * 64 * 40) * 2 + (64 + 64) * 4);
 
 static int failures = 0;
 

@@ -164,7 +164,7 @@ type tuning struct {
 	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
 	routeIn     bool // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
 	routeInWait bool // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
-	noMatmulTC  bool // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default for batches of at least tcMinTokens tokens)
+	noMatmulTC  bool // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -89,7 +89,10 @@ func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Te
 		return err
 	}
 	return b.o.async(func() error {
-		return b.matmul(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
+		if b.tcExperts() {
+			return b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
+		}
+		return b.matmulRows(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
 	})
 }
 
@@ -150,13 +153,13 @@ func (b *Backend) expertArgs(op string, dst backend.Tensor, dstRows []int, rec b
 
 var _ backend.ExpertGroups = (*Backend)(nil)
 
-// ExpertMatMulGroup implements backend.ExpertGroups. The experts whose
-// pairs the tensor cores take (tcMatmul of their pair count) run as one
-// launch of matmul_tc_grouped_* (each pair gets the bits of its expert's
-// own tensor-core launch: the same block body on the same pairs); the
-// others run one by one as ExpertMatMul runs them. A wave's experts are few
-// blocks each (a 1024 x 2048 gate over 64 pairs is 16), so one launch for
-// the wave fills the GPU where the per-expert launches left most of it idle.
+// ExpertMatMulGroup implements backend.ExpertGroups. On the tensor cores
+// (tcExperts) the experts run as one launch of matmul_tc_grouped_* (each
+// pair gets the bits of its expert's own tensor-core launch: the same block
+// body on the same pairs); on the row kernels one by one as ExpertMatMul
+// runs them. An expert is few blocks (a 1024 x 2048 gate over 64 pairs is
+// 16), so one launch for a wave fills the GPU where the per-expert launches
+// left most of it idle.
 func (b *Backend) ExpertMatMulGroup(dst backend.Tensor, dstRows [][]int, recs []backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows [][]int) error {
 	if len(dstRows) != len(recs) || len(xRows) != len(recs) {
 		return shapeErr("ExpertMatMulGroup", "%d experts, %d destination row lists, %d input row lists", len(recs), len(dstRows), len(xRows))
@@ -172,17 +175,15 @@ func (b *Backend) ExpertMatMulGroup(dst backend.Tensor, dstRows [][]int, recs []
 		}
 	}
 	return b.o.async(func() error {
-		var tc []expertCall
+		if b.tcExperts() {
+			return b.matmulTCGrouped(calls, m)
+		}
 		for _, a := range calls {
-			if b.tcMatmul(len(a.xr)) {
-				tc = append(tc, a)
-				continue
-			}
-			if err := b.matmul(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr); err != nil {
+			if err := b.matmulRows(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr); err != nil {
 				return err
 			}
 		}
-		return b.matmulTCGrouped(tc, m)
+		return nil
 	})
 }
 
@@ -250,6 +251,12 @@ func (b *Backend) matmul(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows,
 	if b.tcMatmul(T) {
 		return b.matmulTC(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, xrows, yrows)
 	}
+	return b.matmulRows(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, xrows, yrows)
+}
+
+// matmulRows is matmul on the row kernels (kernels/matmul.cu): each
+// (row, token) gets the per-token row kernel's bits; owner thread only.
+func (b *Backend) matmulRows(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
 	stride := stagedBytes(qpack.SchemeFP16, cols)
 	if kind == 0 {
 		stride = stagedBytes(qpack.SchemeInt4, cols)
@@ -293,7 +300,7 @@ func (b *Backend) matmul(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows,
 const (
 	tcTile      = 64
 	tcThreads   = 128
-	tcSmem      = 3*64*40*2 + (64+64)*4
+	tcSmem      = 2 * (3*64*40*2 + (64+64)*4)
 	tcMinTokens = 16
 )
 
@@ -306,6 +313,17 @@ const (
 // grouped launch prefilled 512 tokens at 2.2x the row kernels' rate on the
 // OLMoE-1B-7B shape and 1.8x on Qwen1.5-MoE (results/prefill-h200-s16).
 func (b *Backend) tcMatmul(T int) bool { return !b.tune.noMatmulTC && T >= tcMinTokens }
+
+// tcExperts is the kernel-choice predicate of the batched expert ops
+// (ExpertMatMul, ExpertMatMulGroup): every expert runs on the tensor cores,
+// whatever its pair count, unless tuning.noMatmulTC is set. A prefill of
+// 57 tokens routes ~7 pairs to each of a layer's 64 experts (OLMoE-1B-7B
+// shape): on the row kernels that is one launch per expert and matrix,
+// while the grouped tensor-core launch takes the layer's experts at once
+// and reads each weight tile once, the padded tokens costing only mma
+// slots. Like tcMatmul it depends on nothing a capacity, wave or step mode
+// changes.
+func (b *Backend) tcExperts() bool { return !b.tune.noMatmulTC }
 
 // matmulTC launches matmul_tc_w4a16 (kind 0) or matmul_tc_f16 (kind 1):
 // one block per (64-row tile, 64-token group), consecutive blocks sharing

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
 
@@ -194,12 +195,12 @@ func TestMatmulTC(t *testing.T) {
 	}
 }
 
-// TestExpertMatMulGroupTC: by default ExpertMatMulGroup runs
-// the experts with at least tcMinTokens pairs (70, 40 and 17 here: two
-// 64-pair table entries for the first) in one tensor-core launch and the
-// others (5 pairs) on the row kernels, and every pair's outputs are the
-// bits of one ExpertMatMul per expert, both matrix formats and the real
-// experts' shapes.
+// TestExpertMatMulGroupTC: by default ExpertMatMulGroup runs every
+// expert, whatever its pair count (70, 5, 40, 17 and 1 here: two 64-pair
+// table entries for the first), in one tensor-core launch, and every
+// pair's outputs are the bits of one ExpertMatMul per expert (tcExperts:
+// on the tensor cores too), both matrix formats and the real experts'
+// shapes.
 func TestExpertMatMulGroupTC(t *testing.T) {
 	withTuning(t, testBE, tuning{})
 	be := testBE
@@ -212,7 +213,7 @@ func TestExpertMatMulGroupTC(t *testing.T) {
 					t.Fatal(err)
 				}
 				m := layout.Gate
-				counts := []int{70, 5, 40, 17}
+				counts := []int{70, 5, 40, 17, 1}
 				recs := make([]backend.Tensor, len(counts))
 				for j := range recs {
 					rec := make([]byte, layout.Size)
@@ -367,7 +368,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (the default). It
 // reports prompt tok/s (prompt tokens / the engine's PrefillSeconds) and
 // logs the largest first-step logit difference of each batched mode from
-// token at a time and whether their 8 tokens agree. A length that does not
+// token at a time and whether their 8 tokens agree
+// (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
+// token, batched, batched-tc). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
 // log line. Run with -benchtime=1x.
 func BenchmarkPrefillModes(b *testing.B) {
@@ -391,6 +394,18 @@ func BenchmarkPrefillModes(b *testing.B) {
 		prefill string
 		tn      tuning
 	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}}}
+	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
+		keep := modes[:0]
+		for _, m := range modes {
+			if slices.Contains(strings.Split(s, ","), m.name) {
+				keep = append(keep, m)
+			}
+		}
+		if len(keep) == 0 {
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc", s)
+		}
+		modes = keep
+	}
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)
 		if err != nil {

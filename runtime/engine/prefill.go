@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/device"
 	"github.com/horizon-runmap/horizon/runtime/plan"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
@@ -32,9 +33,12 @@ import (
 //     Each expert's matrices are read once for all of its (token, slot)
 //     pairs (ExpertMatMul: gate and up into the wave's consecutive scratch
 //     rows, one SiLU·up over the wave's pairs, down into each pair's
-//     slot), the wave is released, and the next one is leased. After the
-//     last wave every token combines its slots in slot order, as the
-//     executors do (a backend.RowOps backend in one CombineRows op).
+//     slot), the wave is released, and the next one is leased. At full
+//     residency, where no wave can miss or evict, every wave is leased and
+//     served first and then all of the layer's experts run as one wave (one
+//     op per matrix), before the leases are released. After the last wave
+//     every token combines its slots in slot order, as the executors do (a
+//     backend.RowOps backend in one CombineRows op).
 //
 // Every op gives each token the bits of the per-token op (backend.Batched),
 // and the combine runs in the executors' order, so batched prefill gives
@@ -480,6 +484,26 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 		}
 		slots[id] = append(slots[id], s)
 	}
+	// At full residency (a pinned snapshot: no miss and no eviction can
+	// happen) every wave is leased and served first and the layer's experts
+	// then run together, one op per matrix for all of them, and the leases
+	// are released after. The leases, and so the counters and the trace,
+	// are the waves' either way; a pair's results do not depend on which
+	// experts share its op (backend.ExpertGroups).
+	snap, err := e.experts.Snapshot(l)
+	if err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	together := snap.Pinned
+	var held []device.Lease
+	releaseHeld := func() {
+		for _, ls := range held {
+			ls.Release()
+		}
+		held = nil
+	}
+	var allIDs []int
+	var allRows []backend.Tensor
 	for w0 := 0; w0 < len(order); w0 += A {
 		wave := order[w0:min(w0+A, len(order))]
 		// Every (token, slot) pair is a lookup (LeaseBatch).
@@ -489,15 +513,29 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 		}
 		ls, err := e.experts.LeaseBatch(l, wave, uses)
 		if err != nil {
+			releaseHeld()
 			return fmt.Errorf("lease experts %v: %w", wave, err)
 		}
 		rows, err := ls.Serve()
+		if err == nil && together {
+			held = append(held, ls)
+			allIDs, allRows = append(allIDs, wave...), append(allRows, rows...)
+			continue
+		}
 		if err == nil {
 			err = e.waveExperts(bt, wave, rows, slots, lay)
 		}
 		ls.Release()
 		if err != nil {
+			releaseHeld()
 			return fmt.Errorf("experts %v: %w", wave, err)
+		}
+	}
+	if len(allIDs) > 0 {
+		err := e.waveExperts(bt, allIDs, allRows, slots, lay)
+		releaseHeld()
+		if err != nil {
+			return fmt.Errorf("experts %v: %w", allIDs, err)
 		}
 	}
 	if ro, ok := be.(backend.RowOps); ok {

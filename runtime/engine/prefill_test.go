@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/cache"
 	"github.com/horizon-runmap/horizon/runtime/cpu"
 	"github.com/horizon-runmap/horizon/runtime/executor"
@@ -216,5 +217,65 @@ func TestBatchedPrefillMatchesHFOracle(t *testing.T) {
 	}
 	if checked != 2 {
 		t.Fatalf("%d tiny models in the oracle file, want 2", checked)
+	}
+}
+
+// groupCounter counts the grouped expert ops a batched prefill issues and
+// the experts they carry.
+type groupCounter struct {
+	*cpu.Backend
+	ops, experts int
+}
+
+func (g *groupCounter) ExpertMatMulGroup(dst backend.Tensor, dstRows [][]int, recs []backend.Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x backend.Tensor, xRows [][]int) error {
+	g.ops++
+	g.experts += len(recs)
+	return g.Backend.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows)
+}
+
+// TestBatchedPrefillOneWaveAtFullResidency: at full residency a layer's
+// experts run as one wave (gate, up and down: three grouped ops a layer);
+// at capacity top-k the same experts run in waves of top-k (more ops). The
+// same experts are computed either way, and the tokens agree.
+func TestBatchedPrefillOneWaveAtFullResidency(t *testing.T) {
+	p := promptIDs(strings.Repeat("Waves lease what fits. ", 4))
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		art := testArtifact(t, arch, qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func(capacity int) (*groupCounter, []int) {
+			be := &groupCounter{Backend: cpu.New(0)}
+			dev := cache.NewCPUDevice(be.Backend)
+			l, err := Load(be, dev, art, LoadOptions{Executor: "grouped-v1", Capacity: capacity, Prefill: PrefillBatched})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := l.Close(); err != nil {
+					t.Error(err)
+				}
+				if err := dev.Close(); err != nil {
+					t.Error(err)
+				}
+			}()
+			res, err := l.Generate(Request{Prompt: p, Tokens: 1, SuppressEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return be, res.Tokens
+		}
+		full, fullToks := run(cfg.NumExperts)
+		part, partToks := run(cfg.TopK)
+		if full.ops != 3*cfg.NumLayers {
+			t.Fatalf("%s full residency: %d grouped ops, want 3 a layer (%d)", arch, full.ops, 3*cfg.NumLayers)
+		}
+		if part.ops <= full.ops || part.experts != full.experts {
+			t.Fatalf("%s: capacity %d ran %d ops over %d experts, full residency %d ops over %d experts", arch, cfg.TopK, part.ops, part.experts, full.ops, full.experts)
+		}
+		if !reflect.DeepEqual(fullToks, partToks) {
+			t.Fatalf("%s: tokens %v at full residency, %v at capacity %d", arch, fullToks, partToks, cfg.TopK)
+		}
 	}
 }
