@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
