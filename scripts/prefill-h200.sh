@@ -7,10 +7,10 @@
 # 1. the whole CUDA suite (the conformance suite's Batched and row-op sections, the FP16 KV
 #    checks, TestBatchedPrefillOnDevice, TestMatmulTC, TestExpertMatMulGroupTC, TestBatchedPrefillTensorCores)
 #    -> cuda-test.log (SKIP_SUITE=1 skips it, SUITE_RUN=pattern runs part of it);
-# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent);
+# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent; ARCHS="olmoe-1b-7b:924" for one);
 # 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
 #    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
-#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them), prompt tok/s per mode and length in summary.txt, with each
+#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
 # 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.
@@ -25,13 +25,13 @@ summary="$OUT/summary.txt"
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
 [ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-240}"
-h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" olmoe-1b-7b:924 qwen15-moe-a27b:1
+h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" ${ARCHS:-olmoe-1b-7b:924 qwen15-moe-a27b:1}
 t0=$SECONDS
 (cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=$(echo $LENGTHS | tr ' ' ,) \
-	HORIZON_BENCH_PREFILL_MODES=${MODES:-token,batched,batched-tc} \
+	HORIZON_BENCH_PREFILL_MODES=${MODES:-token,batched,batched-tc} HORIZON_BENCH_PREFILL_PROFILE=${PROFILE:-} \
 	timeout "${BENCH_LIMIT:-300}" ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$OUT/bench.log" 2>&1
 echo "BenchmarkPrefillModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-grep -E "prompt-tok/s|within" "$OUT/bench.log" | tee -a "$summary"
+grep -E "prompt-tok/s|within|profile" "$OUT/bench.log" | tee -a "$summary"
 [ "${GENERATE:-0}" = 1 ] || exit 0
 for art in ${arts//:/ }; do
 	a=$(basename "$art")

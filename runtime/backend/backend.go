@@ -199,8 +199,13 @@ type Viewer interface {
 // batch (the engine's batched prefill, runtime/engine/prefill.go). Each op
 // computes every token's row exactly as the per-token op computes it, with
 // the same reduction order, so a batched prefill gives token-at-a-time
-// prefill's bits while it reads each weight row once for all the tokens.
-// Activations of T tokens are [T, width] row-major tensors.
+// prefill's bits while it reads each weight row once for all the tokens
+// (the conformance suite checks this). A backend may instead run them by
+// default on a faster path that rounds differently (the CUDA backend's
+// tensor cores), within a bound it states and tests; even then a token's
+// results depend only on its own activations and the weights, never on
+// which tokens share the batch, wave or launch. Activations of T tokens
+// are [T, width] row-major tensors.
 type Batched interface {
 	// Rows returns rows [lo, lo+n) of t, a [*, width] activation tensor,
 	// as a tensor sharing t's memory (so per-token ops run on a token's

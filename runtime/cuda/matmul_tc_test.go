@@ -180,13 +180,16 @@ func TestMatmulTC(t *testing.T) {
 					check(t, fmt.Sprintf("input row %d -> output row %d", xRows[i], dstRows[i]), got[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows],
 						x[xRows[i]*sh.cols:(xRows[i]+1)*sh.cols], w, sh.rows, sh.cols, nil)
 				}
-				// The first 20 of the 40 alone (still tensor cores): the same bits.
-				sub := run(20)
-				for i := range 20 {
-					a, b := got[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows], sub[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows]
-					for r := range a {
-						if math.Float32bits(a[r]) != math.Float32bits(b[r]) {
-							t.Fatalf("output row %d, value %d: %g among 40 tokens, %g among 20", dstRows[i], r, a[r], b[r])
+				// The first 20, 5 and 1 of the 40 alone (still tensor cores,
+				// tcExperts: whatever the pair count): the same bits.
+				for _, n := range []int{20, 5, 1} {
+					sub := run(n)
+					for i := range n {
+						a, b := got[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows], sub[dstRows[i]*sh.rows:(dstRows[i]+1)*sh.rows]
+						for r := range a {
+							if math.Float32bits(a[r]) != math.Float32bits(b[r]) {
+								t.Fatalf("output row %d, value %d: %g among 40 tokens, %g among %d", dstRows[i], r, a[r], b[r], n)
+							}
 						}
 					}
 				}
@@ -370,7 +373,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // logs the largest first-step logit difference of each batched mode from
 // token at a time and whether their 8 tokens agree
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
-// token, batched, batched-tc). A length that does not
+// token, batched, batched-tc; HORIZON_BENCH_PREFILL_PROFILE=1 logs a
+// batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
 // log line. Run with -benchtime=1x.
 func BenchmarkPrefillModes(b *testing.B) {
@@ -447,6 +451,14 @@ func BenchmarkPrefillModes(b *testing.B) {
 						b.Fatalf("prefill not timed (%v s)", res.PrefillSeconds)
 					}
 					b.ReportMetric(float64(n)/res.PrefillSeconds, "prompt-tok/s")
+					if os.Getenv("HORIZON_BENCH_PREFILL_PROFILE") != "" && m.prefill == engine.PrefillBatched {
+						prof := l.ProfilePrefill(true)
+						if _, err := l.Generate(req); err != nil {
+							b.Fatal(err)
+						}
+						l.ProfilePrefill(false)
+						b.Logf("%s profile (waits around every instruction): %s", m.name, prof)
+					}
 					if ref.Tokens == nil {
 						ref = res
 						return

@@ -72,6 +72,9 @@ type Engine struct {
 	batched backend.Batched
 	bt      *batch
 	chunk   int // positions a batch (0: PrefillChunk; tests set less)
+	// prof, when set (ProfilePrefill), accumulates each batched prefill
+	// instruction's wall time, the backend waited on before and after it.
+	prof *PrefillProfile
 	// overlap: the stepper computes a group's hits while its misses copy
 	// (overlap.go).
 	overlap bool

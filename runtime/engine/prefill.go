@@ -242,6 +242,11 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 	next := -1
 	for i := range p.Instrs {
 		in := &p.Instrs[i]
+		if e.prof != nil {
+			if err := e.prof.begin(be); err != nil {
+				return -1, err
+			}
+		}
 		var err error
 		switch in.Op {
 		case plan.OpEmbed:
@@ -297,12 +302,10 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 			if e.headDone != nil {
 				e.headDone()
 			}
-			continue
 		case plan.OpSelect:
 			if next, err = be.Argmax(e.logits, masked); err != nil {
 				return -1, fmt.Errorf("select: %w", err)
 			}
-			continue
 		default:
 			return -1, fmt.Errorf("engine: plan instruction %d: %s is not an instruction the batched interpreter executes", i, in.Op)
 		}
@@ -311,6 +314,11 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 				return -1, fmt.Errorf("layer %d %s: %w", in.Layer, in.Op, err)
 			}
 			return -1, fmt.Errorf("%s: %w", in.Op, err)
+		}
+		if e.prof != nil {
+			if err := e.prof.end(be, in.Op.String()); err != nil {
+				return -1, err
+			}
 		}
 	}
 	return next, nil
@@ -532,11 +540,17 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 		}
 	}
 	if len(allIDs) > 0 {
+		if err := e.prof.lapOf(be, "routed-experts:leases"); err != nil {
+			return err
+		}
 		err := e.waveExperts(bt, allIDs, allRows, slots, lay)
 		releaseHeld()
 		if err != nil {
 			return fmt.Errorf("experts %v: %w", allIDs, err)
 		}
+	}
+	if err := e.prof.lapOf(be, "routed-experts:waves"); err != nil {
+		return err
 	}
 	if ro, ok := be.(backend.RowOps); ok {
 		// One op for the T tokens' weighted sums, the per-token bits.
@@ -617,6 +631,9 @@ func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots
 	if err := matmuls("up", bt.up, at, lay.Up, bt.xn, toks); err != nil {
 		return err
 	}
+	if err := e.prof.lapOf(be, "routed-experts:gate+up"); err != nil {
+		return err
+	}
 	v := make([]backend.Tensor, 3)
 	for i, t := range []backend.Tensor{bt.act, bt.gate, bt.up} {
 		var err error
@@ -627,7 +644,13 @@ func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots
 	if err := be.SiLUMul(v[0], v[1], v[2]); err != nil {
 		return fmt.Errorf("experts %v act: %w", wave, err)
 	}
-	return matmuls("down", bt.outs, outs, lay.Down, bt.act, at)
+	if err := e.prof.lapOf(be, "routed-experts:act"); err != nil {
+		return err
+	}
+	if err := matmuls("down", bt.outs, outs, lay.Down, bt.act, at); err != nil {
+		return err
+	}
+	return e.prof.lapOf(be, "routed-experts:down")
 }
 
 // sharedExpertBatch is shared-expert (Qwen) over T positions: moe[t] +=
