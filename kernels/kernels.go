@@ -21,6 +21,8 @@
 //	                 bits; runtime/cuda tuning.matmulTC)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
+//	prefill_attention the batch's causal attention tiled: a block reads
+//	                 each K and V row once for 16 queries of a head
 //	norm             RMSNorm
 //	elementwise      SiLU·up, add, scaled add, gated add
 //	rope_attention   RoPE, KV append, single-query attention

@@ -158,7 +158,7 @@ func (b *Backend) loadKernels() error {
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
-			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6])}
+			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
@@ -256,19 +256,20 @@ var moduleFuncs = map[string][]string{
 		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g"},
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
-	"experts_grouped": groupedNames(),
-	"experts_fused":   {"experts_moe_int4_t"},
-	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
-	"matmul_tc":       {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16"},
-	"prefill_rows":    {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
-	"experts_routed":  routedNames(),
-	"norm":            {"rmsnorm"},
-	"elementwise":     {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
-	"rope_attention":  {"rope_f32", "kv_append_f32", "attention_f32", "kv_append_f16", "attention_f32_kv16"},
-	"router":          {"router_topk"},
-	"embed_argmax":    {"embed_gather", "argmax_masked"},
-	"bench":           {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
-	"prefetch":        {"prefetch_l2"},
+	"experts_grouped":   groupedNames(),
+	"experts_fused":     {"experts_moe_int4_t"},
+	"matmul":            {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
+	"matmul_tc":         {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16"},
+	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
+	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
+	"experts_routed":    routedNames(),
+	"norm":              {"rmsnorm"},
+	"elementwise":       {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
+	"rope_attention":    {"rope_f32", "kv_append_f32", "attention_f32", "kv_append_f16", "attention_f32_kv16"},
+	"router":            {"router_topk"},
+	"embed_argmax":      {"embed_gather", "argmax_masked"},
+	"bench":             {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
+	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",
 		"rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16", "attention_step_kv16", "attention_in_step_kv16"},

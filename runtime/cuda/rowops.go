@@ -18,6 +18,26 @@ import (
 
 var _ backend.RowOps = (*Backend)(nil)
 
+// The tiled prefill attention (kernels/prefill_attention.cu): PA_QT query
+// rows a block of PA_WARPS*32 threads, heads of at most PA_HD dims.
+const (
+	attTiledRows    = 16
+	attTiledThreads = 256
+	attTiledHDMax   = 128
+)
+
+// attnTiled is the kernel-choice predicate of AttentionRows: the tiled
+// kernel, which reads each K and V row once for 16 queries of a head
+// (the per-token kernel reads the whole prefix again for every row: at 512
+// prompt tokens it took 38% of an OLMoE-1B-7B-shape prefill,
+// results/prefill-h200-s17), unless tuning.noMatmulTC asks for the
+// per-token bits or the head is wider than the kernel's tile. It depends on
+// nothing a capacity, wave or step mode changes, and a row's results on its
+// position alone.
+func (b *Backend) attnTiled(headDim int) bool {
+	return !b.tune.noMatmulTC && headDim <= attTiledHDMax && headDim%4 == 0
+}
+
 // attRowsMax is the most query rows one attention_rows_f32 launch takes
 // (its partials are rows x heads x attSplit x (hd+2) floats).
 const attRowsMax = 64
@@ -61,9 +81,11 @@ func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int)
 	return b.o.async(func() error { return b.appendKV("KVAppendRows", kc, vc, kt.ptr, vt.ptr, T*n, pos0*n) })
 }
 
-// AttentionRows implements backend.RowOps: attention_rows_f32 (or
-// attention_rows_f32_kv16 over FP16 caches) over at most attRowsMax rows a
-// launch.
+// AttentionRows implements backend.RowOps: by default (attnTiled)
+// attention_tiled_rows_f32 (kernels/prefill_attention.cu, or its _kv16 twin
+// over FP16 caches) in one launch; under tuning.noMatmulTC, or for heads
+// wider than it takes, attention_rows_f32 (or attention_rows_f32_kv16), the
+// per-token kernel's bits, over at most attRowsMax rows a launch.
 func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int) error {
 	d, err := b.tensorOf("AttentionRows", "dst", dst, backend.F32)
 	if err != nil {
@@ -89,6 +111,11 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 		return fmt.Errorf("cuda: AttentionRows: q, dst, K and V must start on 16-byte boundaries (the kernel loads float4s)")
 	}
 	return b.o.async(func() error {
+		if b.attnTiled(headDim) {
+			return b.launch(b.k.kv[kvIndex(kc.dt)].attentionTiled, nHeads*((T+attTiledRows-1)/attTiledRows), attTiledThreads, 0,
+				argPtr(d.ptr), argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(T), argInt(pos0), argInt(nHeads),
+				argInt(nKVHeads), argInt(headDim))
+		}
 		rows := min(T, attRowsMax)
 		if err := b.scratch(&b.attRowsPart, rows*attPartFloats(nHeads, headDim)); err != nil {
 			return fmt.Errorf("cuda: AttentionRows: scratch: %w", err)
