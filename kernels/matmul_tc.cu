@@ -25,11 +25,13 @@
 // w' = (u - 8)·s defines it. So the error is of the order of FP32 rounding
 // of the chunk sums, far inside the HF oracle's tolerance.
 //
-// Launch: 128 threads (4 warps); block b is (row tile b / G, token group
+// Launch: 256 threads (8 warps); block b is (row tile b / G, token group
 // b % G), G = ceil(T / 64), so blocks that run together read one weight
 // tile. The grouped kernels (end of file) run several experts' matrices in
-// one launch through a table of (matrix, pairs) entries. A block owns 64 tokens x 64 rows; warp w computes tokens
-// 32*(w&1).. x rows 32*(w>>1).. as 2 x 4 m16n8 tiles. Per 32-value chunk
+// one launch through a table of (matrix, pairs) entries. A block owns 64 tokens x 128 rows (the
+// activations' staging, the costliest part of a chunk, is shared by twice
+// the rows of the first version: the same products, the same bits); warp w
+// computes tokens 32*(w&1).. x rows 32*(w>>1).. as 2 x 4 m16n8 tiles. Per 32-value chunk
 // the block stages the tokens' hi and lo parts and the matrix's 64 x 32
 // values in shared memory (rows padded to 40 halves: the fragment loads hit
 // 32 distinct banks), then each warp issues 2 (k16) x 2 (hi, lo) x 8 mma.
@@ -37,12 +39,12 @@
 #include "common.cuh"
 
 #define TC_BM 64                // tokens a block
-#define TC_BN 64                // matrix rows a block
+#define TC_BN 128               // matrix rows a block
 #define TC_BK 32                // values of a row a chunk
 #define TC_LD 40                // halves a staged row (32 + 8 padding)
-#define TC_THREADS 128
+#define TC_THREADS 256
 // Shared memory: two pipeline stages of TC_STAGE bytes (below).
-#define TC_SMEM (2 * ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4))
+#define TC_SMEM (2 * ((2 * TC_BM + TC_BN) * TC_LD * 2 + (TC_BM + TC_BN) * 4))
 
 extern __shared__ __align__(16) float xs_smem[];
 
@@ -58,6 +60,19 @@ __device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
 	    : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 #else
+	emu_mma_16816(d, a, b);
+#endif
+}
+
+// mma_16816_z: d = a·b (the accumulators start from zero), one m16n8k16.
+__device__ __forceinline__ void mma_16816_z(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+#ifdef __CUDA_ARCH__
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%10,%10,%10,%10};\n"
+	    : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(0.0f));
+#else
+	d[0] = d[1] = d[2] = d[3] = 0.0f;
 	emu_mma_16816(d, a, b);
 #endif
 }
@@ -100,11 +115,11 @@ __device__ __forceinline__ unsigned tc_codes(unsigned w, int p) {
 }
 
 // TcRaw is one chunk's global loads of one thread, held in registers while
-// the block computes the chunk before it: the thread's 16 activations of
-// its token (sm, half hh) and its part of the matrix tile (int4: 8 bytes
+// the block computes the chunk before it: the thread's 8 activations of
+// its token (sm, quarter hh) and its part of the matrix tile (int4: 8 bytes
 // of row tid/2 and that row's block scale; FP16: two 8-value segments).
 struct TcRaw {
-	float v[16];
+	float v[8];
 	uint2 w4;
 	float sc;
 	uint4 wf[2];
@@ -113,21 +128,21 @@ struct TcRaw {
 // The shared memory of one pipeline stage: hi, lo [TC_BM][TC_LD] halves,
 // the matrix [TC_BN][TC_LD] halves, then 2^-s per token and the block scale
 // per row (floats). Two stages (TC_SMEM).
-#define TC_STAGE ((3 * TC_BM * TC_LD) * 2 + (TC_BM + TC_BN) * 4)
+#define TC_STAGE ((2 * TC_BM + TC_BN) * TC_LD * 2 + (TC_BM + TC_BN) * 4)
 
 template <bool INT4>
 __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, const uint8_t* __restrict__ mat, int rows,
                                         int cols, int cols_padded, int scales_offset, int n0, int c, int tid, int hh) {
-	const int k0 = c * TC_BK + hh * 16;
-	if (x4 && k0 + 16 <= cols) {
+	const int k0 = c * TC_BK + hh * 8;
+	if (x4 && k0 + 8 <= cols) {
 #pragma unroll
-		for (int j = 0; j < 4; j++) {
+		for (int j = 0; j < 2; j++) {
 			const float4 f = act_ldg(reinterpret_cast<const float4*>(xr + k0) + j);
 			r.v[4 * j] = f.x, r.v[4 * j + 1] = f.y, r.v[4 * j + 2] = f.z, r.v[4 * j + 3] = f.w;
 		}
 	} else {
 #pragma unroll
-		for (int j = 0; j < 16; j++) r.v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
+		for (int j = 0; j < 8; j++) r.v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
 	}
 	if (INT4) {
 		const int row = n0 + (tid >> 1);
@@ -162,7 +177,7 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, cons
 }
 
 // tc_store converts a chunk's loads into a stage: each token's chunk split
-// into hi and lo at its shift (the pair of threads of a token are
+// into hi and lo at its shift (the four threads of a token are
 // neighbouring lanes), the matrix's values as FP16.
 template <bool INT4>
 __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, int sm, int hh) {
@@ -173,14 +188,15 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	float* wsc = inv + TC_BM;
 	float mx = 0.0f;
 #pragma unroll
-	for (int j = 0; j < 16; j++) mx = fmaxf(mx, fabsf(r.v[j]));
+	for (int j = 0; j < 8; j++) mx = fmaxf(mx, fabsf(r.v[j]));
 	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
 	const int s = tc_shift(mx);
 	const float up = tc_pow2(s);
-	unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 16);
-	unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 16);
+	unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 8);
+	unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 8);
 #pragma unroll
-	for (int j = 0; j < 16; j += 2) {
+	for (int j = 0; j < 8; j += 2) {
 		const float a = __fmul_rn(r.v[j], up), b = __fmul_rn(r.v[j + 1], up);
 		const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
 		hrow[j >> 1] = tc_pack(ha, hb);
@@ -223,8 +239,8 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
 
-	// The token this thread stages (16 values of each chunk: half hh).
-	const int sm = tid >> 1, hh = tid & 1;
+	// The token this thread stages (8 values of each chunk: quarter hh).
+	const int sm = tid >> 2, hh = tid & 3;
 	const float* xr = nullptr;
 	if (t0 + sm < T) xr = x + (size_t)(xrows != nullptr ? xrows[t0 + sm] : t0 + sm) * cols;
 	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
@@ -251,14 +267,9 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 		const float* inv = reinterpret_cast<const float*>(bs + TC_BN * TC_LD);
 		const float* wsc = inv + TC_BM;
 
-		// The chunk's sums: hi and lo of each m16 tile against each n8 tile.
+		// The chunk's sums: hi and lo of each m16 tile against each n8 tile
+		// (the first mma of each starts from zero).
 		float part[2][4][4];
-#pragma unroll
-		for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-			for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) part[mi][ni][e] = 0.0f;
 #pragma unroll
 		for (int ks = 0; ks < TC_BK; ks += 16) {
 			unsigned bf[4][2];
@@ -276,7 +287,12 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 					const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
 					                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
 #pragma unroll
-					for (int ni = 0; ni < 4; ni++) mma_16816(part[mi][ni], af, bf[ni]);
+					for (int ni = 0; ni < 4; ni++) {
+						if (ks == 0 && part_i == 0)
+							mma_16816_z(part[mi][ni], af, bf[ni]);
+						else
+							mma_16816(part[mi][ni], af, bf[ni]);
+					}
 				}
 			}
 		}

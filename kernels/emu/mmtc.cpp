@@ -32,8 +32,8 @@ struct tc_group {
 extern "C" void matmul_tc_grouped_f16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 
-static const int kThreads = 128, kTile = 64;
-static const size_t kSmem = 2 * ((3 * 64 * 40) * 2 + (64 + 64) * 4);
+static const int kThreads = 256, kTile = 64, kRowTile = 128;
+static const size_t kSmem = 2 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
 
 static int failures = 0;
 
@@ -52,7 +52,7 @@ static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, in
                               const std::vector<float>& x, const std::vector<uint8_t>& bias, const std::vector<int>& xr,
                               const std::vector<int>& yr, int T, int ny) {
 	std::vector<float> y(ny * c.rows, -12345.0f);
-	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kTile - 1) / kTile;
+	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
 	auto fn = c.int4 ? matmul_tc_w4a16 : matmul_tc_f16;
 	emu_launch(G * tiles, kThreads, kSmem, [&] {
 		fn(y.data(), mat.data(), x.data(), bias.empty() ? nullptr : bias.data(), c.bias_kind, c.rows, c.cols, cols_padded,
@@ -198,7 +198,7 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 		for (int i = 0; i < counts[e]; i += kTile) groups.push_back({mats[e].data(), P + i, std::min(kTile, counts[e] - i)});
 		P += counts[e];
 	}
-	const int tiles = (rows + kTile - 1) / kTile;
+	const int tiles = (rows + kRowTile - 1) / kRowTile;
 	std::vector<float> y((size_t)P * rows, -12345.0f);
 	auto gfn = int4 ? matmul_tc_grouped_w4a16 : matmul_tc_grouped_f16;
 	emu_launch((unsigned)groups.size() * tiles, kThreads, kSmem,

@@ -235,7 +235,7 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	if err != nil {
 		return err
 	}
-	tiles := (m.Rows + tcTile - 1) / tcTile
+	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
 	return b.launch(b.k.matmulTCGrouped[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
@@ -294,13 +294,14 @@ func (b *Backend) matmulRows(kind int, y, mat, x, bias cu.DevicePtr, biasKind, r
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp), argInt(tpw))
 }
 
-// Tensor-core matmul (kernels/matmul_tc.cu): 128-thread blocks of 64
-// tokens x 64 matrix rows, tcSmem bytes of dynamic shared memory
-// (TC_SMEM there).
+// Tensor-core matmul (kernels/matmul_tc.cu): 256-thread blocks of 64
+// tokens x 128 matrix rows, tcSmem bytes of dynamic shared memory
+// (TC_SMEM there: two pipeline stages).
 const (
-	tcTile      = 64
-	tcThreads   = 128
-	tcSmem      = 2 * (3*64*40*2 + (64+64)*4)
+	tcTile      = 64  // tokens (pairs) a block
+	tcRowTile   = 128 // matrix rows a block
+	tcThreads   = 256
+	tcSmem      = 2 * ((2*tcTile+tcRowTile)*40*2 + (tcTile+tcRowTile)*4)
 	tcMinTokens = 16
 )
 
@@ -326,7 +327,7 @@ func (b *Backend) tcMatmul(T int) bool { return !b.tune.noMatmulTC && T >= tcMin
 func (b *Backend) tcExperts() bool { return !b.tune.noMatmulTC }
 
 // matmulTC launches matmul_tc_w4a16 (kind 0) or matmul_tc_f16 (kind 1):
-// one block per (64-row tile, 64-token group), consecutive blocks sharing
+// one block per (128-row tile, 64-token group), consecutive blocks sharing
 // a tile; owner thread only.
 func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
 	var xp, yp cu.DevicePtr
@@ -336,7 +337,7 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 			return err
 		}
 	}
-	grid := (rows + tcTile - 1) / tcTile * ((T + tcTile - 1) / tcTile)
+	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)
 	b.tcLaunches++
 	return b.launch(b.k.matmulTC[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp))
