@@ -52,7 +52,7 @@ var (
 	IDPhysAuthority = def("physics", "physics.authority-bytes", Error,
 		"preparation authority_bytes differ from experts per layer x layers x record_bytes")
 	IDPhysCacheIdentity = def("physics", "physics.cache-identity", Error,
-		"a worker's per-request cache counters differ from the majority of workers with identical cache settings (checkpoint, expert format, capacity, placement, policy, prefetch, spares, device, numerics family, prompts), reported once per deviating worker")
+		"a worker's per-request cache counters differ from the majority of workers with identical cache settings (checkpoint, expert format, capacity, placement, policy, prefetch, spares, prefill mode, device, numerics family, prompts), reported once per deviating worker")
 )
 
 // checkCachePhysics holds each worker's counters to the cache's physics.
@@ -188,8 +188,11 @@ func cacheSettings(v *view, w *worker) string {
 	for i, q := range r.Requests {
 		prompts[i] = q.PromptID
 	}
-	return fmt.Sprintf("checkpoint %s, format %s, capacity %d, placement %s, policy %s, prefetch %s, spares %d, device %s, %s, prompts %s",
-		k.checkpoint, k.format, s.Capacity, s.Placement, s.Policy, prefetchOf(s), s.Spares, k.device, k.family, strings.Join(prompts, ","))
+	// The prefill mode decides which experts a prompt leases together (a
+	// batched prefill's waves against one group per position), so it is a
+	// cache setting; records from before the field have none, alike.
+	return fmt.Sprintf("checkpoint %s, format %s, capacity %d, placement %s, policy %s, prefetch %s, spares %d, prefill %q, device %s, %s, prompts %s",
+		k.checkpoint, k.format, s.Capacity, s.Placement, s.Policy, prefetchOf(s), s.Spares, s.Prefill, k.device, k.family, strings.Join(prompts, ","))
 }
 
 // checkCacheIdentity requires every worker's per-request counters to equal

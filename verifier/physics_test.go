@@ -287,6 +287,37 @@ func TestCacheIdentityNeedsASibling(t *testing.T) {
 	}
 }
 
+// TestCacheIdentityByPrefillMode: the prefill mode is a cache setting. A
+// worker whose counters differ from its siblings' is a finding while all
+// prefill alike, and none once it alone ran a batched prefill (waves lease
+// other groups than one position at a time: editions/prefill-v1 holds both
+// modes at one capacity).
+func TestCacheIdentityByPrefillMode(t *testing.T) {
+	dir := newFixture(t)
+	missFewer := func(v *view) {
+		c := &rec(v, 0, 1).Requests[1].Cache
+		c.Hits, c.Misses, c.Evictions, c.H2DCopies, c.H2DBytes = c.Hits+1, c.Misses-1, c.Evictions-1, c.H2DCopies-1, c.H2DBytes-fixRecord
+		c.LayerMisses[0]--
+	}
+	for _, tc := range []struct {
+		name    string
+		prefill [2]string // worker 1's and the others'
+		want    bool
+	}{{"all token", [2]string{"token", "token"}, true}, {"all batched", [2]string{"batched", "batched"}, true}, {"the deviant batched", [2]string{"batched", "token"}, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := physicsOf(t, dir, func(t *testing.T, v *view) {
+				eachRec(v, func(r *editions.RawRecord) { r.Setup.Prefill = tc.prefill[1] })
+				rec(v, 0, 1).Setup.Prefill = tc.prefill[0]
+				missFewer(v)
+			})
+			found := slices.ContainsFunc(got, func(f Finding) bool { return f.ID == IDPhysCacheIdentity })
+			if found != tc.want {
+				t.Fatalf("physics.cache-identity found %v, want %v:\n%s", found, tc.want, findingsText(got))
+			}
+		})
+	}
+}
+
 // TestSyntheticEOSMatchesRuntime holds the verifier's own tables of the
 // synthetic presets' EOS ids and contexts to runtime/model's presets.
 func TestSyntheticEOSMatchesRuntime(t *testing.T) {
