@@ -421,11 +421,12 @@ func (b *Backend) Wait() error {
 
 var _ backend.BatchedDefault = (*Backend)(nil)
 
-// BatchedDefault implements backend.BatchedDefault: false. On the H200
-// the batched prefill is 2.5-5.5x token at a time's rate from 512 tokens
-// on, but at 32 tokens it was slower (OLMoE-1B-7B shape: 942 on the row
-// kernels, 775 on the tensor cores, against 1,051 tok/s token at a time;
-// results/prefill-h200-s16): the host still issues each layer's waves
-// after reading its top-k back. Auto prefill stays token at a time until
-// a short batch is the faster one; a campaign declares prefill batched.
+// BatchedDefault implements backend.BatchedDefault: false. In session 16
+// the batched prefill was slower than token at a time at 32 tokens
+// (results/prefill-h200-s16). Since session 17 it is as fast at 16 tokens
+// and 3.5-13x faster from 64 on at full residency (editions/prefill-v1),
+// so auto could turn batched; that changes the tokens of every CUDA
+// edition that does not declare its prefill, and waits for a run of the
+// whole CUDA suite with it on a GPU. Until then a campaign declares
+// prefill batched.
 func (b *Backend) BatchedDefault() bool { return false }
