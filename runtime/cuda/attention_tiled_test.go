@@ -30,23 +30,8 @@ func TestAttentionTiled(t *testing.T) {
 		}
 		return x
 	}
-	upload := func(x []float32) backend.Tensor {
-		tn, err := be.Alloc(len(x))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := be.WriteF32(tn, x); err != nil {
-			t.Fatal(err)
-		}
-		return tn
-	}
-	read := func(tn backend.Tensor) []float32 {
-		out := make([]float32, tn.Len())
-		if err := be.ReadF32(tn, out); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	upload := func(x []float32) backend.Tensor { return mustF32(t, be, x) }
+	read := func(tn backend.Tensor) []float32 { return mustRead(t, be, tn) }
 	rowsOf := func(tn backend.Tensor, width, lo, n int) backend.Tensor {
 		v, err := be.Rows(tn, width, lo, n)
 		if err != nil {
