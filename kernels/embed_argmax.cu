@@ -10,6 +10,17 @@ extern "C" __global__ void embed_gather(float* dst, const void* table, int kind,
 	}
 }
 
+// embed_rows: dst[t*D + j] = table[toks[t]*D + j] for t < T (embed_gather
+// on each row: the same values). Op by op only (a batched prefill's
+// tokens): no dependency wait.
+extern "C" __global__ void embed_rows(float* dst, const void* table, int kind, const int* toks, int T, int D) {
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)T * D; i += (long long)gridDim.x * blockDim.x) {
+		const int t = (int)(i / D), j = (int)(i - (long long)t * D);
+		const size_t at = (size_t)toks[t] * D + j;
+		dst[i] = kind == 1 ? __half2float(reinterpret_cast<const __half*>(table)[at]) : reinterpret_cast<const float*>(table)[at];
+	}
+}
+
 // argmax_masked: *out = argmax_block (step.cuh): the index of the largest
 // logit, skipping NaN and the nm ids in masked (EOS suppression); ties pick
 // the lowest index; -1 when nothing is left. Launch: one block of 1024

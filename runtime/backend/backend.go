@@ -148,6 +148,8 @@ type Synchronous interface {
 // pos0+t, Attention over positions 0..pos0+t, TopK of row t), so the
 // engine may use either form.
 type RowOps interface {
+	// EmbedRows writes row t of dst [len(toks), D] as Embed of toks[t].
+	EmbedRows(dst, table Tensor, toks []int) error
 	// RoPERows rotates row t of x [T, nHeads*headDim] at position pos0+t.
 	RoPERows(x Tensor, T, nHeads, headDim, pos0 int, theta float64) error
 	// KVAppendRows writes rows t of k and v [T, n] at positions pos0+t.

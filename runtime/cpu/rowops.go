@@ -13,6 +13,22 @@ import (
 
 var _ backend.RowOps = (*Backend)(nil)
 
+// EmbedRows implements backend.RowOps.
+func (b *Backend) EmbedRows(dst, table backend.Tensor, toks []int) error {
+	T := len(toks)
+	if T == 0 || dst.Len()%T != 0 {
+		return shapeErr("EmbedRows", "dst has %d values for %d rows", dst.Len(), T)
+	}
+	D := dst.Len() / T
+	return b.eachRow(T, func(t int) error {
+		dt, err := b.Rows(dst, D, t, 1)
+		if err != nil {
+			return err
+		}
+		return b.Embed(dt, table, toks[t])
+	})
+}
+
 // RoPERows implements backend.RowOps.
 func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta float64) error {
 	return b.eachRow(T, func(t int) error {

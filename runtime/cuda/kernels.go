@@ -83,6 +83,7 @@ type kernelSet struct {
 	attention  cu.Function
 	topk       cu.Function
 	embed      cu.Function
+	embedRows  cu.Function
 	argmax     cu.Function
 	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
 	// self-check at Open.
@@ -164,6 +165,7 @@ func (b *Backend) loadKernels() error {
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
 	k.rope = get("rope_f32")
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
+	k.embedRows = get("embed_rows")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.routeStep = get("route_step")
@@ -267,7 +269,7 @@ var moduleFuncs = map[string][]string{
 	"elementwise":       {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},
 	"rope_attention":    {"rope_f32", "kv_append_f32", "attention_f32", "kv_append_f16", "attention_f32_kv16"},
 	"router":            {"router_topk"},
-	"embed_argmax":      {"embed_gather", "argmax_masked"},
+	"embed_argmax":      {"embed_gather", "argmax_masked", "embed_rows"},
 	"bench":             {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
 	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",

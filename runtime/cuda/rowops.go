@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"fmt"
 	"unsafe"
 
@@ -41,6 +42,45 @@ func (b *Backend) attnTiled(headDim int) bool {
 // attRowsMax is the most query rows one attention_rows_f32 launch takes
 // (its partials are rows x heads x attSplit x (hd+2) floats).
 const attRowsMax = 64
+
+// EmbedRows implements backend.RowOps: one launch of embed_rows over the
+// batch's rows, the token ids uploaded in stream order (indexUpload).
+func (b *Backend) EmbedRows(dst, table backend.Tensor, toks []int) error {
+	d, err := b.tensorOf("EmbedRows", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	t, err := b.tensorOf("EmbedRows", "table", table, backend.F16, backend.F32)
+	if err != nil {
+		return err
+	}
+	T := len(toks)
+	if T == 0 || d.n%T != 0 {
+		return shapeErr("EmbedRows", "dst of %d values for %d rows", d.n, T)
+	}
+	D := d.n / T
+	if t.n%D != 0 {
+		return shapeErr("EmbedRows", "table of %d values is not [V, %d]", t.n, D)
+	}
+	buf := make([]byte, 4*T)
+	for i, tok := range toks {
+		if tok < 0 || tok >= t.n/D {
+			return fmt.Errorf("cuda: EmbedRows: row %d: token %d outside vocabulary of %d", i, tok, t.n/D)
+		}
+		binary.LittleEndian.PutUint32(buf[4*i:], uint32(tok))
+	}
+	kind := 1
+	if t.dt == backend.F32 {
+		kind = 2
+	}
+	return b.o.async(func() error {
+		ids, err := b.indexUpload(buf)
+		if err != nil {
+			return fmt.Errorf("cuda: EmbedRows: %w", err)
+		}
+		return b.launch(b.k.embedRows, b.elementwiseGrid(d.n), block, 0, argPtr(d.ptr), argPtr(t.ptr), argInt(kind), argPtr(ids), argInt(T), argInt(D))
+	})
+}
 
 // RoPERows implements backend.RowOps.
 func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta float64) error {

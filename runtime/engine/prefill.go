@@ -250,6 +250,13 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 		var err error
 		switch in.Op {
 		case plan.OpEmbed:
+			if ro, ok := be.(backend.RowOps); ok {
+				var xt backend.Tensor
+				if xt, err = part(bt.x, D); err == nil {
+					err = ro.EmbedRows(xt, e.w.Embed, toks)
+				}
+				break
+			}
 			err = forTokens(T, func(t int) error {
 				xt, err := row(bt.x, D, t)
 				if err != nil {

@@ -11,7 +11,8 @@ import (
 )
 
 // runRowOps checks a backend.RowOps against the same backend's per-token
-// ops, bit for bit: RoPERows row t is RoPE at pos0+t, KVAppendRows leaves
+// ops, bit for bit: EmbedRows row t is Embed of token t (repeats and the
+// last id included), RoPERows row t is RoPE at pos0+t, KVAppendRows leaves
 // the caches KVAppend leaves, AttentionRows row t is Attention over
 // positions 0..pos0+t, TopKRows row t is TopK of row t. Head shapes of the
 // tiny models and of the real ones (GQA included), batches of 1, 3 and 9
@@ -24,6 +25,13 @@ func runRowOps(t *testing.T, be backend.Backend, rng *rand.Rand) {
 	bb, ok := be.(backend.Batched)
 	if !ok {
 		t.Fatalf("%s runs row ops without batched ops", be.Name())
+	}
+	for _, c := range []struct{ V, D, T int }{{50, 8, 1}, {50, 64, 9}, {300, 256, 37}} {
+		for _, f16 := range []bool{false, true} {
+			t.Run(fmt.Sprintf("EmbedRows/V%d/D%d/T%d/f16=%v", c.V, c.D, c.T, f16), func(t *testing.T) {
+				checkEmbedRows(t, be, bb, ro, rng, c.V, c.D, c.T, f16)
+			})
+		}
 	}
 	heads := []struct{ h, kv, hd int }{{4, 4, 64}, {4, 2, 16}, {16, 16, 128}}
 	for _, hs := range heads {
@@ -176,4 +184,48 @@ func checkKVAttentionRows(t *testing.T, be backend.Backend, bb backend.Batched, 
 		}
 	}
 	sameBits(t, "AttentionRows", read(t, be, got), read(t, be, want))
+}
+
+// checkEmbedRows: EmbedRows of T token ids (one repeated, the last id of a
+// V x D table among them) against Embed row by row, an FP32 or FP16 table;
+// an id outside the table is an error.
+func checkEmbedRows(t *testing.T, be backend.Backend, bb backend.Batched, ro backend.RowOps, rng *rand.Rand, V, D, T int, f16 bool) {
+	vals := randF32(rng, V*D, 1)
+	var table backend.Tensor
+	if f16 {
+		bits := make([]uint16, len(vals))
+		for i, v := range vals {
+			bits[i] = half.F32ToF16(v)
+		}
+		var err error
+		if table, err = be.UploadF16(bits); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		table = upload(t, be, vals)
+	}
+	toks := make([]int, T)
+	for i := range toks {
+		toks[i] = rng.IntN(V)
+	}
+	toks[T-1] = V - 1
+	if T > 2 {
+		toks[1] = toks[0]
+	}
+	got := upload(t, be, randF32(rng, T*D, 1))
+	if err := ro.EmbedRows(got, table, toks); err != nil {
+		t.Fatal(err)
+	}
+	want := upload(t, be, make([]float32, T*D))
+	for i, tok := range toks {
+		if err := be.Embed(rows(t, bb, want, D, i, 1), table, tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameBits(t, "EmbedRows", read(t, be, got), read(t, be, want))
+	bad := append([]int(nil), toks...)
+	bad[0] = V
+	if err := ro.EmbedRows(got, table, bad); err == nil {
+		t.Fatalf("EmbedRows of token %d in a %d-token table: no error", V, V)
+	}
 }
