@@ -190,9 +190,11 @@ func cacheSettings(v *view, w *worker) string {
 	}
 	// The prefill mode decides which experts a prompt leases together (a
 	// batched prefill's waves against one group per position), so it is a
-	// cache setting; records from before the field have none, alike.
-	return fmt.Sprintf("checkpoint %s, format %s, capacity %d, placement %s, policy %s, prefetch %s, spares %d, prefill %q, device %s, %s, prompts %s",
-		k.checkpoint, k.format, s.Capacity, s.Placement, s.Policy, prefetchOf(s), s.Spares, s.Prefill, k.device, k.family, strings.Join(prompts, ","))
+	// cache setting. Records from before the field ran token at a time
+	// (physics_env.go), so a missing mode is that one: dropping the field
+	// cannot move a worker out of its group.
+	return fmt.Sprintf("checkpoint %s, format %s, capacity %d, placement %s, policy %s, prefetch %s, spares %d, prefill %s, device %s, %s, prompts %s",
+		k.checkpoint, k.format, s.Capacity, s.Placement, s.Policy, prefetchOf(s), s.Spares, orDefault(s.Prefill, "token"), k.device, k.family, strings.Join(prompts, ","))
 }
 
 // checkCacheIdentity requires every worker's per-request counters to equal

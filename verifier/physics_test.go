@@ -291,7 +291,8 @@ func TestCacheIdentityNeedsASibling(t *testing.T) {
 // worker whose counters differ from its siblings' is a finding while all
 // prefill alike, and none once it alone ran a batched prefill (waves lease
 // other groups than one position at a time: editions/prefill-v1 holds both
-// modes at one capacity).
+// modes at one capacity). A record without the field counts as token at a
+// time, so dropping it does not hide a deviant.
 func TestCacheIdentityByPrefillMode(t *testing.T) {
 	dir := newFixture(t)
 	missFewer := func(v *view) {
@@ -303,7 +304,13 @@ func TestCacheIdentityByPrefillMode(t *testing.T) {
 		name    string
 		prefill [2]string // worker 1's and the others'
 		want    bool
-	}{{"all token", [2]string{"token", "token"}, true}, {"all batched", [2]string{"batched", "batched"}, true}, {"the deviant batched", [2]string{"batched", "token"}, false}} {
+	}{
+		{"all token", [2]string{"token", "token"}, true},
+		{"all batched", [2]string{"batched", "batched"}, true},
+		{"the deviant batched", [2]string{"batched", "token"}, false},
+		{"the deviant's mode dropped", [2]string{"", "token"}, true},
+		{"every mode dropped", [2]string{"", ""}, true},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := physicsOf(t, dir, func(t *testing.T, v *view) {
 				eachRec(v, func(r *editions.RawRecord) { r.Setup.Prefill = tc.prefill[1] })
