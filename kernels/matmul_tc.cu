@@ -234,7 +234,8 @@ template <bool INT4>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
-                                               const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0) {
+                                               const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0,
+                                               int c0 = 0, int c1 = 1 << 30) {
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
@@ -253,10 +254,12 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 #pragma unroll
 			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
-	const int nck = (cols + TC_BK - 1) / TC_BK;
+	// Chunks [c0, nck) of the row (a split-K block's share; all of it by
+	// default).
+	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw;
-	tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, 0, tid, hh);
-	for (int c = 0; c < nck; c++) {
+	if (c0 < nck) tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
+	for (int c = c0; c < nck; c++) {
 		uint8_t* st = smem + (c & 1) * TC_STAGE;
 		tc_store<INT4>(st, raw, tid, sm, hh);
 		__syncthreads();
@@ -341,6 +344,37 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 
 MATMUL_TC(matmul_tc_f16, false)
 MATMUL_TC(matmul_tc_w4a16, true)
+
+// matmul_tc_f16_splitk: an FP16 matmul of few tokens cut along the columns
+// (tuning.tcSplitK; runtime/cuda batched.go tcSplit chooses ks from T,
+// rows and cols alone). Block b is split s = b % ks of token group
+// (b / ks) % G of row tile b / (ks * G): chunks [s * per, (s + 1) * per) of
+// every row, per = ceil(chunks / ks), into part[s][t][r] (no bias). Then
+// matmul_splitk_reduce adds the ks partials of each output in split order
+// and the bias. A token's results depend on its activations, the matrix and
+// ks; at 64 tokens a 2048 x 2048 projection is 16 blocks unsplit, on a GPU
+// of 132 SMs.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_f16_splitk(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
+	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
+	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
+	matmul_tc_body<false>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr, nullptr, g * TC_BM,
+	                      tile * TC_BN, s * per, (s + 1) * per);
+}
+
+// matmul_splitk_reduce: y[t][r] = ((part[0][t][r] + part[1][t][r]) + ...)
+// + bias[r] (when bias_kind != 0), the ks partials in split order. One
+// thread an output, grid-stride.
+extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int ks, int T, int rows, const void* bias,
+                                                int bias_kind) {
+	const long long n = (long long)T * rows;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+		float v = part[i];
+		for (int s = 1; s < ks; s++) v = __fadd_rn(v, part[(size_t)s * n + i]);
+		if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, (int)(i % rows)));
+		y[i] = v;
+	}
+}
 
 // tc_group is one entry of a grouped launch's table: up to TC_BM (token,
 // slot) pairs of one expert, pairs [pair0, pair0 + count) of the launch's

@@ -1,5 +1,6 @@
-// mmtc.cpp: the tensor-core batched matmul kernels (matmul_tc.cu) on the
-// emulator, against a float64 reference over the same inputs. The
+// mmtc.cpp: the tensor-core batched matmul kernels (matmul_tc.cu, the
+// split-K FP16 kernel and its reduction included) on the emulator, against
+// a float64 reference over the same inputs. The
 // emulator's mma is an FMA chain in k order, not the tensor cores' order,
 // so the check is a bound, not bits: |got - ref| <= 2e-6 * sum_k m_k |w_k|
 // + 1e-30 per output, m_k the largest |x| of k's 32-value chunk (the hi/lo split keeps ~22 bits of each activation,
@@ -29,6 +30,8 @@ struct tc_group {
 	const uint8_t* mat;
 	int pair0, count;
 };
+extern "C" void matmul_tc_f16_splitk(float*, const uint8_t*, const float*, int, int, int, int);
+extern "C" void matmul_splitk_reduce(float*, const float*, int, int, int, const void*, int);
 extern "C" void matmul_tc_grouped_f16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 
@@ -43,6 +46,7 @@ struct Case {
 	bool gather;
 	int bias_kind;  // 0 none, 1 FP16, 2 FP32
 	double xrange;  // activations span 10^-xrange .. 10^xrange
+	int splitk = 0; // > 0: matmul_tc_f16_splitk in that many splits, then matmul_splitk_reduce (FP16, no gather)
 };
 
 static float f16_round(float v) { return __half2float(__float2half_rn(v)); }
@@ -53,6 +57,15 @@ static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, in
                               const std::vector<int>& yr, int T, int ny) {
 	std::vector<float> y(ny * c.rows, -12345.0f);
 	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
+	if (c.splitk > 0) {
+		std::vector<float> part((size_t)c.splitk * T * c.rows, -777.0f);
+		emu_launch(G * tiles * c.splitk, kThreads, kSmem,
+		           [&] { matmul_tc_f16_splitk(part.data(), mat.data(), x.data(), c.rows, c.cols, T, c.splitk); });
+		emu_launch(3, 64, 0, [&] {
+			matmul_splitk_reduce(y.data(), part.data(), c.splitk, T, c.rows, bias.empty() ? nullptr : bias.data(), c.bias_kind);
+		});
+		return y;
+	}
 	auto fn = c.int4 ? matmul_tc_w4a16 : matmul_tc_f16;
 	emu_launch(G * tiles, kThreads, kSmem, [&] {
 		fn(y.data(), mat.data(), x.data(), bias.empty() ? nullptr : bias.data(), c.bias_kind, c.rows, c.cols, cols_padded,
@@ -63,8 +76,8 @@ static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, in
 
 static void check(const Case& c, std::mt19937& rng) {
 	char name[160];
-	snprintf(name, sizeof name, "%s T=%d rows=%d cols=%d gather=%d bias=%d xrange=%g", c.int4 ? "int4" : "f16", c.T, c.rows,
-	         c.cols, c.gather, c.bias_kind, c.xrange);
+	snprintf(name, sizeof name, "%s T=%d rows=%d cols=%d gather=%d bias=%d xrange=%g splitk=%d", c.int4 ? "int4" : "f16", c.T,
+	         c.rows, c.cols, c.gather, c.bias_kind, c.xrange, c.splitk);
 	std::normal_distribution<float> nd(0.0f, 1.0f);
 	std::uniform_real_distribution<double> ud(-c.xrange, c.xrange);
 	// The matrix: w[r][k] as the kernel reads it (FP16 values, or int4 codes
@@ -241,6 +254,10 @@ int main() {
 	    {false, 70, 64, 256, true, 0, 3},    {false, 3, 130, 72, false, 1, 8},    {true, 1, 16, 256, false, 0, 1},
 	    {true, 9, 64, 512, false, 0, 2},     {true, 66, 72, 1408, true, 0, 1},    {true, 40, 64, 96, false, 0, 6},
 	    {true, 128, 128, 256, false, 0, 1},
+	    // split-K: more splits than chunks (empty splits), an uneven last
+	    // split, a bias of each kind, tokens over two groups.
+	    {false, 20, 130, 300, false, 1, 1, 3},  {false, 7, 64, 64, false, 2, 2, 4},  {false, 70, 128, 2048, false, 0, 1, 8},
+	    {false, 3, 40, 96, false, 0, 3, 5},
 	};
 	for (const Case& c : cases) check(c, rng);
 	check_grouped(false, 72, 96, rng);

@@ -330,6 +330,9 @@ func (b *Backend) tcExperts() bool { return !b.tune.noMatmulTC }
 // one block per (128-row tile, 64-token group), consecutive blocks sharing
 // a tile; owner thread only.
 func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
+	if ks := b.tcSplit(T, rows, cols); kind == 1 && xrows == nil && ks > 1 {
+		return b.matmulTCSplitK(y, mat, x, bias, biasKind, rows, cols, T, ks)
+	}
 	var xp, yp cu.DevicePtr
 	if xrows != nil {
 		var err error
@@ -341,6 +344,44 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 	b.tcLaunches++
 	return b.launch(b.k.matmulTC[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp))
+}
+
+// tcSplitGoal is the number of blocks a split-K matmul aims for: two per
+// SM of the H200 (the kernel's occupancy).
+const tcSplitGoal = 264
+
+// tcSplit is the kernel-choice predicate of the split-K FP16 matmul
+// (tuning.tcSplitK): the number of column splits for a T-token matmul of a
+// rows x cols matrix, 1 (no split) when the unsplit grid already has a block
+// per SM or the tuning is off. Each split keeps at least 4 chunks of 32
+// columns. It depends on T, rows and cols alone, so a capacity, wave or step
+// mode cannot change a token's results.
+func (b *Backend) tcSplit(T, rows, cols int) int {
+	if !b.tune.tcSplitK {
+		return 1
+	}
+	blocks := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)
+	if blocks >= tcSplitGoal/2 {
+		return 1
+	}
+	return max(1, min((tcSplitGoal+blocks-1)/blocks, (cols+31)/32/4))
+}
+
+// matmulTCSplitK is an FP16 matmulTC in ks column splits: matmul_tc_f16_splitk
+// into ks partials, then matmul_splitk_reduce (the partials in split order,
+// then the bias); owner thread only.
+func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, T, ks int) error {
+	if err := b.scratch(&b.tcPart, ks*T*rows); err != nil {
+		return fmt.Errorf("cuda: split-K partials: %w", err)
+	}
+	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
+	b.tcLaunches++
+	if err := b.launch(b.k.matmulTCSplitK, grid, tcThreads, tcSmem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
+		argInt(cols), argInt(T), argInt(ks)); err != nil {
+		return err
+	}
+	return b.launch(b.k.splitKReduce, b.elementwiseGrid(T*rows), block, 0, argPtr(y), argPtr(b.tcPart.ptr), argInt(ks), argInt(T),
+		argInt(rows), argPtr(bias), argInt(biasKind))
 }
 
 // matmulByToken is matmul as T launches of the per-token row kernel.

@@ -57,6 +57,9 @@ type kernelSet struct {
 	// matmul_tc.cu's grouped kernels: several experts' matrices a launch
 	// (ExpertMatMulGroup), int4 and FP16 as matmulTC.
 	matmulTCGrouped [2]cu.Function
+	// matmul_tc.cu's split-K FP16 kernel and the reduction of its partials
+	// (tuning.tcSplitK).
+	matmulTCSplitK, splitKReduce cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
@@ -155,6 +158,7 @@ func (b *Backend) loadKernels() error {
 	}
 	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
 	k.matmulTCGrouped = [2]cu.Function{get("matmul_tc_grouped_w4a16"), get("matmul_tc_grouped_f16")}
+	k.matmulTCSplitK, k.splitKReduce = get("matmul_tc_f16_splitk"), get("matmul_splitk_reduce")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
@@ -261,7 +265,7 @@ var moduleFuncs = map[string][]string{
 	"experts_grouped":   groupedNames(),
 	"experts_fused":     {"experts_moe_int4_t"},
 	"matmul":            {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
-	"matmul_tc":         {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16"},
+	"matmul_tc":         {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

@@ -41,7 +41,8 @@ func tcBound(x []float32, w []float32) float64 {
 
 // TestMatmulTC: by default (tuning.noMatmulTC unset) the batched ops run
 // batches of at least tcMinTokens tokens on the tensor cores (and smaller ones on the row
-// kernels); every output is within tcBound of a float64 reference, both
+// kernels), and with tuning.tcSplitK a matmul of few blocks in column
+// splits; every output is within tcBound of a float64 reference, both
 // matrix formats, with gathered and scattered rows, both bias kinds,
 // activations over many orders of magnitude and beyond FP16's range; a
 // token's outputs are the same bits whichever other tokens share the launch.
@@ -95,8 +96,14 @@ func TestMatmulTC(t *testing.T) {
 	for _, c := range []struct {
 		T, rows, cols int
 		decades       float64
-	}{{16, 64, 64, 1}, {70, 96, 100, 2}, {130, 130, 2048, 1}, {20, 72, 256, 8}} {
-		t.Run(fmt.Sprintf("MatMul/T%d/%dx%d", c.T, c.rows, c.cols), func(t *testing.T) {
+		splitK        bool // tuning.tcSplitK: these shapes fill few blocks, so they split
+	}{{16, 64, 64, 1, false}, {70, 96, 100, 2, false}, {130, 130, 2048, 1, false}, {20, 72, 256, 8, false},
+		{16, 64, 2048, 1, true}, {64, 2048, 2048, 1, true}, {20, 72, 256, 8, true}, {130, 130, 2048, 2, true}} {
+		t.Run(fmt.Sprintf("MatMul/T%d/%dx%d/splitk=%v", c.T, c.rows, c.cols, c.splitK), func(t *testing.T) {
+			withTuning(t, be, tuning{tcSplitK: c.splitK})
+			if c.splitK && testBE.tcSplit(c.T, c.rows, c.cols) < 2 {
+				t.Fatalf("tcSplit(%d, %d, %d) does not split", c.T, c.rows, c.cols)
+			}
 			bits := make([]uint16, c.rows*c.cols)
 			w := make([]float32, len(bits))
 			for i := range bits {
@@ -373,7 +380,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // logs the largest first-step logit difference of each batched mode from
 // token at a time and whether their 8 tokens agree
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
-// token, batched, batched-tc; HORIZON_BENCH_PREFILL_PROFILE=1 logs a
+// token, batched, batched-tc, batched-tc-splitk: tuning.tcSplitK;
+// HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
 // log line. Run with -benchtime=1x.
@@ -397,7 +405,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		name    string
 		prefill string
 		tn      tuning
-	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}}}
+	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}},
+		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcSplitK: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -406,7 +415,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk", s)
 		}
 		modes = keep
 	}
