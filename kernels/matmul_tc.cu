@@ -120,21 +120,66 @@ __device__ __forceinline__ unsigned tc_codes(unsigned w, int p) {
 // of row tid/2 and that row's block scale; FP16: two 8-value segments).
 struct TcRaw {
 	float v[8];
+	uint4 xh, xl;  // pre-split activations (PRE): 8 hi and 8 lo halves
+	float xinv;    // and the chunk's 2^-s
 	uint2 w4;
 	float sc;
 	uint4 wf[2];
 };
+
+// TcSplitX locates activations split ahead of the matmul (tc_split_rows):
+// row i's hi and lo halves at hi/lo + i * ld (ld = chunks * 32, zero past
+// cols) and its chunks' 2^-s at inv + i * chunks.
+struct TcSplitX {
+	const __half* hi;
+	const __half* lo;
+	const float* inv;
+};
+
+// tc_split8 splits a thread's 8 values of a 32-value chunk (the four
+// threads of the chunk are neighbouring lanes, all active): the chunk's
+// shift s from its largest magnitude, then hi = fp16(v 2^s) and
+// lo = fp16(v 2^s - hi) as 4 packed pairs each. It returns s. Both the
+// in-kernel staging and tc_split_rows use it, so both give the same bits.
+__device__ __forceinline__ int tc_split8(const float (&v)[8], unsigned (&h)[4], unsigned (&l)[4]) {
+	float mx = 0.0f;
+#pragma unroll
+	for (int j = 0; j < 8; j++) mx = fmaxf(mx, fabsf(v[j]));
+	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
+	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
+	const int s = tc_shift(mx);
+	const float up = tc_pow2(s);
+#pragma unroll
+	for (int j = 0; j < 8; j += 2) {
+		const float a = __fmul_rn(v[j], up), b = __fmul_rn(v[j + 1], up);
+		const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
+		h[j >> 1] = tc_pack(ha, hb);
+		l[j >> 1] = tc_pack(__float2half_rn(__fsub_rn(a, __half2float(ha))), __float2half_rn(__fsub_rn(b, __half2float(hb))));
+	}
+	return s;
+}
 
 // The shared memory of one pipeline stage: hi, lo [TC_BM][TC_LD] halves,
 // the matrix [TC_BN][TC_LD] halves, then 2^-s per token and the block scale
 // per row (floats). Two stages (TC_SMEM).
 #define TC_STAGE ((2 * TC_BM + TC_BN) * TC_LD * 2 + (TC_BM + TC_BN) * 4)
 
-template <bool INT4>
-__device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, const uint8_t* __restrict__ mat, int rows,
-                                        int cols, int cols_padded, int scales_offset, int n0, int c, int tid, int hh) {
+template <bool INT4, bool PRE>
+__device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int xi, const TcSplitX& sx,
+                                        const uint8_t* __restrict__ mat, int rows, int cols, int cols_padded, int scales_offset,
+                                        int n0, int c, int tid, int hh) {
 	const int k0 = c * TC_BK + hh * 8;
-	if (x4 && k0 + 8 <= cols) {
+	if (PRE) {
+		const int nck = (cols + TC_BK - 1) / TC_BK;
+		r.xh = r.xl = make_uint4(0u, 0u, 0u, 0u);
+		r.xinv = tc_pow2(-126);  // a padding token's (its outputs are never written)
+		if (xi >= 0) {
+			const size_t at = (size_t)xi * nck * TC_BK + k0;
+			r.xh = *reinterpret_cast<const uint4*>(sx.hi + at);
+			r.xl = *reinterpret_cast<const uint4*>(sx.lo + at);
+			r.xinv = sx.inv[(size_t)xi * nck + c];
+		}
+	} else if (x4 && k0 + 8 <= cols) {
 #pragma unroll
 		for (int j = 0; j < 2; j++) {
 			const float4 f = act_ldg(reinterpret_cast<const float4*>(xr + k0) + j);
@@ -179,30 +224,26 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, cons
 // tc_store converts a chunk's loads into a stage: each token's chunk split
 // into hi and lo at its shift (the four threads of a token are
 // neighbouring lanes), the matrix's values as FP16.
-template <bool INT4>
+template <bool INT4, bool PRE>
 __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, int sm, int hh) {
 	__half* ah = reinterpret_cast<__half*>(st);
 	__half* al = ah + TC_BM * TC_LD;
 	__half* bs = al + TC_BM * TC_LD;
 	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
 	float* wsc = inv + TC_BM;
-	float mx = 0.0f;
-#pragma unroll
-	for (int j = 0; j < 8; j++) mx = fmaxf(mx, fabsf(r.v[j]));
-	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 1));
-	mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, 2));
-	const int s = tc_shift(mx);
-	const float up = tc_pow2(s);
-	unsigned* hrow = reinterpret_cast<unsigned*>(ah + sm * TC_LD + hh * 8);
-	unsigned* lrow = reinterpret_cast<unsigned*>(al + sm * TC_LD + hh * 8);
-#pragma unroll
-	for (int j = 0; j < 8; j += 2) {
-		const float a = __fmul_rn(r.v[j], up), b = __fmul_rn(r.v[j + 1], up);
-		const __half ha = __float2half_rn(a), hb = __float2half_rn(b);
-		hrow[j >> 1] = tc_pack(ha, hb);
-		lrow[j >> 1] = tc_pack(__float2half_rn(__fsub_rn(a, __half2float(ha))), __float2half_rn(__fsub_rn(b, __half2float(hb))));
+	uint4* hrow = reinterpret_cast<uint4*>(ah + sm * TC_LD + hh * 8);
+	uint4* lrow = reinterpret_cast<uint4*>(al + sm * TC_LD + hh * 8);
+	if (PRE) {
+		*hrow = r.xh;
+		*lrow = r.xl;
+		if (hh == 0) inv[sm] = r.xinv;
+	} else {
+		unsigned h[4], l[4];
+		const int s = tc_split8(r.v, h, l);
+		*hrow = make_uint4(h[0], h[1], h[2], h[3]);
+		*lrow = make_uint4(l[0], l[1], l[2], l[3]);
+		if (hh == 0) inv[sm] = tc_pow2(-s);
 	}
-	if (hh == 0) inv[sm] = tc_pow2(-s);
 	if (INT4) {
 		// Word j of the row's chunk (values 8j..8j+7; this thread has words
 		// 2(tid&1) and 2(tid&1)+1): byte p holds value 8j+2p in its low
@@ -230,20 +271,20 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 // orders both (the stage a thread writes was last read two chunks back,
 // before every thread reached the previous barrier). The arithmetic and
 // its order are the one-stage kernel's, so are the bits.
-template <bool INT4>
+template <bool INT4, bool PRE = false>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
                                                const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0,
-                                               int c0 = 0, int c1 = 1 << 30) {
+                                               int c0 = 0, int c1 = 1 << 30, TcSplitX sx = TcSplitX{nullptr, nullptr, nullptr}) {
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
 
 	// The token this thread stages (8 values of each chunk: quarter hh).
 	const int sm = tid >> 2, hh = tid & 3;
-	const float* xr = nullptr;
-	if (t0 + sm < T) xr = x + (size_t)(xrows != nullptr ? xrows[t0 + sm] : t0 + sm) * cols;
+	const int xi = t0 + sm < T ? (xrows != nullptr ? xrows[t0 + sm] : t0 + sm) : -1;  // its activation row
+	const float* xr = !PRE && xi >= 0 ? x + (size_t)xi * cols : nullptr;
 	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
 
 	float acc[2][4][4];
@@ -258,12 +299,12 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	// default).
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw;
-	if (c0 < nck) tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
+	if (c0 < nck) tc_load<INT4, PRE>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
 	for (int c = c0; c < nck; c++) {
 		uint8_t* st = smem + (c & 1) * TC_STAGE;
-		tc_store<INT4>(st, raw, tid, sm, hh);
+		tc_store<INT4, PRE>(st, raw, tid, sm, hh);
 		__syncthreads();
-		if (c + 1 < nck) tc_load<INT4>(raw, xr, x4, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
+		if (c + 1 < nck) tc_load<INT4, PRE>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
 		const __half* ah = reinterpret_cast<const __half*>(st);
 		const __half* al = ah + TC_BM * TC_LD;
 		const __half* bs = al + TC_BM * TC_LD;
@@ -345,6 +386,51 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 MATMUL_TC(matmul_tc_f16, false)
 MATMUL_TC(matmul_tc_w4a16, true)
 
+// tc_split_rows splits nrows rows of x [nrows][cols] once for the
+// matmuls that read them (tuning.tcPreSplit): hi, lo [nrows][chunks * 32]
+// halves (zero past cols) and inv [nrows][chunks], each 32-value chunk as
+// the in-kernel staging splits it (tc_split8: the same bits). Four
+// neighbouring threads a chunk, grid-stride in whole blocks.
+extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv) {
+	const int nck = (cols + TC_BK - 1) / TC_BK;
+	const long long total = 4LL * nrows * nck, stride = (long long)gridDim.x * blockDim.x;
+	for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
+		const long long gid = base + threadIdx.x, quad = gid >> 2;
+		const bool ok = gid < total;
+		const int hh = (int)(gid & 3), row = ok ? (int)(quad / nck) : 0, c = ok ? (int)(quad % nck) : 0;
+		const int k0 = c * TC_BK + hh * 8;
+		float v[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) v[j] = ok && k0 + j < cols ? x[(size_t)row * cols + k0 + j] : 0.0f;
+		unsigned h[4], l[4];
+		const int s = tc_split8(v, h, l);  // every lane of the warp takes part
+		if (ok) {
+			const size_t at = (size_t)row * nck * TC_BK + k0;
+			*reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
+			*reinterpret_cast<uint4*>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
+			if (hh == 0) inv[(size_t)row * nck + c] = tc_pow2(-s);
+		}
+	}
+}
+
+// The pre-split twins of the kernels above: the activations come from
+// tc_split_rows's arrays (row xrow(t) of them) instead of x, so each block
+// copies its tokens' halves instead of splitting them again for every row
+// tile. The same products, the same bits.
+#define MATMUL_TC_PRE(NAME, INT4)                                                                                       \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	    NAME(float* y, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv, const void* bias,      \
+	         int bias_kind, int rows, int cols, int cols_padded, int scales_offset, int T, const int* xrows,             \
+	         const int* yrows) {                                                                                        \
+		const int G = (T + TC_BM - 1) / TC_BM;                                                                        \
+		matmul_tc_body<INT4, true>(y, mat, nullptr, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows,   \
+		                           yrows, (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN, 0, 1 << 30,                \
+		                           TcSplitX{hi, lo, inv});                                                            \
+	}
+
+MATMUL_TC_PRE(matmul_tc_pre_f16, false)
+MATMUL_TC_PRE(matmul_tc_pre_w4a16, true)
+
 // matmul_tc_f16_splitk: an FP16 matmul of few tokens cut along the columns
 // (tuning.tcSplitK; runtime/cuda batched.go tcSplit chooses ks from T,
 // rows and cols alone). Block b is split s = b % ks of token group
@@ -403,3 +489,16 @@ struct tc_group {
 
 MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false)
 MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true)
+
+#define MATMUL_TC_GROUPED_PRE(NAME, INT4)                                                                               \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
+	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
+		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
+		matmul_tc_body<INT4, true>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,     \
+		                           xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,     \
+		                           TcSplitX{hi, lo, inv});                                                            \
+	}
+
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true)

@@ -10,8 +10,10 @@
 // scattered rows, both bias kinds, activations over 20 orders of magnitude
 // and beyond FP16's range. It also checks that a token's outputs are the
 // same bits whichever tokens share its launch (capacity, expert waves and
-// tiles must not change them), and that the grouped kernels give each
-// expert's pairs the bits of that expert's own launch.
+// tiles must not change them), that the grouped kernels give each
+// expert's pairs the bits of that expert's own launch, and that the
+// pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
+// the in-kernel split.
 //
 //	mmtc            (built by build.sh next to the harness)
 #include <cstdio>
@@ -30,10 +32,35 @@ struct tc_group {
 	const uint8_t* mat;
 	int pair0, count;
 };
+extern "C" void tc_split_rows(const float*, int, int, __half*, __half*, float*);
+extern "C" void matmul_tc_pre_f16(float*, const uint8_t*, const __half*, const __half*, const float*, const void*, int, int, int,
+                                  int, int, int, const int*, const int*);
+extern "C" void matmul_tc_pre_w4a16(float*, const uint8_t*, const __half*, const __half*, const float*, const void*, int, int,
+                                    int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_f16_splitk(float*, const uint8_t*, const float*, int, int, int, int);
 extern "C" void matmul_splitk_reduce(float*, const float*, int, int, int, const void*, int);
 extern "C" void matmul_tc_grouped_f16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_f16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int, int,
+                                          int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
+                                            int, int, const int*, const int*);
+
+// Split is tc_split_rows's output for nrows rows of cols values.
+struct Split {
+	std::vector<__half> hi, lo;
+	std::vector<float> inv;
+};
+
+static Split split_rows(const std::vector<float>& x, int nrows, int cols) {
+	const int nck = (cols + 31) / 32;
+	Split sp;
+	sp.hi.assign((size_t)nrows * nck * 32, __half{0x7e00});  // NaN: what the kernel fails to write shows
+	sp.lo = sp.hi;
+	sp.inv.assign((size_t)nrows * nck, -1.0f);
+	emu_launch(3, 64, 0, [&] { tc_split_rows(x.data(), nrows, cols, sp.hi.data(), sp.lo.data(), sp.inv.data()); });
+	return sp;
+}
 
 static const int kThreads = 256, kTile = 64, kRowTile = 128;
 static const size_t kSmem = 2 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
@@ -54,9 +81,18 @@ static float f16_round(float v) { return __half2float(__float2half_rn(v)); }
 // run launches the kernel and returns y (nxr rows of rows values).
 static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, int cols_padded, int scales_offset,
                               const std::vector<float>& x, const std::vector<uint8_t>& bias, const std::vector<int>& xr,
-                              const std::vector<int>& yr, int T, int ny) {
+                              const std::vector<int>& yr, int T, int ny, bool pre = false) {
 	std::vector<float> y(ny * c.rows, -12345.0f);
 	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
+	if (pre) {
+		const Split sp = split_rows(x, (int)(x.size() / c.cols), c.cols);
+		auto fn = c.int4 ? matmul_tc_pre_w4a16 : matmul_tc_pre_f16;
+		emu_launch(G * tiles, kThreads, kSmem, [&] {
+			fn(y.data(), mat.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), bias.empty() ? nullptr : bias.data(), c.bias_kind,
+			   c.rows, c.cols, cols_padded, scales_offset, T, xr.empty() ? nullptr : xr.data(), yr.empty() ? nullptr : yr.data());
+		});
+		return y;
+	}
 	if (c.splitk > 0) {
 		std::vector<float> part((size_t)c.splitk * T * c.rows, -777.0f);
 		emu_launch(G * tiles * c.splitk, kThreads, kSmem,
@@ -159,6 +195,15 @@ static void check(const Case& c, std::mt19937& rng) {
 			}
 		}
 	}
+	// Split ahead (tc_split_rows, the _pre kernels): the same bits.
+	if (c.splitk == 0) {
+		std::vector<float> yp = run(c, mat, cols_padded, scales_offset, x, bias, xr, yr, c.T, ny, true);
+		if (std::memcmp(yp.data(), y.data(), 4 * y.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the pre-split kernel's outputs differ from the in-kernel split's\n", name);
+			failures++;
+			return;
+		}
+	}
 	// A token alone gives the bits it got among the others.
 	if (c.T > 1 && !c.gather) {
 		const int t = c.T - 1;
@@ -216,6 +261,20 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 	auto gfn = int4 ? matmul_tc_grouped_w4a16 : matmul_tc_grouped_f16;
 	emu_launch((unsigned)groups.size() * tiles, kThreads, kSmem,
 	           [&] { gfn(y.data(), x.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset, xr.data(), yr.data()); });
+	{
+		const Split sp = split_rows(x, nx, cols);
+		std::vector<float> yp((size_t)P * rows, -12345.0f);
+		auto pfn = int4 ? matmul_tc_grouped_pre_w4a16 : matmul_tc_grouped_pre_f16;
+		emu_launch((unsigned)groups.size() * tiles, kThreads, kSmem, [&] {
+			pfn(yp.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset,
+			    xr.data(), yr.data());
+		});
+		if (std::memcmp(yp.data(), y.data(), 4 * y.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the pre-split grouped kernel's outputs differ from the in-kernel split's\n", name);
+			failures++;
+			return;
+		}
+	}
 	auto fn = int4 ? matmul_tc_w4a16 : matmul_tc_f16;
 	int p0 = 0;
 	for (int e = 0; e < E; e++) {

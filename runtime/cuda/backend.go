@@ -47,17 +47,20 @@ type Backend struct {
 	attRowsPart, attRowsCnt, topkRows *Tensor
 	// tcPart holds the split-K partials of matmul_tc_f16_splitk
 	// (tuning.tcSplitK).
-	tcPart   *Tensor
-	combW    *Tensor // CombineRows' weights
-	idxBytes int
-	maskedN  int        // capacity of masked in ids
-	lastMask []int      // ids currently in masked
-	fusedAct *Tensor    // FusedExperts scratch
-	attPart  *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt   *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events   []cu.Event // completed events ready for reuse
-	occ      map[occKey]int
-	tune     tuning
+	tcPart *Tensor
+	// tcSplitBuf holds a pre-split's hi, lo and 2^-s arrays
+	// (tuning.tcPreSplit).
+	tcSplitBuf *Tensor
+	combW      *Tensor // CombineRows' weights
+	idxBytes   int
+	maskedN    int        // capacity of masked in ids
+	lastMask   []int      // ids currently in masked
+	fusedAct   *Tensor    // FusedExperts scratch
+	attPart    *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt     *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events     []cu.Event // completed events ready for reuse
+	occ        map[occKey]int
+	tune       tuning
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec
@@ -167,6 +170,7 @@ type tuning struct {
 	downGlobal  bool // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
 	routeIn     bool // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
 	routeInWait bool // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
+	tcPreSplit  bool // the tensor-core matmuls read activations split once per op (tc_split_rows), not in every row tile (off by default until measured; the same bits)
 	tcSplitK    bool // an FP16 batched matmul of too few blocks to fill the GPU runs split along its columns (tcSplit; off by default until measured)
 	noMatmulTC  bool // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
 }
@@ -294,7 +298,7 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
-	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW, b.tcPart} {
+	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW, b.tcPart, b.tcSplitBuf} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

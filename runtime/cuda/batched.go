@@ -90,7 +90,7 @@ func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Te
 	}
 	return b.o.async(func() error {
 		if b.tcExperts() {
-			return b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
+			return b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.nx, a.xr, a.dr)
 		}
 		return b.matmulRows(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr)
 	})
@@ -101,6 +101,7 @@ func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Te
 type expertCall struct {
 	y, mat, x cu.DevicePtr
 	kind      int
+	nx        int // rows of x (the pre-split's extent)
 	xr, dr    []int
 }
 
@@ -146,7 +147,7 @@ func (b *Backend) expertArgs(op string, dst backend.Tensor, dstRows []int, rec b
 	default:
 		return a, fmt.Errorf("cuda: %s: unknown scheme %q", op, scheme)
 	}
-	a.y, a.mat, a.x = d.ptr, r.ptr+cu.DevicePtr(m.Offset), xt.ptr
+	a.y, a.mat, a.x, a.nx = d.ptr, r.ptr+cu.DevicePtr(m.Offset), xt.ptr, nx
 	a.xr, a.dr = append([]int(nil), xRows...), append([]int(nil), dstRows...)
 	return a, nil
 }
@@ -209,7 +210,7 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	buf := make([]byte, tcGroupBytes*entries+8*pairs)
 	if len(buf) > b.ring.slotBytes {
 		for _, a := range calls {
-			if err := b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.xr, a.dr); err != nil {
+			if err := b.matmulTC(a.kind, a.y, a.mat, a.x, 0, 0, m.Rows, m.Cols, m.ColsPadded, m.ScalesOffset, len(a.xr), a.nx, a.xr, a.dr); err != nil {
 				return err
 			}
 		}
@@ -238,6 +239,15 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
+	if b.tune.tcPreSplit {
+		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
+		if err != nil {
+			return err
+		}
+		return b.launch(b.k.matmulTCGroupedPre[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(sp.hi), argPtr(sp.lo),
+			argPtr(sp.inv), argPtr(base), argInt(tiles), argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset),
+			argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
+	}
 	return b.launch(b.k.matmulTCGrouped[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
 		argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset), argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
 }
@@ -249,7 +259,7 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 // does, T per-token launches of the row kernel run instead.
 func (b *Backend) matmul(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
 	if b.tcMatmul(T) {
-		return b.matmulTC(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, xrows, yrows)
+		return b.matmulTC(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, T, xrows, yrows)
 	}
 	return b.matmulRows(kind, y, mat, x, bias, biasKind, rows, cols, colsPadded, scalesOffset, T, xrows, yrows)
 }
@@ -329,7 +339,7 @@ func (b *Backend) tcExperts() bool { return !b.tune.noMatmulTC }
 // matmulTC launches matmul_tc_w4a16 (kind 0) or matmul_tc_f16 (kind 1):
 // one block per (128-row tile, 64-token group), consecutive blocks sharing
 // a tile; owner thread only.
-func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T int, xrows, yrows []int) error {
+func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, colsPadded, scalesOffset, T, nx int, xrows, yrows []int) error {
 	if ks := b.tcSplit(T, rows, cols); kind == 1 && xrows == nil && ks > 1 {
 		return b.matmulTCSplitK(y, mat, x, bias, biasKind, rows, cols, T, ks)
 	}
@@ -342,8 +352,38 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)
 	b.tcLaunches++
+	if b.tune.tcPreSplit {
+		sp, err := b.tcPresplit(x, nx, cols)
+		if err != nil {
+			return err
+		}
+		return b.launch(b.k.matmulTCPre[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(sp.hi), argPtr(sp.lo),
+			argPtr(sp.inv), argPtr(bias), argInt(biasKind), argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset),
+			argInt(T), argPtr(xp), argPtr(yp))
+	}
 	return b.launch(b.k.matmulTC[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp))
+}
+
+// tcSplitX locates a pre-split's arrays (kernels/matmul_tc.cu TcSplitX).
+type tcSplitX struct{ hi, lo, inv cu.DevicePtr }
+
+// tcPresplit splits the nx rows of x [nx][cols] once (tc_split_rows) into
+// the backend's pre-split scratch, for a _pre matmul to copy instead of
+// splitting them again in every row tile (tuning.tcPreSplit); owner thread
+// only. The same bits as the in-kernel split.
+func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
+	nck := (cols + 31) / 32
+	halves := nx * nck * 32
+	// hi and lo: halves FP16 values each; inv: nx * nck floats.
+	if err := b.scratch(&b.tcSplitBuf, halves+nx*nck); err != nil {
+		return tcSplitX{}, fmt.Errorf("cuda: pre-split of %d rows: %w", nx, err)
+	}
+	base := b.tcSplitBuf.ptr
+	sp := tcSplitX{hi: base, lo: base + cu.DevicePtr(2*halves), inv: base + cu.DevicePtr(4*halves)}
+	grid := min((4*nx*nck+block-1)/block, 2048)
+	err := b.launch(b.k.tcSplitRows, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv))
+	return sp, err
 }
 
 // tcSplitGoal is the number of blocks a split-K matmul aims for: two per

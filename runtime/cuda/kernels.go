@@ -60,6 +60,10 @@ type kernelSet struct {
 	// matmul_tc.cu's split-K FP16 kernel and the reduction of its partials
 	// (tuning.tcSplitK).
 	matmulTCSplitK, splitKReduce cu.Function
+	// matmul_tc.cu's pre-split twins (tuning.tcPreSplit): tc_split_rows,
+	// then the matmuls reading its arrays ([0 int4, 1 FP16]).
+	tcSplitRows                     cu.Function
+	matmulTCPre, matmulTCGroupedPre [2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
@@ -159,6 +163,9 @@ func (b *Backend) loadKernels() error {
 	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
 	k.matmulTCGrouped = [2]cu.Function{get("matmul_tc_grouped_w4a16"), get("matmul_tc_grouped_f16")}
 	k.matmulTCSplitK, k.splitKReduce = get("matmul_tc_f16_splitk"), get("matmul_splitk_reduce")
+	k.tcSplitRows = get("tc_split_rows")
+	k.matmulTCPre = [2]cu.Function{get("matmul_tc_pre_w4a16"), get("matmul_tc_pre_f16")}
+	k.matmulTCGroupedPre = [2]cu.Function{get("matmul_tc_grouped_pre_w4a16"), get("matmul_tc_grouped_pre_f16")}
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
@@ -262,10 +269,11 @@ var moduleFuncs = map[string][]string{
 		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g"},
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
-	"experts_grouped":   groupedNames(),
-	"experts_fused":     {"experts_moe_int4_t"},
-	"matmul":            {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
-	"matmul_tc":         {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce"},
+	"experts_grouped": groupedNames(),
+	"experts_fused":   {"experts_moe_int4_t"},
+	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
+	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
+		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

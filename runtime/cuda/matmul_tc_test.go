@@ -380,7 +380,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // logs the largest first-step logit difference of each batched mode from
 // token at a time and whether their 8 tokens agree
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
-// token, batched, batched-tc, batched-tc-splitk: tuning.tcSplitK;
+// token, batched, batched-tc, batched-tc-splitk (tuning.tcSplitK),
+// batched-tc-presplit (tuning.tcPreSplit), batched-tc-both;
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -406,7 +407,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		prefill string
 		tn      tuning
 	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}},
-		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcSplitK: true}}}
+		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcSplitK: true}},
+		{"batched-tc-presplit", engine.PrefillBatched, tuning{tcPreSplit: true}},
+		{"batched-tc-both", engine.PrefillBatched, tuning{tcSplitK: true, tcPreSplit: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -415,7 +418,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-both", s)
 		}
 		modes = keep
 	}
@@ -479,6 +482,101 @@ func BenchmarkPrefillModes(b *testing.B) {
 					b.Logf("%s: first-step logits within %.3g of token at a time; 8 tokens agree: %v", m.name, worst, reflect.DeepEqual(res.Tokens, ref.Tokens))
 				})
 			}
+		}
+	}
+}
+
+// TestTCPreSplitSameBits: with tuning.tcPreSplit the tensor-core matmuls
+// read activations split once per op (tc_split_rows) and give the bits of
+// the in-kernel split: a dense MatMul with a bias, and a grouped expert op
+// (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
+// rows), the real shapes.
+func TestTCPreSplitSameBits(t *testing.T) {
+	be := testBE
+	rng := rand.New(rand.NewPCG(17, 4))
+	randX := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32(rng.NormFloat64() * math.Pow(10, rng.Float64()*4-2))
+		}
+		return x
+	}
+	both := func(t *testing.T, run func() []float32) {
+		t.Helper()
+		withTuning(t, be, tuning{})
+		want := run()
+		withTuning(t, be, tuning{tcPreSplit: true})
+		got := run()
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("value %d: pre-split %g, in-kernel split %g", i, got[i], want[i])
+			}
+		}
+	}
+	t.Run("MatMul/T70/2048x2048", func(t *testing.T) {
+		const T, rows, cols = 70, 2048, 2048
+		bits := make([]uint16, rows*cols)
+		for i := range bits {
+			bits[i] = half.F32ToF16(float32(rng.NormFloat64() * 0.05))
+		}
+		wt, err := be.UploadF16(bits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, bias := mustF32(t, be, randX(T*cols)), mustF32(t, be, randX(rows))
+		both(t, func() []float32 {
+			dst := mustF32(t, be, make([]float32, T*rows))
+			if err := be.MatMul(dst, wt, x, bias, T); err != nil {
+				t.Fatal(err)
+			}
+			return mustRead(t, be, dst)
+		})
+	})
+	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
+		for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}} {
+			t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d", scheme, sh.rows, sh.cols), func(t *testing.T) {
+				layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := layout.Gate
+				counts := []int{70, 5, 64, 1}
+				recs := make([]backend.Tensor, len(counts))
+				for j := range recs {
+					rec := make([]byte, layout.Size)
+					w := make([]float32, sh.rows*sh.cols)
+					for i := range w {
+						w[i] = float32(rng.NormFloat64() * 0.05)
+					}
+					if scheme == qpack.SchemeInt4 {
+						_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, sh.rows, sh.cols)
+					} else {
+						_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					recs[j] = mustBytes(t, be, rec)
+				}
+				const nx = 50
+				x := mustF32(t, be, randX(nx*sh.cols))
+				total := 0
+				xRows, dstRows := make([][]int, len(counts)), make([][]int, len(counts))
+				for j, c := range counts {
+					xRows[j], dstRows[j] = make([]int, c), make([]int, c)
+					for i := range c {
+						xRows[j][i], dstRows[j][i] = rng.IntN(nx), total+i
+					}
+					total += c
+				}
+				both(t, func() []float32 {
+					dst := mustF32(t, be, make([]float32, total*sh.rows))
+					if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
+						t.Fatal(err)
+					}
+					return mustRead(t, be, dst)
+				})
+			})
 		}
 	}
 }
