@@ -103,8 +103,12 @@ func cacheKeyOf(t *testing.T, d map[string]any) string {
 	if prefetch == "" {
 		prefetch = "off"
 	}
+	prefill, _ := s["prefill"].(string)
+	if prefill == "" {
+		prefill = "token" // records from before the field (physics_cache.go cacheSettings)
+	}
 	return fmt.Sprint(at(t, d, "checkpoint", "sha256"), at(t, d, "artifact", "expert_format"), s["capacity"], s["placement"], s["policy"],
-		prefetch, s["spares"], at(t, d, "environment", "device"))
+		prefetch, s["spares"], prefill, at(t, d, "environment", "device"))
 }
 
 func forgeHalveWithSibling(t *testing.T, dir string) {
