@@ -226,25 +226,7 @@ func TestExpertMatMulGroupTC(t *testing.T) {
 				counts := []int{70, 5, 40, 17, 1}
 				recs := make([]backend.Tensor, len(counts))
 				for j := range recs {
-					rec := make([]byte, layout.Size)
-					w := make([]float32, sh.rows*sh.cols)
-					for i := range w {
-						w[i] = float32(rng.NormFloat64() * 0.05)
-					}
-					if scheme == qpack.SchemeInt4 {
-						_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, sh.rows, sh.cols)
-					} else {
-						_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					if recs[j], err = be.AllocBytes(len(rec)); err != nil {
-						t.Fatal(err)
-					}
-					if err := be.WriteBytes(recs[j], 0, rec); err != nil {
-						t.Fatal(err)
-					}
+					recs[j] = tcGateRecord(t, rng, layout, scheme, sh.rows, sh.cols)
 				}
 				const nx = 50
 				x := make([]float32, nx*sh.cols)
@@ -543,20 +525,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 				counts := []int{70, 5, 64, 1}
 				recs := make([]backend.Tensor, len(counts))
 				for j := range recs {
-					rec := make([]byte, layout.Size)
-					w := make([]float32, sh.rows*sh.cols)
-					for i := range w {
-						w[i] = float32(rng.NormFloat64() * 0.05)
-					}
-					if scheme == qpack.SchemeInt4 {
-						_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, sh.rows, sh.cols)
-					} else {
-						_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					recs[j] = mustBytes(t, be, rec)
+					recs[j] = tcGateRecord(t, rng, layout, scheme, sh.rows, sh.cols)
 				}
 				const nx = 50
 				x := mustF32(t, be, randX(nx*sh.cols))
@@ -579,4 +548,26 @@ func TestTCPreSplitSameBits(t *testing.T) {
 			})
 		}
 	}
+}
+
+// tcGateRecord is an expert record on the test backend whose gate is a
+// random rows x cols matrix in scheme (the layout's other matrices zero).
+func tcGateRecord(t *testing.T, rng *rand.Rand, layout qpack.RecordLayout, scheme qpack.Scheme, rows, cols int) backend.Tensor {
+	t.Helper()
+	m := layout.Gate
+	rec := make([]byte, layout.Size)
+	w := make([]float32, rows*cols)
+	for i := range w {
+		w[i] = float32(rng.NormFloat64() * 0.05)
+	}
+	var err error
+	if scheme == qpack.SchemeInt4 {
+		_, err = qpack.QuantizeMatrix(rec[m.Offset:m.Offset+m.Bytes], w, rows, cols)
+	} else {
+		_, err = qpack.EncodeFP16Matrix(rec[m.Offset:m.Offset+m.Bytes], w)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustBytes(t, testBE, rec)
 }
