@@ -43,7 +43,7 @@ var (
 	IDReplayMismatch = def("replay", "replay.mismatch", Error,
 		"a request's cache counters (hits, misses, evictions, h2d_copies, h2d_bytes, layer_misses, prefetch) differ from the replay of the worker's routing traces from the declared placement with the declared policy and capacity; the finding names the first event after which they diverge")
 	IDReplayTrace = def("replay", "replay.trace", Error,
-		"a routing trace cannot be decoded (format, base64, event count) or contradicts the record: a layer's routed lookups (top_k a lease, the uses of a batched prefill's wave) differ from top_k x the positions fed (prompt_tokens + N - 1), a lease is not top_k distinct experts of the layer (a wave: more than top_k), a layer is out of range, prefetch events disagree with setup.prefetch, or a wave appears with prefetch on")
+		"a routing trace cannot be decoded (format, base64, event count) or contradicts the record: a layer's routed lookups (top_k a lease, the uses of a batched prefill's wave) differ from top_k x the positions fed (prompt_tokens + N - 1), a lease is not top_k distinct experts of the layer (a wave: more than top_k), a layer is out of range, prefetch events disagree with setup.prefetch, a wave appears with prefetch on, or the waves disagree with setup.prefill (waves under token, none under batched)")
 	IDReplayMissing = def("replay", "replay.trace-missing", Error,
 		"a raw record of version 2 or later lacks the routing trace of its warmup or of a request")
 	IDReplaySetup = def("replay", "replay.setup", Error,
@@ -123,6 +123,24 @@ func decodeTraces(w *worker, fs *findings) ([]tracedPart, bool) {
 		}
 		if len(evs) != t.Events {
 			bad("/events", len(evs), t.Events, "the trace holds %d events, its events field says %d", len(evs), t.Events)
+			return
+		}
+		// A prefill mode leaves its mark on every trace: a batched prefill
+		// serves the prompt in waves (batch events), token at a time never
+		// does. (A record without the mode ran token at a time; it is not
+		// held to it here, so older editions stay as they were.)
+		waves := 0
+		for _, ev := range evs {
+			if ev.Kind == eviction.KindBatch {
+				waves++
+			}
+		}
+		switch {
+		case r.Setup.Prefill == "token" && waves > 0:
+			bad("/data", 0, waves, "the trace holds %d batched prefill waves, but setup.prefill is token", waves)
+			return
+		case r.Setup.Prefill == "batched" && waves == 0 && positions > 0:
+			bad("/data", "at least one wave a layer", 0, "the trace holds no batched prefill wave, but setup.prefill is batched")
 			return
 		}
 		leases := make([]int, m.Layers)  // lease events

@@ -1,42 +1,55 @@
 package verifier
 
 import (
-	"encoding/json"
-	"strconv"
 	"testing"
+
+	"github.com/horizon-runmap/horizon/editions"
 )
 
+// The prefill family of consistent forgeries: a configuration that claims
+// the other prefill mode than the one its routing traces show. The cache
+// identity check keys on the mode (physics_cache.go), so a forger could try
+// to move a deviant worker out of its siblings' group by relabelling it;
+// the traces (batched waves or none) give the mode away.
 func init() {
 	forgeries = append(forgeries,
-		forgery{family: "physics", name: "one request's prefill stretched past its first token", want: IDContractPrefill, apply: forgePrefillPastTTFT},
+		forgery{family: "prefill", name: "prefill mode flipped in a configuration's records and campaign entry, refrozen", want: IDReplayTrace, apply: forgePrefillMode},
 	)
 }
 
-// forgePrefillPastTTFT raises the first timed request's prefill_seconds to
-// twice its ttft_seconds (lowering the edition's prefill rate, or raising it
-// when halved instead would pass): every aggregate and claim re-derived,
-// only the boundary prefill <= TTFT is left to notice. Editions whose
-// records predate prefill_seconds skip.
-func forgePrefillPastTTFT(t *testing.T, dir string) {
-	for _, id := range configIDs(t, dir) {
-		paths, docs := rawTrees(t, dir, id)
-		for i, d := range docs {
-			reqs, _ := d["requests"].([]any)
-			for _, r := range reqs {
-				q := r.(map[string]any)
-				if _, ok := q["prefill_seconds"].(json.Number); !ok {
-					continue
-				}
-				ttft, err := strconv.ParseFloat(string(q["ttft_seconds"].(json.Number)), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				q["prefill_seconds"] = json.Number(strconv.FormatFloat(2*ttft, 'g', -1, 64))
-				writeRaw(t, dir, paths[i], d)
-				forge(t, dir)
-				return
+// forgePrefillMode flips setup.prefill (batched <-> token; absent reads as
+// token) in every record of the first configuration whose records carry
+// routing traces, and declares the new mode in the frozen campaign, so
+// records and campaign agree and every aggregate is re-derived.
+func forgePrefillMode(t *testing.T, dir string) {
+	var id string
+	for _, c := range configIDs(t, dir) {
+		_, docs := rawTrees(t, dir, c)
+		if len(docs) > 0 {
+			if _, ok := obj(t, arr(t, docs[0], "requests")[0])["routing_trace"]; ok {
+				id = c
+				break
 			}
 		}
 	}
-	t.Skip("no raw request with a timed prefill")
+	if id == "" {
+		t.Skip("no configuration with routing traces")
+	}
+	paths, docs := rawTrees(t, dir, id)
+	mode := "batched"
+	if obj(t, docs[0], "setup")["prefill"] == "batched" {
+		mode = "token"
+	}
+	for i, d := range docs {
+		obj(t, d, "setup")["prefill"] = mode
+		writeRaw(t, dir, paths[i], d)
+	}
+	edit(t, dir, editions.CampaignFile, func(d map[string]any) {
+		for _, c := range arr(t, d, "campaign", "configurations") {
+			if c := c.(map[string]any); c["id"] == id {
+				c["prefill"] = mode
+			}
+		}
+	})
+	forge(t, dir)
 }
