@@ -239,7 +239,7 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
-	if b.tune.tcPreSplit {
+	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
 		if err != nil {
 			return err
@@ -352,7 +352,7 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)
 	b.tcLaunches++
-	if b.tune.tcPreSplit {
+	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(x, nx, cols)
 		if err != nil {
 			return err
@@ -370,7 +370,7 @@ type tcSplitX struct{ hi, lo, inv cu.DevicePtr }
 
 // tcPresplit splits the nx rows of x [nx][cols] once (tc_split_rows) into
 // the backend's pre-split scratch, for a _pre matmul to copy instead of
-// splitting them again in every row tile (tuning.tcPreSplit); owner thread
+// splitting them again in every row tile (the default; tuning.tcNoPreSplit turns it off); owner thread
 // only. The same bits as the in-kernel split.
 func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 	nck := (cols + 31) / 32
@@ -391,13 +391,13 @@ func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 const tcSplitGoal = 264
 
 // tcSplit is the kernel-choice predicate of the split-K FP16 matmul
-// (tuning.tcSplitK): the number of column splits for a T-token matmul of a
+// (on unless tuning.tcNoSplitK): the number of column splits for a T-token matmul of a
 // rows x cols matrix, 1 (no split) when the unsplit grid already has a block
 // per SM or the tuning is off. Each split keeps at least 4 chunks of 32
 // columns. It depends on T, rows and cols alone, so a capacity, wave or step
 // mode cannot change a token's results.
 func (b *Backend) tcSplit(T, rows, cols int) int {
-	if !b.tune.tcSplitK {
+	if b.tune.tcNoSplitK {
 		return 1
 	}
 	blocks := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)

@@ -58,9 +58,9 @@ type kernelSet struct {
 	// (ExpertMatMulGroup), int4 and FP16 as matmulTC.
 	matmulTCGrouped [2]cu.Function
 	// matmul_tc.cu's split-K FP16 kernel and the reduction of its partials
-	// (tuning.tcSplitK).
+	// (the default; tuning.tcNoSplitK).
 	matmulTCSplitK, splitKReduce cu.Function
-	// matmul_tc.cu's pre-split twins (tuning.tcPreSplit): tc_split_rows,
+	// matmul_tc.cu's pre-split twins (the default; tuning.tcNoPreSplit): tc_split_rows,
 	// then the matmuls reading its arrays ([0 int4, 1 FP16]).
 	tcSplitRows                     cu.Function
 	matmulTCPre, matmulTCGroupedPre [2]cu.Function

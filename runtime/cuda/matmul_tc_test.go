@@ -41,7 +41,7 @@ func tcBound(x []float32, w []float32) float64 {
 
 // TestMatmulTC: by default (tuning.noMatmulTC unset) the batched ops run
 // batches of at least tcMinTokens tokens on the tensor cores (and smaller ones on the row
-// kernels), and with tuning.tcSplitK a matmul of few blocks in column
+// kernels), and with split-K (the default) a matmul of few blocks in column
 // splits; every output is within tcBound of a float64 reference, both
 // matrix formats, with gathered and scattered rows, both bias kinds,
 // activations over many orders of magnitude and beyond FP16's range; a
@@ -96,11 +96,11 @@ func TestMatmulTC(t *testing.T) {
 	for _, c := range []struct {
 		T, rows, cols int
 		decades       float64
-		splitK        bool // tuning.tcSplitK: these shapes fill few blocks, so they split
+		splitK        bool // split-K on (tuning.tcNoSplitK off): these shapes fill few blocks, so they split
 	}{{16, 64, 64, 1, false}, {70, 96, 100, 2, false}, {130, 130, 2048, 1, false}, {20, 72, 256, 8, false},
 		{16, 64, 2048, 1, true}, {64, 2048, 2048, 1, true}, {20, 72, 256, 8, true}, {130, 130, 2048, 2, true}} {
 		t.Run(fmt.Sprintf("MatMul/T%d/%dx%d/splitk=%v", c.T, c.rows, c.cols, c.splitK), func(t *testing.T) {
-			withTuning(t, be, tuning{tcSplitK: c.splitK})
+			withTuning(t, be, tuning{tcNoSplitK: !c.splitK})
 			if c.splitK && testBE.tcSplit(c.T, c.rows, c.cols) < 2 {
 				t.Fatalf("tcSplit(%d, %d, %d) does not split", c.T, c.rows, c.cols)
 			}
@@ -362,8 +362,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // logs the largest first-step logit difference of each batched mode from
 // token at a time and whether their 8 tokens agree
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
-// token, batched, batched-tc, batched-tc-splitk (tuning.tcSplitK),
-// batched-tc-presplit (tuning.tcPreSplit), batched-tc-both;
+// token, batched, batched-tc (the default: split-K and the pre-split),
+// batched-tc-splitk (no pre-split, tuning.tcNoPreSplit), batched-tc-presplit
+// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -389,9 +390,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		prefill string
 		tn      tuning
 	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}},
-		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcSplitK: true}},
-		{"batched-tc-presplit", engine.PrefillBatched, tuning{tcPreSplit: true}},
-		{"batched-tc-both", engine.PrefillBatched, tuning{tcSplitK: true, tcPreSplit: true}}}
+		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcNoPreSplit: true}},
+		{"batched-tc-presplit", engine.PrefillBatched, tuning{tcNoSplitK: true}},
+		{"batched-tc-plain", engine.PrefillBatched, tuning{tcNoSplitK: true, tcNoPreSplit: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -400,7 +401,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-both", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain", s)
 		}
 		modes = keep
 	}
@@ -468,7 +469,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 	}
 }
 
-// TestTCPreSplitSameBits: with tuning.tcPreSplit the tensor-core matmuls
+// TestTCPreSplitSameBits: with the pre-split (the default) the tensor-core matmuls
 // read activations split once per op (tc_split_rows) and give the bits of
 // the in-kernel split: a dense MatMul with a bias, and a grouped expert op
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
@@ -485,9 +486,9 @@ func TestTCPreSplitSameBits(t *testing.T) {
 	}
 	both := func(t *testing.T, run func() []float32) {
 		t.Helper()
-		withTuning(t, be, tuning{})
+		withTuning(t, be, tuning{tcNoPreSplit: true})
 		want := run()
-		withTuning(t, be, tuning{tcPreSplit: true})
+		withTuning(t, be, tuning{})
 		got := run()
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
