@@ -9,7 +9,7 @@
 # 1. the CUDA tests named by SUITE (default: the steppers' bit-for-bit tests, TestStepperTunings
 #    among them, and the kernels' resources) -> cuda-test.log; SUITE='^$' runs none;
 # 2. INT4 artifacts of both full shapes; BenchmarkDecodeModes for MODES (256 tokens, full residency,
-#    tokens compared) -> bench-modes.log. summary.txt has the one-line results (KEEP_SUMMARY=1
+#    tokens compared; BENCH_COUNT=n runs the modes n times in turn) -> bench-modes.log. summary.txt has the one-line results (KEEP_SUMMARY=1
 #    appends to an existing one).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -29,8 +29,8 @@ grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summa
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 t0=$SECONDS
 (cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" timeout 240 ../../carry/cuda.test -test.run '^$' \
-	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$" -test.benchtime 1x -test.v -test.timeout 230s) >"$OUT/bench-modes.log" 2>&1
+	-test.bench "BenchmarkDecodeModes/.*/^($MODES)\$" -test.benchtime 1x -test.count "${BENCH_COUNT:-1}" -test.v -test.timeout 230s) >"$OUT/bench-modes.log" 2>&1
 echo "BenchmarkDecodeModes: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-grep -E "^Benchmark.*tok/s|FAIL|panic|Error" "$OUT/bench-modes.log" | tee -a "$summary"
+grep -E "^Benchmark.*tok/s|FAIL|panic|Error|tokens agree" "$OUT/bench-modes.log" | tee -a "$summary"
 rm -f "$OUT"/synth-*.log
 exit 0

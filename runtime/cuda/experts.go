@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -157,6 +158,13 @@ func (b *Backend) gateUpLaunch(act, x cu.DevicePtr, a int, l qpack.RecordLayout,
 
 func (b *Backend) gateUpLaunchFrom(act, x cu.DevicePtr, a int, l qpack.RecordLayout, rt rowTable) error {
 	F, D := l.Gate.Rows, l.Gate.Cols
+	if ui, smem, ok := b.tcDecodeShape(rt, a, l, false); ok {
+		fn := b.k.gateupTC[ui]
+		b.tcdLaunches++
+		return b.launch(fn, b.rowGrid(fn, smem, a*((F+7)/8)), block, smem, argPtr(act), argPtr(x), argInt(a), argInt(F), argInt(D),
+			argInt(l.Gate.Offset), argInt(l.Up.Offset), argInt(l.Gate.ColsPadded), argInt(l.Gate.ScalesOffset),
+			argPtr(rt.dev), argInt(rt.k0), argPtr(rt.norm.w), argInt(rt.norm.kind), argF32(rt.norm.eps))
+	}
 	smem, v := stagedBytes(l.Scheme, D), 0
 	if smem > b.smemMax {
 		smem, v = 0, 1
@@ -228,6 +236,37 @@ func (b *Backend) downShape(a int, l qpack.RecordLayout) (vi, R, smem, v int) {
 	return vi, R, stage + a*4*R, v
 }
 
+// tcDecodeSteps are experts_tc.cu's compiled steps (chunks a lane a step),
+// the values tuning.tcDecode may take; tcDecodeTile is its down kernel's
+// tile of output rows.
+var tcDecodeSteps = [2]int{4, 8}
+
+const tcDecodeTile = 16
+
+// tcDecodeShape is the kernel-choice predicate of the decode experts on the
+// tensor cores (tuning.tcDecode, experts_tc.cu): int4 records, a device row
+// table (captured steps), not inside the persistent kernel's recording, and
+// the activations' split (and, for gate/up, the staged vector) within shared
+// memory. It returns the step index and the dynamic shared memory.
+func (b *Backend) tcDecodeShape(rt rowTable, a int, l qpack.RecordLayout, down bool) (int, int, bool) {
+	ui := slices.Index(tcDecodeSteps[:], b.tune.tcDecode)
+	if ui < 0 || rt.blob != nil || b.rec != nil || l.Scheme != qpack.SchemeInt4 {
+		return 0, 0, false
+	}
+	smem := xsBytes(l.Gate.Cols) + tcdVecBytes(l.Gate.Cols)
+	if down {
+		smem = a*tcdVecBytes(l.Down.Cols) + a*4*tcDecodeTile
+	}
+	return ui, smem, smem <= b.smemMax
+}
+
+// tcdVecBytes is experts_tc.cu's tcd_vec_bytes: the shared memory of one
+// split activation vector of n values.
+func tcdVecBytes(n int) int {
+	nch := (n + 31) / 32
+	return nch*128 + (nch*4+15)/16*16
+}
+
 // downMaxTile bounds the down kernel's tile (rows per block), and with it
 // the p[A][R] partial results it keeps in shared memory.
 const downMaxTile = 64
@@ -250,6 +289,19 @@ func (b *Backend) downLaunch(out, act cu.DevicePtr, a int, l qpack.RecordLayout,
 // combine from out's current value instead of 0 (AddScaled onto it).
 func (b *Backend) downLaunchFrom(out, act cu.DevicePtr, a int, l qpack.RecordLayout, rt rowTable, resid cu.DevicePtr, accumulate bool) error {
 	D, F := l.Down.Rows, l.Down.Cols
+	if ui, smem, ok := b.tcDecodeShape(rt, a, l, true); ok {
+		acc, early := 0, 0
+		b.tcdLaunches++
+		if accumulate {
+			acc = 1
+		}
+		if !b.tune.downLate && b.rec == nil && !rt.late {
+			early = 1
+		}
+		return b.launch(b.k.downTC[ui], (D+tcDecodeTile-1)/tcDecodeTile, block, smem, argPtr(out), argPtr(act), argInt(a), argInt(D),
+			argInt(F), argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset), argInt(tcDecodeTile),
+			argPtr(rt.dev), argInt(rt.k0), argPtr(resid), argInt(acc), argInt(early))
+	}
 	vi, R, smem, v := b.downShape(a, l)
 	args := []uint64{argPtr(out), argPtr(act), argInt(a), argInt(D), argInt(F),
 		argInt(l.Down.Offset), argInt(l.Down.ColsPadded), argInt(l.Down.ScalesOffset), argInt(R)}

@@ -48,6 +48,9 @@ type kernelSet struct {
 	// [0 int4, 1 fp16][downVariants index].
 	gateupR [2][2]cu.Function
 	downR   [2][3]cu.Function
+	// experts_tc.cu: the int4 _t kernels on the tensor cores
+	// (tuning.tcDecode): [0 four, 1 eight chunks a lane a step].
+	gateupTC, downTC [2]cu.Function
 	// matmul.cu: the batched row kernels of prefill (batched.go):
 	// [0 int4, 1 FP16][matmulTB index].
 	matmul [2][2]cu.Function
@@ -185,6 +188,10 @@ func (b *Backend) loadKernels() error {
 	k.routerRouteStep = get("router_route_step")
 	k.prefetchL2 = get("prefetch_l2")
 	k.moeInt4T = get("experts_moe_int4_t")
+	for i, u := range tcDecodeSteps {
+		k.gateupTC[i] = get(fmt.Sprintf("experts_gateup_int4_tc%d_t", u))
+		k.downTC[i] = get(fmt.Sprintf("experts_down_int4_tc%d_t", u))
+	}
 	for i, n := range persistentBuilds {
 		k.persistent[i] = get(n)
 	}
@@ -203,7 +210,8 @@ func (b *Backend) loadKernels() error {
 	}
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
-	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1]}
+	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1],
+		k.gateupTC[0], k.gateupTC[1], k.downTC[0], k.downTC[1]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -271,6 +279,7 @@ var moduleFuncs = map[string][]string{
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
+	"experts_tc":      {"experts_gateup_int4_tc4_t", "experts_gateup_int4_tc8_t", "experts_down_int4_tc4_t", "experts_down_int4_tc8_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
 		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16"},
@@ -295,7 +304,7 @@ var moduleFuncs = map[string][]string{
 // of it, so a captured step may launch them as programmatic dependent
 // launches. Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
-var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_routed", "norm", "elementwise",
+var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc", "experts_routed", "norm", "elementwise",
 	"rope_attention", "router", "embed_argmax", "decode"}
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,

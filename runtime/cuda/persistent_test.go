@@ -130,7 +130,9 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-l2-40m", engine.StepGraphFull, l2(tuning{l2Budget: 40 << 20})},
 			{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
 			{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
-			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})}}
+			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})},
+			{"graph-full-tcd4", engine.StepGraphFull, tuning{tcDecode: 4}},
+			{"graph-full-tcd8", engine.StepGraphFull, tuning{tcDecode: 8}}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}
@@ -154,6 +156,13 @@ func BenchmarkDecodeModes(b *testing.B) {
 					rate = res.DecodeTokS()
 					if ref == nil {
 						ref = res.Tokens
+					} else if m.tn.tcDecode != 0 {
+						// other bits (experts_tc.cu): say how far the tokens agree
+						same := 0
+						for same < len(ref) && same < len(res.Tokens) && res.Tokens[same] == ref[same] {
+							same++
+						}
+						b.Logf("%s: the first %d of %d tokens agree with graph-full's", m.name, same, len(ref))
 					} else if !reflect.DeepEqual(res.Tokens, ref) {
 						b.Fatalf("tokens differ from graph-full's")
 					}
