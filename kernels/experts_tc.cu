@@ -40,8 +40,9 @@
 // of a word feed one mma and the odd codes the next, so the split staging
 // stores each 8-value word's halves in the order 0, 2, 4, 6, 1, 3, 5, 7.
 //
-// Launches (blocks of 256 threads, 8 warps, TCD_U chunks a lane a step,
-// two steps of loads in flight per warp as row_pipeline does):
+// Launches (blocks of 256 threads, 8 warps, 4 or 8 chunks a lane a step,
+// two steps of loads in flight per warp as row_pipeline does; the tca4
+// twins stream 3 steps ahead through shared memory by cp.async instead):
 //   gate/up: a warp task is (expert k, rows i..i+7); tasks A*ceil(F/8),
 //            blocks stride over them. x is staged (normalised when nw is set,
 //            stage_one's bits), then split, in dynamic shared memory.
@@ -251,6 +252,120 @@ __device__ __forceinline__ void tcd_pipeline(const Tasks& tasks, int t0, int tst
 	}
 }
 
+// cp.async: 16 bytes (weights, L2 only, 256-byte L2 fetches) or 4 bytes
+// (a scale's aligned word) from global to shared memory without registers;
+// a thread's copies form groups (commit), and wait<N> returns once at most
+// N of its groups are still in flight. The emulator copies at once.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
+	             : "memory");
+#else
+	memcpy(dst, src, 16);
+#endif
+}
+__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
+#else
+	memcpy(dst, src, 4);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// tcq_stage_bytes is one step of one warp in tcq_pipeline's ring: the codes
+// [U][2 rows][32 lanes] x 16 bytes, then the scale words [U][2][32] x 4.
+template <int U>
+__host__ __device__ constexpr int tcq_stage_bytes() {
+	return U * 2 * 32 * 20;
+}
+
+// tcq_pipeline is tcd_pipeline with the weights streamed through a ring of S
+// steps per warp in shared memory (ring: the warp's S * tcq_stage_bytes<U>()
+// bytes) by cp.async, so S - 1 steps of every lane are in flight without
+// holding registers. A lane reads back only what it copied itself, so the
+// ring needs no barrier. A scale is copied as its aligned 4-byte word; par
+// keeps which half each in-flight scale is (bit (slot, u, row)). The
+// arithmetic is tcd_accum's: the same bits as tcd_pipeline.
+template <int U, int S, class Tasks, class Stage>
+__device__ __forceinline__ void tcq_pipeline(const Tasks& tasks, int t0, int tstride, int nch, uint8_t* ring, Stage stage) {
+	static_assert(S * U * 2 <= 32, "par holds one bit per in-flight scale");
+	constexpr int SPAN = 4 * U, SB = tcq_stage_bytes<U>();
+	const int lane = threadIdx.x & 31, q = lane & 3;
+	const int nseg = (nch + SPAN - 1) / SPAN, ntasks = tasks.count();
+	const int mine = t0 < ntasks ? ((ntasks - 1 - t0) / tstride + 1) * nseg : 0;  // this warp's steps
+	unsigned par = 0;
+	auto issue = [&](int i) {
+		if (i < mine) {
+			const int t = t0 + (i / nseg) * tstride, cb = (i % nseg) * SPAN, slot = i % S;
+			const TcdRows r = tasks.rows(t);
+			uint8_t* st = ring + slot * SB;
+#pragma unroll
+			for (int u = 0; u < U; u++) {
+				const int c = cb + q + 4 * u;
+				if (c < nch) {
+#pragma unroll
+					for (int j = 0; j < 2; j++) {
+						const int e = (u * 2 + j) * 32 + lane;
+						cp_async16(st + 16 * e, r.q[j] + 16 * (size_t)c);
+						const uintptr_t a = reinterpret_cast<uintptr_t>(r.sc[j] + (c >> 3));
+						cp_async4(st + U * 2 * 32 * 16 + 4 * e, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
+						const unsigned bit = 1u << (slot * U * 2 + u * 2 + j);
+						par = (a & 2) ? (par | bit) : (par & ~bit);
+					}
+				}
+			}
+		}
+		cp_async_commit();
+	};
+#pragma unroll
+	for (int i = 0; i < S - 1; i++) issue(i);
+	stage();
+	float acc[2] = {0.0f, 0.0f};
+	for (int i = 0; i < mine; i++) {
+		issue(i + S - 1);
+		cp_async_wait<S - 1>();
+		const int t = t0 + (i / nseg) * tstride, g = i % nseg, slot = i % S;
+		const uint8_t* st = ring + slot * SB;
+		TcdFrag<U> f;
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			const bool real = g * SPAN + q + 4 * u < nch;
+#pragma unroll
+			for (int j = 0; j < 2; j++) {
+				const int e = (u * 2 + j) * 32 + lane;
+				f.w[u][j] = *reinterpret_cast<const uint4*>(st + 16 * e);
+				const unsigned wd = *reinterpret_cast<const unsigned*>(st + U * 2 * 32 * 16 + 4 * e);
+				const unsigned short h = (par >> (slot * U * 2 + u * 2 + j)) & 1u ? (unsigned short)(wd >> 16) : (unsigned short)(wd & 0xffffu);
+				__half hs;
+				memcpy(&hs, &h, 2);
+				f.s[u][j] = real ? __half2float(hs) : 0.0f;
+			}
+		}
+		tcd_accum<U>(acc, f, tasks.xs(t), g * SPAN, nch);
+		if (g == nseg - 1) {
+			float r0 = acc[0], r1 = acc[1];
+			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 1));
+			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 1));
+			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 2));
+			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 2));
+			tasks.emit(t, r0, r1);
+			acc[0] = acc[1] = 0.0f;
+		}
+	}
+	cp_async_wait<0>();
+}
+
 struct TcdGateUp {
 	const GroupTable* tbl;
 	float* act;
@@ -352,3 +467,58 @@ GATEUP_TC(4)
 GATEUP_TC(8)
 DOWN_TC(4)
 DOWN_TC(8)
+
+// The cp.async twins (tuning.tcDecode "tca4"): 4 chunks a lane a step, a ring
+// of TCQ_S steps a warp after the split activations (dynamic shared memory:
+// the _t kernel's, rounded up to 16 bytes, then 8 * TCQ_S *
+// tcq_stage_bytes<4>()).
+#define TCQ_S 4
+extern "C" __global__ void __launch_bounds__(256, 1)
+    experts_gateup_int4_tca4_t(float* act, const float* x, int A, int F, int D, int gate_off, int up_off, int cols_padded,
+                               int scales_offset, const GroupTable* tbl, int k0, const void* nw, int nw_kind, float eps) {
+	const NormSpec nm{nw, nw_kind, eps};
+	NormPre pre;
+	pre.ok = false;
+	norm_preload(pre, nm, D);
+	grid_dep_enter();
+	uint8_t* split = reinterpret_cast<uint8_t*>(xs_smem + xs_floats(D));
+	const int nw8 = blockDim.x >> 5, warp = threadIdx.x >> 5;
+	uint8_t* ring = split + ((tcd_vec_bytes(D) + 15) & ~15) + (size_t)warp * TCQ_S * tcq_stage_bytes<4>();
+	TcdGateUp tk;
+	tk.tbl = tbl, tk.k0 = k0, tk.act = act, tk.A = A, tk.F = F, tk.gate_off = gate_off, tk.up_off = up_off;
+	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.per = (F + 7) / 8;
+	tk.x = tcd_at(split, D);
+	tcq_pipeline<4, TCQ_S>(tk, blockIdx.x * nw8 + warp, gridDim.x * nw8, (D + 31) >> 5, ring, [&] {
+		stage_one<false>(xs_smem, x, D, nm, &pre);
+		tcd_split(split, 1, D, [&](int, int i) { return xs_smem[xs_index(i)]; });
+	});
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    experts_down_int4_tca4_t(float* out, const float* act, int A, int D, int F, int down_off, int cols_padded,
+                             int scales_offset, int tile_rows, const GroupTable* tbl, int k0, const float* resid,
+                             int accumulate, int early) {
+	(void)tile_rows;  // always 16
+	if (!early) grid_dep_enter();
+	uint8_t* split = reinterpret_cast<uint8_t*>(xs_smem);
+	const int warp = threadIdx.x >> 5;
+	TcdDown tk;
+	tk.tbl = tbl, tk.k0 = k0, tk.xs_base = split, tk.A = A, tk.D = D, tk.F = F, tk.down_off = down_off;
+	tk.cols_padded = cols_padded, tk.scales_offset = scales_offset, tk.d0 = blockIdx.x * 16;
+	tk.p = reinterpret_cast<float*>(split + (size_t)A * tcd_vec_bytes(F));
+	uint8_t* ring = split + (((size_t)A * tcd_vec_bytes(F) + (size_t)A * 64 + 15) & ~(size_t)15) +
+	                (size_t)warp * TCQ_S * tcq_stage_bytes<4>();
+	tcq_pipeline<4, TCQ_S>(tk, warp, blockDim.x >> 5, (F + 31) >> 5, ring, [&] {
+		if (early) grid_dep_enter();
+		tcd_split(split, A, F, [&](int v, int i) { return act_ldg(act + (size_t)v * F + i); });
+	});
+	__syncthreads();
+	if (threadIdx.x < 16) {
+		const int d = tk.d0 + threadIdx.x;
+		if (d < D) {
+			float acc = accumulate ? out[d] : 0.0f;
+			for (int k = 0; k < A; k++) acc = add_scaled(acc, tbl->wts[k0 + k], tk.p[k * 16 + threadIdx.x]);
+			out[d] = resid != nullptr ? __fadd_rn(resid[d], acc) : acc;
+		}
+	}
+}

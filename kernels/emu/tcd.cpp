@@ -35,6 +35,10 @@ extern "C" void experts_gateup_int4_tc8_t(float*, const float*, int, int, int, i
                                           const void*, int, float);
 extern "C" void experts_down_int4_tc4_t(float*, const float*, int, int, int, int, int, int, int, const GroupTable*, int,
                                         const float*, int, int);
+extern "C" void experts_gateup_int4_tca4_t(float*, const float*, int, int, int, int, int, int, int, const GroupTable*, int,
+                                           const void*, int, float);
+extern "C" void experts_down_int4_tca4_t(float*, const float*, int, int, int, int, int, int, int, const GroupTable*, int,
+                                         const float*, int, int);
 extern "C" void experts_down_int4_tc8_t(float*, const float*, int, int, int, int, int, int, int, const GroupTable*, int,
                                         const float*, int, int);
 
@@ -98,7 +102,7 @@ struct Case {
 	bool norm;
 	int accumulate;  // down: 0 from zero, 1 onto out
 	bool resid;
-	int U;           // 4 or 8
+	int U;           // 4 or 8 (the register pipelines), 0: tca4 (the cp.async ring)
 	bool plant;      // flip one code after the reference: the check must fail
 };
 
@@ -174,8 +178,9 @@ static void run(const Case& c) {
 	const int per = (c.F + 7) / 8, tasks = c.A * per;
 	const int grid = std::min((tasks + 7) / 8, 264);
 	const size_t smem_gu = (size_t)((c.D + 31) / 32 * 36) * 4 + (size_t)((c.D + 31) / 32) * 128 + (((c.D + 31) / 32 * 4 + 15) & ~15);
-	auto gu = c.U == 8 ? experts_gateup_int4_tc8_t : experts_gateup_int4_tc4_t;
-	emu_launch(grid, 256, smem_gu, [&] {
+	auto gu = c.U == 8 ? experts_gateup_int4_tc8_t : c.U == 0 ? experts_gateup_int4_tca4_t : experts_gateup_int4_tc4_t;
+	const size_t ring = 8 * 4 * (4 * 2 * 32 * 20);  // tca4: TCQ_S steps of tcq_stage_bytes<4>() a warp
+	emu_launch(grid, 256, c.U == 0 ? (smem_gu + 15) / 16 * 16 + ring : smem_gu, [&] {
 		gu(act.data(), x.data(), c.A, c.F, c.D, 0, up_off, cpg, sog, &tbl, 0, c.norm ? nw.data() : nullptr, 2, eps);
 	});
 	bool ok = check("gate/up", c, act, act_ref, act_bound);
@@ -197,8 +202,9 @@ static void run(const Case& c) {
 	}
 	std::vector<float> out = out0;
 	const int vb = (c.F + 31) / 32 * 128 + (((c.F + 31) / 32 * 4 + 15) & ~15);
-	auto dn = c.U == 8 ? experts_down_int4_tc8_t : experts_down_int4_tc4_t;
-	emu_launch((c.D + 15) / 16, 256, (size_t)c.A * vb + (size_t)c.A * 16 * 4, [&] {
+	auto dn = c.U == 8 ? experts_down_int4_tc8_t : c.U == 0 ? experts_down_int4_tca4_t : experts_down_int4_tc4_t;
+	const size_t smem_dn = (size_t)c.A * vb + (size_t)c.A * 16 * 4;
+	emu_launch((c.D + 15) / 16, 256, c.U == 0 ? (smem_dn + 15) / 16 * 16 + ring : smem_dn, [&] {
 		dn(out.data(), act.data(), c.A, c.D, c.F, down_off, cpd, sod, 16, &tbl, 0, c.resid ? resid.data() : nullptr,
 		   c.accumulate, 1);
 	});
@@ -218,6 +224,10 @@ int main(int argc, char** argv) {
 	    {"odd A3 F44 D96", 3, 44, 96, false, 0, false, 4, false},
 	    {"odd A2 F13 D160 tc8", 2, 13, 160, false, 1, true, 8, false},
 	    {"small A1 F8 D256", 1, 8, 256, false, 0, false, 4, false},
+	    {"olmoe A8 F1024 D2048 tca4", 8, 1024, 2048, false, 1, true, 0, false},
+	    {"qwen A4 F1408 D2048 tca4", 4, 1408, 2048, false, 0, false, 0, false},
+	    {"odd A3 F44 D96 tca4", 3, 44, 96, false, 0, true, 0, false},
+	    {"planted A2 F16 D256 tca4", 2, 16, 256, false, 0, false, 0, true},
 	    {"planted A2 F16 D256", 2, 16, 256, false, 0, false, 4, true},
 	};
 	for (const Case& c : cases)

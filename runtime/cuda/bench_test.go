@@ -268,7 +268,7 @@ func BenchmarkMatVecW4A16(b *testing.B) {
 // does. Target for the grouped kernels: >= 60%. Variants: gate/up with 4+4
 // rows per task (-p4), down with each kernel variant (r4, r8, r4c1: rows per
 // task and chunks per step) and 8, 16 or 32 output rows per block
-// (-r8-t16 ...); the plain names are the defaults; tcd4-*, tcd8-* are the
+// (-r8-t16 ...); the plain names are the defaults; tc4-*, tc8-*, tca4-* are the
 // _t kernels on the tensor cores (tuning.tcDecode).
 func BenchmarkExperts(b *testing.B) {
 	be := testBE
@@ -393,12 +393,11 @@ func BenchmarkExperts(b *testing.B) {
 		seq("t-pair-global", tuning{downGlobal: true}, gu+dn, "gateup", "down")
 		seq("t-pair", tuning{}, gu+dn, "gateup", "down")
 		// The decode experts on the tensor cores (experts_tc.cu,
-		// tuning.tcDecode: 4 or 8 chunks a lane a step).
-		for _, u := range tcDecodeSteps {
-			n := fmt.Sprintf("tcd%d", u)
-			seq(n+"-gateup", tuning{tcDecode: u}, gu, "gateup")
-			seq(n+"-down", tuning{tcDecode: u}, dn, "down")
-			seq(n+"-pair", tuning{tcDecode: u}, gu+dn, "gateup", "down")
+		// tuning.tcDecode: tcDecodeVariants).
+		for i, v := range tcDecodeVariants {
+			seq(v+"-gateup", tuning{tcDecode: i + 1}, gu, "gateup")
+			seq(v+"-down", tuning{tcDecode: i + 1}, dn, "down")
+			seq(v+"-pair", tuning{tcDecode: i + 1}, gu+dn, "gateup", "down")
 		}
 		seq("moe", tuning{}, gu+dn, "moe")
 		seq("moe-nopf", tuning{moeFlags: moeNoPrefetch}, gu+dn, "moe")

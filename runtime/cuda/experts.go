@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"fmt"
-	"slices"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -236,10 +235,15 @@ func (b *Backend) downShape(a int, l qpack.RecordLayout) (vi, R, smem, v int) {
 	return vi, R, stage + a*4*R, v
 }
 
-// tcDecodeSteps are experts_tc.cu's compiled steps (chunks a lane a step),
-// the values tuning.tcDecode may take; tcDecodeTile is its down kernel's
-// tile of output rows.
-var tcDecodeSteps = [2]int{4, 8}
+// tcDecodeVariants are experts_tc.cu's kernel pairs (tuning.tcDecode is 1 +
+// an index): tc4 and tc8 keep 4 or 8 chunks a lane a step in registers,
+// tca4 streams 4 a step through a ring of tcqSteps steps a warp in shared
+// memory by cp.async. tcDecodeTile is the down kernels' tile of output rows.
+var tcDecodeVariants = [3]string{"tc4", "tc8", "tca4"}
+
+// tcqRing is the tca4 kernels' ring: 8 warps x TCQ_S (4) steps x
+// tcq_stage_bytes<4>() (4 chunks x 2 rows x 32 lanes x 20 bytes).
+const tcqRing = 8 * 4 * 4 * 2 * 32 * 20
 
 const tcDecodeTile = 16
 
@@ -249,13 +253,16 @@ const tcDecodeTile = 16
 // the activations' split (and, for gate/up, the staged vector) within shared
 // memory. It returns the step index and the dynamic shared memory.
 func (b *Backend) tcDecodeShape(rt rowTable, a int, l qpack.RecordLayout, down bool) (int, int, bool) {
-	ui := slices.Index(tcDecodeSteps[:], b.tune.tcDecode)
-	if ui < 0 || rt.blob != nil || b.rec != nil || l.Scheme != qpack.SchemeInt4 {
+	ui := b.tune.tcDecode - 1
+	if ui < 0 || ui >= len(tcDecodeVariants) || rt.blob != nil || b.rec != nil || l.Scheme != qpack.SchemeInt4 {
 		return 0, 0, false
 	}
 	smem := xsBytes(l.Gate.Cols) + tcdVecBytes(l.Gate.Cols)
 	if down {
 		smem = a*tcdVecBytes(l.Down.Cols) + a*4*tcDecodeTile
+	}
+	if tcDecodeVariants[ui] == "tca4" {
+		smem = (smem+15)/16*16 + tcqRing
 	}
 	return ui, smem, smem <= b.smemMax
 }

@@ -17,8 +17,9 @@ import (
 // tokens, every step's logits lie within 2e-4 x (1 + the step's largest
 // |logit|) of op by op's, at full capacity (graph-full) and below it
 // (graph-wait, the misses served by the cache), on both tiny models, with
-// both step sizes; and the kernels did run (a planted error in the kernels
-// fails this: see kernels/emu/tcd.cpp for the arithmetic's own bound).
+// every variant (tcDecodeVariants); that the variants agree bit for bit
+// (tc4, tc8 and tca4 are one arithmetic); and that the kernels did run (see
+// kernels/emu/tcd.cpp for the arithmetic's own bound).
 func TestStepperTCDecode(t *testing.T) {
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		art := testArtifact(t, arch, qpack.SchemeInt4)
@@ -31,13 +32,14 @@ func TestStepperTCDecode(t *testing.T) {
 			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: engine.StepOps}
 			withTuning(t, testBE, tuning{})
 			want, _ := generateMode(t, art, o, req, engine.StepOps)
+			var first engine.Result
 			mode := engine.StepGraphFull
 			if c < cfg.NumExperts {
 				mode = engine.StepGraphWait
 			}
-			for _, u := range tcDecodeSteps {
-				t.Run(fmt.Sprintf("%s/c%d/%s/tc%d", arch, c, mode, u), func(t *testing.T) {
-					withTuning(t, testBE, tuning{tcDecode: u})
+			for i, v := range tcDecodeVariants {
+				t.Run(fmt.Sprintf("%s/c%d/%s/%s", arch, c, mode, v), func(t *testing.T) {
+					withTuning(t, testBE, tuning{tcDecode: i + 1})
 					n0 := tcdLaunchCount(t)
 					o.StepMode = mode
 					forced := req
@@ -45,6 +47,11 @@ func TestStepperTCDecode(t *testing.T) {
 					got, _ := generateMode(t, art, o, forced, mode)
 					if n := tcdLaunchCount(t) - n0; n == 0 {
 						t.Fatalf("%s: no experts_tc launch", mode)
+					}
+					if first.Logits == nil {
+						first = got
+					} else {
+						sameResult(t, tcDecodeVariants[0], got, first)
 					}
 					worst := 0.0
 					for s := range want.Logits {

@@ -49,8 +49,8 @@ type kernelSet struct {
 	gateupR [2][2]cu.Function
 	downR   [2][3]cu.Function
 	// experts_tc.cu: the int4 _t kernels on the tensor cores
-	// (tuning.tcDecode): [0 four, 1 eight chunks a lane a step].
-	gateupTC, downTC [2]cu.Function
+	// (tuning.tcDecode): [tcDecodeVariants index].
+	gateupTC, downTC [3]cu.Function
 	// matmul.cu: the batched row kernels of prefill (batched.go):
 	// [0 int4, 1 FP16][matmulTB index].
 	matmul [2][2]cu.Function
@@ -188,9 +188,9 @@ func (b *Backend) loadKernels() error {
 	k.routerRouteStep = get("router_route_step")
 	k.prefetchL2 = get("prefetch_l2")
 	k.moeInt4T = get("experts_moe_int4_t")
-	for i, u := range tcDecodeSteps {
-		k.gateupTC[i] = get(fmt.Sprintf("experts_gateup_int4_tc%d_t", u))
-		k.downTC[i] = get(fmt.Sprintf("experts_down_int4_tc%d_t", u))
+	for i, v := range tcDecodeVariants {
+		k.gateupTC[i] = get("experts_gateup_int4_" + v + "_t")
+		k.downTC[i] = get("experts_down_int4_" + v + "_t")
 	}
 	for i, n := range persistentBuilds {
 		k.persistent[i] = get(n)
@@ -211,7 +211,7 @@ func (b *Backend) loadKernels() error {
 	// Kernels that stage vectors in shared memory may use the device's
 	// opt-in limit (227 KiB on H100/H200) instead of the default 48 KiB.
 	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1],
-		k.gateupTC[0], k.gateupTC[1], k.downTC[0], k.downTC[1]}
+		k.gateupTC[0], k.gateupTC[1], k.gateupTC[2], k.downTC[0], k.downTC[1], k.downTC[2]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0])
 	}
@@ -279,7 +279,7 @@ var moduleFuncs = map[string][]string{
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
 	"experts_fused":   {"experts_moe_int4_t"},
-	"experts_tc":      {"experts_gateup_int4_tc4_t", "experts_gateup_int4_tc8_t", "experts_down_int4_tc4_t", "experts_down_int4_tc8_t"},
+	"experts_tc":      {"experts_gateup_int4_tc4_t", "experts_gateup_int4_tc8_t", "experts_gateup_int4_tca4_t", "experts_down_int4_tc4_t", "experts_down_int4_tc8_t", "experts_down_int4_tca4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
 		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16"},
