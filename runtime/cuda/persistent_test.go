@@ -131,8 +131,9 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
 			{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
 			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})},
-			{"graph-full-tcd4", engine.StepGraphFull, tuning{tcDecode: 4}},
-			{"graph-full-tcd8", engine.StepGraphFull, tuning{tcDecode: 8}}}
+			{"graph-full-tc4", engine.StepGraphFull, tuning{tcDecode: 1}},
+			{"graph-full-tc8", engine.StepGraphFull, tuning{tcDecode: 2}},
+			{"graph-full-tca4", engine.StepGraphFull, tuning{tcDecode: 3}}}
 		for _, pt := range persistentTunings {
 			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
 		}
