@@ -12,7 +12,7 @@
 #    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
 #    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: token, batched, batched-tc (the default), batched-tc-splitk, batched-tc-presplit, batched-tc-plain; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
-# 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores),
+# 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores; GEN_MODES=batched for one),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ for art in ${arts//:/ }; do
 	a=$(basename "$art")
 	for n in $LENGTHS; do
 		ids=$(python3 -c "print(','.join(str(100 + (i * 7919) % 30000) for i in range($n)))")
-		for mode in token batched; do
+		for mode in ${GEN_MODES:-token batched}; do
 			f="$OUT/generate-$a-$n-$mode.json"
 			t0=$SECONDS
 			timeout 300 carry/horizon-bench-cuda generate --device cuda --artifact "$art" --executor grouped-v1 \
