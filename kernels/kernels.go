@@ -12,6 +12,10 @@
 //	experts_fused    the same two in one launch (int4, captured steps):
 //	                 the down rows prefetched into L2 during gate/up, a grid
 //	                 barrier between the phases
+//	experts_tc       the grouped int4 gate/up and down of one decode token on
+//	                 the tensor cores (an mma per 16 rows, a diagonal B
+//	                 operand keeping each lane's chunk sums apart; not the
+//	                 row kernels' bits; runtime/cuda tuning.tcDecode, off)
 //	matmul           the batched row kernels of prefill: FP16 or int4 rows ×
 //	                 a group of 8 (or 4) tokens staged once, each (row,
 //	                 token) the per-token row kernel's bits
@@ -41,7 +45,8 @@
 // common.cuh holds the device functions several modules share, above all the
 // one per-row reduction of each weight format and the warp loop every row
 // kernel runs (row_pipeline), which is what makes the scalar, grouped and
-// fused expert executors bit-identical. emu/ runs the row kernels on the CPU
+// fused expert executors bit-identical; tc.cuh the tensor-core pieces that
+// matmul_tc and experts_tc share. emu/ runs the row kernels on the CPU
 // (a fiber per CUDA thread) to check them without a GPU; NOTES.md has the
 // performance notes.
 //
