@@ -888,16 +888,39 @@ struct MatvecTasks {
 	}
 };
 
+// prefetch_tasks_l2 asks L2 for the weight rows of a warp's tasks t0, t0 + tstride, ... in order,
+// up to budget bytes a warp (whole 128-byte lines, each lane every 32nd line of a row): it loads
+// nothing into registers and writes nothing, so no value can change. rowbytes is the bytes of a row
+// that the row reduction reads.
+template <int NR, class Tasks>
+__device__ __forceinline__ void prefetch_tasks_l2(const Tasks& tasks, int t0, int tstride, int rowbytes, unsigned budget) {
+#ifdef __CUDA_ARCH__
+	const int lane = threadIdx.x & 31;
+	unsigned done = 0;
+	for (int t = t0; t < tasks.count() && done < budget; t += tstride) {
+#pragma unroll
+		for (int i = 0; i < NR; i++) {
+			const char* p = reinterpret_cast<const char*>(tasks.row(t, i));
+			for (int off = 128 * lane; off < rowbytes; off += 32 * 128)
+				asm volatile("prefetch.global.L2::evict_last [%0];" ::"l"(p + off));
+		}
+		done += (unsigned)(NR * rowbytes);
+	}
+#endif
+}
+
 // matvec_body: blocks of 8 warps (block vg.bid of vg.nblk) striding over the row tasks; x staged in
 // smem (dynamic, FmtInfo<Fmt>::stride(cols) floats) when SHARED. With ENTER (the launched kernels)
 // every thread calls grid_dep_enter after its first weight loads and its norm weights' loads
 // (norm_preload) are issued, before the staging: the weights' HBM round trips overlap the previous
-// kernel's tail.
+// kernel's tail. With pf > 0 (FP16 rows only; runtime/cuda tuning.waitPrefetch) each warp also asks
+// L2 for up to pf bytes of its tasks' rows before the wait (prefetch_tasks_l2), so that more of
+// its weights arrive while the kernel ahead still runs; the same values.
 template <class Fmt, int NR, int CPL, bool SHARED, bool ENTER = false>
 __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, const uint8_t* __restrict__ mat,
                                             const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                             int rows, int cols, int cols_padded, int scales_offset,
-                                            NormSpec nm, VGrid vg) {
+                                            NormSpec nm, VGrid vg, unsigned pf = 0) {
 	MatvecTasks<Fmt, NR, SHARED> tk;
 	tk.y = y, tk.mat = mat, tk.bias = bias, tk.bias_kind = bias_kind;
 	tk.rows = rows, tk.cols = cols, tk.cols_padded = cols_padded, tk.scales_offset = scales_offset;
@@ -908,6 +931,9 @@ __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, 
 		NormPre pre;
 		pre.ok = false;
 		if (ENTER && SHARED) norm_preload(pre, nm, cols);
+		if constexpr (ENTER && !FmtInfo<Fmt>::int4) {
+			if (pf > 0) prefetch_tasks_l2<NR>(tk, vg.bid * nw + warp, vg.nblk * nw, 2 * cols, pf);
+		}
 		if (ENTER) grid_dep_enter();
 		if (SHARED) stage_one<FmtInfo<Fmt>::int4>(smem, x, cols, nm, &pre);
 	});

@@ -205,6 +205,20 @@ __device__ __forceinline__ void tcd_accum(float (&acc)[2], const TcdFrag<U>& f, 
 	}
 }
 
+// tcd_finish ends task t: the four lane-columns' sums of each of the lane's
+// two rows, (q0+q1)+(q2+q3) in every lane (two xor shuffles), go to
+// tasks.emit, and the accumulators restart from zero.
+template <class Tasks>
+__device__ __forceinline__ void tcd_finish(const Tasks& tasks, int t, float (&acc)[2]) {
+	float r0 = acc[0], r1 = acc[1];
+	r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 1));
+	r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 1));
+	r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 2));
+	r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 2));
+	tasks.emit(t, r0, r1);
+	acc[0] = acc[1] = 0.0f;
+}
+
 // tcd_pipeline is row_pipeline for 16-row warp tasks: a warp takes tasks
 // t0, t0 + tstride, ...; each task's rows (tasks.rows(t)) against
 // tasks.xs(t), in steps of 4U chunks, the loads of step s+1 issued before
@@ -233,15 +247,7 @@ __device__ __forceinline__ void tcd_pipeline(const Tasks& tasks, int t0, int tst
 		const TcdRows rn = gn == 0 && more ? tasks.rows(tn) : rw;
 		if (more) tcd_load<U>(pre, rn, gn * SPAN, nch);
 		tcd_accum<U>(acc, comp, xs, g * SPAN, nch);
-		if (g == nseg - 1) {
-			float r0 = acc[0], r1 = acc[1];
-			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 1));
-			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 1));
-			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 2));
-			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 2));
-			tasks.emit(t, r0, r1);
-			acc[0] = acc[1] = 0.0f;
-		}
+		if (g == nseg - 1) tcd_finish(tasks, t, acc);
 		if (more) {
 			t = tn, g = gn, rw = rn;
 			if (g == 0) xs = tasks.xs(t);
@@ -353,15 +359,7 @@ __device__ __forceinline__ void tcq_pipeline(const Tasks& tasks, int t0, int tst
 			}
 		}
 		tcd_accum<U>(acc, f, tasks.xs(t), g * SPAN, nch);
-		if (g == nseg - 1) {
-			float r0 = acc[0], r1 = acc[1];
-			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 1));
-			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 1));
-			r0 = __fadd_rn(r0, __shfl_xor_sync(FULL_MASK, r0, 2));
-			r1 = __fadd_rn(r1, __shfl_xor_sync(FULL_MASK, r1, 2));
-			tasks.emit(t, r0, r1);
-			acc[0] = acc[1] = 0.0f;
-		}
+		if (g == nseg - 1) tcd_finish(tasks, t, acc);
 	}
 	cp_async_wait<0>();
 }

@@ -19,6 +19,12 @@
 
 extern __shared__ __align__(16) float xs_smem[];
 
+// hz_wait_prefetch is the bytes of weight rows each warp asks L2 for before
+// its dependency wait (matvec_body's pf; 0, the default, none). The host
+// sets it (runtime/cuda tuning.waitPrefetch); it only moves where the loads
+// find their bytes.
+__device__ unsigned hz_wait_prefetch;
+
 #define MATVEC_F16(NAME, NR, CPL, SHARED)                                                                  \
 	extern "C" __global__ void __launch_bounds__(256, 2) NAME(float* y, const __half* W, const float* x,     \
 	                                                       const void* bias, int bias_kind, int rows,       \
@@ -26,7 +32,7 @@ extern __shared__ __align__(16) float xs_smem[];
 	                                                       float eps) {                                      \
 		matvec_body<F16Fmt, NR, CPL, SHARED, true>(xs_smem, y, reinterpret_cast<const uint8_t*>(W), x, bias,    \
 		                                     bias_kind, rows, cols, 0, 0, NormSpec{nw, nw_kind, eps},       \
-		                                     launched_grid());                                              \
+		                                     launched_grid(), hz_wait_prefetch);                            \
 	}
 
 MATVEC_F16(matvec_f16_r1_s, 1, 8, true)

@@ -181,7 +181,7 @@ func rotation(size int) int { return max(2, rotationBytes/size) }
 // not depend on it, only speed) and restores the defaults afterwards.
 func withTuning(b testing.TB, be *Backend, t tuning) {
 	set := func(t tuning) {
-		if err := be.o.do(func() error { be.tune = t; return nil }); err != nil {
+		if err := be.o.do(func() error { return be.setTuning(t) }); err != nil {
 			b.Fatal(err)
 		}
 	}

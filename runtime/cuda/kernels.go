@@ -115,6 +115,12 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("load kernel module %s (%s PTX; does this GPU and driver support it?): %w", name, kernels.Arch, err)
 		}
 		b.mods = append(b.mods, m)
+		if name == "matvec_f16" {
+			// matvec_body's pre-wait L2 prefetch budget (tuning.waitPrefetch).
+			if b.waitPF, _, err = m.Global("hz_wait_prefetch"); err != nil {
+				return fmt.Errorf("kernel module %s: hz_wait_prefetch: %w", name, err)
+			}
+		}
 		for _, fn := range moduleFuncs[name] {
 			f, err := m.Function(fn)
 			if err != nil {

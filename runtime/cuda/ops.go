@@ -569,3 +569,17 @@ func equalInts(a, b []int) bool {
 	}
 	return true
 }
+
+// setTuning sets the backend's tuning and writes what of it the kernels
+// read from device memory (hz_wait_prefetch); owner thread only.
+func (b *Backend) setTuning(t tuning) error {
+	b.tune = t
+	if b.waitPF == 0 {
+		return nil
+	}
+	v := t.waitPrefetch
+	if err := cu.MemcpyHtoD(b.waitPF, unsafe.Pointer(&v), 4); err != nil {
+		return fmt.Errorf("cuda: set hz_wait_prefetch: %w", err)
+	}
+	return nil
+}

@@ -131,6 +131,9 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
 			{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
 			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})},
+			{"graph-full-wpf8k", engine.StepGraphFull, tuning{waitPrefetch: 8 << 10}},
+			{"graph-full-wpf32k", engine.StepGraphFull, tuning{waitPrefetch: 32 << 10}},
+			{"graph-full-wpf128k", engine.StepGraphFull, tuning{waitPrefetch: 128 << 10}},
 			{"graph-full-tc4", engine.StepGraphFull, tuning{tcDecode: 1}},
 			{"graph-full-tc8", engine.StepGraphFull, tuning{tcDecode: 2}},
 			{"graph-full-tca4", engine.StepGraphFull, tuning{tcDecode: 3}}}

@@ -91,6 +91,7 @@ func TestStepperTunings(t *testing.T) {
 		{"route-in", tuning{routeIn: true}},
 		{"route-in-wait", tuning{routeIn: true, routeInWait: true}},
 		{"route-in-p4", tuning{routeIn: true, gateUpNRP: 4}},
+		{"wait-prefetch", tuning{waitPrefetch: 64 << 10}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
