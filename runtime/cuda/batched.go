@@ -504,10 +504,10 @@ var _ backend.BatchedDefault = (*Backend)(nil)
 
 // BatchedDefault implements backend.BatchedDefault: false. In session 16
 // the batched prefill was slower than token at a time at 32 tokens
-// (results/prefill-h200-s16). Since session 17 it is as fast at 16 tokens
-// and 3.5-13x faster from 64 on at full residency (editions/prefill-v1),
-// so auto could turn batched; that changes the tokens of every CUDA
-// edition that does not declare its prefill, and waits for a run of the
-// whole CUDA suite with it on a GPU. Until then a campaign declares
-// prefill batched.
+// (results/prefill-h200-s16). Since session 17 it is 3.5-13x faster from
+// 64 tokens on at full residency (editions/prefill-v1), and since session
+// 18 (split-K) 1.7x at 16 (results/prefill-h200-s18), so auto could turn
+// batched; that changes the tokens of every CUDA edition that does not
+// declare its prefill, and waits for a run of the whole CUDA suite with it
+// on a GPU. Until then a campaign declares prefill batched.
 func (b *Backend) BatchedDefault() bool { return false }
