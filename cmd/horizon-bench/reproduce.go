@@ -126,10 +126,11 @@ func parseReproduceArgs(c *cli.Context) (string, campaigns.ReproduceOptions, err
 	return edition, o, nil
 }
 
-// reproduceCUDA is true in cuda-tagged builds (reproduce_cuda.go): without
-// it, a cuda edition is refused before any artifact is prepared, instead of
-// failing at its first worker minutes later.
-var reproduceCUDA bool
+// buildCUDA is true in cuda-tagged builds (reproduce_cuda.go): without it,
+// run refuses a cuda campaign and reproduce a cuda edition before any
+// artifact is prepared, instead of failing at the first worker minutes (a
+// 13 GiB synthetic checkpoint) later.
+var buildCUDA bool
 
 func runReproduce(c *cli.Context) error {
 	edition, o, err := parseReproduceArgs(c)
@@ -140,7 +141,7 @@ func runReproduce(c *cli.Context) error {
 		return err
 	}
 	o.CheckDevice = func(device string) error {
-		if device == "cuda" && !reproduceCUDA {
+		if device == "cuda" && !buildCUDA {
 			return errors.New("the edition ran on cuda and this horizon-bench was built without CUDA support; " +
 				"build it with `make cuda` and reproduce on a machine with an NVIDIA GPU")
 		}

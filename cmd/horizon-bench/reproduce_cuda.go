@@ -2,5 +2,6 @@
 
 package main
 
-// A cuda-tagged build can rerun the workers of a cuda edition.
-func init() { reproduceCUDA = true }
+// A cuda-tagged build can run a cuda campaign and rerun the workers of a
+// cuda edition.
+func init() { buildCUDA = true }

@@ -138,8 +138,8 @@ is pinned to their host) is what horizon-verify holds the edition to.
 local run refuses (exit 2) a run directory job arrays were submitted from.
 
 Exit status: 0 edition published; 75 stopped by --stop-after with work left
-(resumable); 2 invalid campaign, bad arguments, the edition exists
-without --force, --out names something that is not an edition, or a local run
+(resumable); 2 invalid campaign, bad arguments, a cuda campaign in a build
+without CUDA support, the edition exists without --force, --out names something that is not an edition, or a local run
 in a run directory job arrays were submitted from; 1 any other failure (a failed or interrupted worker: the
 finished workers are kept, running again resumes).`,
 		Flags: []cli.Flag{
@@ -257,6 +257,9 @@ func runRun(c *cli.Context) error {
 	kid, err := campaigns.ContractIDOf(campaign)
 	if err != nil {
 		return cli.Exit(err.Error(), exitUsage)
+	}
+	if cf, err := campaigns.LoadFile(campaign); err == nil && cf.Device == "cuda" && !buildCUDA {
+		return usageError("run: %s runs on cuda, and this horizon-bench was built without CUDA support: build it with `make cuda` and run it on a machine with an NVIDIA GPU", campaign)
 	}
 	run := campaigns.Run
 	switch {

@@ -189,6 +189,16 @@ func TestRunBadInput(t *testing.T) {
 		t.Fatalf("bad campaign: %d %q", r.code, r.stderr)
 	}
 	onlyEntries(t, tmp)
+	// A cuda campaign in a build without CUDA: one line, exit 2, before any
+	// artifact (a cuda worker would fail only after the checkpoint's
+	// synthesis).
+	if !buildCUDA {
+		r := run(t, "run", "../../campaigns/smoke-cuda.yaml", "--out", filepath.Join(tmp, "ed"), "--run-dir", filepath.Join(tmp, "run"))
+		if r.code != exitUsage || strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 || !strings.Contains(r.stderr, "built without CUDA support") {
+			t.Fatalf("cuda campaign: %d %q", r.code, r.stderr)
+		}
+		onlyEntries(t, tmp)
+	}
 	if r := run(t, "run"); r.code != exitUsage {
 		t.Fatalf("run without a campaign: %d", r.code)
 	}
