@@ -180,6 +180,9 @@ func rotation(size int) int { return max(2, rotationBytes/size) }
 // withTuning sets the backend's launch tuning for one benchmark (results do
 // not depend on it, only speed) and restores the defaults afterwards.
 func withTuning(b testing.TB, be *Backend, t tuning) {
+	if t.tcDecode < 0 || t.tcDecode > len(tcDecodeVariants) {
+		b.Fatalf("tuning.tcDecode %d: want 0 (off) or 1..%d (tcDecodeVariants)", t.tcDecode, len(tcDecodeVariants))
+	}
 	set := func(t tuning) {
 		if err := be.o.do(func() error { return be.setTuning(t) }); err != nil {
 			b.Fatal(err)

@@ -27,6 +27,12 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "cuda tests on %s (%d SMs, %d bytes of opt-in shared memory per block; TopK/Argmax results: %s; owner hand-offs spin: %v)\n",
 		be.DeviceName(), be.SMs(), be.smemMax, be.ResultPath(), be.o.spin.Load())
 	testBE = be
+	if os.Getenv("HORIZON_TEST_BATCHED_DEFAULT") == "1" {
+		// The whole suite as a flipped default would run it: auto prefill
+		// batched on CUDA (BatchedDefault).
+		batchedDefault = true
+		fmt.Fprintln(os.Stderr, "cuda tests with auto prefill batched (HORIZON_TEST_BATCHED_DEFAULT=1)")
+	}
 	code := m.Run()
 	if err := be.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "close:", err)
