@@ -8,7 +8,8 @@
 // (Qwen's 1408 is padded to 1536 in a record), a row count off the 8-row
 // task and a column count off the 4-chunk lane step, the down combine from
 // zero, onto out, and with a residual;
-// activations over 12 orders of magnitude. A planted error shows: the
+// activations over 12 orders of magnitude; on the small shapes, that the
+// three variants (tc4, tc8, tca4) give the same bits. A planted error shows: the
 // codes of one row moved by one make the check fail. Not here:
 // the fused RMSNorm (stage_one, the grouped kernels' staging): the emulator
 // gives each thread its own copy of a function's static __shared__ array,
@@ -178,11 +179,14 @@ static void run(const Case& c) {
 	const int per = (c.F + 7) / 8, tasks = c.A * per;
 	const int grid = std::min((tasks + 7) / 8, 264);
 	const size_t smem_gu = (size_t)((c.D + 31) / 32 * 36) * 4 + (size_t)((c.D + 31) / 32) * 128 + (((c.D + 31) / 32 * 4 + 15) & ~15);
-	auto gu = c.U == 8 ? experts_gateup_int4_tc8_t : c.U == 0 ? experts_gateup_int4_tca4_t : experts_gateup_int4_tc4_t;
 	const size_t ring = 8 * 4 * (4 * 2 * 32 * 20);  // tca4: TCQ_S steps of tcq_stage_bytes<4>() a warp
-	emu_launch(grid, 256, c.U == 0 ? (smem_gu + 15) / 16 * 16 + ring : smem_gu, [&] {
-		gu(act.data(), x.data(), c.A, c.F, c.D, 0, up_off, cpg, sog, &tbl, 0, c.norm ? nw.data() : nullptr, 2, eps);
-	});
+	auto run_gu = [&](int U, std::vector<float>& dst) {
+		auto gu = U == 8 ? experts_gateup_int4_tc8_t : U == 0 ? experts_gateup_int4_tca4_t : experts_gateup_int4_tc4_t;
+		emu_launch(grid, 256, U == 0 ? (smem_gu + 15) / 16 * 16 + ring : smem_gu, [&] {
+			gu(dst.data(), x.data(), c.A, c.F, c.D, 0, up_off, cpg, sog, &tbl, 0, c.norm ? nw.data() : nullptr, 2, eps);
+		});
+	};
+	run_gu(c.U, act);
 	bool ok = check("gate/up", c, act, act_ref, act_bound);
 	// down reference, from the kernel's own act (so the bound is the down's)
 	std::vector<double> actd(act.begin(), act.end());
@@ -202,13 +206,28 @@ static void run(const Case& c) {
 	}
 	std::vector<float> out = out0;
 	const int vb = (c.F + 31) / 32 * 128 + (((c.F + 31) / 32 * 4 + 15) & ~15);
-	auto dn = c.U == 8 ? experts_down_int4_tc8_t : c.U == 0 ? experts_down_int4_tca4_t : experts_down_int4_tc4_t;
 	const size_t smem_dn = (size_t)c.A * vb + (size_t)c.A * 16 * 4;
-	emu_launch((c.D + 15) / 16, 256, c.U == 0 ? (smem_dn + 15) / 16 * 16 + ring : smem_dn, [&] {
-		dn(out.data(), act.data(), c.A, c.D, c.F, down_off, cpd, sod, 16, &tbl, 0, c.resid ? resid.data() : nullptr,
-		   c.accumulate, 1);
-	});
+	auto run_dn = [&](int U, std::vector<float>& dst) {
+		auto dn = U == 8 ? experts_down_int4_tc8_t : U == 0 ? experts_down_int4_tca4_t : experts_down_int4_tc4_t;
+		emu_launch((c.D + 15) / 16, 256, U == 0 ? (smem_dn + 15) / 16 * 16 + ring : smem_dn, [&] {
+			dn(dst.data(), act.data(), c.A, c.D, c.F, down_off, cpd, sod, 16, &tbl, 0, c.resid ? resid.data() : nullptr,
+			   c.accumulate, 1);
+		});
+	};
+	run_dn(c.U, out);
 	ok = check("down", c, out, out_ref, out_bound) && ok;
+	// The variants are one arithmetic: the other two give this one's bits.
+	if (!c.plant && c.D <= 256) {
+		for (int U : {4, 8, 0}) {
+			if (U == c.U) continue;
+			std::vector<float> a2((size_t)c.A * c.F, NAN), o2 = out0;
+			run_gu(U, a2);
+			run_dn(U, o2);
+			const bool same = std::memcmp(a2.data(), act.data(), a2.size() * 4) == 0 && std::memcmp(o2.data(), out.data(), o2.size() * 4) == 0;
+			printf("%s: variant %s gives %s bits\n", c.name, U == 0 ? "tca4" : U == 8 ? "tc8" : "tc4", same ? "the same" : "OTHER");
+			ok = same && ok;
+		}
+	}
 	if (c.plant == ok) {
 		fprintf(stderr, "FAIL %s%s\n", c.name, c.plant ? ": the planted error was not caught" : "");
 		failures++;
