@@ -168,40 +168,53 @@ __device__ __forceinline__ void tcd_load(TcdFrag<U>& f, const TcdRows& r, int cb
 	}
 }
 
+// tcd_accum adds a step's chunks into the lane's two row accumulators. A
+// chunk's 8 mma form one accumulation chain (words 0..3, even codes then
+// odd); the loops issue the step's U chains side by side (word k's even mma
+// of every chunk, then its odd ones), so no mma waits on the one just
+// issued. Each chain keeps its order, and the chunks enter acc in order.
 template <int U>
 __device__ __forceinline__ void tcd_accum(float (&acc)[2], const TcdFrag<U>& f, const TcdX& x, int cb, int nch) {
 	const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
 	// role 0: this lane supplies B column 2q (hi), 1: column 2q+1 (lo), 2: zeros.
 	const int role = g == 2 * q ? 0 : g == 2 * q + 1 ? 1 : 2;
+	float d[U][4];
 #pragma unroll
-	for (int u = 0; u < U; u++) {
-		const int c = cb + q + 4 * u;
-		const bool real = c < nch;
-		float d[4];
+	for (int k = 0; k < 4; k++) {
+		uint4 xv[U];
+		unsigned og[U], ou[U];
 #pragma unroll
-		for (int k = 0; k < 4; k++) {
-			uint4 xv = make_uint4(0u, 0u, 0u, 0u);
-			if (real && role < 2) xv = role == 0 ? x.hi[4 * c + k] : x.lo[4 * c + k];
+		for (int u = 0; u < U; u++) {
+			const int c = cb + q + 4 * u;
+			xv[u] = make_uint4(0u, 0u, 0u, 0u);
+			if (c < nch && role < 2) xv[u] = role == 0 ? x.hi[4 * c + k] : x.lo[4 * c + k];
 			const unsigned wg = word_of(f.w[u][0], k), wu = word_of(f.w[u][1], k);
-			const unsigned eg = wg & 0x0F0F0F0Fu, og = wg & 0xF0F0F0F0u;
-			const unsigned eu = wu & 0x0F0F0F0Fu, ou = wu & 0xF0F0F0F0u;
+			og[u] = wg & 0xF0F0F0F0u, ou[u] = wu & 0xF0F0F0F0u;
+			const unsigned eg = wg & 0x0F0F0F0Fu, eu = wu & 0x0F0F0F0Fu;
 			// even codes: (0, 2) and (4, 6) of each row against B pairs (x0, x2), (x4, x6)
 			const unsigned ae[4] = {tcd_codes<false>(eg, 0x5140u), tcd_codes<false>(eu, 0x5140u),
 			                        tcd_codes<false>(eg, 0x5342u), tcd_codes<false>(eu, 0x5342u)};
-			const unsigned be[2] = {xv.x, xv.y};
+			const unsigned be[2] = {xv[u].x, xv[u].y};
 			if (k == 0)
-				mma_16816_z(d, ae, be);
+				mma_16816_z(d[u], ae, be);
 			else
-				mma_16816(d, ae, be);
-			// odd codes: (1, 3) and (5, 7) against (x1, x3), (x5, x7)
-			const unsigned ao[4] = {tcd_codes<true>(og, 0x5140u), tcd_codes<true>(ou, 0x5140u),
-			                        tcd_codes<true>(og, 0x5342u), tcd_codes<true>(ou, 0x5342u)};
-			const unsigned bo[2] = {xv.z, xv.w};
-			mma_16816(d, ao, bo);
+				mma_16816(d[u], ae, be);
 		}
-		const float inv = real ? x.inv[c] : 0.0f;
-		acc[0] = __fmaf_rn(f.s[u][0], __fmul_rn(__fadd_rn(d[0], d[1]), inv), acc[0]);
-		acc[1] = __fmaf_rn(f.s[u][1], __fmul_rn(__fadd_rn(d[2], d[3]), inv), acc[1]);
+#pragma unroll
+		for (int u = 0; u < U; u++) {
+			// odd codes: (1, 3) and (5, 7) against (x1, x3), (x5, x7)
+			const unsigned ao[4] = {tcd_codes<true>(og[u], 0x5140u), tcd_codes<true>(ou[u], 0x5140u),
+			                        tcd_codes<true>(og[u], 0x5342u), tcd_codes<true>(ou[u], 0x5342u)};
+			const unsigned bo[2] = {xv[u].z, xv[u].w};
+			mma_16816(d[u], ao, bo);
+		}
+	}
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		const int c = cb + q + 4 * u;
+		const float inv = c < nch ? x.inv[c] : 0.0f;
+		acc[0] = __fmaf_rn(f.s[u][0], __fmul_rn(__fadd_rn(d[u][0], d[u][1]), inv), acc[0]);
+		acc[1] = __fmaf_rn(f.s[u][1], __fmul_rn(__fadd_rn(d[u][2], d[u][3]), inv), acc[1]);
 	}
 }
 
