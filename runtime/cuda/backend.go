@@ -26,11 +26,13 @@ type Backend struct {
 	compute cu.Stream
 	copy    cu.Stream
 	mods    []cu.Module
-	// waitPF is matvec_f16's hz_wait_prefetch (setTuning writes it).
-	waitPF  cu.DevicePtr
-	k       kernelSet
-	sms     int // streaming multiprocessors
-	smemMax int // dynamic shared memory a launch may request (opt-in limit)
+	// waitPF is matvec_f16's hz_wait_prefetch (setTuning writes it);
+	// waitPFErr says why it is 0 when the module's global was not found.
+	waitPF    cu.DevicePtr
+	waitPFErr error
+	k         kernelSet
+	sms       int // streaming multiprocessors
+	smemMax   int // dynamic shared memory a launch may request (opt-in limit)
 	// persistentSmem is the dynamic shared memory each persistent build
 	// may request (the opt-in limit less its static shared memory).
 	persistentSmem [len(persistentBuilds)]int

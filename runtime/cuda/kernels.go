@@ -117,8 +117,12 @@ func (b *Backend) loadKernels() error {
 		b.mods = append(b.mods, m)
 		if name == "matvec_f16" {
 			// matvec_body's pre-wait L2 prefetch budget (tuning.waitPrefetch).
-			if b.waitPF, _, err = m.Global("hz_wait_prefetch"); err != nil {
-				return fmt.Errorf("kernel module %s: hz_wait_prefetch: %w", name, err)
+			// Not found, it stays 0 (the kernels read 0: no prefetch) and only
+			// a tuning that asks for the prefetch fails (setTuning).
+			if p, _, err := m.Global("hz_wait_prefetch"); err == nil {
+				b.waitPF = p
+			} else {
+				b.waitPFErr = fmt.Errorf("kernel module %s: hz_wait_prefetch: %w", name, err)
 			}
 		}
 		for _, fn := range moduleFuncs[name] {

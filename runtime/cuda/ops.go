@@ -575,6 +575,9 @@ func equalInts(a, b []int) bool {
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
 	if b.waitPF == 0 {
+		if t.waitPrefetch != 0 {
+			return fmt.Errorf("cuda: tuning.waitPrefetch %d: %w", t.waitPrefetch, b.waitPFErr)
+		}
 		return nil
 	}
 	v := t.waitPrefetch
