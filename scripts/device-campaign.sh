@@ -35,7 +35,8 @@
 #   <edition>.tar.gz             a finished edition: `tar -xzf <edition>.tar.gz -C editions`
 #                                gives editions/<edition>/ (or `make unpack-edition ARCHIVE=...`).
 #                                Verified with carry/horizon-verify first when it is there.
-#                                Larger than 16 MiB: the step fails loudly.
+#                                Larger than 16 MiB: it comes back split as <edition>.tar.gz.part-0,
+#                                -1, ... (at most 5 parts); `cat <edition>.tar.gz.part-* > <edition>.tar.gz`.
 #   <edition>.state.tar.gz       an unfinished edition's run directory without artifacts (journal,
 #                                finished records). Put it in carry/state/ before the next call:
 #                                a fresh (cold) machine restores it and redoes only the rest. The
@@ -124,6 +125,7 @@ start=$(date +%s)
 deadline=$((start + budget))
 final_margin=20 # seconds kept at the very end for verify, tar and status
 max_archive=$((16 * 1024 * 1024))
+max_parts=5
 # status files per --out, so that two instances (one per GPU) keep their own
 status_dir=out/device-status/$(printf '%s' "$out_dir" | sha256sum | cut -c1-12)
 mkdir -p "$out_dir" out/editions out/baseline "$status_dir" runs
@@ -171,12 +173,24 @@ pack_edition() {
 	local size
 	size=$(stat -c %s "$tmp")
 	if [ "$size" -gt "$max_archive" ]; then
-		mv "$tmp" "out/$ed.tar.gz"
-		say "$step" "ERROR: $ed.tar.gz is $size bytes, over the 16 MiB a file may have to come back; kept in out/ only"
-		status "$step" failed "$ed complete, $vres, but $ed.tar.gz is $size bytes > 16 MiB (kept as out/$ed.tar.gz)"
-		return 1
+		# A file over 16 MiB does not come back: split the archive into parts that do
+		# (cat EDITION.tar.gz.part-* > EDITION.tar.gz here). At most max_parts of them, so
+		# that status.txt, the log and the parts stay within the 8 files a call returns.
+		local parts=$(((size + max_archive - 1) / max_archive))
+		if [ "$parts" -gt "$max_parts" ]; then
+			mv "$tmp" "out/$ed.tar.gz"
+			say "$step" "ERROR: $ed.tar.gz is $size bytes, more than $max_parts parts of 16 MiB; kept in out/ only"
+			status "$step" failed "$ed complete, $vres, but $ed.tar.gz is $size bytes > $max_parts x 16 MiB (kept as out/$ed.tar.gz)"
+			return 1
+		fi
+		rm -f "$out_dir/$ed.tar.gz" "$out_dir/$ed.tar.gz.part-"*
+		split -b "$max_archive" -d -a 1 "$tmp" "$out_dir/$ed.tar.gz.part-" || { status "$step" failed "split failed"; return 1; }
+		(cd "$out_dir" && sha256sum "$ed.tar.gz.part-"*) | prefix "$step parts"
+		say "$step" "$ed.tar.gz is $size bytes: $parts parts ($ed.tar.gz.part-0..), sha256 of the whole $(sha256sum "$tmp" | cut -d' ' -f1)"
+		rm -f "$tmp"
+	else
+		mv "$tmp" "$out_dir/$ed.tar.gz"
 	fi
-	mv "$tmp" "$out_dir/$ed.tar.gz"
 	rm -f "$out_dir/$ed.state.tar.gz"
 	say "$step" "$ed.tar.gz: $size bytes ($(numfmt --to=iec "$size")), $vres"
 	if [ $rc -eq 0 ]; then status "$step" complete "$ed: $vres; $ed.tar.gz $size bytes"; else status "$step" failed "$ed: $vres; $ed.tar.gz $size bytes"; fi
