@@ -74,6 +74,11 @@ Options:
   --verify PATH       horizon-verify (default carry/horizon-verify; skipped when absent)
   --out DIR           where the files that come back go (default $OUT, else out/device-out)
   --artifact-cache D  shared artifact cache (default runs/artifact-cache)
+  --checkpoint-scratch D
+                      synthesise checkpoints in D while preparing (run --checkpoint-scratch; default:
+                      beside the artifact). The fidelity campaign's four artifacts (~57 GB, FP16 and
+                      INT4 of both shapes) and a 29 GB Qwen checkpoint do not fit the 64 GiB disk
+                      together: give a tmpfs, e.g. /dev/shm/horizon-scratch
   --state DIR         state archives to restore on a cold machine (default carry/state)
   --baseline-work D   synthetic checkpoints for the baseline (default /tmp/horizon-baseline)
   --python PATH       python for the baseline (default python3)
@@ -82,7 +87,7 @@ EOF
 
 budget=540 reserve=150 gpus="" unsafe_gpu=0 baseline_gpu="" baseline_arch=""
 bin=carry/horizon-bench-cuda verify=carry/horizon-verify out_dir="${OUT:-out/device-out}"
-cache=runs/artifact-cache state_dir=carry/state baseline_work=/tmp/horizon-baseline python=python3
+cache=runs/artifact-cache scratch="" state_dir=carry/state baseline_work=/tmp/horizon-baseline python=python3
 steps=()
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -96,6 +101,7 @@ while [ $# -gt 0 ]; do
 	--verify) verify=$2; shift ;;
 	--out) out_dir=$2; shift ;;
 	--artifact-cache) cache=$2; shift ;;
+	--checkpoint-scratch) scratch=$2; shift ;;
 	--state) state_dir=$2; shift ;;
 	--baseline-work) baseline_work=$2; shift ;;
 	--python) python=$2; shift ;;
@@ -226,7 +232,7 @@ run_campaign() {
 	say "$step" "$bin run $file -> $ed_dir; --stop-after ${slot}s, killed at ${hard}s${gpu:+, CUDA_VISIBLE_DEVICES=$gpu}"
 	local runlog=$status_dir/${step//\//_}.runlog
 	env "${env[@]}" timeout -s TERM -k 15 "$hard" "$bin" run "$file" --run-dir "$run_dir" --out "$ed_dir" \
-		--artifact-cache "$cache" --stop-after "${slot}s" 2>&1 | tee "$runlog" | prefix "$step"
+		--artifact-cache "$cache" ${scratch:+--checkpoint-scratch "$scratch"} --stop-after "${slot}s" 2>&1 | tee "$runlog" | prefix "$step"
 	local rc=${PIPESTATUS[0]}
 	local remain
 	remain=$(grep -o '[0-9]* of [0-9]* workers remain' "$runlog" | tail -n1)
@@ -347,7 +353,7 @@ if [ $want_baseline -eq 1 ]; then run_baseline; note $?; fi
 	echo "device-campaign $(date -u +%FT%TZ): exit $overall (0 done, 75 call again, 1 failed); $(( $(date +%s) - start ))s of ${budget}s"
 	cat "$status_dir"/*.status 2>/dev/null
 	echo
-	echo "disk: $(df -h . | awk 'NR==2 {print $3 " used, " $4 " free of " $2}'); artifact cache: $(du -sh "$cache" 2>/dev/null | cut -f1)"
+	echo "disk: $(df -h . | awk 'NR==2 {print $3 " used, " $4 " free of " $2}'); artifact cache: $(du -sh "$cache" 2>/dev/null | cut -f1); /dev/shm: $(df -h /dev/shm 2>/dev/null | awk 'NR==2 {print $3 " used, " $4 " free of " $2}')"
 	nvidia-smi --query-gpu=index,name,memory.used,memory.total --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
 	echo "files in $out_dir:"
 	ls -l "$out_dir" | tail -n +2

@@ -28,8 +28,9 @@ func scheme(format string) qpack.Scheme {
 // their directories by configuration id. An artifact already there is
 // reused after its files are hashed against artifact.json and its identity
 // is checked; a broken one is prepared again. Synthetic checkpoints are
-// synthesised next to it and removed once prepared.
-func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string, rep campaigns.Report) (map[string]string, error) {
+// synthesised next to it (or under scratch, when set) and removed once
+// prepared.
+func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir, scratch string, rep campaigns.Report) (map[string]string, error) {
 	say := rep.Say
 	dirs := map[string]string{}
 	done := map[string]bool{}
@@ -64,7 +65,7 @@ func prepareArtifacts(ctx context.Context, c *campaigns.Campaign, runDir string,
 		}
 		t = time.Now()
 		say(fmt.Sprintf("artifact %s: preparing (%s)…", key, preparePlan(cfg)))
-		if err := makeArtifact(ctx, c, cfg, dir, key, rep); err != nil {
+		if err := makeArtifact(ctx, c, cfg, dir, key, scratch, rep); err != nil {
 			return nil, fmt.Errorf("prepare the artifact of %s (%s): %w", cfg.ID, cfg.Checkpoint, err)
 		}
 		say(fmt.Sprintf("artifact %s: verifying the prepared files…", key))
@@ -113,10 +114,16 @@ func preparePlan(cfg *campaigns.Configuration) string {
 // step reported through say (stepLines). Both steps write into temporary
 // siblings that are renamed at the end, so a killed preparation leaves
 // nothing that looks finished.
-func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir, key string, rep campaigns.Report) error {
+func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir, key, scratch string, rep campaigns.Report) error {
 	ckpt := ""
 	if s := cfg.Checkpoint.Synthetic; s != nil {
 		ckpt = dir + ".checkpoint"
+		if scratch != "" {
+			if err := os.MkdirAll(scratch, 0o755); err != nil {
+				return fmt.Errorf("checkpoint scratch: %w", err)
+			}
+			ckpt = filepath.Join(scratch, key+".checkpoint")
+		}
 		if err := os.RemoveAll(ckpt); err != nil {
 			return err
 		}

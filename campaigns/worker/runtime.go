@@ -31,7 +31,14 @@ import (
 
 // Runtime implements campaigns.Runtime with this build's runtime. The CLI
 // hands it to campaigns.Run, campaigns.Reproduce and campaigns.Load.
-type Runtime struct{}
+type Runtime struct {
+	// CheckpointScratch, when set, is the directory where a synthetic
+	// checkpoint is written while its artifact is prepared (removed after),
+	// instead of beside the artifact: a small disk with a larger tmpfs can
+	// then hold the artifacts without the transient checkpoint's bytes (a
+	// Qwen1.5-MoE-shaped one is ~29 GB).
+	CheckpointScratch string
+}
 
 var _ campaigns.Runtime = Runtime{}
 
@@ -93,8 +100,8 @@ func modelConfig(c *campaigns.Campaign, cfg *campaigns.Configuration) (model.Con
 
 // PrepareArtifacts prepares (or verifies and reuses) the artifacts of the
 // campaign's configurations under base/artifacts (see prepareArtifacts).
-func (Runtime) PrepareArtifacts(ctx context.Context, c *campaigns.Campaign, base string, rep campaigns.Report) (map[string]string, error) {
-	return prepareArtifacts(ctx, c, base, rep)
+func (r Runtime) PrepareArtifacts(ctx context.Context, c *campaigns.Campaign, base string, rep campaigns.Report) (map[string]string, error) {
+	return prepareArtifacts(ctx, c, base, r.CheckpointScratch, rep)
 }
 
 // ArtifactSHA256 is the identity of a prepared artifact.

@@ -24,7 +24,7 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run a benchmark campaign and publish its edition",
 		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]\n" +
-			"                  [--stop-after DURATION] [--artifact-cache DIR]\n" +
+			"                  [--stop-after DURATION] [--artifact-cache DIR] [--checkpoint-scratch DIR]\n" +
 			"                  [--scheduler local|slurm] [--slurm-args \"ARGS\"] [--slurm-time LIMIT] [--slurm-poll DURATION]",
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
 the residency campaigns, PERF-PREFILL-v1 and PERF-PREFILL-SMOKE-v1 for the
@@ -98,6 +98,12 @@ DIR/artifacts.lock. Keep DIR outside every run directory. Without it each
 run directory holds its own artifacts, and runs of different campaigns with
 different --run-dir never touch each other's files.
 
+--checkpoint-scratch DIR synthesises a synthetic checkpoint in DIR while its
+artifact is prepared (it is removed after) instead of beside the artifact.
+For a machine whose disk holds the artifacts but not also the transient
+checkpoint (~29 GB for the Qwen1.5-MoE shape), e.g. --checkpoint-scratch
+/dev/shm/horizon-scratch.
+
 --scheduler slurm runs the workers as one Slurm job array on a cluster instead
 of one after another here (--scheduler local, the default). The command
 validates the campaign, freezes it and prepares the artifacts into the run
@@ -149,6 +155,7 @@ finished workers are kept, running again resumes).`,
 			&cli.StringFlag{Name: "contract", Usage: "contract `FILE` instead of the built-in one"},
 			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
 			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
+			&cli.StringFlag{Name: "checkpoint-scratch", Usage: "synthesise synthetic checkpoints in `DIR` while preparing (default: beside the artifact)"},
 			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: local (one after another here) or slurm (one job array on the cluster; see above)"},
 			&cli.StringFlag{Name: "slurm-args", Usage: "extra sbatch `ARGS`, split on spaces (e.g. \"--partition=gpu --account=lab\"); --scheduler slurm only"},
 			&cli.StringFlag{Name: "slurm-time", Value: slurm.DefaultTime, Usage: "each task's time `LIMIT` (sbatch --time); --scheduler slurm only"},
@@ -162,6 +169,7 @@ finished workers are kept, running again resumes).`,
 // file, `run campaigns/smoke.yaml --out DIR`, are parsed by trailingFlags).
 type runFlags struct {
 	out, runDir, contract, artifactCache string
+	checkpointScratch                    string
 	force                                bool
 	stopAfter                            time.Duration
 	stopAfterSet                         bool // --stop-after given (0 is a valid deadline: start nothing)
@@ -189,7 +197,8 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 		return "", runFlags{}, usageError("run: %s is not a campaign file (e.g. horizon-bench run campaigns/smoke.yaml)", campaign)
 	}
 	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force"),
-		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after")}
+		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after"),
+		checkpointScratch: c.String("checkpoint-scratch")}
 	if f.stopAfterSet && f.stopAfter < 0 {
 		return "", f, usageError("run: --stop-after %v is negative", f.stopAfter)
 	}
@@ -248,7 +257,7 @@ func runRun(c *cli.Context) error {
 	}
 	ro := campaigns.RunOptions{
 		Campaign: campaign, Contract: f.contract, Out: f.out,
-		RunDir: f.runDir, Force: f.force, Launch: launch, Runtime: worker.Runtime{}, Progress: prog,
+		RunDir: f.runDir, Force: f.force, Launch: launch, Runtime: worker.Runtime{CheckpointScratch: f.checkpointScratch}, Progress: prog,
 		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
 	}
 	// The contract's kind picks the runner: an IFEval contract's workers
