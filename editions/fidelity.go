@@ -212,6 +212,10 @@ type FidelityPair struct {
 	Diverged        int                 `json:"diverged"`
 	FirstDivergence *FidelitySummary    `json:"first_divergence"`
 	Prompts         []FidelityPromptRow `json:"prompts"`
+	// WallSeconds is the pair's workers' wall clock, summed: each shard's
+	// finished_at - started_at (artifact loads, both arms' generation, the
+	// teacher-forced pass and scoring included).
+	WallSeconds float64 `json:"wall_seconds"`
 }
 
 // FidelityClaims are the edition's claims: per pair, the contract's

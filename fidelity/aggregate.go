@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
@@ -211,6 +212,11 @@ func Aggregate(k *contracts.Fidelity, ins []ifeval.Input, pairID string, shards 
 			return d, fmt.Errorf("pair %s shard %d: reference %s, shard 1's is %s", pairID, i+1, s.Reference.ConfigID, shards[0].Reference.ConfigID)
 		}
 		d.Shards = append(d.Shards, editions.FidelityShardPath(pairID, i+1))
+		wall, err := ShardWall(s)
+		if err != nil {
+			return d, fmt.Errorf("pair %s shard %d: %w", pairID, i+1, err)
+		}
+		d.WallSeconds += wall.Seconds()
 		refs = append(refs, s.Reference.Responses...)
 		trts = append(trts, s.Treatment.Responses...)
 		forced = append(forced, s.Forced...)
@@ -314,4 +320,21 @@ func ClaimsOf(edition, evidence, publication string, pairs []editions.FidelityPa
 		add("max_abs_logit_diff_max", num(d.MaxAbsLogitDiff.Max.Value), ci(d.MaxAbsLogitDiff.Max))
 	}
 	return out
+}
+
+// ShardWall is a shard's wall clock, finished_at - started_at; an
+// unparsable time or a shard that finished before it started is an error.
+func ShardWall(s *editions.FidelityShard) (time.Duration, error) {
+	start, err := time.Parse(time.RFC3339Nano, s.StartedAt)
+	if err != nil {
+		return 0, fmt.Errorf("started_at: %w", err)
+	}
+	end, err := time.Parse(time.RFC3339Nano, s.FinishedAt)
+	if err != nil {
+		return 0, fmt.Errorf("finished_at: %w", err)
+	}
+	if end.Before(start) {
+		return 0, fmt.Errorf("finished_at %s is before started_at %s", s.FinishedAt, s.StartedAt)
+	}
+	return end.Sub(start), nil
 }

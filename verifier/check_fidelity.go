@@ -3,7 +3,6 @@ package verifier
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -340,15 +339,9 @@ func compareFidelityPair(fs *findings, p string, want, got *editions.FidelityPai
 // worker runs each arm's requests and the forced ones one after another
 // inside the span started_at and finished_at enclose.
 func checkFidelityTime(fs *findings, p string, sh *editions.FidelityShard) {
-	start, err1 := time.Parse(time.RFC3339Nano, sh.StartedAt)
-	end, err2 := time.Parse(time.RFC3339Nano, sh.FinishedAt)
-	if err := errors.Join(err1, err2); err != nil {
-		fs.add(IDFidelityTime, p, "/started_at", "RFC 3339 times", sh.StartedAt+" "+sh.FinishedAt, "shard %d: %v", sh.Shard, err)
-		return
-	}
-	wall := end.Sub(start)
-	if wall < 0 {
-		fs.add(IDFidelityTime, p, "/finished_at", "after "+sh.StartedAt, sh.FinishedAt, "shard %d finished %v before it started", sh.Shard, -wall)
+	wall, err := fidelity.ShardWall(sh)
+	if err != nil {
+		fs.add(IDFidelityTime, p, "/finished_at", "RFC 3339 times, finished after started", sh.StartedAt+" "+sh.FinishedAt, "shard %d: %v", sh.Shard, err)
 		return
 	}
 	sum := 0.0
