@@ -12,7 +12,7 @@ setup: ## fetch Go modules (Go itself must be installed)
 	$(GO) mod download
 
 build: ## build the CLIs into bin/
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=true -o $(BIN)/ ./cmd/...
 
 run: ## the main job: PERF-REAL-v1 smoke campaign on the CPU into out/smoke-cpu, then verify it
 	rm -rf out/smoke-cpu
