@@ -14,7 +14,7 @@ func TestFidelityContracts(t *testing.T) {
 		id, sha                  string
 		prompts, max, shrd, topK int
 	}{
-		{FidelityV1, "5e2eed5f8a1178e63b2bbb4301584c01632d15b0a22f91ac2aac28b314209914", 120, 256, 12, 4},
+		{FidelityV1, "e2e72b36e8adc176cbc582bc3aa31802dee7d75aed55511ef1e6ce210457277e", 120, 256, 3, 4},
 		{FidelitySmokeV1, "262b348e6b7226d2b5aba7dc79ac1e25fb263f678facf48a48d7ff82230b2e32", 4, 12, 2, 4},
 	} {
 		t.Run(tc.id, func(t *testing.T) {

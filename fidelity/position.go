@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/horizon-runmap/horizon/editions"
 )
@@ -72,12 +74,7 @@ func Compare(index, token int, ref, trt []float32, k int) (Position, error) {
 	}
 	// Rounding can leave a KL of identical distributions a hair below 0.
 	p.KL = max(p.KL, 0)
-	ids := make([]int, len(ref))
-	for i := range ids {
-		ids[i] = i
-	}
-	sort.SliceStable(ids, func(a, b int) bool { return ref[ids[a]] > ref[ids[b]] })
-	ids = ids[:k]
+	ids := topIDs(ref, k)
 	if !p.Top1 && !containsInt(ids, at) {
 		ids = append(ids, at)
 	}
@@ -85,6 +82,31 @@ func Compare(index, token int, ref, trt []float32, k int) (Position, error) {
 		p.Top = append(p.Top, Entry{ID: v, RefLogit: float64(ref[v]), TrtLogit: float64(trt[v]), RefLogProb: lr[v], TrtLogProb: lt[v]})
 	}
 	return p, nil
+}
+
+// topIDs is the k ids of the largest logits, largest first, a tie in the
+// lower id's favour: the first k of a stable sort by descending logit, in
+// one pass over the vocabulary (a sort of the whole vocabulary per
+// position made a Qwen-vocabulary shard's comparisons take minutes).
+func topIDs(logits []float32, k int) []int {
+	ids := make([]int, 0, k)
+	for v, x := range logits {
+		if len(ids) == k && x <= logits[ids[k-1]] {
+			continue
+		}
+		// After every kept id whose logit is >= x: equal logits keep their
+		// id order.
+		at := len(ids)
+		for at > 0 && logits[ids[at-1]] < x {
+			at--
+		}
+		if len(ids) < k {
+			ids = append(ids, 0)
+		}
+		copy(ids[at+1:], ids[at:len(ids)-1])
+		ids[at] = v
+	}
+	return ids
 }
 
 func containsInt(s []int, v int) bool {
@@ -194,4 +216,38 @@ func FirstDivergence(ref, trt []int) (int, bool) {
 		return n, true
 	}
 	return 0, false
+}
+
+// CompareAll is Compare at every position of one teacher-forced response:
+// tokens[j] is the reference's token at position j, ref[j] and trt[j] the
+// arms' logits there. The positions are independent, so they are computed
+// on up to GOMAXPROCS goroutines; the result is the same as one Compare
+// after another (each position's own arithmetic is unchanged), and the
+// first failing position's error (lowest index) is returned.
+func CompareAll(tokens []int, ref, trt [][]float32, k int) ([]Position, error) {
+	n := len(tokens)
+	if len(ref) < n || len(trt) < n {
+		return nil, fmt.Errorf("%w: %d positions, %d reference and %d treatment logit rows", ErrDistribution, n, len(ref), len(trt))
+	}
+	out := make([]Position, n)
+	errs := make([]error, n)
+	workers := min(runtime.GOMAXPROCS(0), n)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := int(next.Add(1) - 1); j < n; j = int(next.Add(1) - 1) {
+				out[j], errs[j] = Compare(j, tokens[j], ref[j], trt[j], k)
+			}
+		}()
+	}
+	wg.Wait()
+	for j, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("position %d: %w", j, err)
+		}
+	}
+	return out, nil
 }

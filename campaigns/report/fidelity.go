@@ -175,7 +175,7 @@ var FidelityFields = []fidelityField{
 			return "UNKNOWN"
 		}
 		return statCI(d.FirstDivergence.Median, 3)
-	}},	{"workers' wall clock, summed (s)", func(d editions.FidelityPair) string { return fmt.Sprintf("%.1f", d.WallSeconds) }},
+	}}, {"workers' wall clock, summed (s)", func(d editions.FidelityPair) string { return fmt.Sprintf("%.1f", d.WallSeconds) }},
 }
 
 // fidelityPromptFields is the per-prompt table's field list.

@@ -151,15 +151,12 @@ func RunFidelity(o FidelityOptions) (err error) {
 			if err != nil {
 				return fmt.Errorf("key %d forced: %w", ins[i].Key, err)
 			}
-			f := editions.FidelityForced{Key: ins[i].Key, Seconds: res.RuntimeSeconds, Positions: make([]editions.FidelityPosition, 0, len(forced))}
-			for j, t := range forced {
-				p, err := fidelity.Compare(j, t, refLogits[i-lo][j], res.Logits[j], k.TopK)
-				if err != nil {
-					return fmt.Errorf("key %d position %d: %w", ins[i].Key, j, err)
-				}
-				f.Positions = append(f.Positions, p)
+			positions, err := fidelity.CompareAll(forced, refLogits[i-lo], res.Logits, k.TopK)
+			if err != nil {
+				return fmt.Errorf("key %d: %w", ins[i].Key, err)
 			}
-			rec.Forced = append(rec.Forced, f)
+			refLogits[i-lo] = nil // the reference's logits of this prompt are done with
+			rec.Forced = append(rec.Forced, editions.FidelityForced{Key: ins[i].Key, Seconds: res.RuntimeSeconds, Positions: positions})
 			fmt.Fprintf(progress, "%s %d\n", campaigns.ProgressTokens, len(forced))
 		}
 		return nil
