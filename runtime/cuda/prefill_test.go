@@ -43,8 +43,12 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 							t.Fatalf("prefill token runs %s", got)
 						}
 						o.Prefill = engine.PrefillAuto
-						if got := loadEngine(t, art, o).PrefillMode(); got != engine.PrefillToken {
-							t.Fatalf("auto prefill on cuda is %s, want %s", got, engine.PrefillToken)
+						wantAuto := engine.PrefillToken
+						if batchedDefault { // HORIZON_TEST_BATCHED_DEFAULT=1
+							wantAuto = engine.PrefillBatched
+						}
+						if got := loadEngine(t, art, o).PrefillMode(); got != wantAuto {
+							t.Fatalf("auto prefill on cuda is %s, want %s", got, wantAuto)
 						}
 						o.Prefill = engine.PrefillBatched
 						bat := loadEngine(t, art, o)

@@ -387,7 +387,10 @@ func TestPrefetchOnDevice(t *testing.T) {
 					t.Fatal(err)
 				}
 				req := engine.Request{Prompt: promptIDs("Guess the next layer."), Tokens: 20, SuppressEOS: true, LogitSteps: 20}
-				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps}
+				// Token-at-a-time prefill in both: next-layer prefetch runs no
+				// batched prefill, so auto would differ from it under
+				// HORIZON_TEST_BATCHED_DEFAULT=1.
+				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps, Prefill: engine.PrefillToken}
 				want, _ := generateMode(t, art, o, req, engine.StepOps)
 				o.StepMode, o.Prefetch = "", engine.PrefetchNextLayer
 				l := loadEngine(t, art, o)
@@ -450,7 +453,9 @@ func TestStepperPrefillTimer(t *testing.T) {
 		{engine.StepGraphWait, cfg.TopK + 2, true},
 	} {
 		t.Run(tc.mode, func(t *testing.T) {
-			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps}
+			// The steppers' own prefill timing: token-at-a-time prefill (a
+			// batched one is timed on the host in every step mode).
+			o := engine.LoadOptions{Executor: "grouped-v1", Capacity: tc.c, StepMode: engine.StepOps, Prefill: engine.PrefillToken}
 			l := loadEngine(t, art, o)
 			o.StepMode = tc.mode
 			ls := loadEngine(t, art, o)
