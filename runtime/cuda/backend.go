@@ -179,7 +179,7 @@ type tuning struct {
 	routeInWait  bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
 	tcNoPreSplit bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
 	tcNoSplitK   bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
-	waitPrefetch uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits)
+	waitPrefetch uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
 	tcDecode     int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
 	noMatmulTC   bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
 }
