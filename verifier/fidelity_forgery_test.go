@@ -171,6 +171,13 @@ func TestFidelityForgeries(t *testing.T) {
 			d := e.pairs[e.ids[1]]
 			d.KL.Median.Value *= 0.5
 		}, IDFidelityPaired},
+		{"a shortened wall time in the paired document", false, func(t *testing.T, e *fidelityEd) {
+			e.pairs[e.ids[0]].WallSeconds /= 2
+		}, IDFidelityPaired},
+		{"a shard finished before it started, wall time re-derived", true, func(t *testing.T, e *fidelityEd) {
+			sh := e.shards[e.ids[1]][0]
+			sh.FinishedAt = "2000-01-01T00:00:00Z"
+		}, IDFidelityTime},
 		{"swapped arms", true, func(t *testing.T, e *fidelityEd) {
 			for _, sh := range e.shards[e.ids[0]] {
 				sh.Reference, sh.Treatment = sh.Treatment, sh.Reference
