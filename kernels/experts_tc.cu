@@ -271,37 +271,6 @@ __device__ __forceinline__ void tcd_pipeline(const Tasks& tasks, int t0, int tst
 	}
 }
 
-// cp.async: 16 bytes (weights, L2 only, 256-byte L2 fetches) or 4 bytes
-// (a scale's aligned word) from global to shared memory without registers;
-// a thread's copies form groups (commit), and wait<N> returns once at most
-// N of its groups are still in flight. The emulator copies at once.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
-	             : "memory");
-#else
-	memcpy(dst, src, 16);
-#endif
-}
-__device__ __forceinline__ void cp_async4(void* dst, const void* src) {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
-#else
-	memcpy(dst, src, 4);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-#endif
-}
-
 // tcq_stage_bytes is one step of one warp in tcq_pipeline's ring: the codes
 // [U][2 rows][32 lanes] x 16 bytes, then the scale words [U][2][32] x 4.
 template <int U>

@@ -22,7 +22,8 @@
 //	matmul_tc        the same products on the tensor cores (mma.sync, FP16
 //	                 inputs: activations split into two FP16 parts per
 //	                 32-value chunk, FP32 accumulation; not the row kernels'
-//	                 bits; runtime/cuda tuning.matmulTC)
+//	                 bits; runtime/cuda tuning.matmulTC; the grouped int4
+//	                 twins with a cp.async ring of codes: tuning.tcRing)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	prefill_attention the batch's causal attention tiled: a block reads

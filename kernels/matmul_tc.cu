@@ -76,7 +76,7 @@ struct TcSplitX {
 // per row (floats). Two stages (TC_SMEM).
 #define TC_STAGE ((2 * TC_BM + TC_BN) * TC_LD * 2 + (TC_BM + TC_BN) * 4)
 
-template <bool INT4, bool PRE>
+template <bool INT4, bool PRE, bool WEIGHTS = true>
 __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int xi, const TcSplitX& sx,
                                         const uint8_t* __restrict__ mat, int rows, int cols, int cols_padded, int scales_offset,
                                         int n0, int c, int tid, int hh) {
@@ -101,7 +101,9 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int 
 #pragma unroll
 		for (int j = 0; j < 8; j++) r.v[j] = xr != nullptr && k0 + j < cols ? act_ldg(xr + k0 + j) : 0.0f;
 	}
-	if (INT4) {
+	if (!WEIGHTS) {
+		// The matrix's chunk comes from the cp.async ring (tc_ring_take).
+	} else if (INT4) {
 		const int row = n0 + (tid >> 1);
 		r.w4 = make_uint2(0x88888888u, 0x88888888u);  // codes 8: zero
 		r.sc = 0.0f;
@@ -177,13 +179,70 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	}
 }
 
+// The cp.async ring of an int4 matrix's chunks (tuning.tcRing): RING slots
+// after the two stages, each TC_THREADS x 8 bytes of codes (thread tid's
+// 8 bytes of row tid/2, as tc_load reads them) and TC_BN scale words (the
+// aligned 4 bytes holding row r's block scale, copied by the row's even
+// thread). Every thread reads back only what it copied itself, so the ring
+// needs no barrier: cp.async.wait_group orders a thread's own copies, and
+// the slot a thread refills was read by it an iteration earlier. The
+// values are tc_load's, so the bits are the two-stage kernel's; what
+// changes is that RING - 1 chunks of the matrix (not one) are in flight for
+// every thread while the block computes. These kernels hold ~120 registers
+// a thread, so 2 blocks share an SM (264 on an H200): one chunk a block is
+// ~0.5 MB in flight on the GPU, 11 are ~5.8 MB, about what 4.26 TB/s at
+// ~1.5 µs of latency needs. 12 slots are 30 KB, 72.5 KB a block in all.
+#define TC_RING 12
+#define TC_RING_SLOT (TC_THREADS * 8 + TC_BN * 4)
+#define TC_SMEM_RING (TC_SMEM + TC_RING * TC_RING_SLOT)
+
+// tc_ring_put starts chunk c's copies of this thread into slot c % RING
+// and closes a group (an empty one past the last chunk or the last row, so
+// that every thread counts the same groups).
+template <int RING>
+__device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __restrict__ mat, int rows, int cols_padded,
+                                            int scales_offset, int n0, int c, int nck, int tid) {
+	const int row = n0 + (tid >> 1);
+	if (c < nck && row < rows) {
+		uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
+		cp_async8(slot + tid * 8, mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
+		if ((tid & 1) == 0) {
+			const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
+			                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
+			cp_async4(slot + TC_THREADS * 8 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
+		}
+	}
+	cp_async_commit();
+}
+
+// tc_ring_take waits for chunk c's copies of this thread and puts them in
+// r as tc_load would have (codes 8 and scale 0 past the last row).
+template <int RING>
+__device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, const uint8_t* __restrict__ mat, int rows,
+                                             int cols_padded, int scales_offset, int n0, int c, int tid) {
+	cp_async_wait<RING - 2>();
+	const int row = n0 + (tid >> 1);
+	r.w4 = make_uint2(0x88888888u, 0x88888888u);
+	r.sc = 0.0f;
+	if (row < rows) {
+		const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
+		r.w4 = *reinterpret_cast<const uint2*>(slot + tid * 8);
+		if ((tid & 1) == 0) {
+			const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
+			                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
+			// The scale is the copied word's half at the address's own offset.
+			r.sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
+		}
+	}
+}
+
 // matmul_tc_body runs a block's chunks as a two-stage pipeline: the
 // global loads of chunk c+1 are in flight (TcRaw, registers) while the
 // warps issue chunk c's mma from the other stage, and one barrier a chunk
 // orders both (the stage a thread writes was last read two chunks back,
 // before every thread reached the previous barrier). The arithmetic and
 // its order are the one-stage kernel's, so are the bits.
-template <bool INT4, bool PRE = false>
+template <bool INT4, bool PRE = false, int RING = 0>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
@@ -211,12 +270,22 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	// default).
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw;
-	if (c0 < nck) tc_load<INT4, PRE>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
+	// With a ring (int4 only) the matrix's chunks c0 .. c0 + RING - 2 are
+	// put in flight first; tc_load then reads the activations alone.
+	constexpr bool W = RING == 0;
+	uint8_t* ring = smem + 2 * TC_STAGE;
+	if constexpr (RING != 0)
+		for (int c = c0; c < c0 + RING - 1; c++) tc_ring_put<RING>(ring, mat, rows, cols_padded, scales_offset, n0, c, nck, tid);
+	if (c0 < nck) tc_load<INT4, PRE, W>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
 	for (int c = c0; c < nck; c++) {
 		uint8_t* st = smem + (c & 1) * TC_STAGE;
+		if constexpr (RING != 0) {
+			tc_ring_take<RING>(raw, ring, mat, rows, cols_padded, scales_offset, n0, c, tid);
+			tc_ring_put<RING>(ring, mat, rows, cols_padded, scales_offset, n0, c + RING - 1, nck, tid);
+		}
 		tc_store<INT4, PRE>(st, raw, tid, sm, hh);
 		__syncthreads();
-		if (c + 1 < nck) tc_load<INT4, PRE>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
+		if (c + 1 < nck) tc_load<INT4, PRE, W>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
 		const __half* ah = reinterpret_cast<const __half*>(st);
 		const __half* al = ah + TC_BM * TC_LD;
 		const __half* bs = al + TC_BM * TC_LD;
@@ -414,3 +483,25 @@ MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true)
 
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false)
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true)
+
+// The grouped int4 kernels with the matrix's chunks streamed through a
+// TC_RING-slot cp.async ring (tuning.tcRing; dynamic shared memory
+// TC_SMEM_RING): the same table, pairs and bits as matmul_tc_grouped_w4a16
+// and its pre-split twin, TC_RING - 1 chunks of codes in flight a thread.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_grouped_ring_w4a16(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols,
+                                 int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
+	const tc_group gr = groups[blockIdx.x / tiles];
+	matmul_tc_body<true, false, TC_RING>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
+	                                     xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_grouped_pre_ring_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                     int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                     const int* yrows) {
+	const tc_group gr = groups[blockIdx.x / tiles];
+	matmul_tc_body<true, true, TC_RING>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
+	                                    xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
+	                                    TcSplitX{hi, lo, inv});
+}

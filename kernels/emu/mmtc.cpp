@@ -11,9 +11,11 @@
 // and beyond FP16's range. It also checks that a token's outputs are the
 // same bits whichever tokens share its launch (capacity, expert waves and
 // tiles must not change them), that the grouped kernels give each
-// expert's pairs the bits of that expert's own launch, and that the
+// expert's pairs the bits of that expert's own launch, that the
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
-// the in-kernel split.
+// the in-kernel split, and that the int4 grouped kernels' cp.async ring
+// twins give the two-stage kernels' bits (the emulator copies at once, so
+// this checks the ring's indexing and values, not its timing).
 //
 //	mmtc            (built by build.sh next to the harness)
 #include <cstdio>
@@ -45,6 +47,9 @@ extern "C" void matmul_tc_grouped_pre_f16(float*, const __half*, const __half*, 
                                           int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                             int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_ring_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_ring_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                 int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -64,6 +69,9 @@ static Split split_rows(const std::vector<float>& x, int nrows, int cols) {
 
 static const int kThreads = 256, kTile = 64, kRowTile = 128;
 static const size_t kSmem = 2 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
+// The ring kernels' (TC_SMEM_RING): 12 slots of 256 x 8 bytes of codes and
+// 128 scale words after the two stages.
+static const size_t kSmemRing = kSmem + 12 * (256 * 8 + 128 * 4);
 
 static int failures = 0;
 
@@ -274,6 +282,23 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 			failures++;
 			return;
 		}
+		// The cp.async ring twins (int4): the same bits, both splits.
+		if (int4) {
+			std::vector<float> yr1((size_t)P * rows, -12345.0f), yr2((size_t)P * rows, -12345.0f);
+			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing, [&] {
+				matmul_tc_grouped_ring_w4a16(yr1.data(), x.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset,
+				                             xr.data(), yr.data());
+			});
+			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing, [&] {
+				matmul_tc_grouped_pre_ring_w4a16(yr2.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows,
+				                                 cols, cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			if (std::memcmp(yr1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(yr2.data(), y.data(), 4 * y.size()) != 0) {
+				fprintf(stderr, "FAIL %s: a ring grouped kernel's outputs differ from the two-stage kernel's\n", name);
+				failures++;
+				return;
+			}
+		}
 	}
 	auto fn = int4 ? matmul_tc_w4a16 : matmul_tc_f16;
 	int p0 = 0;
@@ -322,6 +347,8 @@ int main() {
 	check_grouped(false, 72, 96, rng);
 	check_grouped(true, 130, 512, rng);
 	check_grouped(true, 64, 1408, rng);
+	check_grouped(true, 2048, 1024, rng);  // OLMoE's down: more chunks than ring slots
+	check_grouped(true, 40, 96, rng);      // fewer chunks (3) than ring slots
 	fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

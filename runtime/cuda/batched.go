@@ -239,16 +239,25 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
+	ring := b.tune.tcRing && a.kind == 0 // int4 matrices only
 	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
 		if err != nil {
 			return err
 		}
-		return b.launch(b.k.matmulTCGroupedPre[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(sp.hi), argPtr(sp.lo),
+		fn, smem := b.k.matmulTCGroupedPre[a.kind], tcSmem
+		if ring {
+			fn, smem = b.k.matmulTCGroupedRing[1], tcSmemRing
+		}
+		return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(sp.hi), argPtr(sp.lo),
 			argPtr(sp.inv), argPtr(base), argInt(tiles), argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset),
 			argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
 	}
-	return b.launch(b.k.matmulTCGrouped[a.kind], entries*tiles, tcThreads, tcSmem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
+	fn, smem := b.k.matmulTCGrouped[a.kind], tcSmem
+	if ring {
+		fn, smem = b.k.matmulTCGroupedRing[0], tcSmemRing
+	}
+	return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
 		argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset), argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
 }
 
@@ -308,10 +317,15 @@ func (b *Backend) matmulRows(kind int, y, mat, x, bias cu.DevicePtr, biasKind, r
 // tokens x 128 matrix rows, tcSmem bytes of dynamic shared memory
 // (TC_SMEM there: two pipeline stages).
 const (
-	tcTile      = 64  // tokens (pairs) a block
-	tcRowTile   = 128 // matrix rows a block
-	tcThreads   = 256
-	tcSmem      = 2 * ((2*tcTile+tcRowTile)*40*2 + (tcTile+tcRowTile)*4)
+	tcTile    = 64  // tokens (pairs) a block
+	tcRowTile = 128 // matrix rows a block
+	tcThreads = 256
+	tcSmem    = 2 * ((2*tcTile+tcRowTile)*40*2 + (tcTile+tcRowTile)*4)
+	// tcRingSlots is matmul_tc.cu's TC_RING; tcSmemRing its TC_SMEM_RING
+	// (the slots' codes, tcThreads x 8 bytes, and scale words, tcRowTile x
+	// 4 bytes, after the two stages).
+	tcRingSlots = 12
+	tcSmemRing  = tcSmem + tcRingSlots*(tcThreads*8+tcRowTile*4)
 	tcMinTokens = 16
 )
 

@@ -67,6 +67,9 @@ type kernelSet struct {
 	// then the matmuls reading its arrays ([0 int4, 1 FP16]).
 	tcSplitRows                     cu.Function
 	matmulTCPre, matmulTCGroupedPre [2]cu.Function
+	// matmul_tc.cu's grouped int4 kernels with a cp.async ring of the
+	// matrix's chunks (tuning.tcRing; [0 in-kernel split, 1 pre-split]).
+	matmulTCGroupedRing [2]cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
@@ -179,6 +182,7 @@ func (b *Backend) loadKernels() error {
 	k.tcSplitRows = get("tc_split_rows")
 	k.matmulTCPre = [2]cu.Function{get("matmul_tc_pre_w4a16"), get("matmul_tc_pre_f16")}
 	k.matmulTCGroupedPre = [2]cu.Function{get("matmul_tc_grouped_pre_w4a16"), get("matmul_tc_grouped_pre_f16")}
+	k.matmulTCGroupedRing = [2]cu.Function{get("matmul_tc_grouped_ring_w4a16"), get("matmul_tc_grouped_pre_ring_w4a16")}
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
@@ -242,6 +246,13 @@ func (b *Backend) loadKernels() error {
 			return err
 		}
 	}
+	// The ring kernels' shared memory is over the 48 KiB a launch gets
+	// without opting in.
+	for _, f := range k.matmulTCGroupedRing {
+		if err := setMaxDynamicShared(f, tcSmemRing); err != nil {
+			return fmt.Errorf("matmul_tc ring kernel: %w", err)
+		}
+	}
 	// The route-in kernels declare the block's GroupTable and route_step's
 	// arrays as static shared memory, more than smemStaticRoom: their
 	// dynamic limit (routeInSmem) is what the opt-in limit leaves the
@@ -292,7 +303,8 @@ var moduleFuncs = map[string][]string{
 	"experts_tc":      {"experts_gateup_int4_tc4_t", "experts_gateup_int4_tc8_t", "experts_gateup_int4_tca4_t", "experts_down_int4_tc4_t", "experts_down_int4_tc8_t", "experts_down_int4_tca4_t"},
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
-		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16"},
+		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16",
+		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

@@ -364,7 +364,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
 // token, batched, batched-tc (the default: split-K and the pre-split),
 // batched-tc-splitk (no pre-split, tuning.tcNoPreSplit), batched-tc-presplit
-// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither);
+// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither), batched-tc-ring
+// (the default with the int4 experts' cp.async ring, tuning.tcRing);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -392,7 +393,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 	}{{"token", engine.PrefillToken, tuning{}}, {"batched", engine.PrefillBatched, tuning{noMatmulTC: true}}, {"batched-tc", engine.PrefillBatched, tuning{}},
 		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcNoPreSplit: true}},
 		{"batched-tc-presplit", engine.PrefillBatched, tuning{tcNoSplitK: true}},
-		{"batched-tc-plain", engine.PrefillBatched, tuning{tcNoSplitK: true, tcNoPreSplit: true}}}
+		{"batched-tc-plain", engine.PrefillBatched, tuning{tcNoSplitK: true, tcNoPreSplit: true}},
+		{"batched-tc-ring", engine.PrefillBatched, tuning{tcRing: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -401,7 +403,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-ring", s)
 		}
 		modes = keep
 	}
@@ -473,7 +475,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 // read activations split once per op (tc_split_rows) and give the bits of
 // the in-kernel split: a dense MatMul with a bias, and a grouped expert op
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
-// rows), the real shapes.
+// rows), the real shapes; the grouped op also with the int4 cp.async ring
+// (tuning.tcRing) on either split.
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -484,18 +487,23 @@ func TestTCPreSplitSameBits(t *testing.T) {
 		}
 		return x
 	}
-	both := func(t *testing.T, run func() []float32) {
+	// same holds run's outputs under each tuning of variants to its outputs
+	// under the in-kernel split (tcNoPreSplit), bit for bit.
+	same := func(t *testing.T, run func() []float32, variants ...tuning) {
 		t.Helper()
 		withTuning(t, be, tuning{tcNoPreSplit: true})
 		want := run()
-		withTuning(t, be, tuning{})
-		got := run()
-		for i := range got {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("value %d: pre-split %g, in-kernel split %g", i, got[i], want[i])
+		for _, v := range variants {
+			withTuning(t, be, v)
+			got := run()
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("tuning %+v: value %d is %g, the in-kernel split's %g", v, i, got[i], want[i])
+				}
 			}
 		}
 	}
+	both := func(t *testing.T, run func() []float32) { t.Helper(); same(t, run, tuning{}) }
 	t.Run("MatMul/T70/2048x2048", func(t *testing.T) {
 		const T, rows, cols = 70, 2048, 2048
 		bits := make([]uint16, rows*cols)
@@ -539,13 +547,15 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					}
 					total += c
 				}
-				both(t, func() []float32 {
+				// The cp.async ring (tuning.tcRing, int4 only; FP16 ignores
+				// it) with either split gives the same bits too.
+				same(t, func() []float32 {
 					dst := mustF32(t, be, make([]float32, total*sh.rows))
 					if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
 						t.Fatal(err)
 					}
 					return mustRead(t, be, dst)
-				})
+				}, tuning{}, tuning{tcRing: true}, tuning{tcRing: true, tcNoPreSplit: true})
 			})
 		}
 	}

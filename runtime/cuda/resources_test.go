@@ -16,27 +16,32 @@ import (
 func TestKernelResources(t *testing.T) {
 	be := testBE
 	type kern struct {
-		name string
-		fn   cu.Function
-		smem int
+		name    string
+		fn      cu.Function
+		smem    int
+		threads int // 0: block
 	}
 	var ks []kern
 	err := be.o.do(func() error {
 		k := &be.k
 		for i, nr := range f16NR {
-			ks = append(ks, kern{fmt.Sprintf("matvec_f16_r%d_s", nr), k.matvecF16[i][0], xsBytes(2048)})
+			ks = append(ks, kern{fmt.Sprintf("matvec_f16_r%d_s", nr), k.matvecF16[i][0], xsBytes(2048), 0})
 		}
 		for i, nr := range w4NR {
-			ks = append(ks, kern{fmt.Sprintf("matvec_w4a16_r%d_s", nr), k.matvecW4[i][0], xs4Bytes(2048)})
+			ks = append(ks, kern{fmt.Sprintf("matvec_w4a16_r%d_s", nr), k.matvecW4[i][0], xs4Bytes(2048), 0})
 		}
 		for i, nrp := range gateUpNRP {
-			ks = append(ks, kern{fmt.Sprintf("experts_gateup_int4_p%d_s", nrp), k.gateup[0][i][0], xs4Bytes(2048)})
+			ks = append(ks, kern{fmt.Sprintf("experts_gateup_int4_p%d_s", nrp), k.gateup[0][i][0], xs4Bytes(2048), 0})
 		}
 		for i, dv := range downVariants {
-			ks = append(ks, kern{"experts_down_int4_" + dv.suffix + "_s", k.down[0][i][0], 8*xs4Bytes(1024) + 8*4*16})
+			ks = append(ks, kern{"experts_down_int4_" + dv.suffix + "_s", k.down[0][i][0], 8*xs4Bytes(1024) + 8*4*16, 0})
 		}
-		ks = append(ks, kern{"experts_moe_int4_t", k.moeInt4T, 8*xs4Bytes(1024) + 8*4*downMaxTile})
-		ks = append(ks, kern{"stream_read", k.streamRead, 0})
+		ks = append(ks, kern{"experts_moe_int4_t", k.moeInt4T, 8*xs4Bytes(1024) + 8*4*downMaxTile, 0})
+		ks = append(ks, kern{"stream_read", k.streamRead, 0, 0})
+		// Batched prefill's grouped int4 expert matmul, two-stage and with
+		// the cp.async ring (tuning.tcRing).
+		ks = append(ks, kern{"matmul_tc_grouped_w4a16", k.matmulTCGrouped[0], tcSmem, tcThreads},
+			kern{"matmul_tc_grouped_ring_w4a16", k.matmulTCGroupedRing[0], tcSmemRing, tcThreads})
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)
 			if err != nil {
@@ -46,7 +51,11 @@ func TestKernelResources(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			per, err := blocksPerSM(kk.fn, block, kk.smem)
+			threads := block
+			if kk.threads != 0 {
+				threads = kk.threads
+			}
+			per, err := blocksPerSM(kk.fn, threads, kk.smem)
 			if err != nil {
 				return err
 			}
