@@ -188,7 +188,11 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 // the slot a thread refills was read by it an iteration earlier. The
 // values are tc_load's, so the bits are the two-stage kernel's; what
 // changes is that RING - 1 chunks of the matrix (not one) are in flight for
-// every thread while the block computes. These kernels hold ~120 registers
+// every thread while the block computes. The ring kernels also skip a
+// warp's m16 tiles that hold padding tokens alone (a grouped entry of ~7
+// pairs leaves 3 of a warp pair's 4 tiles idle; the tile's rows never
+// reach y, and an mma row never mixes with another, so the bits stay).
+// These kernels hold ~120 registers
 // a thread, so 2 blocks share an SM (264 on an H200): one chunk a block is
 // ~0.5 MB in flight on the GPU, 11 are ~5.8 MB, about what 4.26 TB/s at
 // ~1.5 µs of latency needs. 12 slots are 30 KB, 72.5 KB a block in all.
@@ -306,6 +310,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 			}
 #pragma unroll
 			for (int mi = 0; mi < 2; mi++) {
+				if (RING != 0 && t0 + wm + 16 * mi >= T) continue;  // an m16 tile of padding tokens alone
 #pragma unroll
 				for (int part_i = 0; part_i < 2; part_i++) {
 					const __half* ar = (part_i == 0 ? ah : al) + (wm + 16 * mi + g) * TC_LD + ks + 2 * q;
@@ -324,7 +329,8 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 		// Back to the activations' scale (exact), times the block scale for
 		// int4, into the accumulators.
 #pragma unroll
-		for (int mi = 0; mi < 2; mi++)
+		for (int mi = 0; mi < 2; mi++) {
+			if (RING != 0 && t0 + wm + 16 * mi >= T) continue;
 #pragma unroll
 			for (int ni = 0; ni < 4; ni++)
 #pragma unroll
@@ -333,6 +339,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 					const float f = __fmul_rn(part[mi][ni][e], inv[m]);
 					acc[mi][ni][e] = INT4 ? __fmaf_rn(f, wsc[n], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
 				}
+		}
 	}
 
 #pragma unroll
