@@ -35,3 +35,14 @@ func openDevice(name string, threads int) (*device.Opened, error) {
 	}
 	return d, err
 }
+
+// cpuDefaultHint is the line generate prints when it runs on the CPU only
+// because --device was left at its default in a build that has CUDA: a
+// full-shape model decodes at a few tokens a second there, and nothing
+// else would say why. Empty otherwise.
+func cpuDefaultHint(deviceSet bool, name string, cudaBuilt bool) string {
+	if deviceSet || name != "cpu" || !cudaBuilt {
+		return ""
+	}
+	return "generate: running on the CPU (--device cpu, the default); this build has CUDA: add --device cuda for the GPU"
+}

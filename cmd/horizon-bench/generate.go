@@ -16,6 +16,7 @@ import (
 
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/cache"
+	"github.com/horizon-runmap/horizon/runtime/device"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
 	"github.com/horizon-runmap/horizon/runtime/model"
@@ -242,6 +243,9 @@ func runGenerate(c *cli.Context) error {
 		return err
 	}
 	defer dev.Close()
+	if hint := cpuDefaultHint(c.IsSet("device"), c.String("device"), device.Registered("cuda")); hint != "" {
+		fmt.Fprintln(c.App.ErrWriter, hint)
+	}
 	be := dev.Backend
 	// The KV cache holds the request (prompt + tokens) unless --max-context
 	// asks for more; the engine refuses more than the model's
