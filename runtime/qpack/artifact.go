@@ -326,14 +326,30 @@ func (a *Artifact) ReadExperts(dst []byte) (string, error) {
 		return "", fmt.Errorf("read experts: %w", err)
 	}
 	defer f.Close()
+	// Reading and hashing overlap: a goroutine hashes each chunk, in order,
+	// while the next is read (the chunks are disjoint parts of dst, never
+	// written again once sent). The load then takes the longer of the two,
+	// not their sum: a full-shape FP16 artifact is 13-25 GB.
 	h := sha256.New()
+	chunks := make(chan []byte, 4)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for c := range chunks {
+			h.Write(c)
+		}
+	}()
 	for off := 0; off < len(dst); off += readChunk {
 		chunk := dst[off:min(off+readChunk, len(dst))]
 		if _, err := io.ReadFull(f, chunk); err != nil {
+			close(chunks)
+			<-hashed
 			return "", fmt.Errorf("read %s at %d: %w", want.Path, off, err)
 		}
-		h.Write(chunk)
+		chunks <- chunk
 	}
+	close(chunks)
+	<-hashed
 	var one [1]byte
 	if n, _ := f.Read(one[:]); n != 0 {
 		return "", fmt.Errorf("%s is longer than %d bytes: %w", want.Path, len(dst), ErrCorrupt)
