@@ -95,12 +95,15 @@ carry: cuda ## build what scripts/device-campaign.sh runs on the GPU machine: ca
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags="-s -w" -o $(CARRY)/horizon-verify ./cmd/horizon-verify
 	@ls -la $(CARRY)/horizon-bench-cuda $(CARRY)/horizon-verify
 
-unpack-edition: ## unpack an edition archive from scripts/device-campaign.sh into editions/ and verify it: make unpack-edition ARCHIVE=path/<edition>.tar.gz
+unpack-edition: ## unpack an edition archive from scripts/device-campaign.sh into editions/ and verify it: make unpack-edition ARCHIVE=path/<edition>.tar.gz (or its .part-0, .part-1, ... beside it)
 	@test -n "$(ARCHIVE)" || { echo "usage: make unpack-edition ARCHIVE=path/<edition>.tar.gz"; exit 2; }
-	@name=$$(basename "$(ARCHIVE)" .tar.gz); \
-	tar -tzf "$(ARCHIVE)" | grep -qv "^$$name/" && { echo "$(ARCHIVE): entries outside $$name/; refusing"; exit 1; }; \
+	@name=$$(basename "$(ARCHIVE)" .tar.gz); arch="$(ARCHIVE)"; \
+	if [ ! -e "$$arch" ] && [ -e "$$arch.part-0" ]; then \
+		arch=$$(mktemp) && cat "$(ARCHIVE)".part-* > "$$arch" && echo "joined $$(ls "$(ARCHIVE)".part-* | wc -l) parts of $(ARCHIVE)"; \
+	fi; \
+	tar -tzf "$$arch" | grep -qv "^$$name/" && { echo "$(ARCHIVE): entries outside $$name/; refusing"; exit 1; }; \
 	test ! -e "editions/$$name" || { echo "editions/$$name exists; remove it first to replace it"; exit 1; }; \
-	tar -xzf "$(ARCHIVE)" -C editions && echo "unpacked editions/$$name" && \
+	tar -xzf "$$arch" -C editions && echo "unpacked editions/$$name" && \
 	$(GO) run ./cmd/horizon-verify "editions/$$name"
 
 gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gpu-test.sh

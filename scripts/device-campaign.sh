@@ -36,7 +36,7 @@
 #                                gives editions/<edition>/ (or `make unpack-edition ARCHIVE=...`).
 #                                Verified with carry/horizon-verify first when it is there.
 #                                Larger than 16 MiB: it comes back split as <edition>.tar.gz.part-0,
-#                                -1, ... (at most 5 parts); `cat <edition>.tar.gz.part-* > <edition>.tar.gz`.
+#                                -1, ... (at most 5 parts); make unpack-edition ARCHIVE=<dir>/<edition>.tar.gz joins them.
 #   <edition>.state.tar.gz       an unfinished edition's run directory without artifacts (journal,
 #                                finished records). Put it in carry/state/ before the next call:
 #                                a fresh (cold) machine restores it and redoes only the rest. The
