@@ -75,10 +75,12 @@ Options:
   --out DIR           where the files that come back go (default $OUT, else out/device-out)
   --artifact-cache D  shared artifact cache (default runs/artifact-cache)
   --checkpoint-scratch D
-                      synthesise checkpoints in D while preparing (run --checkpoint-scratch; default:
-                      beside the artifact). The fidelity campaign's four artifacts (~57 GB, FP16 and
-                      INT4 of both shapes) and a 29 GB Qwen checkpoint do not fit the 64 GiB disk
-                      together: give a tmpfs, e.g. /dev/shm/horizon-scratch
+                      synthesise checkpoints in D, the last kept for the next artifact of it (run
+                      --checkpoint-scratch; default: beside each artifact). The fidelity campaign's
+                      four artifacts (~57 GB, FP16 and INT4 of both shapes) and a 29 GB Qwen
+                      checkpoint do not fit the 64 GiB disk together: artifacts in /dev/shm, the
+                      checkpoint on disk (--artifact-cache /dev/shm/horizon-artifacts
+                      --checkpoint-scratch /tmp/horizon-scratch)
   --state DIR         state archives to restore on a cold machine (default carry/state)
   --baseline-work D   synthetic checkpoints for the baseline (default /tmp/horizon-baseline)
   --python PATH       python for the baseline (default python3)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/horizon-runmap/horizon/campaigns"
@@ -117,23 +118,35 @@ func preparePlan(cfg *campaigns.Configuration) string {
 func makeArtifact(ctx context.Context, c *campaigns.Campaign, cfg *campaigns.Configuration, dir, key, scratch string, rep campaigns.Report) error {
 	ckpt := ""
 	if s := cfg.Checkpoint.Synthetic; s != nil {
-		ckpt = dir + ".checkpoint"
-		if scratch != "" {
-			if err := os.MkdirAll(scratch, 0o755); err != nil {
-				return fmt.Errorf("checkpoint scratch: %w", err)
+		synth := func() error {
+			step := rep.Begin(fmt.Sprintf("artifact %s: synthesising the checkpoint", key))
+			if _, err := model.Synthesize(model.SynthOptions{Arch: s.Arch, Seed: s.Seed, OutDir: ckpt, Ctx: ctx, Progress: step.Progress}); err != nil {
+				return err
 			}
-			ckpt = filepath.Join(scratch, key+".checkpoint")
+			step.End()
+			return nil
 		}
-		if err := os.RemoveAll(ckpt); err != nil {
-			return err
+		if scratch == "" {
+			ckpt = dir + ".checkpoint"
+			if err := os.RemoveAll(ckpt); err != nil {
+				return err
+			}
+			defer os.RemoveAll(ckpt)
+			if err := synth(); err != nil {
+				return err
+			}
+		} else {
+			var reused bool
+			var err error
+			if ckpt, reused, err = scratchCheckpoint(scratch, s.Arch, s.Seed); err != nil {
+				return err
+			}
+			if reused {
+				rep.Say(fmt.Sprintf("artifact %s: reusing the synthetic checkpoint %s", key, ckpt))
+			} else if err := synth(); err != nil {
+				return err
+			}
 		}
-		defer os.RemoveAll(ckpt)
-		step := rep.Begin(fmt.Sprintf("artifact %s: synthesising the checkpoint", key))
-		_, err := model.Synthesize(model.SynthOptions{Arch: s.Arch, Seed: s.Seed, OutDir: ckpt, Ctx: ctx, Progress: step.Progress})
-		if err != nil {
-			return err
-		}
-		step.End()
 	} else {
 		ckpt = c.HFDir(cfg)
 	}
@@ -156,4 +169,33 @@ func synthInfo(art *qpack.Artifact) (model.SynthInfo, error) {
 		return model.SynthInfo{}, fmt.Errorf("artifact %s synthetic identity: %w", art.Dir, err)
 	}
 	return info, nil
+}
+
+// scratchCheckpoint is where a synthetic checkpoint of arch and seed lives
+// under a checkpoint scratch directory, and whether a complete one of this
+// build's synthesis format is already there (Synthesize renames its
+// directory into place only once every file is written). Scratch holds one
+// checkpoint at a time: any other is removed first, so a campaign's
+// artifacts of one checkpoint (FP16 and INT4, listed together) synthesise
+// it once, and the disk holds one.
+func scratchCheckpoint(scratch, arch string, seed uint64) (dir string, reused bool, err error) {
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return "", false, fmt.Errorf("checkpoint scratch: %w", err)
+	}
+	dir = filepath.Join(scratch, fmt.Sprintf("synthetic-%s-seed%d.checkpoint", arch, seed))
+	if info, err := model.LoadSynthInfo(dir); err == nil && info.Format == model.SynthFormat && info.Arch == arch && info.Seed == seed {
+		return dir, true, nil
+	}
+	entries, err := os.ReadDir(scratch)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint scratch: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasSuffix(e.Name(), ".checkpoint") || strings.Contains(e.Name(), ".checkpoint.") {
+			if err := os.RemoveAll(filepath.Join(scratch, e.Name())); err != nil {
+				return "", false, fmt.Errorf("checkpoint scratch: %w", err)
+			}
+		}
+	}
+	return dir, false, nil
 }

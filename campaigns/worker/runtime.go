@@ -32,11 +32,12 @@ import (
 // Runtime implements campaigns.Runtime with this build's runtime. The CLI
 // hands it to campaigns.Run, campaigns.Reproduce and campaigns.Load.
 type Runtime struct {
-	// CheckpointScratch, when set, is the directory where a synthetic
-	// checkpoint is written while its artifact is prepared (removed after),
-	// instead of beside the artifact: a small disk with a larger tmpfs can
-	// then hold the artifacts without the transient checkpoint's bytes (a
-	// Qwen1.5-MoE-shaped one is ~29 GB).
+	// CheckpointScratch, when set, is the directory where synthetic
+	// checkpoints are written instead of beside each artifact, one at a
+	// time, the last kept for the next artifact of the same checkpoint
+	// (scratchCheckpoint): the artifacts and the checkpoint (~29 GB for the
+	// Qwen1.5-MoE shape) can then live on different file systems, and a
+	// model's FP16 and INT4 artifacts synthesise it once.
 	CheckpointScratch string
 }
 

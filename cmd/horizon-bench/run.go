@@ -98,11 +98,13 @@ DIR/artifacts.lock. Keep DIR outside every run directory. Without it each
 run directory holds its own artifacts, and runs of different campaigns with
 different --run-dir never touch each other's files.
 
---checkpoint-scratch DIR synthesises a synthetic checkpoint in DIR while its
-artifact is prepared (it is removed after) instead of beside the artifact.
-For a machine whose disk holds the artifacts but not also the transient
-checkpoint (~29 GB for the Qwen1.5-MoE shape), e.g. --checkpoint-scratch
-/dev/shm/horizon-scratch.
+--checkpoint-scratch DIR synthesises synthetic checkpoints in DIR instead of
+beside each artifact, and keeps the last one there: the next artifact of the
+same checkpoint (a campaign's FP16 and INT4 artifacts of one model) reuses it
+instead of synthesising it again. DIR holds one checkpoint at a time (~29 GB
+for the Qwen1.5-MoE shape); remove DIR when the run is done. For a machine
+whose disk cannot hold the artifacts and the checkpoint together, e.g.
+--artifact-cache /dev/shm/horizon-artifacts --checkpoint-scratch /tmp/horizon-scratch.
 
 --scheduler slurm runs the workers as one Slurm job array on a cluster instead
 of one after another here (--scheduler local, the default). The command
@@ -155,7 +157,7 @@ finished workers are kept, running again resumes).`,
 			&cli.StringFlag{Name: "contract", Usage: "contract `FILE` instead of the built-in one"},
 			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
 			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
-			&cli.StringFlag{Name: "checkpoint-scratch", Usage: "synthesise synthetic checkpoints in `DIR` while preparing (default: beside the artifact)"},
+			&cli.StringFlag{Name: "checkpoint-scratch", Usage: "synthesise synthetic checkpoints in `DIR`, keeping the last for the next artifact of it (default: beside each artifact, removed after)"},
 			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: local (one after another here) or slurm (one job array on the cluster; see above)"},
 			&cli.StringFlag{Name: "slurm-args", Usage: "extra sbatch `ARGS`, split on spaces (e.g. \"--partition=gpu --account=lab\"); --scheduler slurm only"},
 			&cli.StringFlag{Name: "slurm-time", Value: slurm.DefaultTime, Usage: "each task's time `LIMIT` (sbatch --time); --scheduler slurm only"},
