@@ -199,43 +199,99 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 #define TC_RING 12
 #define TC_RING_SLOT (TC_THREADS * 8 + TC_BN * 4)
 #define TC_SMEM_RING (TC_SMEM + TC_RING * TC_RING_SLOT)
+// FP16 matrices (the dense projections): a chunk is 128 rows x 32 halves,
+// 8 KB, two 16-byte segments a thread (as tc_load reads them), so 6 slots
+// (48 KB; 90.5 KB a block, still 2 blocks an SM): 5 chunks in flight, all
+// of a short split-K block's share at once.
+#define TC_RING_F16 6
+#define TC_RING_SLOT_F16 (TC_THREADS * 32)
+#define TC_SMEM_RING_F16 (TC_SMEM + TC_RING_F16 * TC_RING_SLOT_F16)
+
+// tc_f16_seg locates segment u (0, 1) of this thread's part of an FP16
+// chunk c: row n0 + idx/4, values kk.. kk+7 with idx = tid + 256u, as
+// tc_load reads them; fast when it is a whole aligned 16-byte segment.
+struct TcF16Seg {
+	int row, kk;
+	bool fast;
+};
+__device__ __forceinline__ TcF16Seg tc_f16_seg(const uint8_t* mat, int rows, int cols, int n0, int c, int tid, int u) {
+	const int idx = tid + TC_THREADS * u;
+	const int row = n0 + (idx >> 2), kk = c * TC_BK + (idx & 3) * 8;
+	const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
+	return TcF16Seg{row, kk, row < rows && w8 && kk + 8 <= cols};
+}
 
 // tc_ring_put starts chunk c's copies of this thread into slot c % RING
 // and closes a group (an empty one past the last chunk or the last row, so
-// that every thread counts the same groups).
-template <int RING>
-__device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __restrict__ mat, int rows, int cols_padded,
-                                            int scales_offset, int n0, int c, int nck, int tid) {
-	const int row = n0 + (tid >> 1);
-	if (c < nck && row < rows) {
-		uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
-		cp_async8(slot + tid * 8, mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
-		if ((tid & 1) == 0) {
-			const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
-			                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
-			cp_async4(slot + TC_THREADS * 8 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
+// that every thread counts the same groups). FP16 segments that are not a
+// whole aligned 16 bytes are not copied: tc_ring_take loads them as
+// tc_load does.
+template <bool INT4, int RING>
+__device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __restrict__ mat, int rows, int cols,
+                                            int cols_padded, int scales_offset, int n0, int c, int nck, int tid) {
+	if (c < nck) {
+		if (INT4) {
+			const int row = n0 + (tid >> 1);
+			if (row < rows) {
+				uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
+				cp_async8(slot + tid * 8, mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
+				if ((tid & 1) == 0) {
+					const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
+					                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
+					cp_async4(slot + TC_THREADS * 8 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
+				}
+			}
+		} else {
+			uint8_t* slot = ring + (c % RING) * TC_RING_SLOT_F16;
+			const __half* W = reinterpret_cast<const __half*>(mat);
+#pragma unroll
+			for (int u = 0; u < 2; u++) {
+				const TcF16Seg sg = tc_f16_seg(mat, rows, cols, n0, c, tid, u);
+				if (sg.fast) cp_async16(slot + (tid + TC_THREADS * u) * 16, W + (size_t)sg.row * cols + sg.kk);
+			}
 		}
 	}
 	cp_async_commit();
 }
 
 // tc_ring_take waits for chunk c's copies of this thread and puts them in
-// r as tc_load would have (codes 8 and scale 0 past the last row).
-template <int RING>
+// r as tc_load would have (int4: codes 8 and scale 0 past the last row;
+// FP16: zeros past the last row or column).
+template <bool INT4, int RING>
 __device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, const uint8_t* __restrict__ mat, int rows,
-                                             int cols_padded, int scales_offset, int n0, int c, int tid) {
+                                             int cols, int cols_padded, int scales_offset, int n0, int c, int tid) {
 	cp_async_wait<RING - 2>();
-	const int row = n0 + (tid >> 1);
-	r.w4 = make_uint2(0x88888888u, 0x88888888u);
-	r.sc = 0.0f;
-	if (row < rows) {
-		const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
-		r.w4 = *reinterpret_cast<const uint2*>(slot + tid * 8);
-		if ((tid & 1) == 0) {
-			const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
-			                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
-			// The scale is the copied word's half at the address's own offset.
-			r.sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
+	if (INT4) {
+		const int row = n0 + (tid >> 1);
+		r.w4 = make_uint2(0x88888888u, 0x88888888u);
+		r.sc = 0.0f;
+		if (row < rows) {
+			const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
+			r.w4 = *reinterpret_cast<const uint2*>(slot + tid * 8);
+			if ((tid & 1) == 0) {
+				const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
+				                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
+				// The scale is the copied word's half at the address's own offset.
+				r.sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
+			}
+		}
+	} else {
+		const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT_F16;
+		const __half* W = reinterpret_cast<const __half*>(mat);
+#pragma unroll
+		for (int u = 0; u < 2; u++) {
+			const TcF16Seg sg = tc_f16_seg(mat, rows, cols, n0, c, tid, u);
+			uint4 w = make_uint4(0u, 0u, 0u, 0u);
+			if (sg.fast) {
+				w = *reinterpret_cast<const uint4*>(slot + (tid + TC_THREADS * u) * 16);
+			} else if (sg.row < rows) {
+				__half h[8];
+#pragma unroll
+				for (int j = 0; j < 8; j++)
+					h[j] = sg.kk + j < cols ? __ldg(W + (size_t)sg.row * cols + sg.kk + j) : __float2half_rn(0.0f);
+				w = make_uint4(tc_pack(h[0], h[1]), tc_pack(h[2], h[3]), tc_pack(h[4], h[5]), tc_pack(h[6], h[7]));
+			}
+			r.wf[u] = w;
 		}
 	}
 }
@@ -274,18 +330,19 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	// default).
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw;
-	// With a ring (int4 only) the matrix's chunks c0 .. c0 + RING - 2 are
-	// put in flight first; tc_load then reads the activations alone.
+	// With a ring the matrix's chunks c0 .. c0 + RING - 2 are put in flight
+	// first; tc_load then reads the activations alone.
 	constexpr bool W = RING == 0;
 	uint8_t* ring = smem + 2 * TC_STAGE;
 	if constexpr (RING != 0)
-		for (int c = c0; c < c0 + RING - 1; c++) tc_ring_put<RING>(ring, mat, rows, cols_padded, scales_offset, n0, c, nck, tid);
+		for (int c = c0; c < c0 + RING - 1; c++)
+			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c, nck, tid);
 	if (c0 < nck) tc_load<INT4, PRE, W>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
 	for (int c = c0; c < nck; c++) {
 		uint8_t* st = smem + (c & 1) * TC_STAGE;
 		if constexpr (RING != 0) {
-			tc_ring_take<RING>(raw, ring, mat, rows, cols_padded, scales_offset, n0, c, tid);
-			tc_ring_put<RING>(ring, mat, rows, cols_padded, scales_offset, n0, c + RING - 1, nck, tid);
+			tc_ring_take<INT4, RING>(raw, ring, mat, rows, cols, cols_padded, scales_offset, n0, c, tid);
+			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - 1, nck, tid);
 		}
 		tc_store<INT4, PRE>(st, raw, tid, sm, hh);
 		__syncthreads();
@@ -434,6 +491,29 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
 	matmul_tc_body<false>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr, nullptr, g * TC_BM,
 	                      tile * TC_BN, s * per, (s + 1) * per);
+}
+
+// matmul_tc_f16_splitk_ring: matmul_tc_f16_splitk with the matrix's chunks
+// streamed through the FP16 cp.async ring (tuning.tcRing; dynamic shared
+// memory TC_SMEM_RING_F16): the same partials, bit for bit.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_f16_splitk_ring(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
+	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
+	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
+	matmul_tc_body<false, false, TC_RING_F16>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr,
+	                                          nullptr, g * TC_BM, tile * TC_BN, s * per, (s + 1) * per);
+}
+
+// matmul_tc_pre_ring_f16: matmul_tc_pre_f16 (the dense projections of a
+// longer prompt) with the FP16 ring; the same bits.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_pre_ring_f16(float* y, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
+                           const void* bias, int bias_kind, int rows, int cols, int cols_padded, int scales_offset, int T,
+                           const int* xrows, const int* yrows) {
+	const int G = (T + TC_BM - 1) / TC_BM;
+	matmul_tc_body<false, true, TC_RING_F16>(y, mat, nullptr, bias, bias_kind, rows, cols, cols_padded, scales_offset, T,
+	                                         xrows, yrows, (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN, 0, 1 << 30,
+	                                         TcSplitX{hi, lo, inv});
 }
 
 // matmul_splitk_reduce: y[t][r] = ((part[0][t][r] + part[1][t][r]) + ...)

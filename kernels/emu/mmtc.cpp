@@ -13,8 +13,9 @@
 // tiles must not change them), that the grouped kernels give each
 // expert's pairs the bits of that expert's own launch, that the
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
-// the in-kernel split, and that the int4 grouped kernels' cp.async ring
-// twins give the two-stage kernels' bits (the emulator copies at once, so
+// the in-kernel split, and that the cp.async ring twins (the int4 grouped
+// kernels, the FP16 split-K and pre-split kernels) give the two-stage
+// kernels' bits (the emulator copies at once, so
 // this checks the ring's indexing and values, not its timing).
 //
 //	mmtc            (built by build.sh next to the harness)
@@ -47,6 +48,9 @@ extern "C" void matmul_tc_grouped_pre_f16(float*, const __half*, const __half*, 
                                           int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                             int, int, const int*, const int*);
+extern "C" void matmul_tc_f16_splitk_ring(float*, const uint8_t*, const float*, int, int, int, int);
+extern "C" void matmul_tc_pre_ring_f16(float*, const uint8_t*, const __half*, const __half*, const float*, const void*, int, int,
+                                       int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_ring_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_ring_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
                                                  int, int, int, const int*, const int*);
@@ -72,6 +76,8 @@ static const size_t kSmem = 2 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
 // The ring kernels' (TC_SMEM_RING): 12 slots of 256 x 8 bytes of codes and
 // 128 scale words after the two stages.
 static const size_t kSmemRing = kSmem + 12 * (256 * 8 + 128 * 4);
+// The FP16 ring kernels' (TC_SMEM_RING_F16): 6 slots of 256 x 32 bytes.
+static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
 
 static int failures = 0;
 
@@ -89,13 +95,13 @@ static float f16_round(float v) { return __half2float(__float2half_rn(v)); }
 // run launches the kernel and returns y (nxr rows of rows values).
 static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, int cols_padded, int scales_offset,
                               const std::vector<float>& x, const std::vector<uint8_t>& bias, const std::vector<int>& xr,
-                              const std::vector<int>& yr, int T, int ny, bool pre = false) {
+                              const std::vector<int>& yr, int T, int ny, bool pre = false, bool ring = false) {
 	std::vector<float> y(ny * c.rows, -12345.0f);
 	const int G = (T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
 	if (pre) {
 		const Split sp = split_rows(x, (int)(x.size() / c.cols), c.cols);
-		auto fn = c.int4 ? matmul_tc_pre_w4a16 : matmul_tc_pre_f16;
-		emu_launch(G * tiles, kThreads, kSmem, [&] {
+		auto fn = c.int4 ? matmul_tc_pre_w4a16 : ring ? matmul_tc_pre_ring_f16 : matmul_tc_pre_f16;
+		emu_launch(G * tiles, kThreads, ring ? kSmemRingF16 : kSmem, [&] {
 			fn(y.data(), mat.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), bias.empty() ? nullptr : bias.data(), c.bias_kind,
 			   c.rows, c.cols, cols_padded, scales_offset, T, xr.empty() ? nullptr : xr.data(), yr.empty() ? nullptr : yr.data());
 		});
@@ -103,8 +109,9 @@ static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, in
 	}
 	if (c.splitk > 0) {
 		std::vector<float> part((size_t)c.splitk * T * c.rows, -777.0f);
-		emu_launch(G * tiles * c.splitk, kThreads, kSmem,
-		           [&] { matmul_tc_f16_splitk(part.data(), mat.data(), x.data(), c.rows, c.cols, T, c.splitk); });
+		auto fn = ring ? matmul_tc_f16_splitk_ring : matmul_tc_f16_splitk;
+		emu_launch(G * tiles * c.splitk, kThreads, ring ? kSmemRingF16 : kSmem,
+		           [&] { fn(part.data(), mat.data(), x.data(), c.rows, c.cols, T, c.splitk); });
 		emu_launch(3, 64, 0, [&] {
 			matmul_splitk_reduce(y.data(), part.data(), c.splitk, T, c.rows, bias.empty() ? nullptr : bias.data(), c.bias_kind);
 		});
@@ -208,6 +215,16 @@ static void check(const Case& c, std::mt19937& rng) {
 		std::vector<float> yp = run(c, mat, cols_padded, scales_offset, x, bias, xr, yr, c.T, ny, true);
 		if (std::memcmp(yp.data(), y.data(), 4 * y.size()) != 0) {
 			fprintf(stderr, "FAIL %s: the pre-split kernel's outputs differ from the in-kernel split's\n", name);
+			failures++;
+			return;
+		}
+	}
+	// The FP16 cp.async ring twins (split-K, and the pre-split kernel): the
+	// same bits.
+	if (!c.int4) {
+		std::vector<float> yr1 = run(c, mat, cols_padded, scales_offset, x, bias, xr, yr, c.T, ny, c.splitk == 0, true);
+		if (std::memcmp(yr1.data(), y.data(), 4 * y.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the FP16 ring kernel's outputs differ from the two-stage kernel's\n", name);
 			failures++;
 			return;
 		}

@@ -178,7 +178,7 @@ type tuning struct {
 	routeIn      bool   // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
 	routeInWait  bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
 	tcNoPreSplit bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
-	tcRing       bool   // the grouped int4 expert matmuls of batched prefill stream their codes through a 12-slot cp.async ring (matmul_tc.cu matmul_tc_grouped_*ring_w4a16: 11 chunks in flight a thread, not 1, and no mma for a warp's m16 tiles of padding tokens alone; the same bits; off until measured)
+	tcRing       bool   // batched prefill's tensor-core matmuls stream their matrix through a cp.async ring: the grouped int4 experts (12 slots, 11 chunks in flight a thread, not 1) and the FP16 projections, split-K and pre-split (6 slots); the ring kernels also skip a warp's m16 tiles of padding tokens alone; the same bits; off until measured (matmul_tc.cu *_ring*)
 	tcNoSplitK   bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
 	waitPrefetch uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
 	tcDecode     int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)

@@ -326,7 +326,10 @@ const (
 	// 4 bytes, after the two stages).
 	tcRingSlots = 12
 	tcSmemRing  = tcSmem + tcRingSlots*(tcThreads*8+tcRowTile*4)
-	tcMinTokens = 16
+	// tcSmemRingF16 is TC_SMEM_RING_F16: 6 slots of an FP16 chunk (tcThreads
+	// x 32 bytes) after the two stages.
+	tcSmemRingF16 = tcSmem + 6*tcThreads*32
+	tcMinTokens   = 16
 )
 
 // tcMatmul is the kernel-choice predicate of the batched ops: a batch of T
@@ -371,7 +374,11 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 		if err != nil {
 			return err
 		}
-		return b.launch(b.k.matmulTCPre[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(sp.hi), argPtr(sp.lo),
+		fn, smem := b.k.matmulTCPre[kind], tcSmem
+		if b.tune.tcRing && kind == 1 {
+			fn, smem = b.k.matmulTCPreRingF16, tcSmemRingF16
+		}
+		return b.launch(fn, grid, tcThreads, smem, argPtr(y), argPtr(mat), argPtr(sp.hi), argPtr(sp.lo),
 			argPtr(sp.inv), argPtr(bias), argInt(biasKind), argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset),
 			argInt(T), argPtr(xp), argPtr(yp))
 	}
@@ -430,7 +437,11 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
-	if err := b.launch(b.k.matmulTCSplitK, grid, tcThreads, tcSmem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
+	fn, smem := b.k.matmulTCSplitK, tcSmem
+	if b.tune.tcRing {
+		fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
+	}
+	if err := b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
 		argInt(cols), argInt(T), argInt(ks)); err != nil {
 		return err
 	}

@@ -475,8 +475,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 // read activations split once per op (tc_split_rows) and give the bits of
 // the in-kernel split: a dense MatMul with a bias, and a grouped expert op
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
-// rows), the real shapes; the grouped op also with the int4 cp.async ring
-// (tuning.tcRing) on either split.
+// rows), the real shapes; with the cp.async rings (tuning.tcRing) too: the
+// dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
+// split.
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -503,26 +504,29 @@ func TestTCPreSplitSameBits(t *testing.T) {
 			}
 		}
 	}
-	both := func(t *testing.T, run func() []float32) { t.Helper(); same(t, run, tuning{}) }
-	t.Run("MatMul/T70/2048x2048", func(t *testing.T) {
-		const T, rows, cols = 70, 2048, 2048
-		bits := make([]uint16, rows*cols)
-		for i := range bits {
-			bits[i] = half.F32ToF16(float32(rng.NormFloat64() * 0.05))
-		}
-		wt, err := be.UploadF16(bits)
-		if err != nil {
-			t.Fatal(err)
-		}
-		x, bias := mustF32(t, be, randX(T*cols)), mustF32(t, be, randX(rows))
-		both(t, func() []float32 {
-			dst := mustF32(t, be, make([]float32, T*rows))
-			if err := be.MatMul(dst, wt, x, bias, T); err != nil {
+	// T70: split-K (16 row tiles x 2 token groups under a wave); T600: the
+	// pre-split kernel. Each also with the FP16 cp.async ring (tuning.tcRing).
+	for _, T := range []int{70, 600} {
+		t.Run(fmt.Sprintf("MatMul/T%d/2048x2048", T), func(t *testing.T) {
+			const rows, cols = 2048, 2048
+			bits := make([]uint16, rows*cols)
+			for i := range bits {
+				bits[i] = half.F32ToF16(float32(rng.NormFloat64() * 0.05))
+			}
+			wt, err := be.UploadF16(bits)
+			if err != nil {
 				t.Fatal(err)
 			}
-			return mustRead(t, be, dst)
+			x, bias := mustF32(t, be, randX(T*cols)), mustF32(t, be, randX(rows))
+			same(t, func() []float32 {
+				dst := mustF32(t, be, make([]float32, T*rows))
+				if err := be.MatMul(dst, wt, x, bias, T); err != nil {
+					t.Fatal(err)
+				}
+				return mustRead(t, be, dst)
+			}, tuning{}, tuning{tcRing: true})
 		})
-	})
+	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
 		for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}} {
 			t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d", scheme, sh.rows, sh.cols), func(t *testing.T) {

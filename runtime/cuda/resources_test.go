@@ -41,7 +41,9 @@ func TestKernelResources(t *testing.T) {
 		// Batched prefill's grouped int4 expert matmul, two-stage and with
 		// the cp.async ring (tuning.tcRing).
 		ks = append(ks, kern{"matmul_tc_grouped_w4a16", k.matmulTCGrouped[0], tcSmem, tcThreads},
-			kern{"matmul_tc_grouped_ring_w4a16", k.matmulTCGroupedRing[0], tcSmemRing, tcThreads})
+			kern{"matmul_tc_grouped_ring_w4a16", k.matmulTCGroupedRing[0], tcSmemRing, tcThreads},
+			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
+			kern{"matmul_tc_f16_splitk_ring", k.matmulTCSplitKRing, tcSmemRingF16, tcThreads})
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)
 			if err != nil {
