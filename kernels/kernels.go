@@ -22,8 +22,11 @@
 //	matmul_tc        the same products on the tensor cores (mma.sync, FP16
 //	                 inputs: activations split into two FP16 parts per
 //	                 32-value chunk, FP32 accumulation; not the row kernels'
-//	                 bits; runtime/cuda tuning.matmulTC; the grouped int4
-//	                 twins with a cp.async ring of codes: tuning.tcRing)
+//	                 bits; the default, runtime/cuda tuning.noMatmulTC
+//	                 turns it off; the grouped int4 twins with a cp.async
+//	                 ring of codes, the default: tuning.tcNoRing; two
+//	                 chunks a stage: tuning.tcRing2; the FP16 ring twins:
+//	                 tuning.tcRingF16)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	prefill_attention the batch's causal attention tiled: a block reads

@@ -1,5 +1,6 @@
 // matmul_tc.cu: the batched projections of prefill on the tensor cores
-// (runtime/cuda batched.go, tuning.matmulTC; off by default until measured):
+// (runtime/cuda batched.go, the default for batched prefill; tuning.noMatmulTC
+// keeps the row kernels instead):
 //
 //	y[yrow(t)][r] = M[r] · x[xrow(t)] (+ bias[r])   for t < T, r < rows
 //
@@ -199,6 +200,11 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 #define TC_RING 12
 #define TC_RING_SLOT (TC_THREADS * 8 + TC_BN * 4)
 #define TC_SMEM_RING (TC_SMEM + TC_RING * TC_RING_SLOT)
+// The grouped int4 ring kernels with two chunks a stage (_ring2, SUB 2):
+// two stages of two chunks (85 KB) and 10 slots (25 KB), 108 KB a block,
+// still 2 blocks an SM.
+#define TC_RING2 10
+#define TC_SMEM_RING2 (2 * TC_SMEM + TC_RING2 * TC_RING_SLOT)
 // FP16 matrices (the dense projections): a chunk is 128 rows x 32 halves,
 // 8 KB, two 16-byte segments a thread (as tc_load reads them), so 6 slots
 // (48 KB; 90.5 KB a block, still 2 blocks an SM): 5 chunks in flight, all
@@ -254,13 +260,14 @@ __device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __rest
 	cp_async_commit();
 }
 
-// tc_ring_take waits for chunk c's copies of this thread and puts them in
-// r as tc_load would have (int4: codes 8 and scale 0 past the last row;
+// tc_ring_take waits for chunk c's copies of this thread (with SUB chunks
+// taken an iteration, for the iteration's last: RING - 2 SUB later groups
+// may stay in flight) and puts them in r as tc_load would have (int4: codes 8 and scale 0 past the last row;
 // FP16: zeros past the last row or column).
-template <bool INT4, int RING>
+template <bool INT4, int RING, int SUB = 1>
 __device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, const uint8_t* __restrict__ mat, int rows,
                                              int cols, int cols_padded, int scales_offset, int n0, int c, int tid) {
-	cp_async_wait<RING - 2>();
+	cp_async_wait<RING - 2 * SUB>();
 	if (INT4) {
 		const int row = n0 + (tid >> 1);
 		r.w4 = make_uint2(0x88888888u, 0x88888888u);
@@ -296,18 +303,113 @@ __device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, cons
 	}
 }
 
+// tc_chunk adds one staged chunk's products to a warp's accumulators: the
+// hi and lo parts of each m16 tile (tokens) against each n8 tile (rows),
+// the chunk's sums from zero, then back to the activations' scale (exact)
+// and times the block scale for int4. SKIP leaves out the m16 tiles that
+// hold padding tokens alone (their rows never reach y, and an mma row never
+// mixes with another, so the bits stay).
+template <bool INT4, bool SKIP>
+__device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* st, int wm, int wn, int g, int q, int t0,
+                                         int T) {
+	const __half* ah = reinterpret_cast<const __half*>(st);
+	const __half* al = ah + TC_BM * TC_LD;
+	const __half* bs = al + TC_BM * TC_LD;
+	const float* inv = reinterpret_cast<const float*>(bs + TC_BN * TC_LD);
+	const float* wsc = inv + TC_BM;
+
+	// The chunk's sums: hi and lo of each m16 tile against each n8 tile
+	// (the first mma of each starts from zero).
+	float part[2][4][4];
+#pragma unroll
+	for (int ks = 0; ks < TC_BK; ks += 16) {
+		unsigned bf[4][2];
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++) {
+			const __half* br = bs + (wn + 8 * ni + g) * TC_LD + ks + 2 * q;
+			bf[ni][0] = *reinterpret_cast<const unsigned*>(br);
+			bf[ni][1] = *reinterpret_cast<const unsigned*>(br + 8);
+		}
+#pragma unroll
+		for (int mi = 0; mi < 2; mi++) {
+			if (SKIP && t0 + wm + 16 * mi >= T) continue;  // an m16 tile of padding tokens alone
+#pragma unroll
+			for (int part_i = 0; part_i < 2; part_i++) {
+				const __half* ar = (part_i == 0 ? ah : al) + (wm + 16 * mi + g) * TC_LD + ks + 2 * q;
+				const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
+				                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
+#pragma unroll
+				for (int ni = 0; ni < 4; ni++) {
+					if (ks == 0 && part_i == 0)
+						mma_16816_z(part[mi][ni], af, bf[ni]);
+					else
+						mma_16816(part[mi][ni], af, bf[ni]);
+				}
+			}
+		}
+	}
+	// Back to the activations' scale (exact), times the block scale for
+	// int4, into the accumulators.
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++) {
+		if (SKIP && t0 + wm + 16 * mi >= T) continue;
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				const int m = wm + 16 * mi + g + (e >> 1) * 8, n = wn + 8 * ni + 2 * q + (e & 1);
+				const float f = __fmul_rn(part[mi][ni][e], inv[m]);
+				acc[mi][ni][e] = INT4 ? __fmaf_rn(f, wsc[n], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
+			}
+	}
+}
+
+// tc_write stores a warp's accumulators: y[yrow(t)][r] (+ bias[r]) for
+// its tokens t < T and rows r < rows.
+__device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&acc)[2][4][4], const void* __restrict__ bias,
+                                         int bias_kind, int rows, int T, const int* __restrict__ yrows, int t0, int n0, int wm,
+                                         int wn, int g, int q) {
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int e2 = 0; e2 < 2; e2++) {
+			const int t = t0 + wm + 16 * mi + g + e2 * 8;
+			if (t >= T) continue;
+			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t) * rows;
+#pragma unroll
+			for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+				for (int e1 = 0; e1 < 2; e1++) {
+					const int r = n0 + wn + 8 * ni + 2 * q + e1;
+					if (r >= rows) continue;
+					float v = acc[mi][ni][e2 * 2 + e1];
+					if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));
+					yr[r] = v;
+				}
+		}
+}
+
 // matmul_tc_body runs a block's chunks as a two-stage pipeline: the
 // global loads of chunk c+1 are in flight (TcRaw, registers) while the
 // warps issue chunk c's mma from the other stage, and one barrier a chunk
 // orders both (the stage a thread writes was last read two chunks back,
 // before every thread reached the previous barrier). The arithmetic and
 // its order are the one-stage kernel's, so are the bits.
-template <bool INT4, bool PRE = false, int RING = 0>
+//
+// With SUB > 1 (ring kernels only) a stage holds SUB chunks: an iteration
+// takes SUB chunks from the ring, stages them, passes one barrier and
+// computes them in chunk order, so the loop's fixed latency (ring wait,
+// staging, barrier, activation loads one iteration ahead, the mma chains)
+// is paid once for SUB chunks. The same arithmetic in the same order: the
+// same bits.
+template <bool INT4, bool PRE = false, int RING = 0, int SUB = 1>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
                                                const int* __restrict__ xrows, const int* __restrict__ yrows, int t0, int n0,
                                                int c0 = 0, int c1 = 1 << 30, TcSplitX sx = TcSplitX{nullptr, nullptr, nullptr}) {
+	static_assert(SUB == 1 || RING != 0, "chunks a stage > 1 needs the ring");
+	static_assert(RING == 0 || RING >= 2 * SUB, "the ring holds at least two iterations' chunks");
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
@@ -329,94 +431,40 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	// Chunks [c0, nck) of the row (a split-K block's share; all of it by
 	// default).
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
-	TcRaw raw;
-	// With a ring the matrix's chunks c0 .. c0 + RING - 2 are put in flight
-	// first; tc_load then reads the activations alone.
+	TcRaw raw[SUB];
+	// With a ring the matrix's chunks c0 .. c0 + RING - SUB - 1 are put in
+	// flight first; tc_load then reads the activations alone.
 	constexpr bool W = RING == 0;
-	uint8_t* ring = smem + 2 * TC_STAGE;
+	uint8_t* ring = smem + 2 * SUB * TC_STAGE;
 	if constexpr (RING != 0)
-		for (int c = c0; c < c0 + RING - 1; c++)
+		for (int c = c0; c < c0 + RING - SUB; c++)
 			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c, nck, tid);
-	if (c0 < nck) tc_load<INT4, PRE, W>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0, tid, hh);
-	for (int c = c0; c < nck; c++) {
-		uint8_t* st = smem + (c & 1) * TC_STAGE;
+#pragma unroll
+	for (int s = 0; s < SUB; s++)
+		if (c0 + s < nck) tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0 + s, tid, hh);
+	for (int c = c0, it = 0; c < nck; c += SUB, it++) {
+		uint8_t* st = smem + (it & 1) * SUB * TC_STAGE;
 		if constexpr (RING != 0) {
-			tc_ring_take<INT4, RING>(raw, ring, mat, rows, cols, cols_padded, scales_offset, n0, c, tid);
-			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - 1, nck, tid);
+#pragma unroll
+			for (int s = 0; s < SUB; s++)
+				if (c + s < nck) tc_ring_take<INT4, RING, SUB>(raw[s], ring, mat, rows, cols, cols_padded, scales_offset, n0, c + s, tid);
+#pragma unroll
+			for (int s = 0; s < SUB; s++)
+				tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - SUB + s, nck, tid);
 		}
-		tc_store<INT4, PRE>(st, raw, tid, sm, hh);
+#pragma unroll
+		for (int s = 0; s < SUB; s++)
+			if (c + s < nck) tc_store<INT4, PRE>(st + s * TC_STAGE, raw[s], tid, sm, hh);
 		__syncthreads();
-		if (c + 1 < nck) tc_load<INT4, PRE, W>(raw, xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + 1, tid, hh);
-		const __half* ah = reinterpret_cast<const __half*>(st);
-		const __half* al = ah + TC_BM * TC_LD;
-		const __half* bs = al + TC_BM * TC_LD;
-		const float* inv = reinterpret_cast<const float*>(bs + TC_BN * TC_LD);
-		const float* wsc = inv + TC_BM;
-
-		// The chunk's sums: hi and lo of each m16 tile against each n8 tile
-		// (the first mma of each starts from zero).
-		float part[2][4][4];
 #pragma unroll
-		for (int ks = 0; ks < TC_BK; ks += 16) {
-			unsigned bf[4][2];
+		for (int s = 0; s < SUB; s++)
+			if (c + SUB + s < nck)
+				tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + SUB + s, tid, hh);
 #pragma unroll
-			for (int ni = 0; ni < 4; ni++) {
-				const __half* br = bs + (wn + 8 * ni + g) * TC_LD + ks + 2 * q;
-				bf[ni][0] = *reinterpret_cast<const unsigned*>(br);
-				bf[ni][1] = *reinterpret_cast<const unsigned*>(br + 8);
-			}
-#pragma unroll
-			for (int mi = 0; mi < 2; mi++) {
-				if (RING != 0 && t0 + wm + 16 * mi >= T) continue;  // an m16 tile of padding tokens alone
-#pragma unroll
-				for (int part_i = 0; part_i < 2; part_i++) {
-					const __half* ar = (part_i == 0 ? ah : al) + (wm + 16 * mi + g) * TC_LD + ks + 2 * q;
-					const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
-					                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
-#pragma unroll
-					for (int ni = 0; ni < 4; ni++) {
-						if (ks == 0 && part_i == 0)
-							mma_16816_z(part[mi][ni], af, bf[ni]);
-						else
-							mma_16816(part[mi][ni], af, bf[ni]);
-					}
-				}
-			}
-		}
-		// Back to the activations' scale (exact), times the block scale for
-		// int4, into the accumulators.
-#pragma unroll
-		for (int mi = 0; mi < 2; mi++) {
-			if (RING != 0 && t0 + wm + 16 * mi >= T) continue;
-#pragma unroll
-			for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-				for (int e = 0; e < 4; e++) {
-					const int m = wm + 16 * mi + g + (e >> 1) * 8, n = wn + 8 * ni + 2 * q + (e & 1);
-					const float f = __fmul_rn(part[mi][ni][e], inv[m]);
-					acc[mi][ni][e] = INT4 ? __fmaf_rn(f, wsc[n], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
-				}
-		}
+		for (int s = 0; s < SUB; s++)
+			if (c + s < nck) tc_chunk<INT4, RING != 0>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
 	}
-
-#pragma unroll
-	for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-		for (int e2 = 0; e2 < 2; e2++) {
-			const int t = t0 + wm + 16 * mi + g + e2 * 8;
-			if (t >= T) continue;
-			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t) * rows;
-#pragma unroll
-			for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-				for (int e1 = 0; e1 < 2; e1++) {
-					const int r = n0 + wn + 8 * ni + 2 * q + e1;
-					if (r >= rows) continue;
-					float v = acc[mi][ni][e2 * 2 + e1];
-					if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));
-					yr[r] = v;
-				}
-		}
+	tc_write(y, acc, bias, bias_kind, rows, T, yrows, t0, n0, wm, wn, g, q);
 }
 
 #define MATMUL_TC(NAME, INT4)                                                                                         \
@@ -591,4 +639,26 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 	matmul_tc_body<true, true, TC_RING>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
 	                                    xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
 	                                    TcSplitX{hi, lo, inv});
+}
+
+// The grouped int4 ring kernels with two chunks a stage (matmul_tc_body's
+// SUB 2; tuning.tcRing2; dynamic shared memory TC_SMEM_RING2): one barrier,
+// one ring wait and one activation round trip for every two chunks of
+// codes; the same table, pairs and bits.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_grouped_ring2_w4a16(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols,
+                                  int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
+	const tc_group gr = groups[blockIdx.x / tiles];
+	matmul_tc_body<true, false, TC_RING2, 2>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
+	                                         xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_grouped_pre_ring2_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                      int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                      const int* yrows) {
+	const tc_group gr = groups[blockIdx.x / tiles];
+	matmul_tc_body<true, true, TC_RING2, 2>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
+	                                        xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
+	                                        TcSplitX{hi, lo, inv});
 }

@@ -14,8 +14,8 @@
 // expert's pairs the bits of that expert's own launch, that the
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
 // the in-kernel split, and that the cp.async ring twins (the int4 grouped
-// kernels, the FP16 split-K and pre-split kernels) give the two-stage
-// kernels' bits (the emulator copies at once, so
+// kernels, one and two chunks a stage, the FP16 split-K and pre-split
+// kernels) give the two-stage kernels' bits (the emulator copies at once, so
 // this checks the ring's indexing and values, not its timing).
 //
 //	mmtc            (built by build.sh next to the harness)
@@ -54,6 +54,9 @@ extern "C" void matmul_tc_pre_ring_f16(float*, const uint8_t*, const __half*, co
 extern "C" void matmul_tc_grouped_ring_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_ring_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
                                                  int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_ring2_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_ring2_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                  int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -76,6 +79,9 @@ static const size_t kSmem = 2 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
 // The ring kernels' (TC_SMEM_RING): 12 slots of 256 x 8 bytes of codes and
 // 128 scale words after the two stages.
 static const size_t kSmemRing = kSmem + 12 * (256 * 8 + 128 * 4);
+// The two-chunk ring kernels' (TC_SMEM_RING2): two stages of two chunks,
+// 10 slots.
+static const size_t kSmemRing2 = 2 * kSmem + 10 * (256 * 8 + 128 * 4);
 // The FP16 ring kernels' (TC_SMEM_RING_F16): 6 slots of 256 x 32 bytes.
 static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
 
@@ -312,6 +318,21 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 			});
 			if (std::memcmp(yr1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(yr2.data(), y.data(), 4 * y.size()) != 0) {
 				fprintf(stderr, "FAIL %s: a ring grouped kernel's outputs differ from the two-stage kernel's\n", name);
+				failures++;
+				return;
+			}
+			// And the two-chunk-a-stage ring (_ring2), both splits.
+			std::vector<float> yq1((size_t)P * rows, -12345.0f), yq2((size_t)P * rows, -12345.0f);
+			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing2, [&] {
+				matmul_tc_grouped_ring2_w4a16(yq1.data(), x.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset,
+				                              xr.data(), yr.data());
+			});
+			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing2, [&] {
+				matmul_tc_grouped_pre_ring2_w4a16(yq2.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows,
+				                                  cols, cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			if (std::memcmp(yq1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(yq2.data(), y.data(), 4 * y.size()) != 0) {
+				fprintf(stderr, "FAIL %s: a two-chunk ring grouped kernel's outputs differ from the two-stage kernel's\n", name);
 				failures++;
 				return;
 			}

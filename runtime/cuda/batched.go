@@ -239,14 +239,16 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
-	ring := b.tune.tcRing && a.kind == 0 // int4 matrices only
+	ring := b.tcGroupedRing(a.kind)
 	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
 		if err != nil {
 			return err
 		}
 		fn, smem := b.k.matmulTCGroupedPre[a.kind], tcSmem
-		if ring {
+		if ring && b.tune.tcRing2 {
+			fn, smem = b.k.matmulTCGroupedRing2[1], tcSmemRing2
+		} else if ring {
 			fn, smem = b.k.matmulTCGroupedRing[1], tcSmemRing
 		}
 		return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(sp.hi), argPtr(sp.lo),
@@ -254,7 +256,9 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 			argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
 	}
 	fn, smem := b.k.matmulTCGrouped[a.kind], tcSmem
-	if ring {
+	if ring && b.tune.tcRing2 {
+		fn, smem = b.k.matmulTCGroupedRing2[0], tcSmemRing2
+	} else if ring {
 		fn, smem = b.k.matmulTCGroupedRing[0], tcSmemRing
 	}
 	return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
@@ -329,7 +333,10 @@ const (
 	// tcSmemRingF16 is TC_SMEM_RING_F16: 6 slots of an FP16 chunk (tcThreads
 	// x 32 bytes) after the two stages.
 	tcSmemRingF16 = tcSmem + 6*tcThreads*32
-	tcMinTokens   = 16
+	// tcSmemRing2 is TC_SMEM_RING2: two stages of two chunks and 10 slots
+	// (the _ring2 kernels, tuning.tcRing2).
+	tcSmemRing2 = 2*tcSmem + 10*(tcThreads*8+tcRowTile*4)
+	tcMinTokens = 16
 )
 
 // tcMatmul is the kernel-choice predicate of the batched ops: a batch of T
@@ -375,7 +382,7 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 			return err
 		}
 		fn, smem := b.k.matmulTCPre[kind], tcSmem
-		if b.tune.tcRing && kind == 1 {
+		if b.tcDenseRing(kind) {
 			fn, smem = b.k.matmulTCPreRingF16, tcSmemRingF16
 		}
 		return b.launch(fn, grid, tcThreads, smem, argPtr(y), argPtr(mat), argPtr(sp.hi), argPtr(sp.lo),
@@ -385,6 +392,20 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 	return b.launch(b.k.matmulTC[kind], grid, tcThreads, tcSmem, argPtr(y), argPtr(mat), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argInt(colsPadded), argInt(scalesOffset), argInt(T), argPtr(xp), argPtr(yp))
 }
+
+// tcGroupedRing says whether a grouped expert matmul of matrix kind (0
+// int4, 1 FP16) streams its codes through the cp.async ring
+// (matmul_tc_grouped_{,pre_}ring_w4a16): int4 only, unless tuning.tcNoRing.
+// Measured 10-18% faster than the two-stage kernel at 16-64 prompt tokens,
+// even to 3-5% slower at 512, 2-7% faster at 2,048 (results/h200-s20).
+func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcNoRing }
+
+// tcDenseRing says whether a dense tensor-core matmul of matrix kind (1
+// FP16) runs the ring twin of its split-K or pre-split kernel
+// (matmul_tc_f16_splitk_ring, matmul_tc_pre_ring_f16): only under
+// tuning.tcRingF16, measured 10-21% slower on Qwen's shared expert from 64
+// tokens on (results/h200-s20).
+func (b *Backend) tcDenseRing(kind int) bool { return kind == 1 && b.tune.tcRingF16 }
 
 // tcSplitX locates a pre-split's arrays (kernels/matmul_tc.cu TcSplitX).
 type tcSplitX struct{ hi, lo, inv cu.DevicePtr }
@@ -438,7 +459,7 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
 	fn, smem := b.k.matmulTCSplitK, tcSmem
-	if b.tune.tcRing {
+	if b.tcDenseRing(1) {
 		fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
 	}
 	if err := b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),

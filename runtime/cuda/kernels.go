@@ -68,9 +68,11 @@ type kernelSet struct {
 	tcSplitRows                     cu.Function
 	matmulTCPre, matmulTCGroupedPre [2]cu.Function
 	// matmul_tc.cu's grouped int4 kernels with a cp.async ring of the
-	// matrix's chunks (tuning.tcRing; [0 in-kernel split, 1 pre-split]),
-	// and the FP16 dense twins (split-K; pre-split).
-	matmulTCGroupedRing                    [2]cu.Function
+	// matrix's chunks (the default, tcGroupedRing; [0 in-kernel split, 1 pre-split]),
+	// and the FP16 dense twins (split-K; pre-split; tcDenseRing).
+	matmulTCGroupedRing [2]cu.Function
+	// and with two chunks a stage (_ring2, tuning.tcRing2).
+	matmulTCGroupedRing2                   [2]cu.Function
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -185,6 +187,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCPre = [2]cu.Function{get("matmul_tc_pre_w4a16"), get("matmul_tc_pre_f16")}
 	k.matmulTCGroupedPre = [2]cu.Function{get("matmul_tc_grouped_pre_w4a16"), get("matmul_tc_grouped_pre_f16")}
 	k.matmulTCGroupedRing = [2]cu.Function{get("matmul_tc_grouped_ring_w4a16"), get("matmul_tc_grouped_pre_ring_w4a16")}
+	k.matmulTCGroupedRing2 = [2]cu.Function{get("matmul_tc_grouped_ring2_w4a16"), get("matmul_tc_grouped_pre_ring2_w4a16")}
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
@@ -256,6 +259,11 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc ring kernel: %w", err)
 		}
 	}
+	for _, f := range k.matmulTCGroupedRing2 {
+		if err := setMaxDynamicShared(f, tcSmemRing2); err != nil {
+			return fmt.Errorf("matmul_tc two-chunk ring kernel: %w", err)
+		}
+	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
 			return fmt.Errorf("matmul_tc FP16 ring kernel: %w", err)
@@ -312,7 +320,8 @@ var moduleFuncs = map[string][]string{
 	"matmul":          {"matmul_f16_b8", "matmul_f16_b4", "matmul_w4a16_b8", "matmul_w4a16_b4"},
 	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
 		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16",
-		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16"},
+		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
+		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

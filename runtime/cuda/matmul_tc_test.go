@@ -364,8 +364,10 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
 // token, batched, batched-tc (the default: split-K and the pre-split),
 // batched-tc-splitk (no pre-split, tuning.tcNoPreSplit), batched-tc-presplit
-// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither), batched-tc-ring
-// (the default with the int4 experts' cp.async ring, tuning.tcRing);
+// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither), batched-tc-noring
+// (the int4 experts' two-stage kernel, not their cp.async ring: tuning.tcNoRing),
+// batched-tc-ring-f16 (the default with the FP16 projections' ring too: tuning.tcRingF16),
+// batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -394,7 +396,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-splitk", engine.PrefillBatched, tuning{tcNoPreSplit: true}},
 		{"batched-tc-presplit", engine.PrefillBatched, tuning{tcNoSplitK: true}},
 		{"batched-tc-plain", engine.PrefillBatched, tuning{tcNoSplitK: true, tcNoPreSplit: true}},
-		{"batched-tc-ring", engine.PrefillBatched, tuning{tcRing: true}}}
+		{"batched-tc-noring", engine.PrefillBatched, tuning{tcNoRing: true}},
+		{"batched-tc-ring-f16", engine.PrefillBatched, tuning{tcRingF16: true}},
+		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -403,7 +407,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-ring", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2", s)
 		}
 		modes = keep
 	}
@@ -475,7 +479,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 // read activations split once per op (tc_split_rows) and give the bits of
 // the in-kernel split: a dense MatMul with a bias, and a grouped expert op
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
-// rows), the real shapes; with the cp.async rings (tuning.tcRing) too: the
+// rows), the real shapes; with the cp.async rings on and off (tuning.tcNoRing, tuning.tcRingF16) too: the
 // dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
 // split.
 func TestTCPreSplitSameBits(t *testing.T) {
@@ -505,7 +509,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 		}
 	}
 	// T70: split-K (16 row tiles x 2 token groups under a wave); T600: the
-	// pre-split kernel. Each also with the FP16 cp.async ring (tuning.tcRing).
+	// pre-split kernel. Each also with the FP16 cp.async ring (tuning.tcRingF16).
 	for _, T := range []int{70, 600} {
 		t.Run(fmt.Sprintf("MatMul/T%d/2048x2048", T), func(t *testing.T) {
 			const rows, cols = 2048, 2048
@@ -524,7 +528,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					t.Fatal(err)
 				}
 				return mustRead(t, be, dst)
-			}, tuning{}, tuning{tcRing: true})
+			}, tuning{}, tuning{tcRingF16: true})
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
@@ -551,15 +555,17 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					}
 					total += c
 				}
-				// The cp.async ring (tuning.tcRing, int4 only; FP16 ignores
-				// it) with either split gives the same bits too.
+				// The int4 cp.async ring (the default; FP16 has none), its
+				// two-chunk-a-stage twin (tuning.tcRing2) and the
+				// two-stage kernel (tuning.tcNoRing), with either split,
+				// give the same bits.
 				same(t, func() []float32 {
 					dst := mustF32(t, be, make([]float32, total*sh.rows))
 					if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
 						t.Fatal(err)
 					}
 					return mustRead(t, be, dst)
-				}, tuning{}, tuning{tcRing: true}, tuning{tcRing: true, tcNoPreSplit: true})
+				}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true})
 			})
 		}
 	}

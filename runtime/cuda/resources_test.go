@@ -13,6 +13,8 @@ import (
 // this GPU (registers, local memory, resident blocks per SM at a typical
 // shared-memory size): the build machine's ptxas 11.8 numbers in
 // kernels/NOTES.md are a guide, these are the ones that set occupancy.
+// The tensor-core prefill kernels are designed for 2 blocks an SM (their
+// shared memory is sized for it: matmul_tc.cu); one that gets fewer fails.
 func TestKernelResources(t *testing.T) {
 	be := testBE
 	type kern struct {
@@ -21,6 +23,8 @@ func TestKernelResources(t *testing.T) {
 		smem    int
 		threads int // 0: block
 	}
+	// Blocks an SM the tensor-core prefill kernels are designed for.
+	designed := map[string]int{}
 	var ks []kern
 	err := be.o.do(func() error {
 		k := &be.k
@@ -39,11 +43,21 @@ func TestKernelResources(t *testing.T) {
 		ks = append(ks, kern{"experts_moe_int4_t", k.moeInt4T, 8*xs4Bytes(1024) + 8*4*downMaxTile, 0})
 		ks = append(ks, kern{"stream_read", k.streamRead, 0, 0})
 		// Batched prefill's grouped int4 expert matmul, two-stage and with
-		// the cp.async ring (tuning.tcRing).
+		// the cp.async ring (the default; tuning.tcNoRing) and its
+		// two-chunk twin (tuning.tcRing2), and the FP16
+		// split-K, plain and with its ring (tuning.tcRingF16).
 		ks = append(ks, kern{"matmul_tc_grouped_w4a16", k.matmulTCGrouped[0], tcSmem, tcThreads},
 			kern{"matmul_tc_grouped_ring_w4a16", k.matmulTCGroupedRing[0], tcSmemRing, tcThreads},
+			kern{"matmul_tc_grouped_pre_ring_w4a16", k.matmulTCGroupedRing[1], tcSmemRing, tcThreads},
+			kern{"matmul_tc_grouped_ring2_w4a16", k.matmulTCGroupedRing2[0], tcSmemRing2, tcThreads},
+			kern{"matmul_tc_grouped_pre_ring2_w4a16", k.matmulTCGroupedRing2[1], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
 			kern{"matmul_tc_f16_splitk_ring", k.matmulTCSplitKRing, tcSmemRingF16, tcThreads})
+		for _, kk := range ks {
+			if kk.threads == tcThreads {
+				designed[kk.name] = 2
+			}
+		}
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)
 			if err != nil {
@@ -61,7 +75,10 @@ func TestKernelResources(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			t.Logf("%-28s %3d registers, %3d B local, %d blocks/SM at %6d B shared", kk.name, regs, local, per, kk.smem)
+			t.Logf("%-33s %3d registers, %3d B local, %d blocks/SM at %6d B shared", kk.name, regs, local, per, kk.smem)
+			if per < designed[kk.name] {
+				t.Errorf("%s: %d blocks an SM at %d B of shared memory, designed for %d", kk.name, per, kk.smem, designed[kk.name])
+			}
 		}
 		return nil
 	})
