@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# ncu-prefill-h200.sh: Nsight Compute on batched prefill's grouped int4 expert matmuls (the
+# tensor-core kernels matmul_tc_grouped_*), one batched mode at a time: what holds a chunk
+# iteration at ~1.4 µs (kernels/NOTES.md, session 20). Build here with `make gpu-bins`
+# (carry/bins.tar.xz), then on the GPU machine from the repository root:
+#
+#   OUT=$OUT/ncu bash scripts/ncu-prefill-h200.sh                    # batched-tc and batched-tc-ring2
+#   MODES="batched-tc-noring" PROMPT=512 OUT=... bash scripts/ncu-prefill-h200.sh olmoe-1b-7b:924
+#
+# For each mode of MODES (BenchmarkPrefillModes' names) it runs the benchmark at one PROMPT length
+# (default 64) under ncu with the kernel filter regex:matmul_tc_grouped, skipping the warm-up
+# prefill's launches (SKIP, default 3 x the layers: gate, up and down of each) and profiling the next COUNT
+# (default 6: two layers). Sections: speed of light, memory workload, warp state (the stall
+# reasons), occupancy, launch, scheduler, and source counters (stalls by PTX line).
+# Out: summary.txt, digest-<mode>.txt (duration, DRAM throughput, issue, stalls per kernel), the
+# .ncu-rep reports, and everything else in ncu-prefill.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-out/ncu-prefill}
+PROMPT=${PROMPT:-64} COUNT=${COUNT:-6}
+MODES=${MODES:-batched-tc batched-tc-ring2}
+mkdir -p "$OUT"
+summary="$OUT/summary.txt"
+: >"$summary"
+. scripts/h200-lib.sh
+h200_unpack
+spec=${1:-olmoe-1b-7b:924}
+arch=${spec%%:*}
+case $arch in olmoe*) layers=16 ;; *) layers=24 ;; esac
+SKIP=${SKIP:-$((3 * layers))}
+h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" "$spec"
+sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy
+	--section LaunchStats --section SchedulerStats --section SourceCounters)
+for mode in $MODES; do
+	t0=$SECONDS
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
+		timeout "${NCU_LIMIT:-240}" ncu --clock-control none --cache-control none "${sections[@]}" --import-source yes \
+		-k 'regex:matmul_tc_grouped' --launch-skip "$SKIP" --launch-count "$COUNT" -o "../../$OUT/$mode-$arch" \
+		../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x) >"$OUT/ncu-$mode.log" 2>&1
+	echo "ncu $mode ($arch, $PROMPT tokens): rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+	rep="$OUT/$mode-$arch.ncu-rep"
+	[ -f "$rep" ] || continue
+	ncu --import "$rep" --page details >"$OUT/details-$mode.txt" 2>&1
+	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Stall|Warp Cycles Per Issued|Eligible Warps' \
+		"$OUT/details-$mode.txt" | head -300 >"$OUT/digest-$mode.txt"
+	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput' "$OUT/digest-$mode.txt" | head -24 | tee -a "$summary"
+done
+# The device tool returns at most 8 files: the reports, the summary and the digests stay loose,
+# the rest goes into one archive.
+(cd "$OUT" && tar -czf /tmp/ncu-prefill.tgz --exclude='*.ncu-rep' --exclude=summary.txt --exclude='digest-*' . &&
+	find . -maxdepth 1 -type f ! -name '*.ncu-rep' ! -name summary.txt ! -name 'digest-*' -delete && mv /tmp/ncu-prefill.tgz .)
+exit 0
