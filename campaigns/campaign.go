@@ -422,6 +422,19 @@ func (c *Campaign) stepModeOf(cfg *Configuration, m Shape) string {
 	return StepGraphSegmented
 }
 
+// prefillOf is the prefill cfg runs in this build: a declared one, or auto
+// resolved by runtime/engine's rule (batched with next-layer prefetch off,
+// on the CPU and, since raw version 3, on CUDA; token at a time with it).
+func prefillOf(cfg *Configuration) string {
+	if cfg.Prefill == PrefillBatched || cfg.Prefill == PrefillToken {
+		return cfg.Prefill
+	}
+	if cfg.Prefetch != "" && cfg.Prefetch != PrefetchOff {
+		return PrefillToken
+	}
+	return PrefillBatched
+}
+
 // validateLengths refuses a configuration the contract's requests cannot
 // run on: a prompt length beyond the model's context, or a required
 // prefill time the device's backend cannot take.
@@ -431,7 +444,7 @@ func (c *Campaign) validateLengths(cfg *Configuration, kid string, lt LengthTerm
 		return err
 	}
 	if timed := cat.Names().PrefillTimed; lt.RequiresPrefill(c.Device) && !prefillTimed(timed, c.Device, c.stepModeOf(cfg, m)) &&
-		!(cfg.Prefill == PrefillBatched && slices.Contains(timed, c.Device+"/prefill-batched")) {
+		!(prefillOf(cfg) == PrefillBatched && slices.Contains(timed, c.Device+"/prefill-batched")) {
 		return fmt.Errorf("contract %s requires prefill_seconds on %s, but this build times the end of prefill only on %s, not in %s's %s steps",
 			kid, c.Device, strings.Join(timed, ", "), c.Device, c.stepModeOf(cfg, m))
 	}

@@ -31,12 +31,20 @@ func TestPrefillCampaigns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The first configuration without its prefill: token, then the case's
+	// lines: auto, unless a case declares it.
 	const first = "    capacity: 64\n    executor: grouped-v1\n"
 	for _, tc := range []struct{ add, err string }{
 		{"", ""},
+		{"    prefill: token\n", ""}, // as committed: timed in the captured graph-full steps
 		{"    step_mode: graph-segmented\n", ""},
-		{"    step_mode: ops\n", "not in cuda's ops steps"},
-		{"    step_mode: persistent\n", "not in cuda's persistent steps"},
+		// Auto prefill runs batched on cuda (raw version 3 on), timed on the
+		// host in every step mode; token at a time it is timed only in the
+		// captured steps, and next-layer prefetch runs it token at a time.
+		{"    step_mode: ops\n", ""},
+		{"    step_mode: persistent\n", ""},
+		{"    step_mode: ops\n    prefill: token\n", "not in cuda's ops steps"},
+		{"    step_mode: persistent\n    prefill: token\n", "not in cuda's persistent steps"},
 		{"    prefetch: next-layer\n", "not in cuda's ops steps"},
 		// A batched prefill is timed on the host in every step mode.
 		{"    prefill: batched\n", ""},
@@ -44,7 +52,10 @@ func TestPrefillCampaigns(t *testing.T) {
 		{"    step_mode: persistent\n    prefill: batched\n", ""},
 	} {
 		t.Run(strings.TrimSpace(tc.add), func(t *testing.T) {
-			y := strings.Replace(string(src), first, first+tc.add, 1)
+			y := strings.Replace(string(src), first+"    prefill: token\n", first+tc.add, 1)
+			if y == string(src) && tc.add != "    prefill: token\n" {
+				t.Fatal("prefill.yaml's first configuration no longer declares prefill: token after its executor")
+			}
 			path := filepath.Join(t.TempDir(), "prefill.yaml")
 			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
 				t.Fatal(err)

@@ -383,13 +383,17 @@ func reproduceWorker(ctx context.Context, o ReproduceOptions, p *reproPlan, dir,
 	if err := copyChecked(filepath.Join(o.Edition, filepath.FromSlash(raw)), origPath, p.listed[raw].SHA256); err != nil {
 		return pair, err
 	}
-	args := WorkerArgs{Campaign: campPath, Contract: contractPath, Config: cfg.ID, Block: block, Artifact: artifact, Out: rerunPath}
-	if err := runWorker(ctx, o.Launch, args, o.Progress); err != nil {
-		return pair, fmt.Errorf("worker %s: %w", name, err)
-	}
 	var err error
 	if pair.Original, err = readRecord(origPath); err != nil {
 		return pair, err
+	}
+	// The rerun prefills as the original did: a configuration that leaves
+	// prefill auto may have run it otherwise under the original's build
+	// (editions.RawVersionBatchedAuto).
+	args := WorkerArgs{Campaign: campPath, Contract: contractPath, Config: cfg.ID, Block: block, Artifact: artifact, Out: rerunPath,
+		Prefill: rerunPrefill(cfg, pair.Original)}
+	if err := runWorker(ctx, o.Launch, args, o.Progress); err != nil {
+		return pair, fmt.Errorf("worker %s: %w", name, err)
 	}
 	if pair.Rerun, err = readRecord(rerunPath); err != nil {
 		return pair, err
@@ -412,6 +416,16 @@ func reproduceWorker(ctx context.Context, o ReproduceOptions, p *reproPlan, dir,
 			name, pair.Rerun.Artifact.SHA256, pair.Original.Artifact.SHA256))
 	}
 	return pair, nil
+}
+
+// rerunPrefill is the prefill a rerun of orig pins (WorkerArgs.Prefill):
+// the original record's, where the configuration leaves prefill auto and
+// the record states it; "" (the configuration's own) otherwise.
+func rerunPrefill(cfg *Configuration, orig *editions.RawRecord) string {
+	if (cfg.Prefill == "" || cfg.Prefill == PrefillAuto) && (orig.Setup.Prefill == PrefillToken || orig.Setup.Prefill == PrefillBatched) {
+		return orig.Setup.Prefill
+	}
+	return ""
 }
 
 // copyChecked copies src to dst (atomically) after checking that its

@@ -85,6 +85,7 @@ func testWorker(args []string) error {
 	fs.IntVar(&a.Block, "block", 0, "")
 	fs.StringVar(&a.Artifact, "artifact", "", "")
 	fs.StringVar(&a.Out, "out", "", "")
+	fs.StringVar(&a.Prefill, "prefill", "", "")
 	fs.IntVar(&fd, "progress-fd", 0, "")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -96,6 +97,9 @@ func testWorker(args []string) error {
 	cfg, ok := c.Config(a.Config)
 	if !ok {
 		return fmt.Errorf("no configuration %s", a.Config)
+	}
+	if cfg, err = PinPrefill(cfg, a.Prefill); err != nil {
+		return err
 	}
 	be := cpu.New(c.Threads)
 	rows := cache.NewCPUDevice(be)

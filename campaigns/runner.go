@@ -50,6 +50,10 @@ type WorkerArgs struct {
 	// treatment arm).
 	Reference string
 	Out       string // where the raw record goes
+	// Prefill, when set, runs a configuration whose prefill is auto with
+	// this prefill instead (PinPrefill): a reproduction reruns a worker with
+	// the prefill its original record ran.
+	Prefill string
 }
 
 // Flags renders the arguments as the worker subcommand's flags; the
@@ -61,6 +65,9 @@ func (a WorkerArgs) Flags() []string {
 	}
 	if a.Reference != "" {
 		f = append(f, "--reference-artifact", a.Reference)
+	}
+	if a.Prefill != "" {
+		f = append(f, "--prefill", a.Prefill)
 	}
 	return f
 }
@@ -704,4 +711,24 @@ func measuredTokens(k *contracts.Contract, cat Catalog, c *Campaign, cfg *Config
 		positions = m.MaxPositions
 	}
 	return int64(len(k.PromptsFor(positions)) * k.OutputTokens)
+}
+
+// PinPrefill returns cfg with its prefill set to mode where cfg leaves it
+// auto (a copy; cfg itself when mode is ""). A configuration that declares
+// its prefill keeps it: pinning it to another is an error. A reproduction
+// reruns each worker with the prefill its original record ran, so that a
+// record made under an earlier auto rule (editions.RawVersionBatchedAuto)
+// is rerun the same way, not under this build's rule.
+func PinPrefill(cfg *Configuration, mode string) (*Configuration, error) {
+	switch {
+	case mode == "":
+		return cfg, nil
+	case mode != PrefillToken && mode != PrefillBatched:
+		return nil, fmt.Errorf("prefill %q: want %s or %s", mode, PrefillToken, PrefillBatched)
+	case cfg.Prefill != "" && cfg.Prefill != PrefillAuto && cfg.Prefill != mode:
+		return nil, fmt.Errorf("configuration %s declares prefill %s; it cannot run %s", cfg.ID, cfg.Prefill, mode)
+	}
+	c := *cfg
+	c.Prefill = mode
+	return &c, nil
 }

@@ -16,11 +16,17 @@ const (
 	Version        = 1
 	// RawVersion is the version of the raw records a worker writes now:
 	// 2 adds the routing traces (Warmup.RoutingTrace,
-	// Request.RoutingTrace), required from RawVersionTraces on. Raw
-	// records of version 1 (before traces) stay valid. Every other
+	// Request.RoutingTrace), required from RawVersionTraces on; 3 changes
+	// what a CUDA worker's prefill auto ran (RawVersionBatchedAuto). Raw
+	// records of versions 1 (before traces) and 2 stay valid. Every other
 	// document is Version.
-	RawVersion       = 2
+	RawVersion       = 3
 	RawVersionTraces = 2
+	// RawVersionBatchedAuto is the first raw version whose CUDA workers
+	// ran prefill auto batched (next-layer prefetch off), as the CPU's
+	// always did; before it auto ran token at a time on CUDA
+	// (runtime/cuda BatchedDefault, session 20).
+	RawVersionBatchedAuto = 3
 )
 
 // RawVersionKnown reports whether v is a raw-record version this build

@@ -339,6 +339,9 @@ func checkRerunIdentity(v *view, rp, name string, orig, rerun *editions.RawRecor
 		bad = append(bad, fmt.Sprintf("it ran capacity %d %s %s %s, the edition %d %s %s %s", s.Capacity, s.Executor, s.Placement, s.Policy,
 			o.Capacity, o.Executor, o.Placement, o.Policy))
 	}
+	if s.Prefill != "" && o.Prefill != "" && s.Prefill != o.Prefill {
+		bad = append(bad, fmt.Sprintf("it prefilled %s, the edition %s", s.Prefill, o.Prefill))
+	}
 	if !rerun.Warmup.Excluded {
 		bad = append(bad, "its warmup is not excluded")
 	}

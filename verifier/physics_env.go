@@ -282,12 +282,15 @@ func campaignDiffs(m map[string]any, r *editions.RawRecord) []setupDiff {
 }
 
 // autoPrefill is the prefill a campaign's prefill auto resolves to
-// (runtime/engine's rule, stated again here): batched on the CPU with
-// prefetch off, token at a time otherwise (CUDA's batched prefill runs
-// when declared, being slower so far: backend.BatchedDefault; next-layer
-// prefetch predicts per position).
+// (runtime/engine's rule, stated again here, as it stood for the record's
+// raw version): batched with prefetch off (next-layer prefetch predicts per
+// position) on the CPU, and on CUDA from editions.RawVersionBatchedAuto
+// (backend.BatchedDefault); token at a time otherwise.
 func autoPrefill(r *editions.RawRecord) string {
-	if r.Environment.Device == "cpu" && orDefault(r.Setup.Prefetch, defaultPrefetch) == defaultPrefetch {
+	if orDefault(r.Setup.Prefetch, defaultPrefetch) != defaultPrefetch {
+		return "token"
+	}
+	if r.Environment.Device == "cpu" || r.Version >= editions.RawVersionBatchedAuto {
 		return "batched"
 	}
 	return "token"

@@ -504,3 +504,43 @@ func TestWorkerOverlapBySlot(t *testing.T) {
 		})
 	}
 }
+
+// TestAutoPrefillByRawVersion: a campaign's prefill auto is held to the rule
+// of the record's own build. CUDA records before raw version 3
+// (editions.RawVersionBatchedAuto) ran auto token at a time, later ones
+// batched; the CPU always batched; next-layer prefetch always token at a
+// time. A record that ran the other mode than its version's rule is a
+// setup difference, and a record that states no mode is not held to one.
+func TestAutoPrefillByRawVersion(t *testing.T) {
+	for _, tc := range []struct {
+		device   string
+		version  int
+		prefetch string
+		want     string
+	}{
+		{"cpu", 2, "", "batched"},
+		{"cpu", 3, "off", "batched"},
+		{"cpu", 3, "next-layer", "token"},
+		{"cuda", 1, "", "token"},
+		{"cuda", 2, "off", "token"},
+		{"cuda", 3, "", "batched"},
+		{"cuda", 3, "next-layer", "token"},
+	} {
+		name := fmt.Sprintf("%s/v%d/prefetch=%s", tc.device, tc.version, tc.prefetch)
+		t.Run(name, func(t *testing.T) {
+			r := &editions.RawRecord{Version: tc.version}
+			r.Environment.Device, r.Setup.Prefetch = tc.device, tc.prefetch
+			if got := autoPrefill(r); got != tc.want {
+				t.Fatalf("auto resolves to %s, want %s", got, tc.want)
+			}
+			for _, ran := range []string{"token", "batched", ""} {
+				r.Setup.Prefill = ran
+				diffs := campaignDiffs(map[string]any{"prefetch": orDefault(tc.prefetch, "off")}, r)
+				flagged := slices.ContainsFunc(diffs, func(d setupDiff) bool { return d.what == "prefill" })
+				if want := ran != "" && ran != tc.want; flagged != want {
+					t.Errorf("a record that ran %q: prefill flagged %v, want %v (%v)", ran, flagged, want, diffs)
+				}
+			}
+		})
+	}
+}

@@ -41,6 +41,7 @@ directory itself (under the journal lock), as the local runner does.`,
 			&cli.StringFlag{Name: "artifact", Required: true, Usage: "prepared artifact directory"},
 			&cli.StringFlag{Name: "reference-artifact", Usage: "a fidelity worker's reference arm's prepared artifact directory (--config and --artifact are the pair's treatment arm)"},
 			&cli.StringFlag{Name: "out", Required: true, Usage: "raw record path"},
+			&cli.StringFlag{Name: "prefill", Usage: "run the prompts with this prefill (token, batched) where the configuration leaves it auto: a reproduction's rerun of a record whose build resolved auto otherwise (raw version 2 on cuda ran it token at a time)"},
 			&cli.IntFlag{Name: "progress-fd", Usage: "file descriptor for progress lines (0: none)"},
 			&cli.StringFlag{Name: "run-dir", Usage: "as a job array task: the run `DIR`, whose journal the worker adds its record to"},
 			&cli.StringFlag{Name: "journal-key", Usage: "as a job array task: the work `KEY` to journal the record with"},
@@ -101,6 +102,9 @@ func runWorkerCmd(c *cli.Context) (err error) {
 	cfg, ok := camp.Config(c.String("config"))
 	if !ok {
 		return usageError("worker: no configuration %q in %s", c.String("config"), c.String("campaign"))
+	}
+	if cfg, err = campaigns.PinPrefill(cfg, c.String("prefill")); err != nil {
+		return usageError("worker: %v", err)
 	}
 	dev, err := openDevice(camp.Device, camp.Threads)
 	if err != nil {

@@ -27,11 +27,11 @@ func TestMain(m *testing.M) {
 	fmt.Fprintf(os.Stderr, "cuda tests on %s (%d SMs, %d bytes of opt-in shared memory per block; TopK/Argmax results: %s; owner hand-offs spin: %v)\n",
 		be.DeviceName(), be.SMs(), be.smemMax, be.ResultPath(), be.o.spin.Load())
 	testBE = be
-	if os.Getenv("HORIZON_TEST_BATCHED_DEFAULT") == "1" {
-		// The whole suite as a flipped default would run it: auto prefill
-		// batched on CUDA (BatchedDefault).
-		batchedDefault = true
-		fmt.Fprintln(os.Stderr, "cuda tests with auto prefill batched (HORIZON_TEST_BATCHED_DEFAULT=1)")
+	if os.Getenv("HORIZON_TEST_BATCHED_DEFAULT") == "0" {
+		// The whole suite as the default before session 20 ran it: auto
+		// prefill token at a time on CUDA (BatchedDefault).
+		batchedDefault = false
+		fmt.Fprintln(os.Stderr, "cuda tests with auto prefill token at a time (HORIZON_TEST_BATCHED_DEFAULT=0)")
 	}
 	code := m.Run()
 	if err := be.Close(); err != nil {

@@ -19,7 +19,8 @@ import (
 // from the KV cache the batches filled), at full and partial capacity, for
 // both tiny models and expert formats; a prompt longer than PrefillChunk
 // runs as two batches; and the batched prefill is timed on the host, within
-// the TTFT. Auto stays token at a time on this backend (BatchedDefault).
+// the TTFT. Auto runs batched on this backend (BatchedDefault; token at a
+// time under HORIZON_TEST_BATCHED_DEFAULT=0).
 func TestBatchedPrefillOnDevice(t *testing.T) {
 	withTuning(t, testBE, tuning{noMatmulTC: true}) // the row kernels: token at a time's bits
 	long := strings.Repeat("Batches carry the KV cache from one to the next. ", 13)[:engine.PrefillChunk+40]
@@ -44,7 +45,7 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 						}
 						o.Prefill = engine.PrefillAuto
 						wantAuto := engine.PrefillToken
-						if batchedDefault { // HORIZON_TEST_BATCHED_DEFAULT=1
+						if batchedDefault { // unless HORIZON_TEST_BATCHED_DEFAULT=0
 							wantAuto = engine.PrefillBatched
 						}
 						if got := loadEngine(t, art, o).PrefillMode(); got != wantAuto {

@@ -388,8 +388,8 @@ func TestPrefetchOnDevice(t *testing.T) {
 				}
 				req := engine.Request{Prompt: promptIDs("Guess the next layer."), Tokens: 20, SuppressEOS: true, LogitSteps: 20}
 				// Token-at-a-time prefill in both: next-layer prefetch runs no
-				// batched prefill, so auto would differ from it under
-				// HORIZON_TEST_BATCHED_DEFAULT=1.
+				// batched prefill, so auto (batched on CUDA) would differ
+				// from it.
 				o := engine.LoadOptions{Executor: "grouped-v1", Capacity: cfg.TopK + 2, Transport: tr, StepMode: engine.StepOps, Prefill: engine.PrefillToken}
 				want, _ := generateMode(t, art, o, req, engine.StepOps)
 				o.StepMode, o.Prefetch = "", engine.PrefetchNextLayer

@@ -58,9 +58,9 @@ const PrefillChunk = 512
 // Prefill modes (LoadOptions.Prefill).
 const (
 	// PrefillAuto runs batched prefill where the backend runs batched ops
-	// and defaults to them (backend.BatchedDefault: the CPU backend; the
-	// CUDA backend's batched prefill is slower than token at a time on short
-	// prompts) and next-layer prefetch is off, and token at a time otherwise.
+	// and defaults to them (backend.BatchedDefault: the CPU backend, and
+	// the CUDA backend since session 20) and next-layer prefetch is off,
+	// and token at a time otherwise.
 	PrefillAuto = "auto"
 	// PrefillBatched asks for batched prefill; Load fails where it cannot run.
 	PrefillBatched = "batched"

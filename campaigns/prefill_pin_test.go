@@ -1,0 +1,52 @@
+package campaigns
+
+import (
+	"testing"
+
+	"github.com/horizon-runmap/horizon/editions"
+)
+
+// TestPinPrefill: a worker's --prefill pins a configuration that leaves
+// prefill auto, keeps one that declares the same mode, and refuses one that
+// declares another or a mode that is not one; the campaign's configuration
+// itself is never changed. A reproduction pins the original record's mode
+// where the configuration leaves it auto (rerunPrefill).
+func TestPinPrefill(t *testing.T) {
+	for _, tc := range []struct {
+		declared, pin, want string
+		fails               bool
+	}{
+		{"", "", "", false},
+		{"", "token", "token", false},
+		{"auto", "batched", "batched", false},
+		{"batched", "batched", "batched", false},
+		{"batched", "token", "", true},
+		{"token", "batched", "", true},
+		{"", "auto", "", true},
+		{"", "fast", "", true},
+	} {
+		cfg := &Configuration{ID: "c", Prefill: tc.declared}
+		got, err := PinPrefill(cfg, tc.pin)
+		if (err != nil) != tc.fails {
+			t.Fatalf("declared %q, pin %q: error %v, want failure %v", tc.declared, tc.pin, err, tc.fails)
+		}
+		if err == nil && got.Prefill != tc.want {
+			t.Errorf("declared %q, pin %q: runs %q, want %q", tc.declared, tc.pin, got.Prefill, tc.want)
+		}
+		if cfg.Prefill != tc.declared {
+			t.Errorf("declared %q, pin %q: the campaign's configuration changed to %q", tc.declared, tc.pin, cfg.Prefill)
+		}
+	}
+	for _, tc := range []struct{ declared, recorded, want string }{
+		{"", "token", "token"},         // a raw version 2 record on cuda: auto ran token at a time
+		{"auto", "batched", "batched"}, // the same rule as now
+		{"", "", ""},                   // a record from before the field: the configuration's own
+		{"batched", "batched", ""},     // declared: nothing to pin
+	} {
+		r := &editions.RawRecord{}
+		r.Setup.Prefill = tc.recorded
+		if got := rerunPrefill(&Configuration{Prefill: tc.declared}, r); got != tc.want {
+			t.Errorf("declared %q, recorded %q: a rerun pins %q, want %q", tc.declared, tc.recorded, got, tc.want)
+		}
+	}
+}
