@@ -77,6 +77,9 @@ func runWorkerCmd(c *cli.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	if c.String("prefill") != "" && (contracts.IsIFEval(kid) || contracts.IsFidelity(kid)) {
+		return usageError("worker: --prefill pins a performance worker's prefill for a reproduction; contract %s's workers run their configuration's", kid)
+	}
 	if contracts.IsIFEval(kid) {
 		if task {
 			return usageError("worker: IFEval shards do not run as job array tasks")
