@@ -14,6 +14,11 @@
 # reasons), occupancy, launch, scheduler, and source counters (stalls by PTX line).
 # Out: summary.txt, digest-<mode>.txt (duration, DRAM throughput, issue, stalls per kernel), the
 # .ncu-rep reports, and everything else in ncu-prefill.tgz.
+#
+# ALL_KERNELS=1 adds, per mode, a light pass over every kernel of the benchmark (duration and DRAM
+# bytes only; the warm-up and the measured generate, each a prefill and 8 decode steps) and
+# kernels-<mode>.txt: time per kernel name, summed and halved (one generate), largest first, with
+# launches and GB/s: where a batched prefill's time goes, kernel by kernel.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-out/ncu-prefill}
@@ -44,9 +49,34 @@ for mode in $MODES; do
 	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Stall|Warp Cycles Per Issued|Eligible Warps' \
 		"$OUT/details-$mode.txt" | head -300 >"$OUT/digest-$mode.txt"
 	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput' "$OUT/digest-$mode.txt" | head -24 | tee -a "$summary"
+	[ "${ALL_KERNELS:-0}" = 1 ] || continue
+	t0=$SECONDS
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
+		timeout "${NCU_LIMIT:-240}" ncu --clock-control none --metrics gpu__time_duration.sum,dram__bytes_read.sum --csv --page raw --print-units base \
+		../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x) >"$OUT/all-$mode.csv" 2>"$OUT/all-$mode.err"
+	echo "ncu every kernel, $mode: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+	python3 - "$OUT/all-$mode.csv" >"$OUT/kernels-$mode.txt" <<'PY'
+import csv, sys, collections
+rows = [l for l in open(sys.argv[1]) if l.startswith('"')]
+t, b, n = collections.Counter(), collections.Counter(), collections.Counter()
+for r in csv.DictReader(rows):
+    try:
+        d = float(r["gpu__time_duration.sum"].replace(",", ""))
+        by = float(r["dram__bytes_read.sum"].replace(",", ""))
+    except (KeyError, ValueError):
+        continue  # the units row
+    k = r["Kernel Name"].split("(")[0]
+    t[k] += d; b[k] += by; n[k] += 1
+total = sum(t.values())
+print(f"{'kernel':48s} {'us/generate':>12s} {'share':>6s} {'launches':>8s} {'GB/s':>7s}")
+for k, d in t.most_common():
+    print(f"{k[:48]:48s} {d/2/1e3:12.1f} {d/total:6.1%} {n[k]//2:8d} {b[k]/d if d else 0:7.0f}")
+print(f"total {total/2/1e3:.1f} us a generate (--print-units base: ns and bytes)")
+PY
+	head -25 "$OUT/kernels-$mode.txt" | tee -a "$summary"
 done
 # The device tool returns at most 8 files: the reports, the summary and the digests stay loose,
 # the rest goes into one archive.
-(cd "$OUT" && tar -czf /tmp/ncu-prefill.tgz --exclude='*.ncu-rep' --exclude=summary.txt --exclude='digest-*' . &&
-	find . -maxdepth 1 -type f ! -name '*.ncu-rep' ! -name summary.txt ! -name 'digest-*' -delete && mv /tmp/ncu-prefill.tgz .)
+(cd "$OUT" && tar -czf /tmp/ncu-prefill.tgz --exclude='*.ncu-rep' --exclude=summary.txt --exclude='digest-*' --exclude='kernels-*' . &&
+	find . -maxdepth 1 -type f ! -name '*.ncu-rep' ! -name summary.txt ! -name 'digest-*' ! -name 'kernels-*' -delete && mv /tmp/ncu-prefill.tgz .)
 exit 0
