@@ -593,72 +593,42 @@ struct tc_group {
 // the single-matrix kernel on its entry's pairs, so a pair's outputs are
 // the bits that kernel gives it (a token's results still depend only on
 // its activations and its expert's matrix). No bias: expert matrices have
-// none.
-#define MATMUL_TC_GROUPED(NAME, INT4)                                                                                 \
+// none. RING and SUB are matmul_tc_body's (0 and 1: the two-stage kernel).
+#define MATMUL_TC_GROUPED(NAME, INT4, RING, SUB)                                                                       \
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
 	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
-		matmul_tc_body<INT4>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,              \
-		                     xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);                     \
+		matmul_tc_body<INT4, false, RING, SUB>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset,        \
+		                                       gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN); \
 	}
 
-MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false)
-MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true)
-
-#define MATMUL_TC_GROUPED_PRE(NAME, INT4)                                                                               \
+#define MATMUL_TC_GROUPED_PRE(NAME, INT4, RING, SUB)                                                                   \
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
 	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
-		matmul_tc_body<INT4, true>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,     \
-		                           xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,     \
-		                           TcSplitX{hi, lo, inv});                                                            \
+		matmul_tc_body<INT4, true, RING, SUB>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset,   \
+		                                      gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, \
+		                                      0, 1 << 30, TcSplitX{hi, lo, inv});                                      \
 	}
 
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false)
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true)
+MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false, 0, 1)
+MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true, 0, 1)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false, 0, 1)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true, 0, 1)
 
 // The grouped int4 kernels with the matrix's chunks streamed through a
-// TC_RING-slot cp.async ring (tuning.tcRing; dynamic shared memory
-// TC_SMEM_RING): the same table, pairs and bits as matmul_tc_grouped_w4a16
-// and its pre-split twin, TC_RING - 1 chunks of codes in flight a thread.
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-    matmul_tc_grouped_ring_w4a16(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols,
-                                 int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
-	const tc_group gr = groups[blockIdx.x / tiles];
-	matmul_tc_body<true, false, TC_RING>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
-	                                     xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);
-}
-
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-    matmul_tc_grouped_pre_ring_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
-                                     int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
-                                     const int* yrows) {
-	const tc_group gr = groups[blockIdx.x / tiles];
-	matmul_tc_body<true, true, TC_RING>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
-	                                    xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
-	                                    TcSplitX{hi, lo, inv});
-}
+// TC_RING-slot cp.async ring (the default, runtime/cuda tcGroupedRing;
+// dynamic shared memory TC_SMEM_RING): the same table, pairs and bits as
+// matmul_tc_grouped_w4a16 and its pre-split twin, TC_RING - 1 chunks of
+// codes in flight a thread.
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring_w4a16, true, TC_RING, 1)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_w4a16, true, TC_RING, 1)
 
 // The grouped int4 ring kernels with two chunks a stage (matmul_tc_body's
 // SUB 2; tuning.tcRing2; dynamic shared memory TC_SMEM_RING2): one barrier,
 // one ring wait and one activation round trip for every two chunks of
 // codes; the same table, pairs and bits.
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-    matmul_tc_grouped_ring2_w4a16(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols,
-                                  int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
-	const tc_group gr = groups[blockIdx.x / tiles];
-	matmul_tc_body<true, false, TC_RING2, 2>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
-	                                         xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN);
-}
-
-extern "C" __global__ void __launch_bounds__(TC_THREADS)
-    matmul_tc_grouped_pre_ring2_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
-                                      int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
-                                      const int* yrows) {
-	const tc_group gr = groups[blockIdx.x / tiles];
-	matmul_tc_body<true, true, TC_RING2, 2>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset, gr.count,
-	                                        xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
-	                                        TcSplitX{hi, lo, inv});
-}
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_w4a16, true, TC_RING2, 2)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_w4a16, true, TC_RING2, 2)
