@@ -308,9 +308,10 @@ __device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, cons
 // the chunk's sums from zero, then back to the activations' scale (exact)
 // and times the block scale for int4. SKIP leaves out the m16 tiles that
 // hold padding tokens alone (their rows never reach y, and an mma row never
-// mixes with another, so the bits stay).
-template <bool INT4, bool SKIP>
-__device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* st, int wm, int wn, int g, int q, int t0,
+// mixes with another, so the bits stay). NI is the warp's n8 tiles (4,
+// or 2 in the narrow mapping).
+template <bool INT4, bool SKIP, int NI = 4>
+__device__ __forceinline__ void tc_chunk(float (&acc)[2][NI][4], const uint8_t* st, int wm, int wn, int g, int q, int t0,
                                          int T) {
 	const __half* ah = reinterpret_cast<const __half*>(st);
 	const __half* al = ah + TC_BM * TC_LD;
@@ -320,12 +321,12 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* s
 
 	// The chunk's sums: hi and lo of each m16 tile against each n8 tile
 	// (the first mma of each starts from zero).
-	float part[2][4][4];
+	float part[2][NI][4];
 #pragma unroll
 	for (int ks = 0; ks < TC_BK; ks += 16) {
-		unsigned bf[4][2];
+		unsigned bf[NI][2];
 #pragma unroll
-		for (int ni = 0; ni < 4; ni++) {
+		for (int ni = 0; ni < NI; ni++) {
 			const __half* br = bs + (wn + 8 * ni + g) * TC_LD + ks + 2 * q;
 			bf[ni][0] = *reinterpret_cast<const unsigned*>(br);
 			bf[ni][1] = *reinterpret_cast<const unsigned*>(br + 8);
@@ -339,7 +340,7 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* s
 				const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
 				                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
 #pragma unroll
-				for (int ni = 0; ni < 4; ni++) {
+				for (int ni = 0; ni < NI; ni++) {
 					if (ks == 0 && part_i == 0)
 						mma_16816_z(part[mi][ni], af, bf[ni]);
 					else
@@ -354,7 +355,7 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* s
 	for (int mi = 0; mi < 2; mi++) {
 		if (SKIP && t0 + wm + 16 * mi >= T) continue;
 #pragma unroll
-		for (int ni = 0; ni < 4; ni++)
+		for (int ni = 0; ni < NI; ni++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
 				const int m = wm + 16 * mi + g + (e >> 1) * 8, n = wn + 8 * ni + 2 * q + (e & 1);
@@ -366,7 +367,8 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][4][4], const uint8_t* s
 
 // tc_write stores a warp's accumulators: y[yrow(t)][r] (+ bias[r]) for
 // its tokens t < T and rows r < rows.
-__device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&acc)[2][4][4], const void* __restrict__ bias,
+template <int NI = 4>
+__device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&acc)[2][NI][4], const void* __restrict__ bias,
                                          int bias_kind, int rows, int T, const int* __restrict__ yrows, int t0, int n0, int wm,
                                          int wn, int g, int q) {
 #pragma unroll
@@ -377,7 +379,7 @@ __device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&ac
 			if (t >= T) continue;
 			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t) * rows;
 #pragma unroll
-			for (int ni = 0; ni < 4; ni++)
+			for (int ni = 0; ni < NI; ni++)
 #pragma unroll
 				for (int e1 = 0; e1 < 2; e1++) {
 					const int r = n0 + wn + 8 * ni + 2 * q + e1;
@@ -402,7 +404,16 @@ __device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&ac
 // staging, barrier, activation loads one iteration ahead, the mma chains)
 // is paid once for SUB chunks. The same arithmetic in the same order: the
 // same bits.
-template <bool INT4, bool PRE = false, int RING = 0, int SUB = 1>
+//
+// NARROW (ring kernels only) maps the 8 warps onto a block's first 32
+// tokens alone: warp w computes rows 16w.. (2 n8 tiles) for tokens 0..31
+// (2 m16 tiles, the second skipped below 17 tokens), where the default
+// mapping leaves the 4 warps of tokens 32..63 idle at a short entry's ~7
+// pairs and gives the other 4 twice the mma chains. A block must hold at
+// most 32 tokens (runtime/cuda tcGroupedNarrow: every entry of the launch).
+// Each output's products and their order are the default mapping's: the
+// same bits.
+template <bool INT4, bool PRE = false, int RING = 0, int SUB = 1, bool NARROW = false>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
@@ -410,9 +421,11 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
                                                int c0 = 0, int c1 = 1 << 30, TcSplitX sx = TcSplitX{nullptr, nullptr, nullptr}) {
 	static_assert(SUB == 1 || RING != 0, "chunks a stage > 1 needs the ring");
 	static_assert(RING == 0 || RING >= 2 * SUB, "the ring holds at least two iterations' chunks");
+	static_assert(!NARROW || RING != 0, "the narrow mapping needs the ring kernels' tile skip");
+	constexpr int NI = NARROW ? 2 : 4;
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
-	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
+	const int wm = NARROW ? 0 : (warp & 1) * 32, wn = NARROW ? warp * 16 : (warp >> 1) * 32;
 
 	// The token this thread stages (8 values of each chunk: quarter hh).
 	const int sm = tid >> 2, hh = tid & 3;
@@ -420,11 +433,11 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	const float* xr = !PRE && xi >= 0 ? x + (size_t)xi * cols : nullptr;
 	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
 
-	float acc[2][4][4];
+	float acc[2][NI][4];
 #pragma unroll
 	for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-		for (int ni = 0; ni < 4; ni++)
+		for (int ni = 0; ni < NI; ni++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
@@ -462,9 +475,9 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 				tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + SUB + s, tid, hh);
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
-			if (c + s < nck) tc_chunk<INT4, RING != 0>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
+			if (c + s < nck) tc_chunk<INT4, RING != 0, NI>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
 	}
-	tc_write(y, acc, bias, bias_kind, rows, T, yrows, t0, n0, wm, wn, g, q);
+	tc_write<NI>(y, acc, bias, bias_kind, rows, T, yrows, t0, n0, wm, wn, g, q);
 }
 
 #define MATMUL_TC(NAME, INT4)                                                                                         \
@@ -593,42 +606,53 @@ struct tc_group {
 // the single-matrix kernel on its entry's pairs, so a pair's outputs are
 // the bits that kernel gives it (a token's results still depend only on
 // its activations and its expert's matrix). No bias: expert matrices have
-// none. RING and SUB are matmul_tc_body's (0 and 1: the two-stage kernel).
-#define MATMUL_TC_GROUPED(NAME, INT4, RING, SUB)                                                                       \
+// none. RING, SUB and NARROW are matmul_tc_body's (0, 1 and false: the
+// two-stage kernel).
+#define MATMUL_TC_GROUPED(NAME, INT4, RING, SUB, NARROW)                                                                       \
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
 	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
-		matmul_tc_body<INT4, false, RING, SUB>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset,        \
+		matmul_tc_body<INT4, false, RING, SUB, NARROW>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, \
 		                                       gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN); \
 	}
 
-#define MATMUL_TC_GROUPED_PRE(NAME, INT4, RING, SUB)                                                                   \
+#define MATMUL_TC_GROUPED_PRE(NAME, INT4, RING, SUB, NARROW)                                                                   \
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
 	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
-		matmul_tc_body<INT4, true, RING, SUB>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded, scales_offset,   \
+		matmul_tc_body<INT4, true, RING, SUB, NARROW>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded,          \
+		                                              scales_offset,                                                   \
 		                                      gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, \
 		                                      0, 1 << 30, TcSplitX{hi, lo, inv});                                      \
 	}
 
-MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false, 0, 1)
-MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true, 0, 1)
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false, 0, 1)
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true, 0, 1)
+MATMUL_TC_GROUPED(matmul_tc_grouped_f16, false, 0, 1, false)
+MATMUL_TC_GROUPED(matmul_tc_grouped_w4a16, true, 0, 1, false)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_f16, false, 0, 1, false)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_w4a16, true, 0, 1, false)
 
 // The grouped int4 kernels with the matrix's chunks streamed through a
 // TC_RING-slot cp.async ring (the default, runtime/cuda tcGroupedRing;
 // dynamic shared memory TC_SMEM_RING): the same table, pairs and bits as
 // matmul_tc_grouped_w4a16 and its pre-split twin, TC_RING - 1 chunks of
 // codes in flight a thread.
-MATMUL_TC_GROUPED(matmul_tc_grouped_ring_w4a16, true, TC_RING, 1)
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_w4a16, true, TC_RING, 1)
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring_w4a16, true, TC_RING, 1, false)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_w4a16, true, TC_RING, 1, false)
 
 // The grouped int4 ring kernels with two chunks a stage (matmul_tc_body's
 // SUB 2; tuning.tcRing2; dynamic shared memory TC_SMEM_RING2): one barrier,
 // one ring wait and one activation round trip for every two chunks of
 // codes; the same table, pairs and bits.
-MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_w4a16, true, TC_RING2, 2)
-MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_w4a16, true, TC_RING2, 2)
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_w4a16, true, TC_RING2, 2, false)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_w4a16, true, TC_RING2, 2, false)
+
+// The narrow twins of the ring kernels (matmul_tc_body's NARROW;
+// tuning.tcNarrow): all 8 warps on a block's first 32 tokens, for launches
+// whose entries hold at most 32 pairs each (a short prompt's experts); the
+// same table, pairs and bits.
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring_narrow_w4a16, true, TC_RING, 1, true)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_narrow_w4a16, true, TC_RING, 1, true)
+MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_narrow_w4a16, true, TC_RING2, 2, true)
+MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 2, true)

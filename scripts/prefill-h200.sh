@@ -10,7 +10,7 @@
 # 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent; ARCHS="olmoe-1b-7b:924" for one);
 # 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
 #    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
-#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: token, batched, batched-tc (the default), batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
+#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: token, batched, batched-tc (the default), batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2, batched-tc-narrow, batched-tc-ring2-narrow; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
 # 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores; GEN_MODES=batched for one),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.

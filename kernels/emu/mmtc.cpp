@@ -14,8 +14,8 @@
 // expert's pairs the bits of that expert's own launch, that the
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
 // the in-kernel split, and that the cp.async ring twins (the int4 grouped
-// kernels, one and two chunks a stage, the FP16 split-K and pre-split
-// kernels) give the two-stage kernels' bits (the emulator copies at once, so
+// kernels, one and two chunks a stage, and their narrow twins; the FP16
+// split-K and pre-split kernels) give the two-stage kernels' bits (the emulator copies at once, so
 // this checks the ring's indexing and values, not its timing).
 //
 //	mmtc            (built by build.sh next to the harness)
@@ -57,6 +57,14 @@ extern "C" void matmul_tc_grouped_pre_ring_w4a16(float*, const __half*, const __
 extern "C" void matmul_tc_grouped_ring2_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_ring2_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
                                                   int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_ring_narrow_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*,
+                                                    const int*);
+extern "C" void matmul_tc_grouped_pre_ring_narrow_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int,
+                                                        int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_ring2_narrow_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*,
+                                                     const int*);
+extern "C" void matmul_tc_grouped_pre_ring2_narrow_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int,
+                                                         int, int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -336,6 +344,37 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 				failures++;
 				return;
 			}
+			// The narrow twins (all warps on a block's first 32 tokens)
+			// over a table of entries of at most 32 pairs (the same
+			// pairs): each pair's bits are the two-stage kernel's.
+			std::vector<tc_group> g32;
+			for (const tc_group& gr : groups)
+				for (int i = 0; i < gr.count; i += 32) g32.push_back({gr.mat, gr.pair0 + i, std::min(32, gr.count - i)});
+			const unsigned grid32 = (unsigned)g32.size() * tiles;
+			std::vector<float> yn[4];
+			for (auto& v : yn) v.assign((size_t)P * rows, -12345.0f);
+			emu_launch(grid32, kThreads, kSmemRing, [&] {
+				matmul_tc_grouped_ring_narrow_w4a16(yn[0].data(), x.data(), g32.data(), tiles, rows, cols, cols_padded, scales_offset,
+				                                    xr.data(), yr.data());
+			});
+			emu_launch(grid32, kThreads, kSmemRing, [&] {
+				matmul_tc_grouped_pre_ring_narrow_w4a16(yn[1].data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g32.data(), tiles,
+				                                        rows, cols, cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			emu_launch(grid32, kThreads, kSmemRing2, [&] {
+				matmul_tc_grouped_ring2_narrow_w4a16(yn[2].data(), x.data(), g32.data(), tiles, rows, cols, cols_padded, scales_offset,
+				                                     xr.data(), yr.data());
+			});
+			emu_launch(grid32, kThreads, kSmemRing2, [&] {
+				matmul_tc_grouped_pre_ring2_narrow_w4a16(yn[3].data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g32.data(), tiles,
+				                                         rows, cols, cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			for (int v = 0; v < 4; v++)
+				if (std::memcmp(yn[v].data(), y.data(), 4 * y.size()) != 0) {
+					fprintf(stderr, "FAIL %s: narrow grouped kernel %d's outputs differ from the two-stage kernel's\n", name, v);
+					failures++;
+					return;
+				}
 		}
 	}
 	auto fn = int4 ? matmul_tc_w4a16 : matmul_tc_f16;

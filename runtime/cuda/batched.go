@@ -239,27 +239,15 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
-	ring := b.tcGroupedRing(a.kind)
+	fn, smem := b.tcGroupedKernel(calls)
 	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
 		if err != nil {
 			return err
 		}
-		fn, smem := b.k.matmulTCGroupedPre[a.kind], tcSmem
-		if ring && b.tune.tcRing2 {
-			fn, smem = b.k.matmulTCGroupedRing2[1], tcSmemRing2
-		} else if ring {
-			fn, smem = b.k.matmulTCGroupedRing[1], tcSmemRing
-		}
 		return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(sp.hi), argPtr(sp.lo),
 			argPtr(sp.inv), argPtr(base), argInt(tiles), argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset),
 			argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
-	}
-	fn, smem := b.k.matmulTCGrouped[a.kind], tcSmem
-	if ring && b.tune.tcRing2 {
-		fn, smem = b.k.matmulTCGroupedRing2[0], tcSmemRing2
-	} else if ring {
-		fn, smem = b.k.matmulTCGroupedRing[0], tcSmemRing
 	}
 	return b.launch(fn, entries*tiles, tcThreads, smem, argPtr(a.y), argPtr(a.x), argPtr(base), argInt(tiles),
 		argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded), argInt(m.ScalesOffset), argPtr(base+cu.DevicePtr(xo)), argPtr(base+cu.DevicePtr(yo)))
@@ -336,7 +324,10 @@ const (
 	// tcSmemRing2 is TC_SMEM_RING2: two stages of two chunks and 10 slots
 	// (the _ring2 kernels, tuning.tcRing2).
 	tcSmemRing2 = 2*tcSmem + 10*(tcThreads*8+tcRowTile*4)
-	tcMinTokens = 16
+	// tcNarrowTile is the most pairs a narrow grouped kernel's entry holds
+	// (matmul_tc.cu's NARROW mapping covers a block's first 32 tokens).
+	tcNarrowTile = 32
+	tcMinTokens  = 16
 )
 
 // tcMatmul is the kernel-choice predicate of the batched ops: a batch of T
@@ -399,6 +390,48 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 // Measured 10-18% faster than the two-stage kernel at 16-64 prompt tokens,
 // even to 3-5% slower at 512, 2-7% faster at 2,048 (results/h200-s20).
 func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcNoRing }
+
+// tcGroupedNarrow says whether a grouped ring launch of calls runs the
+// narrow twins (tuning.tcNarrow): every expert's pairs fit one entry of at
+// most tcNarrowTile, the tokens the narrow mapping covers.
+func (b *Backend) tcGroupedNarrow(calls []expertCall) bool {
+	if !b.tune.tcNarrow {
+		return false
+	}
+	for _, a := range calls {
+		if len(a.xr) > tcNarrowTile {
+			return false
+		}
+	}
+	return true
+}
+
+// tcGroupedKernel picks a grouped launch's kernel and its dynamic shared
+// memory: the two-stage kernel, or the int4 ring (tcGroupedRing) with one
+// or two chunks a stage (tuning.tcRing2), wide or narrow
+// (tcGroupedNarrow); each with the activations split before it (the
+// default) or in the kernel (tuning.tcNoPreSplit).
+func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
+	pre := 1
+	if b.tune.tcNoPreSplit {
+		pre = 0
+	}
+	kind := calls[0].kind
+	switch ring2, narrow := b.tune.tcRing2, b.tcGroupedNarrow(calls); {
+	case !b.tcGroupedRing(kind):
+		if pre == 1 {
+			return b.k.matmulTCGroupedPre[kind], tcSmem
+		}
+		return b.k.matmulTCGrouped[kind], tcSmem
+	case narrow && ring2:
+		return b.k.matmulTCGroupedNarrow[1][pre], tcSmemRing2
+	case narrow:
+		return b.k.matmulTCGroupedNarrow[0][pre], tcSmemRing
+	case ring2:
+		return b.k.matmulTCGroupedRing2[pre], tcSmemRing2
+	}
+	return b.k.matmulTCGroupedRing[pre], tcSmemRing
+}
 
 // tcDenseRing says whether a dense tensor-core matmul of matrix kind (1
 // FP16) runs the ring twin of its split-K or pre-split kernel

@@ -72,7 +72,10 @@ type kernelSet struct {
 	// and the FP16 dense twins (split-K; pre-split; tcDenseRing).
 	matmulTCGroupedRing [2]cu.Function
 	// and with two chunks a stage (_ring2, tuning.tcRing2).
-	matmulTCGroupedRing2                   [2]cu.Function
+	matmulTCGroupedRing2 [2]cu.Function
+	// The narrow twins of both (tuning.tcNarrow; [0 ring, 1 ring2][0
+	// in-kernel split, 1 pre-split]).
+	matmulTCGroupedNarrow                  [2][2]cu.Function
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -188,6 +191,9 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedPre = [2]cu.Function{get("matmul_tc_grouped_pre_w4a16"), get("matmul_tc_grouped_pre_f16")}
 	k.matmulTCGroupedRing = [2]cu.Function{get("matmul_tc_grouped_ring_w4a16"), get("matmul_tc_grouped_pre_ring_w4a16")}
 	k.matmulTCGroupedRing2 = [2]cu.Function{get("matmul_tc_grouped_ring2_w4a16"), get("matmul_tc_grouped_pre_ring2_w4a16")}
+	k.matmulTCGroupedNarrow = [2][2]cu.Function{
+		{get("matmul_tc_grouped_ring_narrow_w4a16"), get("matmul_tc_grouped_pre_ring_narrow_w4a16")},
+		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
@@ -259,9 +265,14 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc ring kernel: %w", err)
 		}
 	}
-	for _, f := range k.matmulTCGroupedRing2 {
+	for _, f := range append(k.matmulTCGroupedRing2[:], k.matmulTCGroupedNarrow[1][:]...) {
 		if err := setMaxDynamicShared(f, tcSmemRing2); err != nil {
 			return fmt.Errorf("matmul_tc two-chunk ring kernel: %w", err)
+		}
+	}
+	for _, f := range k.matmulTCGroupedNarrow[0] {
+		if err := setMaxDynamicShared(f, tcSmemRing); err != nil {
+			return fmt.Errorf("matmul_tc narrow ring kernel: %w", err)
 		}
 	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
@@ -321,7 +332,8 @@ var moduleFuncs = map[string][]string{
 	"matmul_tc": {"matmul_tc_f16", "matmul_tc_w4a16", "matmul_tc_grouped_f16", "matmul_tc_grouped_w4a16", "matmul_tc_f16_splitk", "matmul_splitk_reduce",
 		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16",
 		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
-		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16"},
+		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
+		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

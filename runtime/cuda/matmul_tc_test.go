@@ -18,6 +18,8 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/half"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
+
+	"gorgonia.org/cu"
 )
 
 // tcBound is the tensor-core matmul's error bound for one output: each
@@ -367,7 +369,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither), batched-tc-noring
 // (the int4 experts' two-stage kernel, not their cp.async ring: tuning.tcNoRing),
 // batched-tc-ring-f16 (the default with the FP16 projections' ring too: tuning.tcRingF16),
-// batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2);
+// batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2),
+// batched-tc-narrow and batched-tc-ring2-narrow (the narrow twins where
+// every expert of a launch has at most 32 pairs: tuning.tcNarrow);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -398,7 +402,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-plain", engine.PrefillBatched, tuning{tcNoSplitK: true, tcNoPreSplit: true}},
 		{"batched-tc-noring", engine.PrefillBatched, tuning{tcNoRing: true}},
 		{"batched-tc-ring-f16", engine.PrefillBatched, tuning{tcRingF16: true}},
-		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}}}
+		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}},
+		{"batched-tc-narrow", engine.PrefillBatched, tuning{tcNarrow: true}},
+		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -407,7 +413,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2", s)
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2, batched-tc-narrow, batched-tc-ring2-narrow", s)
 		}
 		modes = keep
 	}
@@ -532,42 +538,90 @@ func TestTCPreSplitSameBits(t *testing.T) {
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
-		for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}} {
-			t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d", scheme, sh.rows, sh.cols), func(t *testing.T) {
-				layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m := layout.Gate
-				counts := []int{70, 5, 64, 1}
-				recs := make([]backend.Tensor, len(counts))
-				for j := range recs {
-					recs[j] = tcGateRecord(t, rng, layout, scheme, sh.rows, sh.cols)
-				}
-				const nx = 50
-				x := mustF32(t, be, randX(nx*sh.cols))
-				total := 0
-				xRows, dstRows := make([][]int, len(counts)), make([][]int, len(counts))
-				for j, c := range counts {
-					xRows[j], dstRows[j] = make([]int, c), make([]int, c)
-					for i := range c {
-						xRows[j][i], dstRows[j][i] = rng.IntN(nx), total+i
-					}
-					total += c
-				}
-				// The int4 cp.async ring (the default; FP16 has none), its
-				// two-chunk-a-stage twin (tuning.tcRing2) and the
-				// two-stage kernel (tuning.tcNoRing), with either split,
-				// give the same bits.
-				same(t, func() []float32 {
-					dst := mustF32(t, be, make([]float32, total*sh.rows))
-					if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
+		// Pair counts at and above a 64-pair tile, and a short prompt's
+		// (every expert at most 32 pairs: the narrow kernels' launches).
+		for _, counts := range [][]int{{70, 5, 64, 1}, {7, 32, 1, 19}} {
+			for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}} {
+				t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d/%v", scheme, sh.rows, sh.cols, counts), func(t *testing.T) {
+					layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
+					if err != nil {
 						t.Fatal(err)
 					}
-					return mustRead(t, be, dst)
-				}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true})
-			})
+					m := layout.Gate
+					recs := make([]backend.Tensor, len(counts))
+					for j := range recs {
+						recs[j] = tcGateRecord(t, rng, layout, scheme, sh.rows, sh.cols)
+					}
+					const nx = 50
+					x := mustF32(t, be, randX(nx*sh.cols))
+					total := 0
+					xRows, dstRows := make([][]int, len(counts)), make([][]int, len(counts))
+					for j, c := range counts {
+						xRows[j], dstRows[j] = make([]int, c), make([]int, c)
+						for i := range c {
+							xRows[j][i], dstRows[j][i] = rng.IntN(nx), total+i
+						}
+						total += c
+					}
+					// The int4 cp.async ring (the default; FP16 has none), its
+					// two-chunk-a-stage twin (tuning.tcRing2), the narrow
+					// twins of both (tuning.tcNarrow; they run where every
+					// expert has at most 32 pairs) and the two-stage kernel
+					// (tuning.tcNoRing), with either split, give the same bits.
+					same(t, func() []float32 {
+						dst := mustF32(t, be, make([]float32, total*sh.rows))
+						if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
+							t.Fatal(err)
+						}
+						return mustRead(t, be, dst)
+					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
+						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
+						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true})
+				})
+			}
 		}
+	}
+}
+
+// TestTCGroupedKernelChoice: the grouped launch's kernel follows the
+// tunings and the launch's pairs: FP16 matrices the two-stage kernels; int4
+// the ring (the default), two chunks a stage under tcRing2, the narrow
+// twins under tcNarrow only where every expert has at most 32 pairs; each
+// pre-split unless tcNoPreSplit.
+func TestTCGroupedKernelChoice(t *testing.T) {
+	be := testBE
+	k := &be.k
+	calls := func(kind int, pairs ...int) []expertCall {
+		var cs []expertCall
+		for _, n := range pairs {
+			cs = append(cs, expertCall{kind: kind, xr: make([]int, n)})
+		}
+		return cs
+	}
+	for _, tc := range []struct {
+		name  string
+		tn    tuning
+		calls []expertCall
+		want  cu.Function
+		smem  int
+	}{
+		{"fp16", tuning{}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
+		{"fp16 in-kernel split", tuning{tcNoPreSplit: true}, calls(1, 7), k.matmulTCGrouped[1], tcSmem},
+		{"int4 ring", tuning{}, calls(0, 7, 40), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 two-stage", tuning{tcNoRing: true}, calls(0, 7), k.matmulTCGroupedPre[0], tcSmem},
+		{"int4 ring2", tuning{tcRing2: true}, calls(0, 7), k.matmulTCGroupedRing2[1], tcSmemRing2},
+		{"narrow", tuning{tcNarrow: true}, calls(0, 7, 32, 1), k.matmulTCGroupedNarrow[0][1], tcSmemRing},
+		{"narrow, 33 pairs", tuning{tcNarrow: true}, calls(0, 7, 33), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"narrow ring2 in-kernel split", tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, calls(0, 3), k.matmulTCGroupedNarrow[1][0], tcSmemRing2},
+		{"narrow without the ring", tuning{tcNarrow: true, tcNoRing: true}, calls(0, 3), k.matmulTCGroupedPre[0], tcSmem},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withTuning(t, be, tc.tn)
+			fn, smem := be.tcGroupedKernel(tc.calls)
+			if fn != tc.want || smem != tc.smem {
+				t.Errorf("kernel %v with %d B, want %v with %d B", fn, smem, tc.want, tc.smem)
+			}
+		})
 	}
 }
 

@@ -51,6 +51,8 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_ring_w4a16", k.matmulTCGroupedRing[1], tcSmemRing, tcThreads},
 			kern{"matmul_tc_grouped_ring2_w4a16", k.matmulTCGroupedRing2[0], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_grouped_pre_ring2_w4a16", k.matmulTCGroupedRing2[1], tcSmemRing2, tcThreads},
+			kern{"matmul_tc_grouped_pre_ring_narrow_w4a16", k.matmulTCGroupedNarrow[0][1], tcSmemRing, tcThreads},
+			kern{"matmul_tc_grouped_pre_ring2_narrow_w4a16", k.matmulTCGroupedNarrow[1][1], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
 			kern{"matmul_tc_f16_splitk_ring", k.matmulTCSplitKRing, tcSmemRingF16, tcThreads})
 		for _, kk := range ks {
@@ -75,7 +77,7 @@ func TestKernelResources(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			t.Logf("%-33s %3d registers, %3d B local, %d blocks/SM at %6d B shared", kk.name, regs, local, per, kk.smem)
+			t.Logf("%-40s %3d registers, %3d B local, %d blocks/SM at %6d B shared", kk.name, regs, local, per, kk.smem)
 			if per < designed[kk.name] {
 				t.Errorf("%s: %d blocks an SM at %d B of shared memory, designed for %d", kk.name, per, kk.smem, designed[kk.name])
 			}
