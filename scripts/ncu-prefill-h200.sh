@@ -12,8 +12,11 @@
 # prefill's launches (SKIP, default 3 x the layers: gate, up and down of each) and profiling the next COUNT
 # (default 6: two layers). Sections: speed of light, memory workload, warp state (the stall
 # reasons), occupancy, launch, scheduler, and source counters (stalls by PTX line).
-# Out: summary.txt, digest-<mode>.txt (duration, DRAM throughput, issue, stalls per kernel), the
-# .ncu-rep reports, and everything else in ncu-prefill.tgz.
+# Out: summary.txt (each step's result, the digests' headline lines, the per-kernel tables' tops)
+# and ncu-prefill.tgz (digest-<mode>.txt: duration, DRAM throughput, issue, stalls per kernel;
+# details-<mode>.txt, ncu's details page; kernels-<mode>.txt; the logs). The .ncu-rep reports stay
+# on the GPU machine (REPORTS=1 packs them too): the build machine has no ncu to read them. Two
+# files, so several runs fit one device call's 8 (OUT=$OUT/p512 for a second one).
 #
 # ALL_KERNELS=1 adds, per mode, a light pass over every kernel of the benchmark (duration and DRAM
 # bytes only; the warm-up and the measured generate, each a prefill and 8 decode steps) and
@@ -48,7 +51,7 @@ for mode in $MODES; do
 	ncu --import "$rep" --page details >"$OUT/details-$mode.txt" 2>&1
 	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Stall|Warp Cycles Per Issued|Eligible Warps' \
 		"$OUT/details-$mode.txt" | head -300 >"$OUT/digest-$mode.txt"
-	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput' "$OUT/digest-$mode.txt" | head -24 | tee -a "$summary"
+	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy|Achieved Occupancy' "$OUT/digest-$mode.txt" | head -40 | tee -a "$summary"
 	[ "${ALL_KERNELS:-0}" = 1 ] || continue
 	t0=$SECONDS
 	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
@@ -75,8 +78,12 @@ print(f"total {total/2/1e3:.1f} us a generate (--print-units base: ns and bytes)
 PY
 	head -25 "$OUT/kernels-$mode.txt" | tee -a "$summary"
 done
-# The device tool returns at most 8 files: the reports, the summary and the digests stay loose,
-# the rest goes into one archive.
-(cd "$OUT" && tar -czf /tmp/ncu-prefill.tgz --exclude='*.ncu-rep' --exclude=summary.txt --exclude='digest-*' --exclude='kernels-*' . &&
-	find . -maxdepth 1 -type f ! -name '*.ncu-rep' ! -name summary.txt ! -name 'digest-*' ! -name 'kernels-*' -delete && mv /tmp/ncu-prefill.tgz .)
+# The device tool returns at most 8 files: the summary stays loose, the rest goes into one archive
+# (the reports only with REPORTS=1; they are moved to /tmp/ncu-reports otherwise).
+ex=(--exclude=summary.txt)
+if [ "${REPORTS:-0}" != 1 ]; then
+	mkdir -p /tmp/ncu-reports && find "$OUT" -maxdepth 1 -name '*.ncu-rep' -exec mv {} /tmp/ncu-reports/ \;
+fi
+(cd "$OUT" && tar -czf /tmp/ncu-prefill.tgz "${ex[@]}" . && find . -maxdepth 1 -type f ! -name summary.txt -delete &&
+	mv /tmp/ncu-prefill.tgz .)
 exit 0
