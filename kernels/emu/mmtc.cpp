@@ -313,68 +313,47 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 			failures++;
 			return;
 		}
-		// The cp.async ring twins (int4): the same bits, both splits.
+		// The cp.async ring twins (int4): one and two chunks a stage, wide
+		// over the 64-pair table and narrow over a table of the same pairs
+		// in entries of at most 32; each split both ways. Every pair gets
+		// the two-stage kernel's bits.
 		if (int4) {
-			std::vector<float> yr1((size_t)P * rows, -12345.0f), yr2((size_t)P * rows, -12345.0f);
-			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing, [&] {
-				matmul_tc_grouped_ring_w4a16(yr1.data(), x.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset,
-				                             xr.data(), yr.data());
-			});
-			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing, [&] {
-				matmul_tc_grouped_pre_ring_w4a16(yr2.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows,
-				                                 cols, cols_padded, scales_offset, xr.data(), yr.data());
-			});
-			if (std::memcmp(yr1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(yr2.data(), y.data(), 4 * y.size()) != 0) {
-				fprintf(stderr, "FAIL %s: a ring grouped kernel's outputs differ from the two-stage kernel's\n", name);
-				failures++;
-				return;
-			}
-			// And the two-chunk-a-stage ring (_ring2), both splits.
-			std::vector<float> yq1((size_t)P * rows, -12345.0f), yq2((size_t)P * rows, -12345.0f);
-			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing2, [&] {
-				matmul_tc_grouped_ring2_w4a16(yq1.data(), x.data(), groups.data(), tiles, rows, cols, cols_padded, scales_offset,
-				                              xr.data(), yr.data());
-			});
-			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemRing2, [&] {
-				matmul_tc_grouped_pre_ring2_w4a16(yq2.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows,
-				                                  cols, cols_padded, scales_offset, xr.data(), yr.data());
-			});
-			if (std::memcmp(yq1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(yq2.data(), y.data(), 4 * y.size()) != 0) {
-				fprintf(stderr, "FAIL %s: a two-chunk ring grouped kernel's outputs differ from the two-stage kernel's\n", name);
-				failures++;
-				return;
-			}
-			// The narrow twins (all warps on a block's first 32 tokens)
-			// over a table of entries of at most 32 pairs (the same
-			// pairs): each pair's bits are the two-stage kernel's.
 			std::vector<tc_group> g32;
 			for (const tc_group& gr : groups)
 				for (int i = 0; i < gr.count; i += 32) g32.push_back({gr.mat, gr.pair0 + i, std::min(32, gr.count - i)});
-			const unsigned grid32 = (unsigned)g32.size() * tiles;
-			std::vector<float> yn[4];
-			for (auto& v : yn) v.assign((size_t)P * rows, -12345.0f);
-			emu_launch(grid32, kThreads, kSmemRing, [&] {
-				matmul_tc_grouped_ring_narrow_w4a16(yn[0].data(), x.data(), g32.data(), tiles, rows, cols, cols_padded, scales_offset,
-				                                    xr.data(), yr.data());
-			});
-			emu_launch(grid32, kThreads, kSmemRing, [&] {
-				matmul_tc_grouped_pre_ring_narrow_w4a16(yn[1].data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g32.data(), tiles,
-				                                        rows, cols, cols_padded, scales_offset, xr.data(), yr.data());
-			});
-			emu_launch(grid32, kThreads, kSmemRing2, [&] {
-				matmul_tc_grouped_ring2_narrow_w4a16(yn[2].data(), x.data(), g32.data(), tiles, rows, cols, cols_padded, scales_offset,
-				                                     xr.data(), yr.data());
-			});
-			emu_launch(grid32, kThreads, kSmemRing2, [&] {
-				matmul_tc_grouped_pre_ring2_narrow_w4a16(yn[3].data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g32.data(), tiles,
-				                                         rows, cols, cols_padded, scales_offset, xr.data(), yr.data());
-			});
-			for (int v = 0; v < 4; v++)
-				if (std::memcmp(yn[v].data(), y.data(), 4 * y.size()) != 0) {
-					fprintf(stderr, "FAIL %s: narrow grouped kernel %d's outputs differ from the two-stage kernel's\n", name, v);
+			using Plain = void (*)(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
+			using Pre = void (*)(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int, int, int,
+			                     const int*, const int*);
+			const struct {
+				const char* what;
+				Plain plain;
+				Pre pre;
+				size_t smem;
+				const std::vector<tc_group>* table;
+			} twins[] = {
+			    {"ring", matmul_tc_grouped_ring_w4a16, matmul_tc_grouped_pre_ring_w4a16, kSmemRing, &groups},
+			    {"two-chunk ring", matmul_tc_grouped_ring2_w4a16, matmul_tc_grouped_pre_ring2_w4a16, kSmemRing2, &groups},
+			    {"narrow ring", matmul_tc_grouped_ring_narrow_w4a16, matmul_tc_grouped_pre_ring_narrow_w4a16, kSmemRing, &g32},
+			    {"narrow two-chunk ring", matmul_tc_grouped_ring2_narrow_w4a16, matmul_tc_grouped_pre_ring2_narrow_w4a16, kSmemRing2,
+			     &g32},
+			};
+			for (const auto& tw : twins) {
+				const std::vector<tc_group>& tab = *tw.table;
+				const unsigned grid = (unsigned)tab.size() * tiles;
+				std::vector<float> y1((size_t)P * rows, -12345.0f), y2((size_t)P * rows, -12345.0f);
+				emu_launch(grid, kThreads, tw.smem, [&] {
+					tw.plain(y1.data(), x.data(), tab.data(), tiles, rows, cols, cols_padded, scales_offset, xr.data(), yr.data());
+				});
+				emu_launch(grid, kThreads, tw.smem, [&] {
+					tw.pre(y2.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), tab.data(), tiles, rows, cols, cols_padded,
+					       scales_offset, xr.data(), yr.data());
+				});
+				if (std::memcmp(y1.data(), y.data(), 4 * y.size()) != 0 || std::memcmp(y2.data(), y.data(), 4 * y.size()) != 0) {
+					fprintf(stderr, "FAIL %s: a %s grouped kernel's outputs differ from the two-stage kernel's\n", name, tw.what);
 					failures++;
 					return;
 				}
+			}
 		}
 	}
 	auto fn = int4 ? matmul_tc_w4a16 : matmul_tc_f16;
