@@ -387,7 +387,7 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 // tcGroupedRing says whether a grouped expert matmul of matrix kind (0
 // int4, 1 FP16) streams its codes through the cp.async ring
 // (matmul_tc_grouped_{,pre_}ring_w4a16): int4 only, unless tuning.tcNoRing.
-// Measured 10-18% faster than the two-stage kernel at 16-64 prompt tokens,
+// Measured 7-18% faster prefill than the two-stage kernel at 16-64 prompt tokens,
 // even to 3-5% slower at 512, 2-7% faster at 2,048 (results/h200-s20).
 func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcNoRing }
 
