@@ -90,11 +90,15 @@ type TaskWorker struct {
 // worker: the worker's, without a progress pipe, and what makes it journal
 // its own record (JournalTask) after checking that it runs build.
 func (a TaskWorker) TaskFlags(runDir, build string) []string {
-	return []string{
+	f := []string{
 		"--campaign", a.Args.Campaign, "--contract", a.Args.Contract, "--config", a.Args.Config,
 		"--block", strconv.Itoa(a.Args.Block), "--artifact", a.Args.Artifact, "--out", a.Args.Out,
 		"--run-dir", runDir, "--journal-key", a.Key, "--build", build,
 	}
+	if a.Args.Prefill != "" {
+		f = append(f, "--prefill", a.Args.Prefill)
+	}
+	return f
 }
 
 // TaskID names one task of an array.

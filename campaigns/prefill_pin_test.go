@@ -1,6 +1,7 @@
 package campaigns
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/editions"
@@ -47,6 +48,23 @@ func TestPinPrefill(t *testing.T) {
 		r.Setup.Prefill = tc.recorded
 		if got := rerunPrefill(&Configuration{Prefill: tc.declared}, r); got != tc.want {
 			t.Errorf("declared %q, recorded %q: a rerun pins %q, want %q", tc.declared, tc.recorded, got, tc.want)
+		}
+	}
+}
+
+// TestWorkerArgsPrefillFlag: a pinned prefill reaches the worker process,
+// launched directly or as an array task, and an unpinned one adds no flag.
+func TestWorkerArgsPrefillFlag(t *testing.T) {
+	for _, pin := range []string{"", "token"} {
+		a := WorkerArgs{Campaign: "c.json", Contract: "k.json", Config: "x", Block: 1, Artifact: "a", Out: "o", Prefill: pin}
+		for name, flags := range map[string][]string{"direct": a.Flags(), "array task": TaskWorker{Args: a, Key: "k"}.TaskFlags("run", "sha")} {
+			i := slices.Index(flags, "--prefill")
+			switch {
+			case pin == "" && i >= 0:
+				t.Errorf("%s: an unpinned worker gets --prefill: %v", name, flags)
+			case pin != "" && (i < 0 || i+1 >= len(flags) || flags[i+1] != pin):
+				t.Errorf("%s: a worker pinned to %s gets %v", name, pin, flags)
+			}
 		}
 	}
 }
