@@ -26,7 +26,9 @@ func reproduceCommand() *cli.Command {
 		Description: `Reruns chosen workers of a published edition from the edition's own frozen
 campaign.json and contract.json, on this machine: the artifacts are prepared
 as the original run prepared them, and each (configuration, block) worker is
-launched exactly as run launches it. Then it compares every rerun worker with
+launched exactly as run launches it, prefilling as its original record did
+where the configuration leaves prefill auto (a cuda record of raw version 2
+ran auto token at a time; this build runs it batched). Then it compares every rerun worker with
 the edition's worker of the same configuration and block, request by request:
 prompt ids and prompt token ids, output token ids, and the cache counters
 (hits, misses, evictions, h2d_bytes, h2d_copies, layer_misses, prefetch).
