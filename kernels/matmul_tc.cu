@@ -180,7 +180,7 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	}
 }
 
-// The cp.async ring of an int4 matrix's chunks (tuning.tcRing): RING slots
+// The cp.async ring of an int4 matrix's chunks (the default for int4; tuning.tcNoRing): RING slots
 // after the two stages, each TC_THREADS x 8 bytes of codes (thread tid's
 // 8 bytes of row tid/2, as tc_load reads them) and TC_BN scale words (the
 // aligned 4 bytes holding row r's block scale, copied by the row's even
@@ -555,7 +555,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 }
 
 // matmul_tc_f16_splitk_ring: matmul_tc_f16_splitk with the matrix's chunks
-// streamed through the FP16 cp.async ring (tuning.tcRing; dynamic shared
+// streamed through the FP16 cp.async ring (tuning.tcRingF16; dynamic shared
 // memory TC_SMEM_RING_F16): the same partials, bit for bit.
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
     matmul_tc_f16_splitk_ring(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
