@@ -41,7 +41,7 @@ func TestPinPrefill(t *testing.T) {
 	for _, tc := range []struct{ declared, recorded, want string }{
 		{"", "token", "token"},         // a raw version 2 record on cuda: auto ran token at a time
 		{"auto", "batched", "batched"}, // the same rule as now
-		{"", "", ""},                   // a record from before the field: the configuration's own
+		{"", "", "token"},              // a record from before the field: it ran token at a time
 		{"batched", "batched", ""},     // declared: nothing to pin
 	} {
 		r := &editions.RawRecord{}

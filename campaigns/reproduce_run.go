@@ -418,14 +418,19 @@ func reproduceWorker(ctx context.Context, o ReproduceOptions, p *reproPlan, dir,
 	return pair, nil
 }
 
-// rerunPrefill is the prefill a rerun of orig pins (WorkerArgs.Prefill):
-// the original record's, where the configuration leaves prefill auto and
-// the record states it; "" (the configuration's own) otherwise.
+// rerunPrefill is the prefill a rerun of orig pins (WorkerArgs.Prefill)
+// where the configuration leaves prefill auto: the original record's, and
+// token at a time for a record from before the field (which is what it
+// means, editions.Setup.Prefill); "" (the configuration's own) where the
+// configuration declares its prefill.
 func rerunPrefill(cfg *Configuration, orig *editions.RawRecord) string {
-	if (cfg.Prefill == "" || cfg.Prefill == PrefillAuto) && (orig.Setup.Prefill == PrefillToken || orig.Setup.Prefill == PrefillBatched) {
-		return orig.Setup.Prefill
+	if cfg.Prefill != "" && cfg.Prefill != PrefillAuto {
+		return ""
 	}
-	return ""
+	if orig.Setup.Prefill == "" {
+		return PrefillToken
+	}
+	return orig.Setup.Prefill
 }
 
 // copyChecked copies src to dst (atomically) after checking that its
