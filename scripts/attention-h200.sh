@@ -49,7 +49,7 @@ if [ -n "${SUITE:-}" ]; then # a narrower suite: the tests whose names match SUI
 	echo "cuda-test ($SUITE): rc=$? ($((SECONDS - t0)) s), $(grep -c '^--- PASS' "$OUT/cuda-test.log") top-level PASS, $(grep -c -- '--- FAIL' "$OUT/cuda-test.log") FAIL" | tee -a "$summary"
 	grep -E -A8 -- "--- FAIL|panic" "$OUT/cuda-test.log" | head -40 | tee -a "$summary"
 elif [ "${SKIP_SUITE:-0}" != 1 ]; then
-	h200_suite 260
+	h200_suite 280
 fi
 [ "${BENCH:-1}" = 0 ] && exit 0
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1

@@ -3,6 +3,8 @@
 #
 #   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB)
 #   h200_suite SECONDS               the whole CUDA suite (carry/cuda.test) into $OUT/cuda-test.log
+#                                    (session 20: ~145 s of tests and ~45 s of start on a fresh
+#                                    machine; 200 s was too short, give it 280)
 #                                    (SUITE_RUN: a -test.run pattern, to run part of it)
 #   h200_artifacts ROOT ARCH:SEED... INT4 artifacts of the synthetic presets under ROOT (kept there
 #                                    on a warm machine), their directories ':'-separated in $arts

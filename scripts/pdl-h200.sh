@@ -32,7 +32,7 @@ h200_unpack
 (cd kernels && timeout 30 ../carry/kernels.test -test.v) >"$OUT/kernels-test.log" 2>&1
 echo "kernels-test: rc=$?" | tee -a "$summary"
 if [ "${SKIP_SUITE:-0}" != 1 ]; then
-	h200_suite 200
+	h200_suite 280
 fi
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 t0=$SECONDS

@@ -24,7 +24,7 @@ summary="$OUT/summary.txt"
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
-[ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-240}"
+[ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-280}"
 h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" ${ARCHS:-olmoe-1b-7b:924 qwen15-moe-a27b:1}
 t0=$SECONDS
 (cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=$(echo $LENGTHS | tr ' ' ,) \
