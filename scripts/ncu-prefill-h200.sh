@@ -28,6 +28,7 @@ OUT=${OUT:-out/ncu-prefill}
 PROMPT=${PROMPT:-64} COUNT=${COUNT:-6}
 MODES=${MODES:-batched-tc batched-tc-ring2}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd) # absolute: the profiled runs work from runtime/cuda
 summary="$OUT/summary.txt"
 : >"$summary"
 . scripts/h200-lib.sh
@@ -43,7 +44,7 @@ for mode in $MODES; do
 	t0=$SECONDS
 	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
 		timeout "${NCU_LIMIT:-240}" ncu --clock-control none --cache-control none "${sections[@]}" --import-source yes \
-		-k 'regex:matmul_tc_grouped' --launch-skip "$SKIP" --launch-count "$COUNT" -o "../../$OUT/$mode-$arch" \
+		-k 'regex:matmul_tc_grouped' --launch-skip "$SKIP" --launch-count "$COUNT" -o "$OUT/$mode-$arch" \
 		../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x) >"$OUT/ncu-$mode.log" 2>&1
 	echo "ncu $mode ($arch, $PROMPT tokens): rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 	rep="$OUT/$mode-$arch.ncu-rep"
