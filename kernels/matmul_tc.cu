@@ -76,6 +76,31 @@ struct TcSplitX {
 // the matrix [TC_BN][TC_LD] halves, then 2^-s per token and the block scale
 // per row (floats). Two stages (TC_SMEM).
 #define TC_STAGE ((2 * TC_BM + TC_BN) * TC_LD * 2 + (TC_BM + TC_BN) * 4)
+// Chunks a 256-value int4 block scale covers.
+#define TC_SCALE_CHUNKS (256 / TC_BK)
+
+// Which staged row a thread fills. Staged rows are TC_LD = 40 halves (20
+// banks) apart, and a 16-byte shared store is served a quarter warp (8
+// threads) at a time, so the 8 threads' 128 bytes must fall in 32 distinct
+// banks. In row order they do not: rows r and r + 1 are 20 banks apart and
+// their 16-byte pieces overlap (2 wavefronts instead of 1; Nsight Compute,
+// results/h200-s21: 37% of the grouped kernel's shared wavefronts were such
+// excess). Rows 4 apart are 80 banks = 16 (mod 32) apart, so:
+//
+// tc_quad_row is the row of four-thread group i (an activation token's
+// hi/lo halves, or an FP16 matrix row: 4 x 16 bytes): i with bits 0 and 2
+// swapped, so a quarter warp's two rows are 4 apart (banks 0-15 and 16-31).
+__device__ __forceinline__ int tc_quad_row(int i) { return (i & ~5) | ((i & 1) << 2) | ((i >> 2) & 1); }
+// tc_int4_row is the matrix row whose int4 codes thread tid copies and
+// stages (two threads a row, 16 halves = 32 bytes each, as two 16-byte
+// stores): tid / 2 with bits 1 and 2 swapped, so a quarter warp's 4 rows
+// are {0, 1, 4, 5} or {2, 3, 6, 7} (mod 8), whose 8 pieces of each store
+// hit 32 distinct banks. The rows a warp reads from global memory are the
+// same 16 either way.
+__device__ __forceinline__ int tc_int4_row(int tid) {
+	const int r = tid >> 1;
+	return (r & ~6) | ((r & 2) << 1) | ((r >> 1) & 2);
+}
 
 template <bool INT4, bool PRE, bool WEIGHTS = true>
 __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int xi, const TcSplitX& sx,
@@ -105,7 +130,7 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int 
 	if (!WEIGHTS) {
 		// The matrix's chunk comes from the cp.async ring (tc_ring_take).
 	} else if (INT4) {
-		const int row = n0 + (tid >> 1);
+		const int row = n0 + tc_int4_row(tid);
 		r.w4 = make_uint2(0x88888888u, 0x88888888u);  // codes 8: zero
 		r.sc = 0.0f;
 		if (row < rows) {
@@ -118,7 +143,7 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int 
 		const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
-			const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
+			const int idx = tid + TC_THREADS * u, rr = tc_quad_row(idx >> 2), seg = idx & 3;
 			const int row = n0 + rr, kk = c * TC_BK + seg * 8;
 			uint4 w = make_uint4(0u, 0u, 0u, 0u);
 			if (row < rows) {
@@ -162,19 +187,18 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	if (INT4) {
 		// Word j of the row's chunk (values 8j..8j+7; this thread has words
 		// 2(tid&1) and 2(tid&1)+1): byte p holds value 8j+2p in its low
-		// nibble and 8j+2p+1 in its high one.
-		unsigned* brow = reinterpret_cast<unsigned*>(bs + (tid >> 1) * TC_LD);
-		const int j0 = 2 * (tid & 1);
+		// nibble and 8j+2p+1 in its high one. Each word becomes 8 halves,
+		// one 16-byte store.
+		const int br = tc_int4_row(tid);
+		uint4* brow = reinterpret_cast<uint4*>(bs + br * TC_LD) + 2 * (tid & 1);
 		const unsigned wv[2] = {r.w4.x, r.w4.y};
 #pragma unroll
-		for (int j = 0; j < 2; j++)
-#pragma unroll
-			for (int p = 0; p < 4; p++) brow[4 * (j0 + j) + p] = tc_codes(wv[j], p);
-		if ((tid & 1) == 0) wsc[tid >> 1] = r.sc;
+		for (int j = 0; j < 2; j++) brow[j] = make_uint4(tc_codes(wv[j], 0), tc_codes(wv[j], 1), tc_codes(wv[j], 2), tc_codes(wv[j], 3));
+		if ((tid & 1) == 0) wsc[br] = r.sc;
 	} else {
 #pragma unroll
 		for (int u = 0; u < 2; u++) {
-			const int idx = tid + TC_THREADS * u, rr = idx >> 2, seg = idx & 3;
+			const int idx = tid + TC_THREADS * u, rr = tc_quad_row(idx >> 2), seg = idx & 3;
 			*reinterpret_cast<uint4*>(bs + rr * TC_LD + seg * 8) = r.wf[u];
 		}
 	}
@@ -182,9 +206,11 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 
 // The cp.async ring of an int4 matrix's chunks (the default for int4; tuning.tcNoRing): RING slots
 // after the two stages, each TC_THREADS x 8 bytes of codes (thread tid's
-// 8 bytes of row tid/2, as tc_load reads them) and TC_BN scale words (the
-// aligned 4 bytes holding row r's block scale, copied by the row's even
-// thread). Every thread reads back only what it copied itself, so the ring
+// 8 bytes of row tc_int4_row(tid), as tc_load reads them) and TC_BN scale
+// words (the aligned 4 bytes holding a row's block scale, copied by the
+// row's even thread at the first chunk of each 256-value block only: the
+// scale is kept in a register for the block's other 7 chunks, where a
+// copy every chunk was a 32-byte sector fetched for 2 bytes). Every thread reads back only what it copied itself, so the ring
 // needs no barrier: cp.async.wait_group orders a thread's own copies, and
 // the slot a thread refills was read by it an iteration earlier. The
 // values are tc_load's, so the bits are the two-stage kernel's; what
@@ -222,7 +248,7 @@ struct TcF16Seg {
 };
 __device__ __forceinline__ TcF16Seg tc_f16_seg(const uint8_t* mat, int rows, int cols, int n0, int c, int tid, int u) {
 	const int idx = tid + TC_THREADS * u;
-	const int row = n0 + (idx >> 2), kk = c * TC_BK + (idx & 3) * 8;
+	const int row = n0 + tc_quad_row(idx >> 2), kk = c * TC_BK + (idx & 3) * 8;
 	const bool w8 = (cols & 7) == 0 && (reinterpret_cast<uintptr_t>(mat) & 15) == 0;
 	return TcF16Seg{row, kk, row < rows && w8 && kk + 8 <= cols};
 }
@@ -234,14 +260,16 @@ __device__ __forceinline__ TcF16Seg tc_f16_seg(const uint8_t* mat, int rows, int
 // tc_load does.
 template <bool INT4, int RING>
 __device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __restrict__ mat, int rows, int cols,
-                                            int cols_padded, int scales_offset, int n0, int c, int nck, int tid) {
+                                            int cols_padded, int scales_offset, int n0, int c, int c0, int nck, int tid) {
 	if (c < nck) {
 		if (INT4) {
-			const int row = n0 + (tid >> 1);
+			const int row = n0 + tc_int4_row(tid);
 			if (row < rows) {
 				uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
 				cp_async8(slot + tid * 8, mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
-				if ((tid & 1) == 0) {
+				// The block scale once a 256-value block (its first chunk, or
+				// the block's first chunk c0): tc_ring_take keeps it.
+				if ((tid & 1) == 0 && (c == c0 || c % TC_SCALE_CHUNKS == 0)) {
 					const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
 					                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
 					cp_async4(slot + TC_THREADS * 8 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
@@ -265,22 +293,24 @@ __device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __rest
 // may stay in flight) and puts them in r as tc_load would have (int4: codes 8 and scale 0 past the last row;
 // FP16: zeros past the last row or column).
 template <bool INT4, int RING, int SUB = 1>
-__device__ __forceinline__ void tc_ring_take(TcRaw& r, const uint8_t* ring, const uint8_t* __restrict__ mat, int rows,
-                                             int cols, int cols_padded, int scales_offset, int n0, int c, int tid) {
+__device__ __forceinline__ void tc_ring_take(TcRaw& r, float& sc, const uint8_t* ring, const uint8_t* __restrict__ mat,
+                                             int rows, int cols, int cols_padded, int scales_offset, int n0, int c, int c0,
+                                             int tid) {
 	cp_async_wait<RING - 2 * SUB>();
 	if (INT4) {
-		const int row = n0 + (tid >> 1);
+		const int row = n0 + tc_int4_row(tid);
 		r.w4 = make_uint2(0x88888888u, 0x88888888u);
 		r.sc = 0.0f;
 		if (row < rows) {
 			const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
 			r.w4 = *reinterpret_cast<const uint2*>(slot + tid * 8);
-			if ((tid & 1) == 0) {
+			if ((tid & 1) == 0 && (c == c0 || c % TC_SCALE_CHUNKS == 0)) {
 				const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
 				                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
 				// The scale is the copied word's half at the address's own offset.
-				r.sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
+				sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
 			}
+			r.sc = sc;  // the block scale copied at its first chunk (chunks are taken in order)
 		}
 	} else {
 		const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT_F16;
@@ -428,7 +458,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	const int wm = NARROW ? 0 : (warp & 1) * 32, wn = NARROW ? warp * 16 : (warp >> 1) * 32;
 
 	// The token this thread stages (8 values of each chunk: quarter hh).
-	const int sm = tid >> 2, hh = tid & 3;
+	const int sm = tc_quad_row(tid >> 2), hh = tid & 3;
 	const int xi = t0 + sm < T ? (xrows != nullptr ? xrows[t0 + sm] : t0 + sm) : -1;  // its activation row
 	const float* xr = !PRE && xi >= 0 ? x + (size_t)xi * cols : nullptr;
 	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
@@ -445,13 +475,14 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	// default).
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw[SUB];
+	float sc = 0.0f;  // the ring's current int4 block scale (tc_ring_take)
 	// With a ring the matrix's chunks c0 .. c0 + RING - SUB - 1 are put in
 	// flight first; tc_load then reads the activations alone.
 	constexpr bool W = RING == 0;
 	uint8_t* ring = smem + 2 * SUB * TC_STAGE;
 	if constexpr (RING != 0)
 		for (int c = c0; c < c0 + RING - SUB; c++)
-			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c, nck, tid);
+			tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c, c0, nck, tid);
 #pragma unroll
 	for (int s = 0; s < SUB; s++)
 		if (c0 + s < nck) tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c0 + s, tid, hh);
@@ -460,10 +491,11 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 		if constexpr (RING != 0) {
 #pragma unroll
 			for (int s = 0; s < SUB; s++)
-				if (c + s < nck) tc_ring_take<INT4, RING, SUB>(raw[s], ring, mat, rows, cols, cols_padded, scales_offset, n0, c + s, tid);
+				if (c + s < nck)
+					tc_ring_take<INT4, RING, SUB>(raw[s], sc, ring, mat, rows, cols, cols_padded, scales_offset, n0, c + s, c0, tid);
 #pragma unroll
 			for (int s = 0; s < SUB; s++)
-				tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - SUB + s, nck, tid);
+				tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - SUB + s, c0, nck, tid);
 		}
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
