@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"math"
+	"math/rand"
 	"testing"
 )
 
@@ -89,6 +90,39 @@ func TestCompare(t *testing.T) {
 	}
 	if _, err := Compare(0, 0, ref, []float32{1, float32(math.NaN()), 0, 0}, 2); err == nil {
 		t.Fatal("a NaN logit was accepted")
+	}
+}
+
+// TestCheckPositionFlat holds the KL bound on nearly flat distributions
+// over a large vocabulary, as a synthetic checkpoint gives them
+// (editions/fidelity-v1: top-4 mass ~0.002, bounds 5e-9 to 1.7e-5): the
+// honest position passes, a KL of 0 does not. (A tenth of the true KL still
+// lies above such a bound: that much is beyond what the stored top-k can
+// refute, which the fidelity.partial hint says.)
+func TestCheckPositionFlat(t *testing.T) {
+	for _, c := range []struct {
+		seed  int64
+		vocab int
+		noise float64 // the treatment's logit perturbation
+	}{{1, 50304, 0.05}, {2, 151936, 0.05}, {3, 50304, 0.01}} {
+		rng := rand.New(rand.NewSource(c.seed))
+		ref, trt := make([]float32, c.vocab), make([]float32, c.vocab)
+		for i := range ref {
+			ref[i] = float32(rng.NormFloat64())
+			trt[i] = ref[i] + float32(c.noise*rng.NormFloat64())
+		}
+		p, err := Compare(0, 0, ref, trt, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := CheckPosition(p, 4); err != nil {
+			t.Fatalf("seed %d: the honest position: %v", c.seed, err)
+		}
+		f := p
+		f.KL = 0
+		if err := CheckPosition(f, 4); err == nil {
+			t.Errorf("seed %d, vocab %d: KL 0 (true %g) passed", c.seed, c.vocab, p.KL)
+		}
 	}
 }
 
