@@ -163,9 +163,11 @@ __device__ __forceinline__ void tc_load(TcRaw& r, const float* xr, bool x4, int 
 
 // tc_store converts a chunk's loads into a stage: each token's chunk split
 // into hi and lo at its shift (the four threads of a token are
-// neighbouring lanes), the matrix's values as FP16.
+// neighbouring lanes), the matrix's values as FP16. With xstage false the
+// token's halves are not staged: the ring kernels pass that for a token
+// whose m16 tile holds padding tokens alone, which tc_chunk never reads.
 template <bool INT4, bool PRE>
-__device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, int sm, int hh) {
+__device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, int sm, int hh, bool xstage = true) {
 	__half* ah = reinterpret_cast<__half*>(st);
 	__half* al = ah + TC_BM * TC_LD;
 	__half* bs = al + TC_BM * TC_LD;
@@ -173,7 +175,9 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	float* wsc = inv + TC_BM;
 	uint4* hrow = reinterpret_cast<uint4*>(ah + sm * TC_LD + hh * 8);
 	uint4* lrow = reinterpret_cast<uint4*>(al + sm * TC_LD + hh * 8);
-	if (PRE) {
+	if (!xstage) {
+		// A padding tile's token: nothing reads its halves.
+	} else if (PRE) {
 		*hrow = r.xh;
 		*lrow = r.xl;
 		if (hh == 0) inv[sm] = r.xinv;
@@ -348,6 +352,9 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][NI][4], const uint8_t* 
 	const __half* bs = al + TC_BM * TC_LD;
 	const float* inv = reinterpret_cast<const float*>(bs + TC_BN * TC_LD);
 	const float* wsc = inv + TC_BM;
+	// A warp whose m16 tiles all hold padding tokens alone loads nothing
+	// (at <= 32 pairs an entry, the 4 warps of tokens 32..63).
+	if (SKIP && t0 + wm >= T) return;
 
 	// The chunk's sums: hi and lo of each m16 tile against each n8 tile
 	// (the first mma of each starts from zero).
@@ -459,6 +466,9 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 
 	// The token this thread stages (8 values of each chunk: quarter hh).
 	const int sm = tc_quad_row(tid >> 2), hh = tid & 3;
+	// The ring kernels skip m16 tiles of padding tokens alone (tc_chunk), so
+	// they need not stage those tokens either.
+	const bool xstage = RING == 0 || t0 + (sm & ~15) < T;
 	const int xi = t0 + sm < T ? (xrows != nullptr ? xrows[t0 + sm] : t0 + sm) : -1;  // its activation row
 	const float* xr = !PRE && xi >= 0 ? x + (size_t)xi * cols : nullptr;
 	const bool x4 = xr != nullptr && (cols & 3) == 0 && (reinterpret_cast<uintptr_t>(xr) & 15) == 0;
@@ -499,7 +509,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 		}
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
-			if (c + s < nck) tc_store<INT4, PRE>(st + s * TC_STAGE, raw[s], tid, sm, hh);
+			if (c + s < nck) tc_store<INT4, PRE>(st + s * TC_STAGE, raw[s], tid, sm, hh, xstage);
 		__syncthreads();
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
@@ -639,9 +649,11 @@ struct tc_group {
 // the bits that kernel gives it (a token's results still depend only on
 // its activations and its expert's matrix). No bias: expert matrices have
 // none. RING, SUB and NARROW are matmul_tc_body's (0, 1 and false: the
-// two-stage kernel).
+// two-stage kernel). Every grouped kernel is held to 128 registers, so 2
+// blocks share an SM (TestKernelResources; without the bound ptxas gave the
+// pre-split ring2 kernel 149).
 #define MATMUL_TC_GROUPED(NAME, INT4, RING, SUB, NARROW)                                                                       \
-	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)                                                         \
 	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
 	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
@@ -650,7 +662,7 @@ struct tc_group {
 	}
 
 #define MATMUL_TC_GROUPED_PRE(NAME, INT4, RING, SUB, NARROW)                                                                   \
-	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
+	extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)                                                         \
 	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
 	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
