@@ -208,15 +208,22 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 	}
 }
 
-// The cp.async ring of an int4 matrix's chunks (the default for int4; tuning.tcNoRing): RING slots
-// after the two stages, each TC_THREADS x 8 bytes of codes (thread tid's
-// 8 bytes of row tc_int4_row(tid), as tc_load reads them) and TC_BN scale
+// The cp.async ring of an int4 matrix's chunks (the default for int4;
+// tuning.tcNoRing), after the two stages: RING / 2 pair slots, each holding
+// two neighbouring chunks 2p, 2p + 1 of the tile's rows. A row's codes of a
+// pair are one 32-byte sector: its even thread copies chunk 2p's 16 bytes
+// and its odd thread chunk 2p + 1's, as one 16-byte cp.async each (L2
+// only), and the two threads swap halves with a shuffle (tc_ring_take), so
+// that each holds the 8 bytes tc_load would have read of each chunk. (One
+// 8-byte copy a chunk used half of each 32-byte sector, the other half
+// fetched again through L1 the next chunk.) After the codes, TC_BN scale
 // words (the aligned 4 bytes holding a row's block scale, copied by the
 // row's even thread at the first chunk of each 256-value block only: the
-// scale is kept in a register for the block's other 7 chunks, where a
-// copy every chunk was a 32-byte sector fetched for 2 bytes). Every thread reads back only what it copied itself, so the ring
-// needs no barrier: cp.async.wait_group orders a thread's own copies, and
-// the slot a thread refills was read by it an iteration earlier. The
+// scale is kept in a register for the block's other 7 chunks, where a copy
+// every chunk was a 32-byte sector fetched for 2 bytes). Every thread reads
+// back only what it copied itself, so the ring needs no barrier:
+// cp.async.wait_group orders a thread's own copies, and the slot a thread
+// refills was read by it an iteration earlier. The
 // values are tc_load's, so the bits are the two-stage kernel's; what
 // changes is that RING - 1 chunks of the matrix (not one) are in flight for
 // every thread while the block computes. The ring kernels also skip a
@@ -230,6 +237,11 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 #define TC_RING 12
 #define TC_RING_SLOT (TC_THREADS * 8 + TC_BN * 4)
 #define TC_SMEM_RING (TC_SMEM + TC_RING * TC_RING_SLOT)
+// A pair slot: TC_THREADS x 16 bytes of codes, then TC_BN scale words.
+// RING / 2 of them fit where RING slots of one chunk were reserved (the
+// launches' shared memory sizes, runtime/cuda tcSmemRing, are unchanged).
+#define TC_RING_PSLOT (TC_THREADS * 16 + TC_BN * 4)
+static_assert(TC_RING % 2 == 0 && (TC_RING / 2) * TC_RING_PSLOT <= TC_RING * TC_RING_SLOT, "pair slots fit the ring");
 // The grouped int4 ring kernels with two chunks a stage (_ring2, SUB 2):
 // two stages of two chunks (85 KB) and 10 slots (25 KB), 108 KB a block,
 // still 2 blocks an SM.
@@ -257,9 +269,10 @@ __device__ __forceinline__ TcF16Seg tc_f16_seg(const uint8_t* mat, int rows, int
 	return TcF16Seg{row, kk, row < rows && w8 && kk + 8 <= cols};
 }
 
-// tc_ring_put starts chunk c's copies of this thread into slot c % RING
-// and closes a group (an empty one past the last chunk or the last row, so
-// that every thread counts the same groups). FP16 segments that are not a
+// tc_ring_put starts chunk c's copies of this thread (int4: pair c / 2's,
+// at an even c or c0, into pair slot (c / 2) % (RING / 2); FP16: into slot
+// c % RING) and closes a group (an empty one at an odd int4 chunk, past the
+// last chunk or the last row, so that every thread counts the same groups). FP16 segments that are not a
 // whole aligned 16 bytes are not copied: tc_ring_take loads them as
 // tc_load does.
 template <bool INT4, int RING>
@@ -267,16 +280,27 @@ __device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __rest
                                             int cols_padded, int scales_offset, int n0, int c, int c0, int nck, int tid) {
 	if (c < nck) {
 		if (INT4) {
+			// The pair p = c / 2 is copied at its even chunk (or at c0, the
+			// block's first chunk; pair (c0 - 1, c0) when c0 is odd). A row
+			// holds cols_padded / 32 chunks, a multiple of 8, so chunk 2p + 1
+			// lies inside the row even past nck.
 			const int row = n0 + tc_int4_row(tid);
-			if (row < rows) {
-				uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
-				cp_async8(slot + tid * 8, mat + (size_t)row * (cols_padded >> 1) + (size_t)c * 16 + (tid & 1) * 8);
+			if (row < rows && ((c & 1) == 0 || c == c0)) {
+				const int pr = c >> 1;
+				uint8_t* slot = ring + (pr % (RING / 2)) * TC_RING_PSLOT;
+				const uint8_t* src = mat + (size_t)row * (cols_padded >> 1) + (size_t)pr * 32 + (tid & 1) * 16;
+				if ((reinterpret_cast<uintptr_t>(src) & 15) == 0) {
+					cp_async16(slot + tid * 16, src);
+				} else {
+					cp_async8(slot + tid * 16, src);
+					cp_async8(slot + tid * 16 + 8, src + 8);
+				}
 				// The block scale once a 256-value block (its first chunk, or
 				// the block's first chunk c0): tc_ring_take keeps it.
 				if ((tid & 1) == 0 && (c == c0 || c % TC_SCALE_CHUNKS == 0)) {
 					const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
 					                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
-					cp_async4(slot + TC_THREADS * 8 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
+					cp_async4(slot + TC_THREADS * 16 + (tid >> 1) * 4, reinterpret_cast<const void*>(a & ~(uintptr_t)3));
 				}
 			}
 		} else {
@@ -297,22 +321,38 @@ __device__ __forceinline__ void tc_ring_put(uint8_t* ring, const uint8_t* __rest
 // may stay in flight) and puts them in r as tc_load would have (int4: codes 8 and scale 0 past the last row;
 // FP16: zeros past the last row or column).
 template <bool INT4, int RING, int SUB = 1>
-__device__ __forceinline__ void tc_ring_take(TcRaw& r, float& sc, const uint8_t* ring, const uint8_t* __restrict__ mat,
-                                             int rows, int cols, int cols_padded, int scales_offset, int n0, int c, int c0,
-                                             int tid) {
+__device__ __forceinline__ void tc_ring_take(TcRaw& r, float& sc, uint2& odd, const uint8_t* ring,
+                                             const uint8_t* __restrict__ mat, int rows, int cols, int cols_padded,
+                                             int scales_offset, int n0, int c, int c0, int tid) {
 	cp_async_wait<RING - 2 * SUB>();
 	if (INT4) {
 		const int row = n0 + tc_int4_row(tid);
-		r.w4 = make_uint2(0x88888888u, 0x88888888u);
+		const uint8_t* slot = ring + ((c >> 1) % (RING / 2)) * TC_RING_PSLOT;
+		if ((c & 1) == 0 || c == c0) {
+			// A new pair: this thread copied chunk 2p + (tid & 1) of its row
+			// (codes 8 past the last row); the even thread keeps bytes 0..7
+			// of chunk 2p and gets bytes 0..7 of chunk 2p + 1 from the odd
+			// one, which keeps bytes 8..15 of chunk 2p + 1 and gets bytes
+			// 8..15 of chunk 2p. Every lane takes part (c is uniform).
+			uint4 own = make_uint4(0x88888888u, 0x88888888u, 0x88888888u, 0x88888888u);
+			if (row < rows) own = *reinterpret_cast<const uint4*>(slot + tid * 16);
+			const bool hi = (tid & 1) != 0;
+			const unsigned s0 = hi ? own.x : own.z, s1 = hi ? own.y : own.w;
+			const uint2 got = make_uint2((unsigned)__shfl_xor_sync(0xffffffffu, (int)s0, 1),
+			                             (unsigned)__shfl_xor_sync(0xffffffffu, (int)s1, 1));
+			const uint2 even = hi ? got : make_uint2(own.x, own.y);
+			odd = hi ? make_uint2(own.z, own.w) : got;  // kept for chunk 2p + 1
+			r.w4 = (c & 1) == 0 ? even : odd;
+		} else {
+			r.w4 = odd;
+		}
 		r.sc = 0.0f;
 		if (row < rows) {
-			const uint8_t* slot = ring + (c % RING) * TC_RING_SLOT;
-			r.w4 = *reinterpret_cast<const uint2*>(slot + tid * 8);
 			if ((tid & 1) == 0 && (c == c0 || c % TC_SCALE_CHUNKS == 0)) {
 				const uintptr_t a = reinterpret_cast<uintptr_t>(mat + scales_offset) +
 				                    2 * ((size_t)row * (cols_padded >> 8) + (c * TC_BK >> 8));
 				// The scale is the copied word's half at the address's own offset.
-				sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 8 + (tid >> 1) * 4 + (a & 2)));
+				sc = __half2float(*reinterpret_cast<const __half*>(slot + TC_THREADS * 16 + (tid >> 1) * 4 + (a & 2)));
 			}
 			r.sc = sc;  // the block scale copied at its first chunk (chunks are taken in order)
 		}
@@ -486,6 +526,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	const int nck = min((cols + TC_BK - 1) / TC_BK, c1);
 	TcRaw raw[SUB];
 	float sc = 0.0f;  // the ring's current int4 block scale (tc_ring_take)
+	uint2 odd = make_uint2(0u, 0u);  // the ring's int4 codes of a pair's odd chunk (tc_ring_take)
 	// With a ring the matrix's chunks c0 .. c0 + RING - SUB - 1 are put in
 	// flight first; tc_load then reads the activations alone.
 	constexpr bool W = RING == 0;
@@ -502,7 +543,8 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 #pragma unroll
 			for (int s = 0; s < SUB; s++)
 				if (c + s < nck)
-					tc_ring_take<INT4, RING, SUB>(raw[s], sc, ring, mat, rows, cols, cols_padded, scales_offset, n0, c + s, c0, tid);
+					tc_ring_take<INT4, RING, SUB>(raw[s], sc, odd, ring, mat, rows, cols, cols_padded, scales_offset, n0, c + s, c0,
+					                              tid);
 #pragma unroll
 			for (int s = 0; s < SUB; s++)
 				tc_ring_put<INT4, RING>(ring, mat, rows, cols, cols_padded, scales_offset, n0, c + RING - SUB + s, c0, nck, tid);
