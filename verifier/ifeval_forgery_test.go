@@ -18,6 +18,16 @@ import (
 // ifevalSmoke is the committed IFEval smoke edition (campaigns/ifeval-smoke.yaml).
 const ifevalSmoke = "../editions/ifeval-smoke-cpu"
 
+// ifevalForge is the edition TestIFEvalForgeries forges: the smoke edition,
+// or the one HORIZON_IFEVAL_EDITION names (an H200 edition, e.g.
+// editions/ifeval541-olmoe-synthetic).
+var ifevalForge = func() string {
+	if d := os.Getenv("HORIZON_IFEVAL_EDITION"); d != "" {
+		return d
+	}
+	return ifevalSmoke
+}()
+
 // ifevalEd is an IFEval edition decoded for forging.
 type ifevalEd struct {
 	cd      editions.CampaignDoc
@@ -27,6 +37,17 @@ type ifevalEd struct {
 	ids     []string
 	shards  map[string][]*editions.IFEvalShard
 	configs map[string]*editions.IFEvalConfig
+}
+
+// last is the edition's last configuration (the second of the smoke
+// edition's two; the only one of a one-configuration edition).
+func (e *ifevalEd) last() string { return e.ids[len(e.ids)-1] }
+
+// shard is configuration id's shard i (0-based), or its last one when it
+// has fewer.
+func (e *ifevalEd) shard(id string, i int) *editions.IFEvalShard {
+	s := e.shards[id]
+	return s[min(i, len(s)-1)]
 }
 
 func readIFEvalEd(t *testing.T, dir string) *ifevalEd {
@@ -194,9 +215,9 @@ func TestIFEvalSmokeVerifies(t *testing.T) {
 	}
 }
 
-// TestIFEvalForgeries: careful forgeries of the smoke edition (everything
-// downstream re-derived, the manifest re-hashed) fail with the named
-// finding.
+// TestIFEvalForgeries: careful forgeries of the smoke edition, or of the
+// edition HORIZON_IFEVAL_EDITION names (everything downstream re-derived,
+// the manifest re-hashed), fail with the named finding.
 func TestIFEvalForgeries(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -209,20 +230,20 @@ func TestIFEvalForgeries(t *testing.T) {
 			rescoreFromVerdicts(d)
 		}, IDIFEvalVerdict},
 		{"changed response text, re-scored", func(e *ifevalEd, _ string) {
-			sh := e.shards[e.ids[0]][0]
+			sh := e.shard(e.ids[0], 0)
 			sh.Responses[1].Text = "Sure. Here is a poem in all lowercase letters, with no commas at all."
 			e.configs[e.ids[0]] = rescored(t, e, e.ids[0])
 		}, IDIFEvalDecode},
 		{"shards of the two configurations swapped", func(e *ifevalEd, _ string) {
-			a, b := e.ids[0], e.ids[1]
+			a, b := e.ids[0], e.last()
 			e.shards[a], e.shards[b] = e.shards[b], e.shards[a]
 		}, IDIFEvalShard},
 		{"a response dropped", func(e *ifevalEd, _ string) {
-			sh := e.shards[e.ids[1]][1]
+			sh := e.shard(e.last(), 1)
 			sh.Responses = sh.Responses[:len(sh.Responses)-1]
 		}, IDIFEvalShard},
 		{"ending length relabelled eos", func(e *ifevalEd, _ string) {
-			e.shards[e.ids[0]][1].Responses[0].Ending = contracts.EndingEOS
+			e.shard(e.ids[0], 1).Responses[0].Ending = contracts.EndingEOS
 		}, IDIFEvalShard},
 		{"contract's max_new_tokens raised and re-hashed", func(e *ifevalEd, _ string) {
 			e.k.MaxNewTokens = 64
@@ -231,28 +252,31 @@ func TestIFEvalForgeries(t *testing.T) {
 			e.kd.SHA256, _ = e.k.SHA256()
 		}, IDIFEvalContract},
 		{"a score raised", func(e *ifevalEd, _ string) {
-			e.configs[e.ids[1]].Strict.PromptLevel.Followed++
+			e.configs[e.last()].Strict.PromptLevel.Followed++
 		}, IDIFEvalScore},
 		{"a different build for one shard", func(e *ifevalEd, _ string) {
-			e.shards[e.ids[1]][0].Environment.Build.VCSRevision = "0000000000000000000000000000000000000000"
+			e.shard(e.last(), 0).Environment.Build.VCSRevision = "0000000000000000000000000000000000000000"
 		}, IDIFEvalSetup},
 		{"response seconds stretched past the shard's wall clock", func(e *ifevalEd, _ string) {
-			sh := e.shards[e.ids[0]][0]
+			sh := e.shard(e.ids[0], 0)
 			start, _ := time.Parse(time.RFC3339Nano, sh.StartedAt)
 			end, _ := time.Parse(time.RFC3339Nano, sh.FinishedAt)
 			sh.Responses[0].Seconds += end.Sub(start).Seconds()
 			e.configs[e.ids[0]] = rescored(t, e, e.ids[0])
 		}, IDIFEvalTime},
 		{"a shard finishing before it started", func(e *ifevalEd, _ string) {
-			sh := e.shards[e.ids[1]][0]
+			sh := e.shard(e.last(), 0)
 			sh.StartedAt, sh.FinishedAt = sh.FinishedAt, sh.StartedAt
 		}, IDIFEvalTime},
 		{"claims edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalClaim},
 		{"report.md edited after the fact", func(e *ifevalEd, dir string) {}, IDIFEvalReport},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir := copyTree(t, ifevalSmoke)
+			dir := copyTree(t, ifevalForge)
 			e := readIFEvalEd(t, dir)
+			if tc.want == IDIFEvalShard && strings.Contains(tc.name, "two configurations") && len(e.ids) < 2 {
+				t.Skipf("%s has one configuration: there is nothing to swap", ifevalForge)
+			}
 			tc.forge(e, dir)
 			e.write(t, dir)
 			if tc.want == IDIFEvalClaim {
@@ -300,7 +324,7 @@ func TestIFEvalForgeries(t *testing.T) {
 	}
 	// The untouched copy, rewritten the same way, still passes: the
 	// forger's re-derivation is the writer's.
-	dir := copyTree(t, ifevalSmoke)
+	dir := copyTree(t, ifevalForge)
 	readIFEvalEd(t, dir).write(t, dir)
 	if rep, err := Verify(dir, Options{Schemas: fixtureSchemas(t)}); err != nil || !rep.Passed() {
 		t.Fatalf("rewritten unchanged edition: %v\n%s", err, findingsText(rep.Findings))
