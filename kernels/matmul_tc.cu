@@ -53,7 +53,8 @@ extern __shared__ __align__(16) float xs_smem[];
 // TcRaw is one chunk's global loads of one thread, held in registers while
 // the block computes the chunk before it: the thread's 8 activations of
 // its token (sm, quarter hh) and its part of the matrix tile (int4: 8 bytes
-// of row tid/2 and that row's block scale; FP16: two 8-value segments).
+// of row tc_int4_row(tid) and that row's block scale; FP16: two 8-value
+// segments).
 struct TcRaw {
 	float v[8];
 	uint4 xh, xl;  // pre-split activations (PRE): 8 hi and 8 lo halves
@@ -225,15 +226,16 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 // cp.async.wait_group orders a thread's own copies, and the slot a thread
 // refills was read by it an iteration earlier. The
 // values are tc_load's, so the bits are the two-stage kernel's; what
-// changes is that RING - 1 chunks of the matrix (not one) are in flight for
-// every thread while the block computes. The ring kernels also skip a
+// changes is that about RING - 1 chunks of the matrix (not one) are in
+// flight for every thread while the block computes. The ring kernels also skip a
 // warp's m16 tiles that hold padding tokens alone (a grouped entry of ~7
 // pairs leaves 3 of a warp pair's 4 tiles idle; the tile's rows never
 // reach y, and an mma row never mixes with another, so the bits stay).
 // These kernels hold ~120 registers
 // a thread, so 2 blocks share an SM (264 on an H200): one chunk a block is
 // ~0.5 MB in flight on the GPU, 11 are ~5.8 MB, about what 4.26 TB/s at
-// ~1.5 µs of latency needs. 12 slots are 30 KB, 72.5 KB a block in all.
+// ~1.5 µs of latency needs. 30 KB are reserved for 12 one-chunk slots,
+// 72.5 KB a block in all; the 6 pair slots use 27 KB of it.
 #define TC_RING 12
 #define TC_RING_SLOT (TC_THREADS * 8 + TC_BN * 4)
 #define TC_SMEM_RING (TC_SMEM + TC_RING * TC_RING_SLOT)
