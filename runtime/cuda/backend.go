@@ -172,6 +172,7 @@ type tuning struct {
 	fusedMoE     bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
 	downLate     bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused   bool   // captured steps run the router matvec and route_step as one router_route_step launch
+	noSharedDown bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
 	moeFlags     int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn       bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
 	downGlobal   bool   // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory

@@ -35,10 +35,13 @@ var downVariants = [3]downVariant{{4, 2, "r4"}, {8, 1, "r8"}, {4, 1, "r4c1"}}
 // kernelSet holds every kernel the backend launches, looked up by name once
 // at Open.
 type kernelSet struct {
-	matvecF16 [3][2]cu.Function    // [NR index][0 shared x, 1 global x]
-	matvecW4  [4][2]cu.Function    // [NR index][0 shared, 1 global]
-	gateup    [2][2][2]cu.Function // [0 int4, 1 fp16][NRP index][0 shared, 1 global]
-	down      [2][3][2]cu.Function // [0 int4, 1 fp16][downVariants index][0 shared, 1 global]
+	matvecF16 [3][2]cu.Function // [NR index][0 shared x, 1 global x]
+	// sharedDown is a shared expert's SiLU·up, down matvec and gated
+	// residual in one launch (matvec_f16.cu shared_down_f16_r*), by NR index.
+	sharedDown [3]cu.Function
+	matvecW4   [4][2]cu.Function    // [NR index][0 shared, 1 global]
+	gateup     [2][2][2]cu.Function // [0 int4, 1 fp16][NRP index][0 shared, 1 global]
+	down       [2][3][2]cu.Function // [0 int4, 1 fp16][downVariants index][0 shared, 1 global]
 	// The same grouped kernels reading the row table from device memory
 	// (suffix _t), for captured steps.
 	gateupT [2][2][2]cu.Function
@@ -212,6 +215,9 @@ func (b *Backend) loadKernels() error {
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
 	k.awaitStep = get("await_step")
 	k.routerRouteStep = get("router_route_step")
+	for i, nr := range f16NR {
+		k.sharedDown[i] = get(fmt.Sprintf("shared_down_f16_r%d", nr))
+	}
 	k.prefetchL2 = get("prefetch_l2")
 	k.moeInt4T = get("experts_moe_int4_t")
 	for i, v := range tcDecodeVariants {
@@ -239,7 +245,7 @@ func (b *Backend) loadKernels() error {
 	big := []cu.Function{k.topk, k.topkRows, k.moeInt4T, k.matmul[0][0], k.matmul[0][1], k.matmul[1][0], k.matmul[1][1],
 		k.gateupTC[0], k.gateupTC[1], k.gateupTC[2], k.downTC[0], k.downTC[1], k.downTC[2]}
 	for i := range f16NR {
-		big = append(big, k.matvecF16[i][0])
+		big = append(big, k.matvecF16[i][0], k.sharedDown[i])
 	}
 	for i := range w4NR {
 		big = append(big, k.matvecW4[i][0])
@@ -322,7 +328,7 @@ func (b *Backend) loadKernels() error {
 // fails Open.
 var moduleFuncs = map[string][]string{
 	"matvec_f16": {"matvec_f16_r1_s", "matvec_f16_r2_s", "matvec_f16_r4_s",
-		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g"},
+		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g", "shared_down_f16_r1", "shared_down_f16_r2", "shared_down_f16_r4"},
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),

@@ -462,8 +462,8 @@ func (s *stepper) issueRoutedIn(i, l int, xn normSpec) error {
 
 // issueSharedExpert is shared-expert (Qwen) with the moe-residual that
 // follows it (sharedAddsResidual, which compile requires): gate|up|mix in
-// one matvec over the staged norm, SiLU·up, down, then x = x + moe +
-// sigmoid(mix)·shared in one launch.
+// one matvec over the staged norm, then SiLU·up, down and x = x + moe +
+// sigmoid(mix)·shared in one launch (sharedDownFused), or in three.
 func (s *stepper) issueSharedExpert(i, l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	D, S := cfg.HiddenSize, cfg.SharedFFN
@@ -475,6 +475,14 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, xn); err != nil {
 		return err
 	}
+	if s.sharedDownFused() {
+		// shared_down_f16: SiLU·up staged, the down rows, and the gated
+		// residual x += moe + sigmoid(mix)·shared in the epilogue.
+		nr := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, D)
+		fn, smem := b.k.sharedDown[nr], xsBytes(S)+16
+		return b.launch(fn, b.rowGrid(fn, smem, (D+f16NR[nr]-1)/f16NR[nr]), block, smem, argPtr(x), argPtr(ptr(lw.SharedDown)),
+			argPtr(s.sgum), argPtr(s.moe), argInt(D), argInt(S))
+	}
 	if err := b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum),
 		argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S)); err != nil {
 		return err
@@ -484,6 +492,15 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 	}
 	return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
 		argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))
+}
+
+// sharedDownFused: a shared expert's SiLU·up, down matvec and gated
+// residual run as one shared_down_f16 launch instead of three, with the same
+// bits, unless tuning.noSharedDown asks for three, the stepper records a
+// persistent program (the interpreter has no such instruction), or the
+// staged SiLU·up and the gate's sigmoid do not fit shared memory.
+func (s *stepper) sharedDownFused() bool {
+	return !s.b.tune.noSharedDown && s.b.rec == nil && xsBytes(s.cfg.SharedFFN)+16 <= s.b.smemMax
 }
 
 // issueMoEResidual is moe-residual: x = x + moe, unless the instruction

@@ -73,7 +73,9 @@ func TestStepperMatchesOps(t *testing.T) {
 // ahead of its dependency wait); the q/k norm, RoPE and KV append inside
 // the attention launch (attention_in_step); the routing inside the
 // routed experts' gate/up and down launches (experts_routed.cu), the down
-// kernel routing itself or reading the table gate/up's block 0 wrote; and
+// kernel routing itself or reading the table gate/up's block 0 wrote; a
+// shared expert's SiLU·up, down and gated residual as three launches (the
+// default is one shared_down_f16, which f16-r1 runs at 1 row a task); and
 // all of them together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
@@ -92,6 +94,7 @@ func TestStepperTunings(t *testing.T) {
 		{"route-in-wait", tuning{routeIn: true, routeInWait: true}},
 		{"route-in-p4", tuning{routeIn: true, gateUpNRP: 4}},
 		{"wait-prefetch", tuning{waitPrefetch: 64 << 10}},
+		{"shared-three", tuning{noSharedDown: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
