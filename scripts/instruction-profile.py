@@ -90,6 +90,10 @@ def instructions(step):
             ks.append(take(lambda s: s.startswith("matvec_f16"), "shared down matvec"))
             ks.append(take(lambda s: s.startswith("add_gated"), "add_gated_resid_step"))
             yield "shared-expert", ks
+        elif i + 1 < n and step[i]["name"].startswith("matvec_f16") and step[i + 1]["name"].startswith("shared_down"):
+            # one shared_down_f16 launch: SiLU·up, the down rows, the gated residual
+            yield "shared-expert", [step[i], step[i + 1]]
+            i += 2
         if i < n and step[i]["name"] == "add":
             yield "moe-residual", [step[i]]
             i += 1
