@@ -66,12 +66,8 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 
 // attention_split: the single-query attention of every CUDA path (op by op,
 // captured steps, the persistent kernel), split over positions
-// (flash-decoding). Head h's positions 0..n-1 are cut into S = att_splits(n)
-// contiguous ranges of per = ceil(n/S): one range per ATT_MIN_PER positions,
-// at most ATT_SPLIT; block (h, s) takes range s, and the blocks s >= S of
-// the launch's ATT_SPLIT a head return at once (a short context is one or
-// a few blocks a head, which do not pay for merging 16 mostly empty
-// partials).
+// (flash-decoding). Head h's positions 0..n-1 are cut into ATT_SPLIT
+// contiguous ranges of per = ceil(n/ATT_SPLIT); block (h, s) takes range s.
 // Head h reads kv head h/(nHeads/nKV); hd % 4 == 0, hd <= ATT_HD_MAX.
 //
 // In a block, warp w takes positions t0+w, t0+w+ATT_WARPS, ... in rounds
@@ -83,7 +79,7 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 // l and acc by exp(m_old - m_new), then adds its positions in order. The
 // block merges its warps in warp order (weights exp(m_w - M), M the
 // largest m_w) and writes (o[hd], M, L) to part[h][s]. The block that
-// finishes head h last (cnt[h], a ticket it resets) merges the S
+// finishes head h last (cnt[h], a ticket it resets) merges the ATT_SPLIT
 // partials in order the same way and writes dst[h*hd..] = o / L. The
 // order of every sum is fixed by n alone, so every path gives the same
 // bits; only the HF oracle's tolerance compares it with other
@@ -92,13 +88,7 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 // ATT_WARPS*32 threads.
 #define ATT_WARPS 8
 #define ATT_SPLIT 16
-#define ATT_MIN_PER 64
 #define ATT_HD_MAX 256
-
-// att_splits is the number of position ranges (blocks a head that work) for
-// n positions: ceil(n / ATT_MIN_PER), at least 1, at most ATT_SPLIT. A
-// function of n alone, so every path cuts the same ranges.
-__host__ __device__ __forceinline__ int att_splits(int n) { return max(1, min(ATT_SPLIT, (n + ATT_MIN_PER - 1) / ATT_MIN_PER)); }
 
 __device__ __forceinline__ float4 att_ld4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
 
@@ -164,10 +154,8 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 	int& last = sh.last;
 	const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
-	const int S = att_splits(n);
-	if (s >= S) return;  // the whole block: no range, no partial, no ticket
 	const float scale = (float)(1.0 / sqrt((double)hd));
-	const int per = (n + S - 1) / S;
+	const int per = (n + ATT_SPLIT - 1) / ATT_SPLIT;
 	const int t0 = s * per, t1 = min(n, t0 + per);
 
 	float4 qv[J], acc[J];
@@ -245,22 +233,22 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 	__syncthreads();
 	if (threadIdx.x == 0) {
 		__threadfence();
-		last = atomicAdd(&cnt[h], 1u) == (unsigned)S - 1;
+		last = atomicAdd(&cnt[h], 1u) == ATT_SPLIT - 1;
 	}
 	__syncthreads();
 	if (!last) return;
 	__threadfence();
-	// The head's result: the S partials merged in range order.
+	// The head's result: the ATT_SPLIT partials merged in range order.
 	M = -INFINITY;
-	for (int r = 0; r < S; r++) M = fmaxf(M, __ldcg(ph + (size_t)r * (hd + 2) + hd));
+	for (int r = 0; r < ATT_SPLIT; r++) M = fmaxf(M, __ldcg(ph + (size_t)r * (hd + 2) + hd));
 	float L = 0.0f;
-	for (int r = 0; r < S; r++) {
+	for (int r = 0; r < ATT_SPLIT; r++) {
 		const float* pr = ph + (size_t)r * (hd + 2);
 		L = __fmaf_rn(att_weight(__ldcg(pr + hd), M), __ldcg(pr + hd + 1), L);
 	}
 	for (int i = threadIdx.x; i < hd; i += blockDim.x) {
 		float o = 0.0f;
-		for (int r = 0; r < S; r++) {
+		for (int r = 0; r < ATT_SPLIT; r++) {
 			const float* pr = ph + (size_t)r * (hd + 2);
 			o = __fmaf_rn(att_weight(__ldcg(pr + hd), M), __ldcg(pr + i), o);
 		}
@@ -321,9 +309,8 @@ __device__ __forceinline__ void attention_in(float* dst, float* part, unsigned* 
                                              int w_kind, int n, int n_heads, int n_kv, int hd, int gq, int gk, double theta,
                                              float eps, int bid) {
 	__shared__ __align__(16) AttShared sh;
-	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT, pos = n - 1, S = att_splits(n);
-	if (s >= S) return;  // no range (attention_split_t's blocks s >= S); the range that holds pos stores its rows
-	const int per = (n + S - 1) / S, t0 = s * per;
+	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT, pos = n - 1;
+	const int per = (n + ATT_SPLIT - 1) / ATT_SPLIT, t0 = s * per;
 	attention_in_row(sh.q, q, h, qw, w_kind, gq, hd, pos, theta, eps, sh.red);
 	if (t0 <= pos && pos < t0 + per) {
 		const int kh = h / (n_heads / n_kv), kvn = n_kv * hd;

@@ -297,7 +297,7 @@ func roundKV(x []float32, dt backend.DType) []float32 {
 // hold (for FP16 caches the rounded rows).
 func checkAttention(t *testing.T, be backend.Backend, rng *rand.Rand, tol Tolerance, kv backend.DType) {
 	for _, c := range []struct{ heads, kv, hd, n, maxT int }{{4, 4, 64, 1, 8}, {4, 4, 64, 7, 8}, {8, 2, 32, 33, 40}, {2, 1, 128, 1500, 1536}, {2, 2, 256, 100, 100},
-		// across the CUDA kernel's range counts (one range a 64 positions, at most 16): 64/65, 3 ranges, 16 of 61
+		// more lengths: a range of the CUDA kernel's 16 holds 4, 5, 9 or 61 positions
 		{4, 2, 128, 64, 72}, {4, 2, 128, 65, 72}, {2, 2, 64, 129, 130}, {2, 1, 128, 961, 1024}} {
 		kvDim := c.kv * c.hd
 		kc := allocKV(t, be, c.maxT*kvDim, kv)
