@@ -85,6 +85,9 @@ type Backend struct {
 	// routeInLaunches counts the route-in gate/up kernels captured
 	// (routeIn; tests read it).
 	routeInLaunches int
+	// sharedForks counts the shared-expert matvecs captured on a side
+	// branch (tuning.sharedFork; tests read it).
+	sharedForks int
 	// tcdLaunches counts launches of experts_tc.cu's kernels
 	// (tuning.tcDecode), for the tests.
 	tcdLaunches int
@@ -172,6 +175,7 @@ type tuning struct {
 	fusedMoE     bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
 	downLate     bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused   bool   // captured steps run the router matvec and route_step as one router_route_step launch
+	sharedFork   int    // graph-full steps issue a shared expert's gate|up|mix matvec on a side branch forked before the layer's route, at most this many blocks an SM, joined before its down launch (step_shared_fork.go; 0, the default: in line; the same bits; not yet measured)
 	noSharedDown bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
 	moeFlags     int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn       bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)

@@ -108,6 +108,12 @@ func (b *Backend) matvecF16(op string, y, w, x, bias cu.DevicePtr, biasKind, row
 // Add's rounding). With nm.w set the kernel multiplies RMSNorm(x)·nm.w
 // (the rmsnorm kernel's bits, computed while staging x).
 func (b *Backend) matvecF16Launch(y, w, x, bias cu.DevicePtr, biasKind, rows, cols int, nm normSpec) error {
+	return b.matvecF16LaunchGrid(0, y, w, x, bias, biasKind, rows, cols, nm)
+}
+
+// matvecF16LaunchGrid is matvecF16Launch with at most maxGrid blocks (0: no
+// cap beyond rowGrid's); the rows' results do not depend on the grid.
+func (b *Backend) matvecF16LaunchGrid(maxGrid int, y, w, x, bias cu.DevicePtr, biasKind, rows, cols int, nm normSpec) error {
 	i := b.pickNR(f16NR[:], len(f16NR), b.tune.f16NR, rows)
 	smem, v := xsBytes(cols), 0
 	if smem > b.smemMax {
@@ -118,6 +124,9 @@ func (b *Backend) matvecF16Launch(y, w, x, bias cu.DevicePtr, biasKind, rows, co
 	}
 	fn := b.k.matvecF16[i][v]
 	grid := b.rowGrid(fn, smem, (rows+f16NR[i]-1)/f16NR[i])
+	if maxGrid > 0 {
+		grid = min(grid, maxGrid)
+	}
 	return b.launch(fn, grid, block, smem, argPtr(y), argPtr(w), argPtr(x), argPtr(bias), argInt(biasKind),
 		argInt(rows), argInt(cols), argPtr(nm.w), argInt(nm.kind), argF32(nm.eps))
 }

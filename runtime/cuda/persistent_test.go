@@ -117,6 +117,8 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
 			{"graph-full-shared3", engine.StepGraphFull, tuning{noSharedDown: true}},
+			{"graph-full-sfork1", engine.StepGraphFull, tuning{sharedFork: 1}},
+			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedFork: 2}},
 			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},

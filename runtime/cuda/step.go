@@ -82,6 +82,9 @@ type stepper struct {
 	// nil unless tuning.l2Prefetch is set, and always op by op and in
 	// persistent steps.
 	side *sideBranch
+	// sfork is graph-full's shared-expert branch (step_shared_fork.go);
+	// nil unless tuning.sharedFork is set and the model has a shared expert.
+	sfork *sharedBranch
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -382,6 +385,9 @@ func (s *stepper) setup() error {
 		if err := s.setupPrefetch(); err != nil {
 			return err
 		}
+	}
+	if err := s.setupSharedFork(); err != nil {
+		return err
 	}
 	if s.mode != device.StepPersistent {
 		if err := s.setupTiming(); err != nil {
@@ -724,7 +730,7 @@ func (s *stepper) Close() error {
 		}
 		s.body, s.segs, s.rest, s.heads, s.headsTimed, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, [2][2]*graph{}, nil
 		errs = append(errs, s.closeTiming())
-		errs = append(errs, s.closePrefetch())
+		errs = append(errs, s.closePrefetch(), s.closeSharedFork())
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

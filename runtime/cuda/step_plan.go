@@ -243,6 +243,11 @@ func (s *stepper) issueAttnOut(l int) error {
 // layer's ids at the last route instead, with one system fence.
 func (s *stepper) issueRoute(i, l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
+	if j, ok := s.sharedForkOf(i); ok {
+		if err := s.forkShared(j); err != nil {
+			return err
+		}
+	}
 	E := cfg.NumExperts
 	if s.routeIn() {
 		// the routed experts' kernels route (issueRoutedIn)
@@ -472,8 +477,14 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 	if err != nil {
 		return err
 	}
-	if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, xn); err != nil {
+	forked, err := s.joinShared(l)
+	if err != nil {
 		return err
+	}
+	if !forked {
+		if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, xn); err != nil {
+			return err
+		}
 	}
 	if s.sharedDownFused() {
 		// shared_down_f16: SiLU·up staged, the down rows, and the gated

@@ -75,7 +75,8 @@ func TestStepperMatchesOps(t *testing.T) {
 // routed experts' gate/up and down launches (experts_routed.cu), the down
 // kernel routing itself or reading the table gate/up's block 0 wrote; a
 // shared expert's SiLU·up, down and gated residual as three launches (the
-// default is one shared_down_f16, which f16-r1 runs at 1 row a task); and
+// default is one shared_down_f16, which f16-r1 runs at 1 row a task); its
+// gate|up|mix on a graph-full side branch (shared-fork), with either; and
 // all of them together.
 func TestStepperTunings(t *testing.T) {
 	tunings := []struct {
@@ -95,6 +96,8 @@ func TestStepperTunings(t *testing.T) {
 		{"route-in-p4", tuning{routeIn: true, gateUpNRP: 4}},
 		{"wait-prefetch", tuning{waitPrefetch: 64 << 10}},
 		{"shared-three", tuning{noSharedDown: true}},
+		{"shared-fork", tuning{sharedFork: 1}},
+		{"shared-fork-three", tuning{sharedFork: 2, noSharedDown: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -139,7 +142,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0, ri0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t)
+	pdl0, pf0, moe0, ri0, sf0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -203,8 +206,32 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !routed && n != 0:
 		t.Fatalf("%s (%s, routeIn %v): %d route-in expert launches", mode, o.Executor, tn.routeIn, n)
 	}
+	// With tuning.sharedFork graph-full steps of a model with a shared
+	// expert fork its gate|up|mix; nothing else ever does.
+	cfg, err := art.Config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	forks := mode == engine.StepGraphFull && tn.sharedFork > 0 && cfg.SharedFFN > 0
+	switch n := sharedForks(t) - sf0; {
+	case forks && n == 0:
+		t.Fatalf("%s: no shared-expert fork", mode)
+	case !forks && n != 0:
+		t.Fatalf("%s (sharedFork %d): %d shared-expert forks", mode, tn.sharedFork, n)
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// sharedForks reads the test backend's count of shared-expert matvecs
+// captured on a side branch.
+func sharedForks(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.sharedForks; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // routeInLaunches reads the test backend's count of route-in gate/up

@@ -1,0 +1,141 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/device"
+	"github.com/horizon-runmap/horizon/runtime/plan"
+)
+
+// A captured step's shared-expert branch (Qwen). A layer's shared expert
+// does not depend on its routing: its gate|up|mix matvec stages the same
+// normalised x as the router. With tuning.sharedFork = n, a graph-full
+// step issues that matvec on a side branch forked just before the layer's
+// route instruction, at most n blocks an SM (so that the router, route_step
+// and the routed experts keep room on every SM), and joins it before the
+// shared expert's down launch. The bandwidth-bound matvec (46 MB a layer at
+// the Qwen1.5-MoE shape) then runs while route's latency chain (~12 µs a
+// layer, no bytes: results/h200-s22) leaves HBM idle. The kernel, its
+// arguments and so its bits are the same (a row's dot does not depend on
+// the grid): TestStepperTunings `shared-fork` compares it with op by op bit
+// for bit. Off by default until the H200 says whether it is faster.
+//
+// Only graph-full: every other captured mode cuts its graphs between route
+// and the routed experts, and a fork must join inside the capture that
+// forked it. Never while the persistent kernel's program is recorded.
+type sharedBranch struct {
+	stream     cu.Stream
+	fork, join cu.Event
+	// layer is the layer whose gate|up|mix is forked and not yet joined;
+	// -1 when none.
+	layer int
+}
+
+// setupSharedFork makes the branch's stream and events when
+// tuning.sharedFork asks for it and the model has a shared expert; owner
+// thread.
+func (s *stepper) setupSharedFork() error {
+	if s.b.tune.sharedFork <= 0 || s.cfg.SharedFFN == 0 || s.mode != device.StepGraphFull {
+		return nil
+	}
+	br := &sharedBranch{layer: -1}
+	var err error
+	if br.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
+		return fmt.Errorf("shared-expert branch stream: %w", err)
+	}
+	if br.fork, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+		return errors.Join(fmt.Errorf("shared-expert branch fork event: %w", err), br.stream.Destroy())
+	}
+	if br.join, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+		return errors.Join(fmt.Errorf("shared-expert branch join event: %w", err), br.stream.Destroy(), cu.DestroyEvent(&br.fork))
+	}
+	s.sfork = br
+	return nil
+}
+
+// closeSharedFork frees the branch's stream and events.
+func (s *stepper) closeSharedFork() error {
+	br := s.sfork
+	if br == nil {
+		return nil
+	}
+	s.sfork = nil
+	return errors.Join(br.stream.Destroy(), cu.DestroyEvent(&br.fork), cu.DestroyEvent(&br.join))
+}
+
+// sharedForkOf is the shared-expert instruction of route instruction i's
+// layer when its gate|up|mix is issued on the branch: a graph-full capture
+// in progress, not a recording, a shared expert in the layer, and nothing
+// between route and it that writes x (compile makes the shared expert's
+// gated add the layer's residual add, so the routed experts write moe).
+func (s *stepper) sharedForkOf(i int) (int, bool) {
+	if s.sfork == nil || !s.b.capturing || s.b.rec != nil || s.mode != device.StepGraphFull {
+		return 0, false
+	}
+	l := s.prog.body[i].Layer
+	for j := i + 1; j < len(s.prog.body) && s.prog.body[j].Layer == l; j++ {
+		switch s.prog.body[j].Op {
+		case plan.OpRoutedExperts:
+			if s.prog.downAddsResidual(j, s.strategy) {
+				return 0, false // it writes x, which the branch reads
+			}
+		case plan.OpSharedExpert:
+			return j, true
+		}
+	}
+	return 0, false
+}
+
+// forkShared issues shared-expert instruction j's gate|up|mix matvec on the
+// branch: the branch waits for what the compute stream has issued so far
+// (x is final after attn-out), runs the matvec as a plain launch, and
+// records the join event after it.
+func (s *stepper) forkShared(j int) error {
+	b, br := s.b, s.sfork
+	l := s.prog.body[j].Layer
+	xn, err := s.stagedNorm(j)
+	if err != nil {
+		return err
+	}
+	if err := br.fork.Record(b.compute); err != nil {
+		return fmt.Errorf("shared-expert fork: %w", err)
+	}
+	if err := br.stream.Wait(br.fork, 0); err != nil {
+		return fmt.Errorf("shared-expert fork: %w", err)
+	}
+	D, S := s.cfg.HiddenSize, s.cfg.SharedFFN
+	main, prev := b.compute, b.pdlPrev
+	b.compute, b.pdlPrev = br.stream, false // the branch's first kernel: a plain launch
+	err = b.matvecF16LaunchGrid(b.tune.sharedFork*b.sms, s.sgum, ptr(s.spec.Weights.Layers[l].SharedGUM), ptr(s.spec.X), 0, 0, 2*S+1, D, xn)
+	b.compute, b.pdlPrev = main, prev // the router follows attn-out on the compute stream, as before
+	if err != nil {
+		return fmt.Errorf("shared-expert fork: %w", err)
+	}
+	if err := br.join.Record(br.stream); err != nil {
+		return fmt.Errorf("shared-expert fork: %w", err)
+	}
+	br.layer = l
+	b.sharedForks++
+	return nil
+}
+
+// joinShared makes the compute stream wait for layer l's forked
+// gate|up|mix and reports whether there was one. The launch after the join
+// is a plain one.
+func (s *stepper) joinShared(l int) (bool, error) {
+	br := s.sfork
+	if br == nil || br.layer != l {
+		return false, nil
+	}
+	br.layer = -1
+	if err := s.b.compute.Wait(br.join, 0); err != nil {
+		return false, fmt.Errorf("shared-expert join: %w", err)
+	}
+	s.b.pdlPrev = false
+	return true, nil
+}
