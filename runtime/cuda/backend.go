@@ -157,40 +157,41 @@ const (
 // mean the built-in heuristics. Benchmarks set it (on the owner thread) to
 // compare variants in one run; it is read on the owner thread only.
 type tuning struct {
-	f16NR        int    // FP16 matvec rows per warp task: 1, 2 or 4
-	w4NR         int    // int4 matvec rows per warp task: 1, 2, 4 or 8
-	gateUpNRP    int    // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
-	downVariant  int    // grouped down: 1 + index into downVariants
-	downTile     int    // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
-	noMapped     bool   // TopK/Argmax read results back with a copy even when mapped memory works
-	traceUnits   bool   // persistent steps record each unit's timestamps (persistentProfile)
-	noPrefetch   bool   // persistent programs prefetch nothing into L2
-	keepGrids    bool   // persistent programs keep every launch's grid (no regrid)
-	noPDL        bool   // captured steps launch every kernel plainly (no programmatic dependent launch)
-	l2Prefetch   bool   // captured steps run the L2 prefetch branch (step_prefetch.go; off by default: slower on the H200)
-	l2Budget     int    // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
-	l2Normal     bool   // prefetched lines keep the normal eviction priority, not evict_last
-	l2Grid       int    // the prefetch kernel's grid (0: l2PrefetchGrid)
-	l2Empty      bool   // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
-	fusedMoE     bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
-	downLate     bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
-	routeFused   bool   // captured steps run the router matvec and route_step as one router_route_step launch
-	sharedFork   int    // graph-full steps issue a shared expert's gate|up|mix matvec on a side branch forked before the layer's route, at most this many blocks an SM, joined before its down launch (step_shared_fork.go; 0, the default: in line; the same bits; not yet measured)
-	noSharedDown bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
-	moeFlags     int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
-	attnIn       bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
-	downGlobal   bool   // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
-	routeIn      bool   // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
-	routeInWait  bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
-	tcNoPreSplit bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
-	tcNoRing     bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
-	tcRing2      bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
-	tcNarrow     bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
-	tcRingF16    bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
-	tcNoSplitK   bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
-	waitPrefetch uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
-	tcDecode     int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
-	noMatmulTC   bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
+	f16NR         int    // FP16 matvec rows per warp task: 1, 2 or 4
+	w4NR          int    // int4 matvec rows per warp task: 1, 2, 4 or 8
+	gateUpNRP     int    // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
+	downVariant   int    // grouped down: 1 + index into downVariants
+	downTile      int    // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
+	noMapped      bool   // TopK/Argmax read results back with a copy even when mapped memory works
+	traceUnits    bool   // persistent steps record each unit's timestamps (persistentProfile)
+	noPrefetch    bool   // persistent programs prefetch nothing into L2
+	keepGrids     bool   // persistent programs keep every launch's grid (no regrid)
+	noPDL         bool   // captured steps launch every kernel plainly (no programmatic dependent launch)
+	l2Prefetch    bool   // captured steps run the L2 prefetch branch (step_prefetch.go; off by default: slower on the H200)
+	l2Budget      int    // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
+	l2Normal      bool   // prefetched lines keep the normal eviction priority, not evict_last
+	l2Grid        int    // the prefetch kernel's grid (0: l2PrefetchGrid)
+	l2Empty       bool   // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
+	fusedMoE      bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
+	downLate      bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
+	routeFused    bool   // captured steps run the router matvec and route_step as one router_route_step launch
+	sharedFork    int    // graph-full steps issue a shared expert's gate|up|mix matvec on a side branch forked before the layer's route, at most this many blocks an SM, joined before its down launch (step_shared_fork.go; 0, the default: in line; the same bits; not yet measured)
+	sharedForkAll bool   // with sharedFork, the branch also runs the shared expert's SiLU·up and down matvec (three launches' first two), and only add_gated_resid_step follows the join
+	noSharedDown  bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
+	moeFlags      int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
+	attnIn        bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
+	downGlobal    bool   // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
+	routeIn       bool   // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
+	routeInWait   bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
+	tcNoPreSplit  bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
+	tcNoRing      bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
+	tcRing2       bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
+	tcNarrow      bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
+	tcRingF16     bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
+	tcNoSplitK    bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
+	waitPrefetch  uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
+	tcDecode      int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
+	noMatmulTC    bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

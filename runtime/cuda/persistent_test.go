@@ -119,6 +119,8 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-shared3", engine.StepGraphFull, tuning{noSharedDown: true}},
 			{"graph-full-sfork1", engine.StepGraphFull, tuning{sharedFork: 1}},
 			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedFork: 2}},
+			{"graph-full-sforkall1", engine.StepGraphFull, tuning{sharedFork: 1, sharedForkAll: true}},
+			{"graph-full-sforkall2", engine.StepGraphFull, tuning{sharedFork: 2, sharedForkAll: true}},
 			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
@@ -230,7 +232,9 @@ const hbmBytesPerSecond = 4.26e12
 // deepest request when that is beyond the default. HORIZON_BENCH_KV names the
 // KV-cache element types to run (comma-separated, default fp32); the
 // persistent kernel takes only fp32, so fp16 runs graph-full alone. With
-// HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill. The
+// HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill, and
+// HORIZON_BENCH_SHARED_FORK=n runs graph-full with tuning.sharedFork n (a Qwen shared expert's
+// gate|up|mix on a side branch, step_shared_fork.go). The
 // prompt is the bytes of a fixed sentence repeated to the depth; its prefill
 // is not in the decode rate (the engine's DecodeTokS). Run it with
 // -benchtime=1x.
@@ -255,6 +259,13 @@ func BenchmarkDecodeDepth(b *testing.B) {
 		kvs = strings.Split(s, ",")
 	}
 	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
+	if v := os.Getenv("HORIZON_BENCH_SHARED_FORK"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: off)", v)
+		}
+		withTuning(b, testBE, tuning{sharedFork: n})
+	}
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)

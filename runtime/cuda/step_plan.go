@@ -486,6 +486,11 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 			return err
 		}
 	}
+	if forked && b.tune.sharedForkAll {
+		// the branch ran SiLU·up and the down matvec into sd
+		return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
+			argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))
+	}
 	if s.sharedDownFused() {
 		// shared_down_f16: SiLU·up staged, the down rows, and the gated
 		// residual x += moe + sigmoid(mix)·shared in the epilogue.

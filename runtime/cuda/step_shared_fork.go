@@ -23,7 +23,11 @@ import (
 // layer, no bytes: results/h200-s22) leaves HBM idle. The kernel, its
 // arguments and so its bits are the same (a row's dot does not depend on
 // the grid): TestStepperTunings `shared-fork` compares it with op by op bit
-// for bit. Off by default until the H200 says whether it is faster.
+// for bit. With tuning.sharedForkAll the branch also runs SiLU·up and the
+// down matvec (into sd), and only add_gated_resid_step follows the join:
+// 23 MB more off the compute stream, for one launch more than
+// shared_down_f16. Off by default until the H200 says whether either is
+// faster.
 //
 // Only graph-full: every other captured mode cuts its graphs between route
 // and the routed experts, and a fork must join inside the capture that
@@ -40,7 +44,7 @@ type sharedBranch struct {
 // tuning.sharedFork asks for it and the model has a shared expert; owner
 // thread.
 func (s *stepper) setupSharedFork() error {
-	if s.b.tune.sharedFork <= 0 || s.cfg.SharedFFN == 0 || s.mode != device.StepGraphFull {
+	if s.b.tune.sharedFork <= 0 || !s.cfg.HasSharedExpert() || s.mode != device.StepGraphFull {
 		return nil
 	}
 	br := &sharedBranch{layer: -1}
@@ -109,9 +113,18 @@ func (s *stepper) forkShared(j int) error {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
 	D, S := s.cfg.HiddenSize, s.cfg.SharedFFN
+	lw, grid := &s.spec.Weights.Layers[l], b.tune.sharedFork*b.sms
 	main, prev := b.compute, b.pdlPrev
 	b.compute, b.pdlPrev = br.stream, false // the branch's first kernel: a plain launch
-	err = b.matvecF16LaunchGrid(b.tune.sharedFork*b.sms, s.sgum, ptr(s.spec.Weights.Layers[l].SharedGUM), ptr(s.spec.X), 0, 0, 2*S+1, D, xn)
+	err = b.matvecF16LaunchGrid(grid, s.sgum, ptr(lw.SharedGUM), ptr(s.spec.X), 0, 0, 2*S+1, D, xn)
+	if err == nil && b.tune.sharedForkAll {
+		// SiLU·up and the down matvec too (the three-launch path's first
+		// two, into sd), so that only the gated add waits for the join.
+		err = b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum), argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S))
+		if err == nil {
+			err = b.matvecF16LaunchGrid(grid, s.sd, ptr(lw.SharedDown), s.sa, 0, 0, D, S, normSpec{})
+		}
+	}
 	b.compute, b.pdlPrev = main, prev // the router follows attn-out on the compute stream, as before
 	if err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)

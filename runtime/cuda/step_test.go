@@ -98,6 +98,7 @@ func TestStepperTunings(t *testing.T) {
 		{"shared-three", tuning{noSharedDown: true}},
 		{"shared-fork", tuning{sharedFork: 1}},
 		{"shared-fork-three", tuning{sharedFork: 2, noSharedDown: true}},
+		{"shared-fork-all", tuning{sharedFork: 1, sharedForkAll: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -212,7 +213,7 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	if err != nil {
 		t.Fatal(err)
 	}
-	forks := mode == engine.StepGraphFull && tn.sharedFork > 0 && cfg.SharedFFN > 0
+	forks := mode == engine.StepGraphFull && tn.sharedFork > 0 && cfg.HasSharedExpert()
 	switch n := sharedForks(t) - sf0; {
 	case forks && n == 0:
 		t.Fatalf("%s: no shared-expert fork", mode)
