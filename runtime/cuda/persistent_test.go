@@ -234,7 +234,7 @@ const hbmBytesPerSecond = 4.26e12
 // persistent kernel takes only fp32, so fp16 runs graph-full alone. With
 // HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill, and
 // HORIZON_BENCH_SHARED_FORK=n runs graph-full with tuning.sharedFork n (a Qwen shared expert's
-// gate|up|mix on a side branch, step_shared_fork.go). The
+// gate|up|mix on a side branch, step_shared_fork.go; "nall": sharedForkAll too). The
 // prompt is the bytes of a fixed sentence repeated to the depth; its prefill
 // is not in the decode rate (the engine's DecodeTokS). Run it with
 // -benchtime=1x.
@@ -260,11 +260,12 @@ func BenchmarkDecodeDepth(b *testing.B) {
 	}
 	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
 	if v := os.Getenv("HORIZON_BENCH_SHARED_FORK"); v != "" {
-		n, err := strconv.Atoi(v)
+		num, all := strings.CutSuffix(v, "all")
+		n, err := strconv.Atoi(num)
 		if err != nil || n < 0 {
-			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: off)", v)
+			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: off), with \"all\" after it for sharedForkAll", v)
 		}
-		withTuning(b, testBE, tuning{sharedFork: n})
+		withTuning(b, testBE, tuning{sharedFork: n, sharedForkAll: all})
 	}
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {
