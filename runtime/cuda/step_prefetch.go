@@ -52,8 +52,7 @@ type l2Range struct {
 
 // sideBranch is the stepper's prefetch branch.
 type sideBranch struct {
-	stream     cu.Stream
-	fork, join cu.Event
+	branch
 	// at[i] are the ranges prefetched while body instruction i runs.
 	at map[int][]l2Range
 	// forked is set once the capture in progress has forked (it must
@@ -119,14 +118,8 @@ func (s *stepper) setupPrefetch() error {
 		br.at[pf.At] = append(br.at[pf.At], l2Range{p: ptr(ts[pf.Read.Weight]), bytes: pf.Bytes})
 	}
 	var err error
-	if br.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
-		return fmt.Errorf("prefetch stream: %w", err)
-	}
-	if br.fork, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-		return fmt.Errorf("prefetch fork event: %w", err)
-	}
-	if br.join, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-		return fmt.Errorf("prefetch join event: %w", err)
+	if br.branch, err = newBranch("prefetch"); err != nil {
+		return err
 	}
 	s.side = br
 	return nil
@@ -140,10 +133,7 @@ func (s *stepper) forkPrefetch(i int) error {
 	if br == nil || !b.capturing || b.rec != nil || len(br.at[i]) == 0 {
 		return nil
 	}
-	if err := br.fork.Record(b.compute); err != nil {
-		return fmt.Errorf("prefetch fork: %w", err)
-	}
-	if err := br.stream.Wait(br.fork, 0); err != nil {
+	if err := br.forkFrom(b.compute); err != nil {
 		return fmt.Errorf("prefetch fork: %w", err)
 	}
 	br.forked = true
@@ -176,10 +166,7 @@ func (s *stepper) joinPrefetch() error {
 		return nil
 	}
 	br.forked = false
-	if err := br.join.Record(br.stream); err != nil {
-		return fmt.Errorf("prefetch join: %w", err)
-	}
-	if err := s.b.compute.Wait(br.join, 0); err != nil {
+	if err := errors.Join(br.mark(), br.waitOn(s.b.compute)); err != nil {
 		return fmt.Errorf("prefetch join: %w", err)
 	}
 	return nil
@@ -192,5 +179,5 @@ func (s *stepper) closePrefetch() error {
 		return nil
 	}
 	s.side = nil
-	return errors.Join(br.stream.Destroy(), cu.DestroyEvent(&br.fork), cu.DestroyEvent(&br.join))
+	return br.destroy()
 }

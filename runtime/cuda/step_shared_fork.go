@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"errors"
 	"fmt"
 
 	"gorgonia.org/cu"
@@ -33,8 +32,7 @@ import (
 // and the routed experts, and a fork must join inside the capture that
 // forked it. Never while the persistent kernel's program is recorded.
 type sharedBranch struct {
-	stream     cu.Stream
-	fork, join cu.Event
+	branch
 	// layer is the layer whose gate|up|mix is forked and not yet joined;
 	// -1 when none.
 	layer int
@@ -49,14 +47,8 @@ func (s *stepper) setupSharedFork() error {
 	}
 	br := &sharedBranch{layer: -1}
 	var err error
-	if br.stream, err = cu.MakeStream(cu.NonBlocking); err != nil {
-		return fmt.Errorf("shared-expert branch stream: %w", err)
-	}
-	if br.fork, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-		return errors.Join(fmt.Errorf("shared-expert branch fork event: %w", err), br.stream.Destroy())
-	}
-	if br.join, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-		return errors.Join(fmt.Errorf("shared-expert branch join event: %w", err), br.stream.Destroy(), cu.DestroyEvent(&br.fork))
+	if br.branch, err = newBranch("shared-expert branch"); err != nil {
+		return err
 	}
 	s.sfork = br
 	return nil
@@ -69,7 +61,7 @@ func (s *stepper) closeSharedFork() error {
 		return nil
 	}
 	s.sfork = nil
-	return errors.Join(br.stream.Destroy(), cu.DestroyEvent(&br.fork), cu.DestroyEvent(&br.join))
+	return br.destroy()
 }
 
 // sharedForkOf is the shared-expert instruction of route instruction i's
@@ -106,10 +98,7 @@ func (s *stepper) forkShared(j int) error {
 	if err != nil {
 		return err
 	}
-	if err := br.fork.Record(b.compute); err != nil {
-		return fmt.Errorf("shared-expert fork: %w", err)
-	}
-	if err := br.stream.Wait(br.fork, 0); err != nil {
+	if err := br.forkFrom(b.compute); err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
 	D, S := s.cfg.HiddenSize, s.cfg.SharedFFN
@@ -129,7 +118,7 @@ func (s *stepper) forkShared(j int) error {
 	if err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
-	if err := br.join.Record(br.stream); err != nil {
+	if err := br.mark(); err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
 	br.layer = l
@@ -146,7 +135,7 @@ func (s *stepper) joinShared(l int) (bool, error) {
 		return false, nil
 	}
 	br.layer = -1
-	if err := s.b.compute.Wait(br.join, 0); err != nil {
+	if err := br.waitOn(s.b.compute); err != nil {
 		return false, fmt.Errorf("shared-expert join: %w", err)
 	}
 	s.b.pdlPrev = false
