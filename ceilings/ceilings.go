@@ -49,17 +49,28 @@ type Options struct {
 	// reports and horizon-bench ceilings alike). False judges the device
 	// reading, which adds the driver's reservation.
 	VRAMProcess bool
+	// The arithmetic ceiling of batched prefill (prefill.go): the tensor-core
+	// rate its matrix products run at (SplitFactor x their FLOPs: the FP16
+	// hi/lo split) and the CUDA-core rate its attention runs at.
+	SplitFactor                  float64
+	TensorFLOPS, CUDACoreFLOPS   float64
+	TensorSource, CUDACoreSource string
 }
 
 // DefaultOptions are issue 7's limits and the H200 copy bandwidth measured
 // on this workplace's machines (../shared/GPU-NOTES.md).
 func DefaultOptions() Options {
 	return Options{
-		HBMBytesPerS:  4.26e12,
-		HBMSource:     "H200 device-to-device copy, 1-4 GiB, bytes read + written (GPU-NOTES.md)",
-		PartialFactor: 1.2,
-		VRAMAllowance: 7 * (1 << 30) / 10,
-		VRAMProcess:   true,
+		HBMBytesPerS:   4.26e12,
+		HBMSource:      "H200 device-to-device copy, 1-4 GiB, bytes read + written (GPU-NOTES.md)",
+		PartialFactor:  1.2,
+		VRAMAllowance:  7 * (1 << 30) / 10,
+		VRAMProcess:    true,
+		SplitFactor:    2,
+		TensorFLOPS:    989e12,
+		TensorSource:   "H200 dense FP16 tensor cores, NVIDIA's figure; the mma.sync kernels reach less",
+		CUDACoreFLOPS:  67e12,
+		CUDACoreSource: "H200 FP32 CUDA cores, NVIDIA's figure",
 	}
 }
 
@@ -92,6 +103,12 @@ type Config struct {
 	// order, when its edition's contract declares prompt lengths and
 	// decodes (PERF-DEPTH-v1: one prompt per context depth); nil otherwise.
 	Depths []*Depth
+	// Prefills are the configuration's isolated prefill per prompt, in
+	// first-seen order, when its edition's contract declares prompt lengths
+	// and one output token (PERF-PREFILL-v1); nil otherwise. PrefillMode is
+	// setup.prefill ("token" where not recorded).
+	Prefills    []*PrefillLen
+	PrefillMode string
 
 	H2DBW        []float64          // per worker, bytes/s
 	VRAMPeak     int64              // device-wide, max over workers; -1 not observed
@@ -149,6 +166,10 @@ func LoadEdition(dir string) ([]*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	prefills, err := declaresPrefill(dir)
+	if err != nil {
+		return nil, err
+	}
 	byID := map[string]*Config{}
 	var out []*Config
 	for _, f := range files {
@@ -175,6 +196,9 @@ func LoadEdition(dir string) ([]*Config, error) {
 			if c.StepMode == "" {
 				c.StepMode = "ops"
 			}
+			if c.PrefillMode = r.Setup.Prefill; c.PrefillMode == "" {
+				c.PrefillMode = "token"
+			}
 			c.KVDType = r.Artifact.KVDTypeOf()
 			byID[r.ConfigID] = c
 			out = append(out, c)
@@ -195,6 +219,9 @@ func LoadEdition(dir string) ([]*Config, error) {
 			if depths {
 				c.addDepth(q)
 			}
+			if prefills {
+				c.addPrefill(q)
+			}
 		}
 		o := r.Observations
 		if o.H2DBandwidthBytesPerS.Ok() {
@@ -208,6 +235,9 @@ func LoadEdition(dir string) ([]*Config, error) {
 		}
 	}
 	for _, c := range out {
+		if c.Requests > 0 && c.DecodeTokens == 0 && len(c.Prefills) > 0 {
+			continue // a prefill contract's configuration: its prefill is reported, not a decode
+		}
 		if c.DecodeSeconds <= 0 || c.Requests == 0 {
 			return nil, fmt.Errorf("ceilings: %s/%s: no decode time in its records (with one output token per request, as under PERF-PREFILL-v1, there is no decode rate to set beside a ceiling)", dir, c.ID)
 		}
@@ -431,7 +461,7 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 func HBMCeilings(confs []*Config, o Options) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range confs {
-		if c.Device != "cuda" {
+		if c.Device != "cuda" || c.DecodeTokens == 0 || c.DecodeSeconds <= 0 {
 			continue
 		}
 		if b, err := StepBytes(c.Arch, c.RecordBytes); err == nil && b.Total() > 0 {
@@ -449,13 +479,14 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 	}
 	h := strings.Repeat("#", max(1, level))
 	p := func(format string, a ...any) { fmt.Fprintf(w, strings.ReplaceAll(format, "## ", h+" "), a...) }
-	gib := func(b int64) string {
-		if b < 0 {
-			return editions.Unknown
-		}
-		return fmt.Sprintf("%.2f", float64(b)/(1<<30))
-	}
 	p("Recomputed from the raw records by `horizon-bench ceilings` (package ceilings). HBM ceiling: %.2f TB/s, %s; it applies to configurations measured on cuda only.\n\n", o.HBMBytesPerS/1e12, o.HBMSource)
+	if prefillOnly(confs) {
+		// A prefill contract's edition: one output token, no decode.
+		if err := writePrefill(p, confs, o); err != nil {
+			return err
+		}
+		return writeVRAM(p, confs, o)
+	}
 
 	p("## Decode against the HBM and PCIe ceilings\n\n")
 	p("HBM bytes/step: FP16 non-routed weights read each step (embedding: one row) + top-k expert records of every layer. ")
@@ -542,36 +573,8 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 			tFull*1e3, tMiss*1e3, model*1e3, meas*1e3, ratio, ok, reqRatio)
 	}
 
-	p("\n## Whole-worker VRAM against resident weights + KV cache + %.1f GiB\n\n", float64(o.VRAMAllowance)/(1<<30))
-	if o.VRAMProcess {
-		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n", kvWords(confs))
-		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
-		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
-	} else {
-		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n", kvWords(confs))
-		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within |\n")
-		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
-	}
-	for _, c := range confs {
-		b, err := StepBytes(c.Arch, c.RecordBytes)
-		if err != nil {
-			return err
-		}
-		pre, err := model.LookupPreset(c.Arch)
-		if err != nil {
-			return err
-		}
-		weights := b.ResidentNonRouted + int64(c.Capacity)*int64(c.Model.Layers)*c.RecordBytes
-		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * kvElementBytes(c.KVDType)
-		limit := weights + kv + o.VRAMAllowance
-		if o.VRAMProcess {
-			p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
-				float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMProcPeak, limit),
-				vramMargin(c.VRAMPeak, limit))
-			continue
-		}
-		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
-			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMPeak, limit))
+	if err := writeVRAM(p, confs, o); err != nil {
+		return err
 	}
 
 	p("\n## Peer baseline\n\n")
@@ -677,6 +680,49 @@ func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
 			p("| %s | %s | %d/%d | %s | %d | %s | %.0f | %.1f | %.0f | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts,
 				d.Prompt, d.Tokens, tok, float64(b.Total())/1e6, kv/1e6, ceil, of)
 		}
+	}
+	return nil
+}
+
+// writeVRAM is the section of whole-worker VRAM against resident weights +
+// KV cache + the allowance.
+func writeVRAM(p func(string, ...any), confs []*Config, o Options) error {
+	gib := func(b int64) string {
+		if b < 0 {
+			return editions.Unknown
+		}
+		return fmt.Sprintf("%.2f", float64(b)/(1<<30))
+	}
+	p("\n## Whole-worker VRAM against resident weights + KV cache + %.1f GiB\n\n", float64(o.VRAMAllowance)/(1<<30))
+	if o.VRAMProcess {
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers). Process peak: this process's NVML entry, the reading nvidia-smi shows for the process; the device reading adds the driver's reservation (~0.6 GiB on the H200). The limit applies to the process reading (within); the device reading's margin is shown beside it.\n\n", kvWords(confs))
+		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within (process) | device reading vs limit |\n")
+		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |\n")
+	} else {
+		p("Resident weights: every non-routed FP16 tensor + capacity x layers x record bytes. KV cache: %s for the most positions a request used. Device peak: NVML used memory of the GPU over the whole worker (max over workers); process: this process's entry.\n\n", kvWords(confs))
+		p("| edition | configuration | capacity | resident weights (GiB) | KV (GiB) | limit (GiB) | device peak (GiB) | process peak (GiB) | within |\n")
+		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+	}
+	for _, c := range confs {
+		b, err := StepBytes(c.Arch, c.RecordBytes)
+		if err != nil {
+			return err
+		}
+		pre, err := model.LookupPreset(c.Arch)
+		if err != nil {
+			return err
+		}
+		weights := b.ResidentNonRouted + int64(c.Capacity)*int64(c.Model.Layers)*c.RecordBytes
+		kv := int64(c.Model.Layers) * 2 * int64(c.MaxSeq) * int64(pre.Config.KVDim()) * kvElementBytes(c.KVDType)
+		limit := weights + kv + o.VRAMAllowance
+		if o.VRAMProcess {
+			p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
+				float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMProcPeak, limit),
+				vramMargin(c.VRAMPeak, limit))
+			continue
+		}
+		p("| %s | %s | %d/%d | %s | %.3f | %s | %s | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts, gib(weights),
+			float64(kv)/(1<<30), gib(limit), gib(c.VRAMPeak), gib(c.VRAMProcPeak), vramWithin(c.VRAMPeak, limit))
 	}
 	return nil
 }

@@ -169,3 +169,104 @@ func TestDepths(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefillShape pins the prefill arithmetic against the shapes' own
+// counts (results/prefill-h200-s17: ~2.15 GFLOP of matrix products a token
+// for OLMoE-1B-7B, ~4.1 for Qwen1.5-MoE-A2.7B).
+func TestPrefillShape(t *testing.T) {
+	tests := []struct {
+		arch          string
+		matmul, tol   float64
+		attnPerPos    float64
+		headBytes     int64
+		chunkMoreThan int64
+	}{
+		// q,k,v,o 4 x 2048^2 + router 64 x 2048 per layer, 16 layers; 8 experts x 3 x 1024 x 2048
+		{"olmoe-1b-7b", 2 * 16 * (4*2048*2048 + 64*2048 + 8*3*1024*2048), 0, 4 * 16 * 128 * 16, 50304 * 2048 * 2, 400e6},
+		{"qwen15-moe-a27b", 4.1e9, 0.03, 4 * 16 * 128 * 24, 151936 * 2048 * 2, 2e9},
+	}
+	for _, tc := range tests {
+		s, err := PrefillShapeOf(tc.arch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if math.Abs(s.MatmulFLOPs-tc.matmul) > tc.tol*tc.matmul {
+			t.Errorf("%s: %.4g matmul FLOPs a token, want %.4g within %.0f%%", tc.arch, s.MatmulFLOPs, tc.matmul, 100*tc.tol)
+		}
+		if s.AttnFLOPsPerPos != tc.attnPerPos {
+			t.Errorf("%s: %g attention FLOPs a position, want %g", tc.arch, s.AttnFLOPsPerPos, tc.attnPerPos)
+		}
+		if s.HeadBytes != tc.headBytes {
+			t.Errorf("%s: lm_head %d bytes, want %d", tc.arch, s.HeadBytes, tc.headBytes)
+		}
+		if s.ChunkBytes < tc.chunkMoreThan {
+			t.Errorf("%s: %d chunk bytes, want more than %d", tc.arch, s.ChunkBytes, tc.chunkMoreThan)
+		}
+		// One chunk up to PrefillChunk positions, a second one after it.
+		one, two := s.WeightsBytes(512, 0, 0), s.WeightsBytes(513, 0, 0)
+		if two-one != s.ChunkBytes+s.RowBytes {
+			t.Errorf("%s: a 513th position adds %d bytes, want a chunk and a row (%d)", tc.arch, two-one, s.ChunkBytes+s.RowBytes)
+		}
+		if got := s.WeightsBytes(16, 10, 3); got != s.ChunkBytes+s.HeadBytes+16*s.RowBytes+30 {
+			t.Errorf("%s: WeightsBytes(16, 10, 3) = %d", tc.arch, got)
+		}
+	}
+}
+
+// TestPrefillEdition: a prefill contract's edition (the committed CPU smoke)
+// loads without a decode, gathers each prompt length with its routing-trace
+// reads, and prints the prefill section and the VRAM section only (no
+// decode table of NaN rates); an edition of another contract gathers none.
+func TestPrefillEdition(t *testing.T) {
+	real, err := LoadEdition("../editions/smoke-cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range real {
+		if c.Prefills != nil {
+			t.Fatalf("%s: a PERF-REAL-v1 configuration got prefill lengths", c.ID)
+		}
+	}
+	confs, err := LoadEdition("../editions/prefill-smoke-cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range confs {
+		if len(c.Prefills) == 0 {
+			t.Fatalf("%s: no prefill lengths", c.ID)
+		}
+		for _, x := range c.Prefills {
+			if x.Traced != x.Requests || x.Reads <= 0 || x.Timed != x.Requests || x.TokS() <= 0 {
+				t.Errorf("%s/%s: %+v: want every request traced and timed, reads > 0", c.ID, x.Prompt, *x)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if err := Write(&buf, confs, nil, DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, bad := range []string{"NaN", "Inf", "Decode against the HBM"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("prefill report holds %q:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{"## Prefill against its ceilings", "## Whole-worker VRAM"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("prefill report lacks %q:\n%s", want, out)
+		}
+	}
+	golden := filepath.Join("testdata", "prefill-smoke-cpu.md")
+	if *update {
+		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run go test ./ceilings/ -update)", err)
+	}
+	if out != string(want) {
+		t.Fatalf("report differs from %s (run go test ./ceilings/ -update after checking the change)", golden)
+	}
+}

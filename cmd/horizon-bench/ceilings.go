@@ -25,7 +25,11 @@ configuration against full-residency time + missed bytes / H2D bandwidth
 (within --partial-factor); checks whole-worker VRAM against resident weights
 + KV cache + --vram-allowance-gib; for an edition of a depth contract
 (PERF-DEPTH-v1), each cuda configuration's decode per context depth beside
-bandwidth / (weight bytes + the FP32 KV read at that depth); and, with
+bandwidth / (weight bytes + the FP32 KV read at that depth); for an edition
+of a prefill contract (PERF-PREFILL-v1), each configuration's isolated
+prefill per prompt length beside the weights read once over the HBM
+bandwidth, the arithmetic over the tensor-core and CUDA-core rates, and at
+partial residency full-residency prefill + H2D bytes / bandwidth; and, with
 --baseline, the speedup over a peer baseline from scripts/baseline_hf.py on
 the same synthetic checkpoint.
 
@@ -72,11 +76,9 @@ func runCeilings(c *cli.Context) error {
 		}
 		bls = append(bls, b...)
 	}
-	o := ceilings.Options{
-		HBMBytesPerS: c.Float64("hbm-tbps") * 1e12, HBMSource: c.String("hbm-source"),
-		PartialFactor: c.Float64("partial-factor"), VRAMAllowance: int64(c.Float64("vram-allowance-gib") * (1 << 30)),
-		VRAMProcess: true,
-	}
+	o := ceilings.DefaultOptions() // the prefill arithmetic's rates among them
+	o.HBMBytesPerS, o.HBMSource = c.Float64("hbm-tbps")*1e12, c.String("hbm-source")
+	o.PartialFactor, o.VRAMAllowance = c.Float64("partial-factor"), int64(c.Float64("vram-allowance-gib")*(1<<30))
 	if o.HBMBytesPerS <= 0 || o.PartialFactor <= 0 || o.VRAMAllowance < 0 {
 		return usageError("ceilings: --hbm-tbps and --partial-factor must be positive, --vram-allowance-gib not negative")
 	}
