@@ -6,6 +6,8 @@
 // One .cu per op family, each compiled to one PTX module of the same name:
 //
 //	matvec_f16       FP16 weights × FP32 x (non-routed projections, lm_head)
+//	matvec_rope      the q|k|v matvec with RoPE and the KV append in its
+//	                 epilogue (layers without q/k norms; tuning.ropeInQKV)
 //	matvec_w4a16     qpack-int4-b256-v1 expert matrix × FP32 x
 //	experts_grouped  gate/up+SiLU and down+combine of a routed group, one
 //	                 launch each, through a device-side row table

@@ -88,6 +88,9 @@ type Backend struct {
 	// sharedForks counts the shared-expert matvecs captured on a side
 	// branch (tuning.sharedFork; tests read it).
 	sharedForks int
+	// ropeInQKVLaunches counts the q|k|v matvecs with RoPE in their
+	// epilogue (tuning.ropeInQKV; tests read it).
+	ropeInQKVLaunches int
 	// tcdLaunches counts launches of experts_tc.cu's kernels
 	// (tuning.tcDecode), for the tests.
 	tcdLaunches int
@@ -175,6 +178,7 @@ type tuning struct {
 	fusedMoE      bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
 	downLate      bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused    bool   // captured steps run the router matvec and route_step as one router_route_step launch
+	ropeInQKV     bool   // a layer without q/k norms runs RoPE and the KV append in its q|k|v matvec's epilogue (matvec_f16_rope_kv), not in rope_kv_step (ropeInQKV; the same bits; not yet measured)
 	sharedFork    int    // graph-full steps issue a shared expert's gate|up|mix matvec on a side branch forked before the layer's route, at most this many blocks an SM, joined before its down launch (step_shared_fork.go; 0, the default: in line; the same bits; not yet measured)
 	sharedForkAll bool   // with sharedFork, the branch also runs the shared expert's SiLU·up and down matvec (three launches' first two), and only add_gated_resid_step follows the join
 	noSharedDown  bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)

@@ -202,7 +202,8 @@ func (b *Backend) loadKernels() error {
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
-			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7])}
+			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7]),
+			matvecRopeKV: get(names[8])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
@@ -246,6 +247,9 @@ func (b *Backend) loadKernels() error {
 		k.gateupTC[0], k.gateupTC[1], k.gateupTC[2], k.downTC[0], k.downTC[1], k.downTC[2]}
 	for i := range f16NR {
 		big = append(big, k.matvecF16[i][0], k.sharedDown[i])
+	}
+	for i := range k.kv {
+		big = append(big, k.kv[i].matvecRopeKV)
 	}
 	for i := range w4NR {
 		big = append(big, k.matvecW4[i][0])
@@ -329,6 +333,7 @@ func (b *Backend) loadKernels() error {
 var moduleFuncs = map[string][]string{
 	"matvec_f16": {"matvec_f16_r1_s", "matvec_f16_r2_s", "matvec_f16_r4_s",
 		"matvec_f16_r1_g", "matvec_f16_r2_g", "matvec_f16_r4_g", "shared_down_f16_r1", "shared_down_f16_r2", "shared_down_f16_r4"},
+	"matvec_rope": {"matvec_f16_rope_kv", "matvec_f16_rope_kv_kv16"},
 	"matvec_w4a16": {"matvec_w4a16_r1_s", "matvec_w4a16_r2_s", "matvec_w4a16_r4_s", "matvec_w4a16_r8_s",
 		"matvec_w4a16_r1_g", "matvec_w4a16_r2_g", "matvec_w4a16_r4_g", "matvec_w4a16_r8_g"},
 	"experts_grouped": groupedNames(),
@@ -361,7 +366,7 @@ var moduleFuncs = map[string][]string{
 // of it, so a captured step may launch them as programmatic dependent
 // launches. Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
-var pdlModules = []string{"matvec_f16", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc", "experts_routed", "norm", "elementwise",
+var pdlModules = []string{"matvec_f16", "matvec_rope", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc", "experts_routed", "norm", "elementwise",
 	"rope_attention", "router", "embed_argmax", "decode"}
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,

@@ -121,6 +121,8 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedFork: 2}},
 			{"graph-full-sforkall1", engine.StepGraphFull, tuning{sharedFork: 1, sharedForkAll: true}},
 			{"graph-full-sforkall2", engine.StepGraphFull, tuning{sharedFork: 2, sharedForkAll: true}},
+			{"graph-full-ropeqkv", engine.StepGraphFull, tuning{ropeInQKV: true}},
+			{"graph-full-ropeqkv-sfork1", engine.StepGraphFull, tuning{ropeInQKV: true, sharedFork: 1}},
 			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},

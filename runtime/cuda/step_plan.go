@@ -146,6 +146,17 @@ func (s *stepper) issueAttnIn(l int) error {
 	if lw.QKVBias != nil {
 		bk = wkind(lw.QKVBias)
 	}
+	if s.ropeInQKV(l) {
+		// matvec_f16_rope_kv: the rows in RoPE pairs, rotated and appended in the epilogue
+		kk := s.kvKernels(l)
+		fn, smem := kk.matvecRopeKV, xsBytes(D)+16
+		nm := s.norm(lw.InputNorm)
+		b.ropeInQKVLaunches++
+		return b.launch(fn, b.rowGrid(fn, smem, (Q+2*KV)/2), block, smem, argPtr(s.qkv), argPtr(ptr(lw.QKV)), argPtr(ptr(s.spec.X)),
+			argPtr(ptr(lw.QKVBias)), argInt(bk), argInt(D), argPtr(nm.w), argInt(nm.kind), argF32(nm.eps),
+			argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l])), argInt(cfg.NumHeads), argInt(cfg.NumKVHeads), argInt(hd),
+			argPtr(s.st), argF64(cfg.RopeTheta))
+	}
 	if err := b.matvecF16Launch(s.qkv, ptr(lw.QKV), ptr(s.spec.X), ptr(lw.QKVBias), bk, Q+2*KV, D, s.norm(lw.InputNorm)); err != nil {
 		return err
 	}
@@ -175,6 +186,19 @@ func (s *stepper) issueAttnIn(l int) error {
 // the _kv16 twins over FP16 caches).
 func (s *stepper) kvKernels(l int) *kvKernels {
 	return &s.b.k.kv[kvIndex(s.spec.KCache[l].DType())]
+}
+
+// ropeInQKV: layer l's q|k|v matvec rotates and appends in its epilogue
+// (matvec_f16_rope_kv) instead of a rope_kv_step launch after it, with the
+// same bits, when tuning.ropeInQKV asks for it, the layer has no q/k norms
+// (they need the whole projection first), attention_in_step does not do it
+// (attentionIn), the stepper is not recording a persistent program (the
+// interpreter has no such instruction), the staged input and pos fit
+// shared memory, and the head dim is even.
+func (s *stepper) ropeInQKV(l int) bool {
+	b, cfg := s.b, s.cfg
+	return b.tune.ropeInQKV && b.rec == nil && s.spec.Weights.Layers[l].QNorm == nil && !s.attentionIn(l) &&
+		xsBytes(cfg.HiddenSize)+16 <= b.smemMax && cfg.HeadDim()%2 == 0
 }
 
 // headNorms: layer l has q/k norms whose groups hold whole heads, so one

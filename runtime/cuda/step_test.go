@@ -99,6 +99,7 @@ func TestStepperTunings(t *testing.T) {
 		{"shared-fork", tuning{sharedFork: 1}},
 		{"shared-fork-three", tuning{sharedFork: 2, noSharedDown: true}},
 		{"shared-fork-all", tuning{sharedFork: 1, sharedForkAll: true}},
+		{"rope-in-qkv", tuning{ropeInQKV: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -143,7 +144,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0, ri0, sf0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t)
+	pdl0, pf0, moe0, ri0, sf0, rq0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -220,8 +221,28 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !forks && n != 0:
 		t.Fatalf("%s (sharedFork %d): %d shared-expert forks", mode, tn.sharedFork, n)
 	}
+	// With tuning.ropeInQKV the captured modes of a model without q/k norms
+	// rotate in the q|k|v matvec (unless attention_in_step does it).
+	ropes := graph && tn.ropeInQKV && !tn.attnIn && !cfg.HasQKNorm()
+	switch n := ropeInQKVLaunches(t) - rq0; {
+	case ropes && n == 0:
+		t.Fatalf("%s: no q|k|v matvec with RoPE in its epilogue", mode)
+	case !ropes && n != 0:
+		t.Fatalf("%s (ropeInQKV %v, attnIn %v): %d q|k|v matvecs with RoPE", mode, tn.ropeInQKV, tn.attnIn, n)
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// ropeInQKVLaunches reads the test backend's count of q|k|v matvecs with
+// RoPE and the KV append in their epilogue.
+func ropeInQKVLaunches(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = testBE.ropeInQKVLaunches; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // sharedForks reads the test backend's count of shared-expert matvecs
