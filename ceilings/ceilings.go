@@ -251,12 +251,20 @@ func LoadEdition(dir string) ([]*Config, error) {
 // shape), whose decode is reported per depth. An edition without
 // contract.json has none.
 func declaresDepths(dir string) (bool, error) {
+	rule, out, err := contractShape(dir)
+	return rule && out >= 2, err
+}
+
+// contractShape reads the edition at dir's contract.json: whether it
+// declares a prompt_rule (prompt lengths), and its output_tokens. An
+// edition without contract.json has neither.
+func contractShape(dir string) (promptRule bool, outputTokens int, err error) {
 	b, err := os.ReadFile(filepath.Join(dir, "contract.json"))
 	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
+		return false, 0, nil
 	}
 	if err != nil {
-		return false, fmt.Errorf("ceilings: %w", err)
+		return false, 0, fmt.Errorf("ceilings: %w", err)
 	}
 	var doc struct {
 		Contract struct {
@@ -265,9 +273,9 @@ func declaresDepths(dir string) (bool, error) {
 		} `json:"contract"`
 	}
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return false, fmt.Errorf("ceilings: %s: %w", filepath.Join(dir, "contract.json"), err)
+		return false, 0, fmt.Errorf("ceilings: %s: %w", filepath.Join(dir, "contract.json"), err)
 	}
-	return len(doc.Contract.PromptRule) > 0 && string(doc.Contract.PromptRule) != "null" && doc.Contract.OutputTokens >= 2, nil
+	return len(doc.Contract.PromptRule) > 0 && string(doc.Contract.PromptRule) != "null", doc.Contract.OutputTokens, nil
 }
 
 // addDepth adds request q to its prompt's Depth.
@@ -334,20 +342,13 @@ func (b Bytes) Total() int64 { return b.NonRouted + b.Routed }
 // StepBytes computes Bytes for a synthetic preset with records of
 // recordBytes.
 func StepBytes(arch string, recordBytes int64) (Bytes, error) {
-	p, err := model.LookupPreset(arch)
+	cfg, ts, err := nonRouted(arch)
 	if err != nil {
-		return Bytes{}, fmt.Errorf("ceilings: %w", err)
+		return Bytes{}, err
 	}
-	cfg := p.Config
 	var b Bytes
-	for _, t := range cfg.TensorSpecs() {
-		if t.Kind != model.NonRouted {
-			continue
-		}
-		n := int64(2)
-		for _, d := range t.Shape {
-			n *= int64(d)
-		}
+	for _, t := range ts {
+		n := 2 * t.elems
 		b.ResidentNonRouted += n
 		if t.Name == "model.embed_tokens.weight" {
 			if cfg.TieWordEmbeddings {
@@ -361,6 +362,33 @@ func StepBytes(arch string, recordBytes int64) (Bytes, error) {
 	}
 	b.Routed = int64(cfg.TopK*cfg.NumLayers) * recordBytes
 	return b, nil
+}
+
+// sizedTensor is a tensor of a preset with its element count.
+type sizedTensor struct {
+	model.TensorSpec
+	elems int64
+}
+
+// nonRouted is a synthetic preset's configuration and its non-routed
+// tensors (FP16 on the device) with their element counts.
+func nonRouted(arch string) (model.Config, []sizedTensor, error) {
+	p, err := model.LookupPreset(arch)
+	if err != nil {
+		return model.Config{}, nil, fmt.Errorf("ceilings: %w", err)
+	}
+	var out []sizedTensor
+	for _, t := range p.Config.TensorSpecs() {
+		if t.Kind != model.NonRouted {
+			continue
+		}
+		n := int64(1)
+		for _, d := range t.Shape {
+			n *= int64(d)
+		}
+		out = append(out, sizedTensor{t, n})
+	}
+	return p.Config, out, nil
 }
 
 // Baseline is one mode of a peer baseline (scripts/baseline_hf.py output).

@@ -65,19 +65,7 @@ func TestSmokeEditionGolden(t *testing.T) {
 	if !strings.Contains(out, "UNKNOWN") {
 		t.Fatal("a CPU edition's partial configurations have no H2D bandwidth: the report must say UNKNOWN")
 	}
-	golden := filepath.Join("testdata", "smoke-cpu.md")
-	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatalf("%v (run go test ./ceilings/ -update)", err)
-	}
-	if out != string(want) {
-		t.Fatalf("report differs from %s (run go test ./ceilings/ -update after checking the change)", golden)
-	}
+	checkGolden(t, "smoke-cpu.md", buf.Bytes())
 }
 
 func TestLoadErrors(t *testing.T) {
@@ -256,9 +244,15 @@ func TestPrefillEdition(t *testing.T) {
 			t.Fatalf("prefill report lacks %q:\n%s", want, out)
 		}
 	}
-	golden := filepath.Join("testdata", "prefill-smoke-cpu.md")
+	checkGolden(t, "prefill-smoke-cpu.md", buf.Bytes())
+}
+
+// checkGolden compares a report with testdata/name (rewritten with -update).
+func checkGolden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	golden := filepath.Join("testdata", name)
 	if *update {
-		if err := os.WriteFile(golden, buf.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(golden, got, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -266,7 +260,7 @@ func TestPrefillEdition(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (run go test ./ceilings/ -update)", err)
 	}
-	if out != string(want) {
+	if string(got) != string(want) {
 		t.Fatalf("report differs from %s (run go test ./ceilings/ -update after checking the change)", golden)
 	}
 }

@@ -1,16 +1,11 @@
 package ceilings
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/eviction"
 	"github.com/horizon-runmap/horizon/runtime/engine"
-	"github.com/horizon-runmap/horizon/runtime/model"
 )
 
 // Prefill ceilings (issue 15). Under a contract that times the prompt alone
@@ -66,33 +61,13 @@ func (p *PrefillLen) TokS() float64 {
 // (contract.json: a prompt_rule and output_tokens 1, PERF-PREFILL-v1's
 // shape), whose isolated prefill is reported per length.
 func declaresPrefill(dir string) (bool, error) {
-	b, err := os.ReadFile(filepath.Join(dir, "contract.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("ceilings: %w", err)
-	}
-	var doc struct {
-		Contract struct {
-			OutputTokens int             `json:"output_tokens"`
-			PromptRule   json.RawMessage `json:"prompt_rule"`
-		} `json:"contract"`
-	}
-	if err := json.Unmarshal(b, &doc); err != nil {
-		return false, fmt.Errorf("ceilings: %s: %w", filepath.Join(dir, "contract.json"), err)
-	}
-	return len(doc.Contract.PromptRule) > 0 && string(doc.Contract.PromptRule) != "null" && doc.Contract.OutputTokens == 1, nil
+	rule, out, err := contractShape(dir)
+	return rule && out == 1, err
 }
 
 // addPrefill adds request q to its prompt's PrefillLen.
 func (c *Config) addPrefill(q editions.Request) {
-	var p *PrefillLen
-	for _, x := range c.Prefills {
-		if x.Prompt == q.PromptID {
-			p = x
-		}
-	}
+	p := c.prefillOf(q.PromptID)
 	if p == nil {
 		p = &PrefillLen{Prompt: q.PromptID, Tokens: q.PromptTokens}
 		c.Prefills = append(c.Prefills, p)
@@ -148,20 +123,13 @@ type PrefillShape struct {
 
 // PrefillShapeOf computes PrefillShape for a synthetic preset.
 func PrefillShapeOf(arch string) (PrefillShape, error) {
-	p, err := model.LookupPreset(arch)
+	cfg, ts, err := nonRouted(arch)
 	if err != nil {
-		return PrefillShape{}, fmt.Errorf("ceilings: %w", err)
+		return PrefillShape{}, err
 	}
-	cfg := p.Config
 	var s PrefillShape
-	for _, t := range cfg.TensorSpecs() {
-		if t.Kind != model.NonRouted {
-			continue
-		}
-		n := int64(1)
-		for _, d := range t.Shape {
-			n *= int64(d)
-		}
+	for _, t := range ts {
+		n := t.elems
 		switch t.Name {
 		case "model.embed_tokens.weight":
 			s.RowBytes = int64(2 * cfg.HiddenSize)
