@@ -28,8 +28,8 @@ h200_artifacts() {
 	arts=""
 	mkdir -p "$root"
 	# The missing artifacts are made side by side (synth, then prepare, one process each). Session
-	# 22 made OLMoE's in 31 s and Qwen's in 76 s one after the other, each at ~1.1 GB/s through its
-	# in-order hashing; side by side they should take about the larger alone (not yet measured).
+	# 22 made OLMoE's in 31 s and Qwen's in 76 s one after the other, each at ~1.1 GB/s on 16
+	# cores; whether side by side saves time is not yet measured.
 	for spec in "$@"; do
 		arch=${spec%%:*} seed=${spec#*:}
 		art=$root/$arch-$seed-int4
