@@ -81,10 +81,5 @@ func TestStepperTCDecode(t *testing.T) {
 
 // tcdLaunchCount reads the test backend's count of experts_tc launches.
 func tcdLaunchCount(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.tcdLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.tcdLaunches })
 }

@@ -298,12 +298,7 @@ func TestExpertMatMulGroupTC(t *testing.T) {
 // tcLaunchCount reads the test backend's count of tensor-core matmul
 // launches.
 func tcLaunchCount(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.tcLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.tcLaunches })
 }
 
 // TestBatchedPrefillTensorCores: by default a batched prefill's

@@ -237,67 +237,37 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 // ropeInQKVLaunches reads the test backend's count of q|k|v matvecs with
 // RoPE and the KV append in their epilogue.
 func ropeInQKVLaunches(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.ropeInQKVLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.ropeInQKVLaunches })
 }
 
 // sharedForks reads the test backend's count of shared-expert matvecs
 // captured on a side branch.
 func sharedForks(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.sharedForks; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.sharedForks })
 }
 
 // routeInLaunches reads the test backend's count of route-in gate/up
 // kernels captured.
 func routeInLaunches(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.routeInLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.routeInLaunches })
 }
 
 // moeLaunches reads the test backend's count of fused routed-experts
 // launches.
 func moeLaunches(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.moeLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.moeLaunches })
 }
 
 // pdlLaunches reads the test backend's count of programmatic dependent
 // launches.
 func pdlLaunches(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.pdlLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.pdlLaunches })
 }
 
 // prefetchLaunches reads the test backend's count of captured L2
 // prefetch kernels.
 func prefetchLaunches(t *testing.T) int {
-	t.Helper()
-	var n int
-	if err := testBE.o.do(func() error { n = testBE.prefetchLaunches; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return backendCount(t, func(b *Backend) int { return b.prefetchLaunches })
 }
 
 // loadEngine loads art with o on the test backend; the engine is closed
@@ -533,4 +503,15 @@ func TestStepperPrefillTimer(t *testing.T) {
 			}
 		})
 	}
+}
+
+// backendCount reads one of the test backend's launch counters on its owner
+// thread.
+func backendCount(t *testing.T, read func(*Backend) int) int {
+	t.Helper()
+	var n int
+	if err := testBE.o.do(func() error { n = read(testBE); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
