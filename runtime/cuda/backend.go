@@ -86,7 +86,7 @@ type Backend struct {
 	// (routeIn; tests read it).
 	routeInLaunches int
 	// sharedForks counts the shared-expert matvecs captured on a side
-	// branch (tuning.sharedFork; tests read it).
+	// branch (the default graph-full shared-expert branch; tests read it).
 	sharedForks int
 	// ropeInQKVLaunches counts the q|k|v matvecs with RoPE in their
 	// epilogue (tuning.ropeInQKV; tests read it).
@@ -179,8 +179,9 @@ type tuning struct {
 	downLate      bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
 	routeFused    bool   // captured steps run the router matvec and route_step as one router_route_step launch
 	ropeInQKV     bool   // a layer without q/k norms runs RoPE and the KV append in its q|k|v matvec's epilogue (matvec_f16_rope_kv), not in rope_kv_step (ropeInQKV; the same bits; not yet measured)
-	sharedFork    int    // graph-full steps issue a shared expert's gate|up|mix matvec on a side branch forked before the layer's route, at most this many blocks an SM, joined before its down launch (step_shared_fork.go; 0, the default: in line; the same bits; not yet measured)
-	sharedForkAll bool   // with sharedFork, the branch also runs the shared expert's SiLU·up and down matvec (three launches' first two), and only add_gated_resid_step follows the join
+	noSharedFork  bool   // graph-full steps run a shared expert in line on the compute stream, not on the side branch (step_shared_fork.go; the branch is the default since session 23: Qwen decode +14%, results/h200-s23)
+	sharedForkNR  int    // the shared-expert branch's matvecs take at most this many blocks an SM (0: sharedForkBlocks)
+	sharedForkGUM bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
 	noSharedDown  bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
 	moeFlags      int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn        bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)

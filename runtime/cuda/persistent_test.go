@@ -117,12 +117,11 @@ func BenchmarkDecodeModes(b *testing.B) {
 			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
 			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
 			{"graph-full-shared3", engine.StepGraphFull, tuning{noSharedDown: true}},
-			{"graph-full-sfork1", engine.StepGraphFull, tuning{sharedFork: 1}},
-			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedFork: 2}},
-			{"graph-full-sforkall1", engine.StepGraphFull, tuning{sharedFork: 1, sharedForkAll: true}},
-			{"graph-full-sforkall2", engine.StepGraphFull, tuning{sharedFork: 2, sharedForkAll: true}},
+			{"graph-full-nosfork", engine.StepGraphFull, tuning{noSharedFork: true}},
+			{"graph-full-sforkgum1", engine.StepGraphFull, tuning{sharedForkGUM: true}},
+			{"graph-full-sforkgum2", engine.StepGraphFull, tuning{sharedForkNR: 2, sharedForkGUM: true}},
+			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedForkNR: 2}},
 			{"graph-full-ropeqkv", engine.StepGraphFull, tuning{ropeInQKV: true}},
-			{"graph-full-ropeqkv-sfork1", engine.StepGraphFull, tuning{ropeInQKV: true, sharedFork: 1}},
 			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
@@ -235,8 +234,9 @@ const hbmBytesPerSecond = 4.26e12
 // KV-cache element types to run (comma-separated, default fp32); the
 // persistent kernel takes only fp32, so fp16 runs graph-full alone. With
 // HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill, and
-// HORIZON_BENCH_SHARED_FORK=n runs graph-full with tuning.sharedFork n (a Qwen shared expert's
-// gate|up|mix on a side branch, step_shared_fork.go; "nall": sharedForkAll too). The
+// HORIZON_BENCH_SHARED_FORK=n runs graph-full with the shared-expert branch (step_shared_fork.go)
+// at n blocks an SM (tuning.sharedForkNR; 0: in line, tuning.noSharedFork), gate|up|mix alone on
+// it (tuning.sharedForkGUM), or "nall": the whole shared expert but its gated add, the default. The
 // prompt is the bytes of a fixed sentence repeated to the depth; its prefill
 // is not in the decode rate (the engine's DecodeTokS). Run it with
 // -benchtime=1x.
@@ -265,9 +265,9 @@ func BenchmarkDecodeDepth(b *testing.B) {
 		num, all := strings.CutSuffix(v, "all")
 		n, err := strconv.Atoi(num)
 		if err != nil || n < 0 {
-			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: off), with \"all\" after it for sharedForkAll", v)
+			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: in line), with \"all\" after it for the whole branch", v)
 		}
-		withTuning(b, testBE, tuning{sharedFork: n, sharedForkAll: all})
+		withTuning(b, testBE, tuning{noSharedFork: n == 0, sharedForkNR: n, sharedForkGUM: !all})
 	}
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {

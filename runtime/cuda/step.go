@@ -83,7 +83,7 @@ type stepper struct {
 	// persistent steps.
 	side *sideBranch
 	// sfork is graph-full's shared-expert branch (step_shared_fork.go);
-	// nil unless tuning.sharedFork is set and the model has a shared expert.
+	// nil when tuning.noSharedFork is set or the model has no shared expert.
 	sfork *sharedBranch
 
 	// Device buffers the stepper owns.

@@ -510,7 +510,7 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 			return err
 		}
 	}
-	if forked && b.tune.sharedForkAll {
+	if forked && !b.tune.sharedForkGUM {
 		// the branch ran SiLU·up and the down matvec into sd
 		return b.launch(b.k.addGatedResidStep, b.elementwiseGrid(D), block, 0, argPtr(x), argPtr(s.moe), argPtr(s.sd),
 			argPtr(s.sgum+cu.DevicePtr(4*2*S)), argInt(D))

@@ -13,24 +13,30 @@ import (
 
 // A captured step's shared-expert branch (Qwen). A layer's shared expert
 // does not depend on its routing: its gate|up|mix matvec stages the same
-// normalised x as the router. With tuning.sharedFork = n, a graph-full
-// step issues that matvec on a side branch forked just before the layer's
-// route instruction, at most n blocks an SM (so that the router, route_step
+// normalised x as the router. A graph-full step issues that matvec on a
+// side branch forked just before the layer's route instruction, at most
+// sharedForkBlocks blocks an SM (so that the router, route_step
 // and the routed experts keep room on every SM), and joins it before the
 // shared expert's down launch. The bandwidth-bound matvec (46 MB a layer at
 // the Qwen1.5-MoE shape) then runs while route's latency chain (~12 µs a
 // layer, no bytes: results/h200-s22) leaves HBM idle. The kernel, its
 // arguments and so its bits are the same (a row's dot does not depend on
-// the grid): TestStepperTunings `shared-fork` compares it with op by op bit
-// for bit. With tuning.sharedForkAll the branch also runs SiLU·up and the
-// down matvec (into sd), and only add_gated_resid_step follows the join:
-// 23 MB more off the compute stream, for one launch more than
-// shared_down_f16. Off by default until the H200 says whether either is
-// faster.
+// the grid): TestStepperTunings compares it with op by op bit for bit. By
+// default the branch also runs SiLU·up and the down matvec (into sd), and
+// only add_gated_resid_step follows the join: 23 MB more off the compute
+// stream, for one launch more than shared_down_f16. The H200 measured Qwen
+// decode at 579-585 tok/s with the whole branch, 568-573 with gate|up|mix
+// alone on it (tuning.sharedForkGUM) and 509-510 in line
+// (tuning.noSharedFork), each twice in one process (results/h200-s23).
 //
 // Only graph-full: every other captured mode cuts its graphs between route
 // and the routed experts, and a fork must join inside the capture that
 // forked it. Never while the persistent kernel's program is recorded.
+// sharedForkBlocks is how many blocks an SM the branch's matvecs take by
+// default (tuning.sharedForkNR overrides it): 1 was 7-10% faster than 2 on
+// the H200 (results/h200-s23).
+const sharedForkBlocks = 1
+
 type sharedBranch struct {
 	branch
 	// layer is the layer whose gate|up|mix is forked and not yet joined;
@@ -38,11 +44,11 @@ type sharedBranch struct {
 	layer int
 }
 
-// setupSharedFork makes the branch's stream and events when
-// tuning.sharedFork asks for it and the model has a shared expert; owner
-// thread.
+// setupSharedFork makes the branch's stream and events for a graph-full
+// stepper of a model with a shared expert, unless tuning.noSharedFork keeps
+// the shared expert in line; owner thread.
 func (s *stepper) setupSharedFork() error {
-	if s.b.tune.sharedFork <= 0 || !s.cfg.HasSharedExpert() || s.mode != device.StepGraphFull {
+	if s.b.tune.noSharedFork || !s.cfg.HasSharedExpert() || s.mode != device.StepGraphFull {
 		return nil
 	}
 	br := &sharedBranch{layer: -1}
@@ -102,11 +108,15 @@ func (s *stepper) forkShared(j int) error {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
 	D, S := s.cfg.HiddenSize, s.cfg.SharedFFN
-	lw, grid := &s.spec.Weights.Layers[l], b.tune.sharedFork*b.sms
+	nr := sharedForkBlocks
+	if b.tune.sharedForkNR > 0 {
+		nr = b.tune.sharedForkNR
+	}
+	lw, grid := &s.spec.Weights.Layers[l], nr*b.sms
 	main, prev := b.compute, b.pdlPrev
 	b.compute, b.pdlPrev = br.stream, false // the branch's first kernel: a plain launch
 	err = b.matvecF16LaunchGrid(grid, s.sgum, ptr(lw.SharedGUM), ptr(s.spec.X), 0, 0, 2*S+1, D, xn)
-	if err == nil && b.tune.sharedForkAll {
+	if err == nil && !b.tune.sharedForkGUM {
 		// SiLU·up and the down matvec too (the three-launch path's first
 		// two, into sd), so that only the gated add waits for the join.
 		err = b.launch(b.k.siluMul, b.elementwiseGrid(S), block, 0, argPtr(s.sa), argPtr(s.sgum), argPtr(s.sgum+cu.DevicePtr(4*S)), argInt(S))

@@ -96,9 +96,10 @@ func TestStepperTunings(t *testing.T) {
 		{"route-in-p4", tuning{routeIn: true, gateUpNRP: 4}},
 		{"wait-prefetch", tuning{waitPrefetch: 64 << 10}},
 		{"shared-three", tuning{noSharedDown: true}},
-		{"shared-fork", tuning{sharedFork: 1}},
-		{"shared-fork-three", tuning{sharedFork: 2, noSharedDown: true}},
-		{"shared-fork-all", tuning{sharedFork: 1, sharedForkAll: true}},
+		{"no-shared-fork", tuning{noSharedFork: true}},
+		{"no-shared-fork-three", tuning{noSharedFork: true, noSharedDown: true}},
+		{"shared-fork-gum", tuning{sharedForkGUM: true}},
+		{"shared-fork-gum-three", tuning{sharedForkNR: 2, sharedForkGUM: true, noSharedDown: true}},
 		{"rope-in-qkv", tuning{ropeInQKV: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
@@ -208,18 +209,18 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !routed && n != 0:
 		t.Fatalf("%s (%s, routeIn %v): %d route-in expert launches", mode, o.Executor, tn.routeIn, n)
 	}
-	// With tuning.sharedFork graph-full steps of a model with a shared
-	// expert fork its gate|up|mix; nothing else ever does.
+	// Graph-full steps of a model with a shared expert fork it onto the
+	// side branch unless tuning.noSharedFork; nothing else ever does.
 	cfg, err := art.Config()
 	if err != nil {
 		t.Fatal(err)
 	}
-	forks := mode == engine.StepGraphFull && tn.sharedFork > 0 && cfg.HasSharedExpert()
+	forks := mode == engine.StepGraphFull && !tn.noSharedFork && cfg.HasSharedExpert()
 	switch n := sharedForks(t) - sf0; {
 	case forks && n == 0:
 		t.Fatalf("%s: no shared-expert fork", mode)
 	case !forks && n != 0:
-		t.Fatalf("%s (sharedFork %d): %d shared-expert forks", mode, tn.sharedFork, n)
+		t.Fatalf("%s (noSharedFork %v): %d shared-expert forks", mode, tn.noSharedFork, n)
 	}
 	// With tuning.ropeInQKV the captured modes of a model without q/k norms
 	// rotate in the q|k|v matvec (unless attention_in_step does it).
