@@ -139,7 +139,8 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 // attention_step: attention over positions 0..st[1] (attention_split in
 // step.cuh, the op-by-op kernel's bits). Launch: heads*ATT_SPLIT blocks of
 // 256 threads; part[heads][ATT_SPLIT][hd+2] scratch, cnt[heads] zero
-// between launches.
+// between launches. attention_pf_step: the same after att_prefetch_l2 of
+// the block's first rows, before its dependency wait (tuning.attPrefetch).
 // attention_in_step: attention_in at pos = st[1] (the q/k norm, RoPE and
 // KV append of qk_norm_rope_kv_step or rope_kv_step, then attention_step's
 // attention, in one launch; tuning.attnIn, off by default: slower on the
@@ -151,6 +152,30 @@ __device__ __forceinline__ void attention_in_step_body(float* dst, float* part, 
                                                        int n_kv, int hd, int gq, int gk, const int* st, double theta,
                                                        float eps, VGrid vg) {
 	attention_in(dst, part, cnt, q, k, v, kc, vc, qw, kw, w_kind, st[1] + 1, n_heads, n_kv, hd, gq, gk, theta, eps, vg.bid);
+}
+
+// att_prefetch_l2 asks L2 for the first `rows` positions of block bid's
+// range of attention_split (its K and V rows, the head's hd values each),
+// for a launch that does it before its dependency wait: under programmatic
+// dependent launch the attention's blocks are resident while the kernel
+// before it (rope_kv_step or qk_norm_rope_kv_step: a few µs, almost no
+// bytes) runs, and HBM is idle then. The positions are those of st[1] (the
+// step's position, written at least two launches back, so final before
+// the wait), without st[1] itself, whose rows the kernel before is writing.
+// A prefetch is a hint: it moves no data a thread reads and changes no bit.
+template <typename KV>
+__device__ __forceinline__ void att_prefetch_l2(const KV* kc, const KV* vc, const int* st, int n_heads, int n_kv,
+                                                int hd, int rows, int bid) {
+	const int n = st[1] + 1, h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
+	const int per = (n + ATT_SPLIT - 1) / ATT_SPLIT, t0 = s * per;
+	const int t1 = min(min(n - 1, t0 + per), t0 + rows);
+	const int kv_dim = n_kv * hd, off = (h / (n_heads / n_kv)) * hd;
+	const int lines = (hd * (int)sizeof(KV) + 127) / 128;  // 128-byte lines a row spans from its start
+	for (int i = threadIdx.x; i < 2 * lines * (t1 - t0); i += blockDim.x) {
+		const int j = i >> 1, t = t0 + j / lines, c = j % lines;
+		const char* p = reinterpret_cast<const char*>(((i & 1) ? vc : kc) + (size_t)t * kv_dim + off) + 128 * c;
+		asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+	}
 }
 
 template <typename KV>

@@ -203,7 +203,7 @@ func (b *Backend) loadKernels() error {
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
 			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7]),
-			matvecRopeKV: get(names[8])}
+			matvecRopeKV: get(names[8]), attentionPfStep: get(names[9])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
@@ -357,14 +357,17 @@ var moduleFuncs = map[string][]string{
 	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",
-		"rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16", "attention_step_kv16", "attention_in_step_kv16"},
+		"rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16", "attention_step_kv16", "attention_in_step_kv16",
+		"attention_pf_step", "attention_pf_step_kv16"},
 	"persistent": persistentBuilds[:],
 }
 
 // pdlModules are the modules whose every kernel calls grid_dep_enter
 // (kernels/common.cuh) before any access that depends on the kernel ahead
 // of it, so a captured step may launch them as programmatic dependent
-// launches. Not bench (benchmark helpers, never captured) nor persistent
+// launches (attention_pf_step reads the step state and prefetches before
+// it: the state was written by an earlier graph launch or by step_set, and
+// a prefetch is a hint that no thread reads). Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
 var pdlModules = []string{"matvec_f16", "matvec_rope", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc", "experts_routed", "norm", "elementwise",
 	"rope_attention", "router", "embed_argmax", "decode"}

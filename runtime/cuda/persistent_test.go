@@ -106,46 +106,7 @@ func BenchmarkDecodeModes(b *testing.B) {
 		}
 		req := engine.Request{Prompt: promptIDs("The quick brown fox jumps over the lazy dog."), Tokens: tokens, SuppressEOS: true}
 		var ref []int
-		type mode struct {
-			name string
-			step string
-			tn   tuning
-		}
-		l2 := func(t tuning) tuning { t.l2Prefetch = true; return t }
-		modes := []mode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}},
-			{"graph-full-fused", engine.StepGraphFull, tuning{fusedMoE: true}},
-			{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
-			{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
-			{"graph-full-shared3", engine.StepGraphFull, tuning{noSharedDown: true}},
-			{"graph-full-nosfork", engine.StepGraphFull, tuning{noSharedFork: true}},
-			{"graph-full-sforkgum1", engine.StepGraphFull, tuning{sharedForkGUM: true}},
-			{"graph-full-sforkgum2", engine.StepGraphFull, tuning{sharedForkNR: 2, sharedForkGUM: true}},
-			{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedForkNR: 2}},
-			{"graph-full-ropeqkv", engine.StepGraphFull, tuning{ropeInQKV: true}},
-			{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
-			{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
-			{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
-			{"graph-full-attnin", engine.StepGraphFull, tuning{attnIn: true}},
-			{"graph-full-downg", engine.StepGraphFull, tuning{downGlobal: true}},
-			{"graph-full-f16r1", engine.StepGraphFull, tuning{f16NR: 1}},
-			{"graph-full-f16r4", engine.StepGraphFull, tuning{f16NR: 4}},
-			{"graph-full-downg-f16r1", engine.StepGraphFull, tuning{downGlobal: true, f16NR: 1}},
-			{"graph-full-l2", engine.StepGraphFull, l2(tuning{})},
-			{"graph-full-l2normal", engine.StepGraphFull, l2(tuning{l2Normal: true})},
-			{"graph-full-l2-12m", engine.StepGraphFull, l2(tuning{l2Budget: 12 << 20})},
-			{"graph-full-l2-40m", engine.StepGraphFull, l2(tuning{l2Budget: 40 << 20})},
-			{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
-			{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
-			{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})},
-			{"graph-full-wpf8k", engine.StepGraphFull, tuning{waitPrefetch: 8 << 10}},
-			{"graph-full-wpf32k", engine.StepGraphFull, tuning{waitPrefetch: 32 << 10}},
-			{"graph-full-wpf128k", engine.StepGraphFull, tuning{waitPrefetch: 128 << 10}},
-			{"graph-full-tc4", engine.StepGraphFull, tuning{tcDecode: 1}},
-			{"graph-full-tc8", engine.StepGraphFull, tuning{tcDecode: 2}},
-			{"graph-full-tca4", engine.StepGraphFull, tuning{tcDecode: 3}}}
-		for _, pt := range persistentTunings {
-			modes = append(modes, mode{pt.name, engine.StepPersistent, pt.tn})
-		}
+		modes := decodeModes()
 		for _, m := range modes {
 			b.Run(filepath.Base(dir)+"/"+m.name, func(b *testing.B) {
 				withTuning(b, testBE, m.tn)
@@ -221,25 +182,85 @@ func BenchmarkDecodeModes(b *testing.B) {
 	}
 }
 
+// decodeMode is a way to issue decode steps that BenchmarkDecodeModes and
+// BenchmarkDecodeDepth time: a step mode and a backend tuning.
+type decodeMode struct {
+	name string
+	step string
+	tn   tuning
+}
+
+// decodeModes lists the modes BenchmarkDecodeModes runs, graph-full (the
+// default tuning) first, then graph-full variants and every persistent
+// build. Names are unique; BenchmarkDecodeDepth picks from them.
+func decodeModes() []decodeMode {
+	l2 := func(t tuning) tuning { t.l2Prefetch = true; return t }
+	modes := []decodeMode{{"graph-full", engine.StepGraphFull, tuning{}}, {"graph-full-nopdl", engine.StepGraphFull, tuning{noPDL: true}},
+		{"graph-full-fused", engine.StepGraphFull, tuning{fusedMoE: true}},
+		{"graph-full-fused-nopf", engine.StepGraphFull, tuning{fusedMoE: true, moeFlags: moeNoPrefetch}},
+		{"graph-full-route", engine.StepGraphFull, tuning{routeFused: true}},
+		{"graph-full-shared3", engine.StepGraphFull, tuning{noSharedDown: true}},
+		{"graph-full-nosfork", engine.StepGraphFull, tuning{noSharedFork: true}},
+		{"graph-full-sforkgum1", engine.StepGraphFull, tuning{sharedForkGUM: true}},
+		{"graph-full-sforkgum2", engine.StepGraphFull, tuning{sharedForkNR: 2, sharedForkGUM: true}},
+		{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedForkNR: 2}},
+		{"graph-full-nosfork-nopdl", engine.StepGraphFull, tuning{noSharedFork: true, noPDL: true}},
+		{"graph-full-ropeqkv", engine.StepGraphFull, tuning{ropeInQKV: true}},
+		{"graph-full-attpf32", engine.StepGraphFull, tuning{attPrefetch: 32}},
+		{"graph-full-attpf64", engine.StepGraphFull, tuning{attPrefetch: 64}},
+		{"graph-full-attpf128", engine.StepGraphFull, tuning{attPrefetch: 128}},
+		{"graph-full-attpf256", engine.StepGraphFull, tuning{attPrefetch: 256}},
+		{"graph-full-nosfork-attpf128", engine.StepGraphFull, tuning{noSharedFork: true, attPrefetch: 128}},
+		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
+		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
+		{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},
+		{"graph-full-attnin", engine.StepGraphFull, tuning{attnIn: true}},
+		{"graph-full-downg", engine.StepGraphFull, tuning{downGlobal: true}},
+		{"graph-full-f16r1", engine.StepGraphFull, tuning{f16NR: 1}},
+		{"graph-full-f16r4", engine.StepGraphFull, tuning{f16NR: 4}},
+		{"graph-full-downg-f16r1", engine.StepGraphFull, tuning{downGlobal: true, f16NR: 1}},
+		{"graph-full-l2", engine.StepGraphFull, l2(tuning{})},
+		{"graph-full-l2normal", engine.StepGraphFull, l2(tuning{l2Normal: true})},
+		{"graph-full-l2-12m", engine.StepGraphFull, l2(tuning{l2Budget: 12 << 20})},
+		{"graph-full-l2-40m", engine.StepGraphFull, l2(tuning{l2Budget: 40 << 20})},
+		{"graph-full-l2-grid4", engine.StepGraphFull, l2(tuning{l2Grid: 4})},
+		{"graph-full-l2-grid132", engine.StepGraphFull, l2(tuning{l2Grid: 132})},
+		{"graph-full-l2-empty", engine.StepGraphFull, l2(tuning{l2Empty: true})},
+		{"graph-full-wpf8k", engine.StepGraphFull, tuning{waitPrefetch: 8 << 10}},
+		{"graph-full-wpf32k", engine.StepGraphFull, tuning{waitPrefetch: 32 << 10}},
+		{"graph-full-wpf128k", engine.StepGraphFull, tuning{waitPrefetch: 128 << 10}},
+		{"graph-full-tc4", engine.StepGraphFull, tuning{tcDecode: 1}},
+		{"graph-full-tc8", engine.StepGraphFull, tuning{tcDecode: 2}},
+		{"graph-full-tca4", engine.StepGraphFull, tuning{tcDecode: 3}}}
+	for _, pt := range persistentTunings {
+		modes = append(modes, decodeMode{pt.name, engine.StepPersistent, pt.tn})
+	}
+	return modes
+}
+
 // hbmBytesPerSecond is the H200's measured HBM bandwidth the issues use
 // (../shared/GPU-NOTES.md): 4.26 TB/s.
 const hbmBytesPerSecond = 4.26e12
 
 // BenchmarkDecodeDepth times single-request greedy decode (128 tokens)
 // after prompts of the depths in HORIZON_BENCH_DEPTHS (comma-separated,
-// default 32,512,1900) in graph-full and persistent steps, on the artifacts
-// of HORIZON_BENCH_ARTIFACTS (skipped when unset), and checks that both
-// modes give the same tokens at each depth. The KV cache is sized to the
-// deepest request when that is beyond the default. HORIZON_BENCH_KV names the
-// KV-cache element types to run (comma-separated, default fp32); the
-// persistent kernel takes only fp32, so fp16 runs graph-full alone. With
-// HORIZON_BENCH_PREFILL (token, batched; default auto) picks the depth prompt's prefill, and
-// HORIZON_BENCH_SHARED_FORK=n runs graph-full with the shared-expert branch (step_shared_fork.go)
-// at n blocks an SM (tuning.sharedForkNR; 0: in line, tuning.noSharedFork), gate|up|mix alone on
-// it (tuning.sharedForkGUM), or "nall": the whole shared expert but its gated add, the default. The
-// prompt is the bytes of a fixed sentence repeated to the depth; its prefill
-// is not in the decode rate (the engine's DecodeTokS). Run it with
-// -benchtime=1x.
+// default 32,512,1900), in the decode modes HORIZON_BENCH_MODES names
+// (comma-separated names from decodeModes, BenchmarkDecodeModes' list;
+// default graph-full,persistent), on the artifacts of
+// HORIZON_BENCH_ARTIFACTS (skipped when unset), and checks that every mode
+// gives the same tokens at each depth (but the tcDecode modes, whose bits
+// differ). The KV cache is sized to the deepest request when that is
+// beyond the default. HORIZON_BENCH_KV names the KV-cache element types to
+// run (comma-separated, default fp32); the persistent kernel takes only
+// fp32, so fp16 skips persistent modes. HORIZON_BENCH_PREFILL (token,
+// batched; default auto) picks the depth prompt's prefill. The prompt is
+// the bytes of a fixed sentence repeated to the depth; its prefill is not
+// in the decode rate (the engine's DecodeTokS). Run it with -benchtime=1x,
+// for example:
+//
+//	HORIZON_BENCH_ARTIFACTS=/dev/shm/qwen HORIZON_BENCH_DEPTHS=1,2048,8064 HORIZON_BENCH_KV=fp16 \
+//	  HORIZON_BENCH_PREFILL=batched HORIZON_BENCH_MODES=graph-full,graph-full-nosfork \
+//	  ./cuda.test -test.run '^$' -test.bench BenchmarkDecodeDepth -test.benchtime 1x
 func BenchmarkDecodeDepth(b *testing.B) {
 	dirs := os.Getenv("HORIZON_BENCH_ARTIFACTS")
 	if dirs == "" {
@@ -260,15 +281,11 @@ func BenchmarkDecodeDepth(b *testing.B) {
 	if s := os.Getenv("HORIZON_BENCH_KV"); s != "" {
 		kvs = strings.Split(s, ",")
 	}
-	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
-	if v := os.Getenv("HORIZON_BENCH_SHARED_FORK"); v != "" {
-		num, all := strings.CutSuffix(v, "all")
-		n, err := strconv.Atoi(num)
-		if err != nil || n < 0 {
-			b.Fatalf("HORIZON_BENCH_SHARED_FORK: %q is not a block count an SM (0: in line), with \"all\" after it for the whole branch", v)
-		}
-		withTuning(b, testBE, tuning{noSharedFork: n == 0, sharedForkNR: n, sharedForkGUM: !all})
+	modes, err := pickDecodeModes(os.Getenv("HORIZON_BENCH_MODES"), "graph-full,persistent")
+	if err != nil {
+		b.Fatalf("HORIZON_BENCH_MODES: %v", err)
 	}
+	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)
@@ -276,44 +293,79 @@ func BenchmarkDecodeDepth(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, kv := range kvs {
-			for _, step := range []string{engine.StepGraphFull, engine.StepPersistent} {
-				if kv != "fp32" && step == engine.StepPersistent {
+			for _, m := range modes {
+				if kv != "fp32" && m.step == engine.StepPersistent {
 					continue // the persistent kernel reads an FP32 cache only
 				}
-				// The KV cache holds the deepest request (beyond the default
-				// when asked; the model's context still bounds it).
-				maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
-				l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: step, MaxSeq: maxSeq, KV: kv, Prefill: prefill})
-				if err != nil {
-					b.Fatal(err)
-				}
-				warm := engine.Request{Prompt: promptIDs(text[:32]), Tokens: 16, SuppressEOS: true}
-				if _, err := l.Generate(warm); err != nil {
-					b.Fatal(err)
-				}
-				for _, d := range depths {
-					b.Run(fmt.Sprintf("%s/%s/kv-%s/depth-%d", filepath.Base(dir), step, kv, d), func(b *testing.B) {
-						req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
-						var res engine.Result
-						for range b.N {
-							if res, err = l.Generate(req); err != nil {
-								b.Fatal(err)
+				b.Run(fmt.Sprintf("%s/%s/kv-%s", filepath.Base(dir), m.name, kv), func(b *testing.B) {
+					withTuning(b, testBE, m.tn)
+					// The KV cache holds the deepest request (beyond the default
+					// when asked; the model's context still bounds it).
+					maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
+					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step, MaxSeq: maxSeq, KV: kv, Prefill: prefill})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer l.Close()
+					warm := engine.Request{Prompt: promptIDs(text[:32]), Tokens: 16, SuppressEOS: true}
+					if _, err := l.Generate(warm); err != nil {
+						b.Fatal(err)
+					}
+					for _, d := range depths {
+						b.Run(fmt.Sprintf("depth-%d", d), func(b *testing.B) {
+							req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
+							var res engine.Result
+							for range b.N {
+								if res, err = l.Generate(req); err != nil {
+									b.Fatal(err)
+								}
 							}
-						}
-						key := fmt.Sprintf("%s/%s/%d", filepath.Base(dir), kv, d)
-						if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
-							b.Fatalf("%s tokens differ from graph-full's at depth %d (kv %s)", step, d, kv)
-						}
-						depthTokens[key] = res.Tokens
-						b.ReportMetric(res.DecodeTokS(), "tok/s")
-						b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
-					})
-				}
-				l.Close()
+							key := fmt.Sprintf("%s/%s/%d", filepath.Base(dir), kv, d)
+							if m.tn.tcDecode == 0 {
+								if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
+									b.Fatalf("%s tokens differ from %s's at depth %d (kv %s)", m.name, depthModeOf[key], d, kv)
+								}
+								if _, ok := depthTokens[key]; !ok {
+									depthTokens[key] = res.Tokens
+									depthModeOf[key] = m.name
+								}
+							}
+							b.ReportMetric(res.DecodeTokS(), "tok/s")
+							b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
+						})
+					}
+				})
 			}
 		}
 	}
 }
 
-// depthTokens holds BenchmarkDecodeDepth's graph-full tokens by artifact and depth.
-var depthTokens = map[string][]int{}
+// pickDecodeModes returns the decodeModes named in the comma-separated list
+// (def when list is empty), in the list's order.
+func pickDecodeModes(list, def string) ([]decodeMode, error) {
+	if list == "" {
+		list = def
+	}
+	all := decodeModes()
+	var out []decodeMode
+	for _, name := range strings.Split(list, ",") {
+		name = strings.TrimSpace(name)
+		i := slices.IndexFunc(all, func(m decodeMode) bool { return m.name == name })
+		if i < 0 {
+			names := make([]string, len(all))
+			for k, m := range all {
+				names[k] = m.name
+			}
+			return nil, fmt.Errorf("%q is not a decode mode (one of %s)", name, strings.Join(names, ", "))
+		}
+		out = append(out, all[i])
+	}
+	return out, nil
+}
+
+// depthTokens holds BenchmarkDecodeDepth's first tokens by artifact, KV
+// type and depth, and depthModeOf the mode that gave them.
+var (
+	depthTokens = map[string][]int{}
+	depthModeOf = map[string]string{}
+)

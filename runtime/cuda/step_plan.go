@@ -214,7 +214,11 @@ func (s *stepper) headNorms(l int) bool {
 // merges its partials): attention_split in kernels/step.cuh, the op-by-op
 // kernel's body, so the bits are the same. Under attentionIn the launch is
 // attention_in_step, which first normalises and rotates each block's query
-// head and appends the new position's K and V rows (attention_in).
+// head and appends the new position's K and V rows (attention_in). With
+// tuning.attPrefetch the launch is attention_pf_step, whose blocks first ask
+// L2 for their range's first K/V rows: under programmatic dependent launch
+// they are resident while the rope/append kernel before them runs, which
+// moves almost no bytes (a hint only; the same bits).
 func (s *stepper) issueAttention(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	hd, Q, KV := cfg.HeadDim(), cfg.NumHeads*cfg.HeadDim(), cfg.KVDim()
@@ -234,6 +238,11 @@ func (s *stepper) issueAttention(l int) error {
 	qa := s.qkv // the unfused path rotates q in place
 	if s.headNorms(l) {
 		qa = s.qn
+	}
+	if rows := b.tune.attPrefetch; rows > 0 && b.rec == nil {
+		b.attPrefetchLaunches++
+		return b.launch(s.kvKernels(l).attentionPfStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+			argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd), argInt(rows))
 	}
 	return b.launch(s.kvKernels(l).attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
 		argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))

@@ -101,6 +101,7 @@ func TestStepperTunings(t *testing.T) {
 		{"shared-fork-gum", tuning{sharedForkGUM: true}},
 		{"shared-fork-gum-three", tuning{sharedForkNR: 2, sharedForkGUM: true, noSharedDown: true}},
 		{"rope-in-qkv", tuning{ropeInQKV: true}},
+		{"att-prefetch", tuning{attPrefetch: 64}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -145,7 +146,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0, ri0, sf0, rq0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t)
+	pdl0, pf0, moe0, ri0, sf0, rq0, ap0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -231,8 +232,24 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !ropes && n != 0:
 		t.Fatalf("%s (ropeInQKV %v, attnIn %v): %d q|k|v matvecs with RoPE", mode, tn.ropeInQKV, tn.attnIn, n)
 	}
+	// With tuning.attPrefetch the captured modes' attention prefetches
+	// (attention_pf_step), unless attention_in_step runs instead; op by op
+	// and persistent steps never do.
+	apf := graph && tn.attPrefetch > 0 && !tn.attnIn
+	switch n := attPrefetchLaunches(t) - ap0; {
+	case apf && n == 0:
+		t.Fatalf("%s: no attention launch prefetched its K/V rows", mode)
+	case (!graph || tn.attPrefetch == 0) && n != 0:
+		t.Fatalf("%s (attPrefetch %d): %d attention launches prefetched", mode, tn.attPrefetch, n)
+	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// attPrefetchLaunches reads the test backend's count of attention launches
+// that prefetch their first K/V rows (tuning.attPrefetch).
+func attPrefetchLaunches(t *testing.T) int {
+	return backendCount(t, func(b *Backend) int { return b.attPrefetchLaunches })
 }
 
 // ropeInQKVLaunches reads the test backend's count of q|k|v matvecs with
