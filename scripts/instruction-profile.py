@@ -66,7 +66,7 @@ def instructions(step):
             yield "select", [take(lambda s: s.startswith("argmax"), "argmax_step")]
             continue
         ks = [take(lambda s: s.startswith("matvec_f16"), "q|k|v matvec")]
-        while i < n and step[i]["name"] in ("qk_norm_rope_kv_step", "qk_norm_step", "rope_kv_step"):
+        while i < n and step[i]["name"].removesuffix("_kv16") in ("qk_norm_rope_kv_step", "qk_norm_step", "rope_kv_step"):
             ks.append(step[i])
             i += 1
         yield "attn-in", ks
@@ -76,6 +76,19 @@ def instructions(step):
             i += 1
         yield "attention", ks
         yield "attn-out", [take(lambda s: s.startswith("matvec_f16"), "o_proj matvec")]
+
+        def branch():
+            """The shared-expert branch (graph-full's default on a model with a shared expert,
+            runtime/cuda/step_shared_fork.go): gate|up|mix matvec, silu_mul, down matvec, found
+            where the profiler lists the side stream's nodes (before route or after the experts)."""
+            nonlocal i
+            if (i + 2 < n and step[i]["name"].startswith("matvec_f16") and step[i + 1]["name"].startswith("silu")
+                    and step[i + 2]["name"].startswith("matvec_f16")):
+                i += 3
+                return step[i - 3:i]
+            return []
+
+        shared = branch()
         yield "route", [take(lambda s: s.startswith("matvec_f16"), "router matvec"), take(lambda s: s == "route_step", "route_step")]
         ks = []
         while i < n and step[i]["name"].startswith("experts_"):
@@ -84,7 +97,13 @@ def instructions(step):
         if not ks:
             raise ValueError(f"kernel {i}: {step[i]['name']}, expected routed expert kernels")
         yield "routed-experts", ks
-        if i + 1 < n and step[i]["name"].startswith("matvec_f16") and step[i + 1]["name"].startswith("silu"):
+        if not shared:
+            shared = branch()
+        if shared:
+            # the join: only the gated residual add follows it
+            shared.append(take(lambda s: s.startswith("add_gated"), "add_gated_resid_step"))
+            yield "shared-expert", shared
+        elif i + 1 < n and step[i]["name"].startswith("matvec_f16") and step[i + 1]["name"].startswith("silu"):
             ks = [step[i], step[i + 1]]
             i += 2
             ks.append(take(lambda s: s.startswith("matvec_f16"), "shared down matvec"))
