@@ -141,6 +141,9 @@ __device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float
 // 256 threads; part[heads][ATT_SPLIT][hd+2] scratch, cnt[heads] zero
 // between launches. attention_pf_step: the same after att_prefetch_l2 of
 // the block's first rows, before its dependency wait (tuning.attPrefetch).
+// attention_pipe_step: the pipelined loop over an FP16 cache (an FP32 one
+// runs the plain loop), after att_prefetch_l2 when rows > 0
+// (tuning.attPipe); the same bits.
 // attention_in_step: attention_in at pos = st[1] (the q/k norm, RoPE and
 // KV append of qk_norm_rope_kv_step or rope_kv_step, then attention_step's
 // attention, in one launch; tuning.attnIn, off by default: slower on the
@@ -178,11 +181,11 @@ __device__ __forceinline__ void att_prefetch_l2(const KV* kc, const KV* vc, cons
 	}
 }
 
-template <typename KV>
+template <typename KV, bool PIPE = false>
 __device__ __forceinline__ void attention_step_body(float* dst, float* part, unsigned* cnt, const float* q,
                                                     const KV* kc, const KV* vc, const int* st, int n_heads,
                                                     int n_kv, int hd, VGrid vg) {
-	attention_split(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
+	attention_split<KV, PIPE>(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
 }
 
 // route_step: softmax over logits[E] and top-k with one warp (E <= 256):

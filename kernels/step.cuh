@@ -100,12 +100,16 @@ __device__ __forceinline__ float4 att_ld4(const float* p) { return __ldcg(reinte
 // was stored. kv_f32 is the cache row itself when it is FP32 (a kernel may
 // then work in place), nullptr when it is FP16.
 __device__ __forceinline__ float4 kv_ld4(const float* p) { return att_ld4(p); }
-__device__ __forceinline__ float4 kv_ld4(const __half* p) {
-	const uint2 u = __ldcg(reinterpret_cast<const uint2*>(p));
+// kv_raw4 loads the 4 FP16 values at p as they are stored, kv_cvt4 converts
+// them exactly: kv_ld4 split in two, so a loop can keep raw rows (half the
+// registers) in flight and convert them when it uses them.
+__device__ __forceinline__ uint2 kv_raw4(const __half* p) { return __ldcg(reinterpret_cast<const uint2*>(p)); }
+__device__ __forceinline__ float4 kv_cvt4(uint2 u) {
 	const float2 a = __half22float2(*reinterpret_cast<const __half2*>(&u.x));
 	const float2 b = __half22float2(*reinterpret_cast<const __half2*>(&u.y));
 	return make_float4(a.x, a.y, b.x, b.y);
 }
+__device__ __forceinline__ float4 kv_ld4(const __half* p) { return kv_cvt4(kv_raw4(p)); }
 __device__ __forceinline__ void kv_st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void kv_st(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ float* kv_f32(float* p) { return p; }
@@ -142,9 +146,44 @@ struct AttShared {
 	int last;
 };
 
+// att_round is one round of attention_split_t's loop: warp positions tb,
+// tb + ATT_WARPS, ... (U of them; those at or past t1 are masked), whose K
+// and V float4 j are K(u, j) and V(u, j). Each position's score is the
+// lane FMA chain over its dims (j, then x, y, z, w), warp_sum, times scale;
+// the round's max mx rescales l and acc by exp(m - mx); then the positions
+// add exp(score - mx) to l and exp(score - mx)·v to acc in order.
+template <int J, int U, typename KF, typename VF>
+__device__ __forceinline__ void att_round(const float4 (&qv)[J], float4 (&acc)[J], float& m, float& l, int tb, int t1,
+                                          float scale, KF K, VF V) {
+	float sc[U];
+	float mx = m;
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		float d = 0.0f;
+#pragma unroll
+		for (int j = 0; j < J; j++) d = att_dot4(qv[j], K(u, j), d);
+		sc[u] = __fmul_rn(warp_sum(d), scale);
+		if (tb + u * ATT_WARPS < t1) mx = fmaxf(mx, sc[u]);
+	}
+	const float a = att_weight(m, mx);  // tb < t1: mx is a real score
+	l = __fmul_rn(l, a);
+#pragma unroll
+	for (int j = 0; j < J; j++) acc[j] = att_scale4(a, acc[j]);
+#pragma unroll
+	for (int u = 0; u < U; u++) {
+		if (tb + u * ATT_WARPS >= t1) break;  // the same for the whole warp
+		const float p = expf(__fsub_rn(sc[u], mx));
+		l = __fadd_rn(l, p);
+#pragma unroll
+		for (int j = 0; j < J; j++) acc[j] = att_axpy4(p, V(u, j), acc[j]);
+	}
+	m = mx;
+}
+
 // q_smem: q is the block's own query head in shared memory (attention_in),
-// not the heads' vector in global memory.
-template <int J, int U, typename KV>
+// not the heads' vector in global memory. PIPE (an FP16 cache only): the
+// next round's rows load while this round computes (attention_pipe_step).
+template <int J, int U, typename KV, bool PIPE = false>
 __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                   const KV* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
                                                   AttShared& sh, bool q_smem) {
@@ -168,43 +207,55 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 		acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
 	}
 	float m = -INFINITY, l = 0.0f;
-	for (int tb = t0 + warp; tb < t1; tb += U * ATT_WARPS) {
-		float4 kr[U][J], vr[U][J];
+	if constexpr (PIPE && !kv_is_f32<KV>::value) {
+		// FP16 cache, pipelined: the next round's K and V rows load, raw (8
+		// bytes a lane a row), while this round computes, so a warp keeps
+		// its rows in flight through the whole loop. The arithmetic is
+		// att_round's either way: the same bits.
+		uint2 kn[U][J], vn[U][J];
+		auto load = [&](int tb) {
 #pragma unroll
-		for (int u = 0; u < U; u++) {
-			const int t = tb + u * ATT_WARPS;
+			for (int u = 0; u < U; u++) {
+				const int t = tb + u * ATT_WARPS;
 #pragma unroll
-			for (int j = 0; j < J; j++) {
-				const int i = 4 * lane + 128 * j;
-				const bool ok = t < t1 && i < hd;
-				const size_t at = (size_t)t * kv_dim + off + i;
-				kr[u][j] = ok ? kv_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
-				vr[u][j] = ok ? kv_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+				for (int j = 0; j < J; j++) {
+					const int i = 4 * lane + 128 * j;
+					const bool ok = t < t1 && i < hd;
+					const size_t at = (size_t)t * kv_dim + off + i;
+					kn[u][j] = ok ? kv_raw4(kc + at) : make_uint2(0u, 0u);
+					vn[u][j] = ok ? kv_raw4(vc + at) : make_uint2(0u, 0u);
+				}
 			}
+		};
+		load(t0 + warp);
+		for (int tb = t0 + warp; tb < t1; tb += U * ATT_WARPS) {
+			uint2 kr[U][J], vr[U][J];
+#pragma unroll
+			for (int u = 0; u < U; u++)
+#pragma unroll
+				for (int j = 0; j < J; j++) kr[u][j] = kn[u][j], vr[u][j] = vn[u][j];
+			load(tb + U * ATT_WARPS);
+			att_round<J, U>(qv, acc, m, l, tb, t1, scale, [&](int u, int j) { return kv_cvt4(kr[u][j]); },
+			                [&](int u, int j) { return kv_cvt4(vr[u][j]); });
 		}
-		float sc[U];
-		float mx = m;
+	} else {
+		for (int tb = t0 + warp; tb < t1; tb += U * ATT_WARPS) {
+			float4 kr[U][J], vr[U][J];
 #pragma unroll
-		for (int u = 0; u < U; u++) {
-			float d = 0.0f;
+			for (int u = 0; u < U; u++) {
+				const int t = tb + u * ATT_WARPS;
 #pragma unroll
-			for (int j = 0; j < J; j++) d = att_dot4(qv[j], kr[u][j], d);
-			sc[u] = __fmul_rn(warp_sum(d), scale);
-			if (tb + u * ATT_WARPS < t1) mx = fmaxf(mx, sc[u]);
+				for (int j = 0; j < J; j++) {
+					const int i = 4 * lane + 128 * j;
+					const bool ok = t < t1 && i < hd;
+					const size_t at = (size_t)t * kv_dim + off + i;
+					kr[u][j] = ok ? kv_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+					vr[u][j] = ok ? kv_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+				}
+			}
+			att_round<J, U>(qv, acc, m, l, tb, t1, scale, [&](int u, int j) { return kr[u][j]; },
+			                [&](int u, int j) { return vr[u][j]; });
 		}
-		const float a = att_weight(m, mx);  // tb < t1: mx is a real score
-		l = __fmul_rn(l, a);
-#pragma unroll
-		for (int j = 0; j < J; j++) acc[j] = att_scale4(a, acc[j]);
-#pragma unroll
-		for (int u = 0; u < U; u++) {
-			if (tb + u * ATT_WARPS >= t1) break;  // the same for the whole warp
-			const float p = expf(__fsub_rn(sc[u], mx));
-			l = __fadd_rn(l, p);
-#pragma unroll
-			for (int j = 0; j < J; j++) acc[j] = att_axpy4(p, vr[u][j], acc[j]);
-		}
-		m = mx;
 	}
 #pragma unroll
 	for (int j = 0; j < J; j++) {
@@ -259,16 +310,17 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 
 // attention_split is attention_split_t for the block (h, s) = (bid /
 // ATT_SPLIT, bid % ATT_SPLIT): 8 positions a round per warp up to hd 128,
-// 4 above. KV: the cache's element type (float or __half).
-template <typename KV>
+// 4 above. KV: the cache's element type (float or __half); PIPE: the
+// pipelined loop (FP16 only; the same bits).
+template <typename KV, bool PIPE = false>
 __device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                 const KV* vc, int n, int n_heads, int n_kv, int hd, int bid) {
 	__shared__ __align__(16) AttShared sh;
 	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
 	if (hd <= 128)
-		attention_split_t<1, 8>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+		attention_split_t<1, 8, KV, PIPE>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 	else
-		attention_split_t<2, 4>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+		attention_split_t<2, 4, KV, PIPE>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 }
 
 // attention_in_row writes head hh of the projection x (q or k), RMS-normed

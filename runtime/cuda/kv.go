@@ -26,14 +26,20 @@ type kvKernels struct {
 	// first K/V rows, issued before its dependency wait (decode.cu
 	// attention_pf_step; tuning.attPrefetch).
 	attentionPfStep cu.Function
+	// attentionPipeStep is attentionStep with the FP16 cache's pipelined
+	// loop (the next round's rows load while this one computes), after the
+	// prefetch when its rows argument is above 0 (decode.cu
+	// attention_pipe_step; tuning.attPipe).
+	attentionPipeStep cu.Function
 }
 
 // kvKernelNames lists kvKernels' functions in field order, per cache type.
-var kvKernelNames = [2][10]string{
+var kvKernelNames = [2][11]string{
 	{"kv_append_f32", "attention_f32", "attention_rows_f32", "rope_kv_step", "qk_norm_rope_kv_step", "attention_step", "attention_in_step",
-		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step"},
+		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step", "attention_pipe_step"},
 	{"kv_append_f16", "attention_f32_kv16", "attention_rows_f32_kv16", "rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16",
-		"attention_step_kv16", "attention_in_step_kv16", "attention_tiled_rows_f32_kv16", "matvec_f16_rope_kv_kv16", "attention_pf_step_kv16"},
+		"attention_step_kv16", "attention_in_step_kv16", "attention_tiled_rows_f32_kv16", "matvec_f16_rope_kv_kv16", "attention_pf_step_kv16",
+		"attention_pipe_step_kv16"},
 }
 
 // kvIndex is a cache element type's index in kernelSet.kv.

@@ -218,7 +218,10 @@ func (s *stepper) headNorms(l int) bool {
 // tuning.attPrefetch the launch is attention_pf_step, whose blocks first ask
 // L2 for their range's first K/V rows: under programmatic dependent launch
 // they are resident while the rope/append kernel before them runs, which
-// moves almost no bytes (a hint only; the same bits).
+// moves almost no bytes (a hint only; the same bits). With tuning.attPipe
+// it is attention_pipe_step: over an FP16 cache each warp loads the next
+// round's K/V rows while it computes a round (same bits: the arithmetic is
+// att_round's either way), after the same prefetch when attPrefetch is set.
 func (s *stepper) issueAttention(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	hd, Q, KV := cfg.HeadDim(), cfg.NumHeads*cfg.HeadDim(), cfg.KVDim()
@@ -238,6 +241,11 @@ func (s *stepper) issueAttention(l int) error {
 	qa := s.qkv // the unfused path rotates q in place
 	if s.headNorms(l) {
 		qa = s.qn
+	}
+	if b.tune.attPipe && b.rec == nil {
+		b.attPipeLaunches++
+		return b.launch(s.kvKernels(l).attentionPipeStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
+			argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd), argInt(b.tune.attPrefetch))
 	}
 	if rows := b.tune.attPrefetch; rows > 0 && b.rec == nil {
 		b.attPrefetchLaunches++

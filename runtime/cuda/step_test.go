@@ -102,6 +102,8 @@ func TestStepperTunings(t *testing.T) {
 		{"shared-fork-gum-three", tuning{sharedForkNR: 2, sharedForkGUM: true, noSharedDown: true}},
 		{"rope-in-qkv", tuning{ropeInQKV: true}},
 		{"att-prefetch", tuning{attPrefetch: 64}},
+		{"att-pipe", tuning{attPipe: true}},
+		{"att-pipe-prefetch", tuning{attPipe: true, attPrefetch: 16}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -146,7 +148,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0, ri0, sf0, rq0, ap0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t)
+	pdl0, pf0, moe0, ri0, sf0, rq0, ap0, pp0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t), attPipeLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -235,15 +237,29 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	// With tuning.attPrefetch the captured modes' attention prefetches
 	// (attention_pf_step), unless attention_in_step runs instead; op by op
 	// and persistent steps never do.
-	apf := graph && tn.attPrefetch > 0 && !tn.attnIn
+	apf := graph && tn.attPrefetch > 0 && !tn.attPipe && !tn.attnIn
 	switch n := attPrefetchLaunches(t) - ap0; {
 	case apf && n == 0:
 		t.Fatalf("%s: no attention launch prefetched its K/V rows", mode)
-	case (!graph || tn.attPrefetch == 0) && n != 0:
-		t.Fatalf("%s (attPrefetch %d): %d attention launches prefetched", mode, tn.attPrefetch, n)
+	case (!graph || tn.attPrefetch == 0 || tn.attPipe) && n != 0:
+		t.Fatalf("%s (attPrefetch %d, attPipe %v): %d attention_pf_step launches", mode, tn.attPrefetch, tn.attPipe, n)
+	}
+	// With tuning.attPipe the same modes launch the pipelined attention.
+	app := graph && tn.attPipe && !tn.attnIn
+	switch n := attPipeLaunches(t) - pp0; {
+	case app && n == 0:
+		t.Fatalf("%s: no pipelined attention launch", mode)
+	case (!graph || !tn.attPipe) && n != 0:
+		t.Fatalf("%s (attPipe %v): %d pipelined attention launches", mode, tn.attPipe, n)
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// attPipeLaunches reads the test backend's count of pipelined attention
+// launches (tuning.attPipe).
+func attPipeLaunches(t *testing.T) int {
+	return backendCount(t, func(b *Backend) int { return b.attPipeLaunches })
 }
 
 // attPrefetchLaunches reads the test backend's count of attention launches
