@@ -6,7 +6,8 @@
 #
 #   OUT=$OUT/prof bash scripts/instruction-profile-h200.sh [olmoe-1b-7b:924 qwen15-moe-a27b:1]
 #
-# For each ARCH:SEED it synthesises and prepares an INT4 artifact in /dev/shm (unless present), then
+# For each ARCH:SEED it synthesises and prepares an INT4 artifact under ART_ROOT (default
+# /dev/shm/instruction-profile; h200_artifacts' layout, <root>/<arch>-<seed>-int4) unless present, then
 # runs Nsight Compute over a 3-token graph-full generate (grouped-v1, full residency):
 #   ncu-<arch>-nodes.csv   every kernel node timed alone: gpu__time_duration.sum, dram__bytes_read.sum,
 #                          dram__bytes_write.sum (--cache-control none, --clock-control none)
@@ -37,7 +38,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summ
 ncu --version | tail -1 | tee -a "$summary"
 for spec in ${@:-olmoe-1b-7b:924 qwen15-moe-a27b:1}; do
 	arch=${spec%%:*} seed=${spec#*:}
-	art=/dev/shm/instruction-profile/$arch-$seed-int4
+	art=${ART_ROOT:-/dev/shm/instruction-profile}/$arch-$seed-int4
 	if [ ! -f "$art/artifact.json" ]; then
 		t0=$SECONDS
 		ckpt=/dev/shm/instruction-profile/ckpt-$arch
