@@ -482,6 +482,23 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 	return WriteSections(w, confs, baselines, o, 2)
 }
 
+// Section is the ceilings section a cuda edition's reports carry (the
+// runner's report.EditionInput.Ceilings; the verifier recomputes it): the
+// sections of WriteSections at heading level 3, with DefaultOptions and no
+// baseline, for the raw records under the edition directory dir; or, where
+// they cannot be computed, one line that says why. ok is false in that
+// case.
+func Section(dir string) (text string, ok bool) {
+	confs, err := LoadEdition(dir)
+	if err == nil {
+		var b strings.Builder
+		if err = WriteSections(&b, confs, nil, DefaultOptions(), 3); err == nil {
+			return b.String(), true
+		}
+	}
+	return fmt.Sprintf("Not computed: %v.\n", err), false
+}
+
 // HBMCeilings is each cuda configuration's decode ceiling in tok/s (HBM
 // bandwidth over its HBM bytes per step, the "HBM ceiling" column of
 // WriteSections), by configuration id. Configurations measured on another

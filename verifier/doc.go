@@ -141,11 +141,18 @@
 //     with configs/<id>.json formatted as its column says (the verifier's
 //     own header -> JSON pointer, scale, decimals map, a copy of
 //     campaigns/report/fields.go's); each configuration has exactly one row; the
-//     contract line's id and hash and the claim count must match. Weak
-//     spots: a column the verifier does not know is a hint (unverified),
-//     the prose (caveats, ceilings sections, definitions) is not checked,
-//     and a plot is checked only for presence and the PNG signature, never
-//     against the data it draws.
+//     contract line's id and hash and the claim count must match. A cuda
+//     report's ceilings section ("Speeds beside their ceilings": HBM,
+//     H2D, VRAM, depth and prefill against their bounds) is recomputed
+//     from the raw records with package ceilings' Section, the runner's
+//     own, and must match the text exactly (derived.ceilings; a section
+//     that cannot be recomputed is a hint, derived.ceilings-unverified).
+//     Weak spots: a column the verifier does not know is a hint
+//     (unverified), the other prose (caveats, the headline sentences,
+//     definitions) is not checked, the ceilings section is recomputed with
+//     the runner's code (a bug both share agrees with itself), and a plot
+//     is checked only for presence and the PNG signature, never against
+//     the data it draws.
 //
 //  12. signature: attestation.dsse.json, the one file the manifest does not
 //     list, is a DSSE envelope over an in-toto Statement v1 whose subject is

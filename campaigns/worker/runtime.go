@@ -130,14 +130,8 @@ func (Runtime) HBMCeilings(dir string) map[string]float64 {
 // computed (an architecture that is not a synthetic preset), a line that
 // says why. It never fails the edition: the report only describes it.
 func (Runtime) CeilingsSection(dir string) string {
-	confs, err := ceilings.LoadEdition(dir)
-	if err == nil {
-		var b strings.Builder
-		if err = ceilings.WriteSections(&b, confs, nil, ceilings.DefaultOptions(), 3); err == nil {
-			return b.String()
-		}
-	}
-	return fmt.Sprintf("Not computed: %v.\n", err)
+	text, _ := ceilings.Section(dir)
+	return text
 }
 
 // prefillTimedDevices is where the engine times the end of prefill: the

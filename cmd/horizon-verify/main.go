@@ -120,7 +120,10 @@ var checkHelp = map[string][]string{
 		"counters exactly; traces agree with the token counts; records from before",
 		"traces are a hint",
 	},
-	"derived": {"report.md and report.html tables equal the JSON; plots present"},
+	"derived": {
+		"report.md and report.html tables equal the JSON; plots present; a cuda",
+		"report's ceilings section equal to the one recomputed from the raw records",
+	},
 	"ifeval": {
 		"IFEval editions only (they run manifest, schema, ifeval, signature; the",
 		"others are n/a): every retained response re-scored on the CPU; verdicts,",
