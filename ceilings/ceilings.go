@@ -483,7 +483,7 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 }
 
 // Section is the ceilings section a cuda edition's reports carry (the
-// runner's report.EditionInput.Ceilings; the verifier recomputes it): the
+// runner's report.EditionInput.Ceilings): the
 // sections of WriteSections at heading level 3, with DefaultOptions and no
 // baseline, for the raw records under the edition directory dir; or, where
 // they cannot be computed, one line that says why. ok is false in that

@@ -29,13 +29,13 @@ import (
 // and every cell is compared with configs/<id>.json, formatted the way its
 // column says (derivedColumns, the verifier's own copy of the runner's
 // field list: header -> JSON pointer, scale, decimals). So are the contract
-// line's id and hash and the claim count. A cuda report's ceilings section
-// is recomputed from the raw records and compared exactly
-// (check_ceilings.go). Weak spots, admitted: a column the verifier does
-// not know is reported unverified (a hint), not checked; other prose
-// (caveats, the headline sentences, definitions) is not checked; and a
-// plot is checked only for being present and a PNG: its pixels are not
-// compared with the data.
+// line's id and hash and the claim count, and report.html's headline
+// sentences (check_headlines.go). Weak spots, admitted: a column the
+// verifier does not know is reported unverified (a hint), not checked;
+// other prose (caveats, the ceilings sections, definitions) is not
+// checked: the ceilings need the runtime's model shapes, and the verifier
+// depends on no runtime package; and a plot is checked only for being
+// present and a PNG: its pixels are not compared with the data.
 var (
 	IDDerivedReportMissing = def("derived", "derived.report-missing", Error, "report.md or report.html is absent (or not a regular file)")
 	IDDerivedTableMissing  = def("derived", "derived.table-missing", Error, "a report lacks its results table or its cache-invariants table, or the table cannot be parsed")
@@ -407,7 +407,6 @@ func htmlTableRows(body string) (reportTable, bool) {
 
 func checkDerived(v *view, fs *findings) {
 	e := v.e
-	rc := &ceilingsRecompute{dir: e.Dir}
 	for _, rf := range reportFormats {
 		en := e.entries[rf.file]
 		if en == nil || !en.regular {
@@ -425,7 +424,7 @@ func checkDerived(v *view, fs *findings) {
 		checkDepthTable(v, rf, text, fs)
 		checkReportHeader(v, rf, text, fs)
 		checkReportPlots(v, rf, text, fs)
-		checkReportCeilings(rf, text, rc, fs)
+		checkReportHeadlines(v, rf, text, fs)
 	}
 }
 

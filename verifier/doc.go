@@ -141,18 +141,18 @@
 //     with configs/<id>.json formatted as its column says (the verifier's
 //     own header -> JSON pointer, scale, decimals map, a copy of
 //     campaigns/report/fields.go's); each configuration has exactly one row; the
-//     contract line's id and hash and the claim count must match. A cuda
-//     report's ceilings section ("Speeds beside their ceilings": HBM,
-//     H2D, VRAM, depth and prefill against their bounds) is recomputed
-//     from the raw records with package ceilings' Section, the runner's
-//     own, and must match the text exactly (derived.ceilings; a section
-//     that cannot be recomputed is a hint, derived.ceilings-unverified).
-//     Weak spots: a column the verifier does not know is a hint
-//     (unverified), the other prose (caveats, the headline sentences,
-//     definitions) is not checked, the ceilings section is recomputed with
-//     the runner's code (a bug both share agrees with itself), and a plot
-//     is checked only for presence and the PNG signature, never against
-//     the data it draws.
+//     contract line's id and hash and the claim count must match.
+//     report.html's headline sentences are recomputed with
+//     editions.Headlines (the runner's function) from the configuration
+//     documents in campaign order; a cuda sentence's HBM clause is taken
+//     out of the comparison, and its share must be the pooled decode rate
+//     over the ceiling it states (derived.headline). Weak spots: a column
+//     the verifier does not know is a hint (unverified); the other prose
+//     (caveats, the ceilings sections, definitions) is not checked, and
+//     neither is the HBM ceiling a headline states: they need the runtime's
+//     model shapes (package ceilings), and the verifier depends on no
+//     runtime package; and a plot is checked only for presence and the PNG
+//     signature, never against the data it draws.
 //
 //  12. signature: attestation.dsse.json, the one file the manifest does not
 //     list, is a DSSE envelope over an in-toto Statement v1 whose subject is

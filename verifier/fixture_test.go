@@ -20,7 +20,6 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/horizon-runmap/horizon/campaigns/report"
 	"github.com/horizon-runmap/horizon/contracts"
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/schemas"
@@ -425,7 +424,7 @@ func fixObs(o editions.Obs[int64], scale float64, decimals int) string {
 
 var fixResultFields = []fixField{
 	{"configuration", false, func(d *editions.ConfigDoc) string { return d.ID }},
-	{"checkpoint", false, func(d *editions.ConfigDoc) string { return report.CheckpointLabel(d.Checkpoint) }},
+	{"checkpoint", false, func(d *editions.ConfigDoc) string { return editions.CheckpointLabel(d.Checkpoint) }},
 	{"executor", false, func(d *editions.ConfigDoc) string {
 		if d.SeedExecutor != "" {
 			return d.Executor + " (seed: " + d.SeedExecutor + ")"
@@ -626,6 +625,15 @@ func writeFixtureReports(t testing.TB, dir string) {
 	fmt.Fprintf(&h, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Edition %s</title>\n</head>\n<body>\n<h1>Edition %s</h1>\n<p>verifier fixture</p>\n", fixEdition, fixEdition)
 	fmt.Fprintf(&h, "<p>Contract <strong>%s</strong> (sha256 <code>%s</code>): %d prompts x %d blocks, %d output tokens per request.\nDevice: <strong>cpu</strong>. Claims: %d in <a href=\"claims.json\">claims.json</a>.</p>\n",
 		html.EscapeString(id), sha, 2, fixBlocks, fixN, claims)
+	vals := make([]editions.ConfigDoc, len(docs))
+	for i, d := range docs {
+		vals[i] = *d
+	}
+	h.WriteString(`<ul class="headline">`)
+	for _, s := range editions.Headlines(vals, nil) {
+		h.WriteString("<li>" + html.EscapeString(s) + "</li>")
+	}
+	h.WriteString("</ul>\n")
 	h.WriteString("\n<h2>Results</h2>\n" + fixHTMLTable(fixResultsFor(docs), docs) + "\n")
 	fmt.Fprintf(&h, "<figure><img src=\"%s\" alt=\"Pooled decode rate against capacity\" width=\"600\"><figcaption>Pooled decode rate against capacity</figcaption></figure>\n", fixPlot)
 	h.WriteString("\n<h2>Cache contract invariants</h2>\n<p>Summed over the measured requests; the contract requires observed zeros.</p>\n")
@@ -684,6 +692,41 @@ func rerenderReports(t testing.TB, dir string) {
 		s = htmlClaimCount.ReplaceAllString(s, fmt.Sprintf(`Claims: %d in <a href="claims.json">`, claims))
 		writeFile(t, dir, editions.ReportHTML, s)
 	}
+	rerenderProse(t, dir, docs)
+}
+
+// rerenderProse brings report.html's headline sentences in line with the
+// configuration documents, as a careful forger would with this repository's
+// function (editions.Headlines), keeping each configuration's stated HBM
+// ceiling (the verifier cannot recompute it). A report without the list is
+// left as it is.
+func rerenderProse(t testing.TB, dir string, docs []*editions.ConfigDoc) {
+	t.Helper()
+	p := filepath.Join(dir, editions.ReportHTML)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return
+	}
+	s := string(b)
+	loc := htmlHeadlineList.FindStringSubmatchIndex(s)
+	if loc == nil {
+		return
+	}
+	hbm := map[string]float64{}
+	for _, c := range headlineHBM.FindAllStringSubmatch(html.UnescapeString(s[loc[2]:loc[3]]), -1) {
+		if y, err := strconv.ParseFloat(c[4], 64); err == nil {
+			hbm[c[1]] = y
+		}
+	}
+	vals := make([]editions.ConfigDoc, len(docs))
+	for i, d := range docs {
+		vals[i] = *d
+	}
+	var items strings.Builder
+	for _, h := range editions.Headlines(vals, hbm) {
+		items.WriteString("<li>" + html.EscapeString(h) + "</li>")
+	}
+	writeFile(t, dir, editions.ReportHTML, s[:loc[2]]+items.String()+s[loc[3]:])
 }
 
 // replaceMDTable replaces the first table under "## <title>" with table.

@@ -39,16 +39,28 @@ func init() {
 					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,6}<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
 				rehash(t, dir)
 			}},
-		forgery{family: "derived", name: "number in report.md's ceilings section edited", want: IDDerivedCeilings,
+		forgery{family: "derived", name: "HBM share in report.html's headline edited", want: IDDerivedHeadline,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
-				editCeilingsNumber(t, dir, editions.ReportMD)
+				// A cuda sentence's share of the HBM ceiling, raised by 7
+				// points: it is no longer the rate over the stated ceiling.
+				b, err := os.ReadFile(filepath.Join(dir, editions.ReportHTML))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(b), "% of the HBM ceiling (") {
+					t.Skip("no HBM clause in the headline (a cpu edition)")
+				}
+				editReportCell(t, dir, editions.ReportHTML, regexp.MustCompile(`(<ul class="headline"><li>[^<]*?, )(\d+)(% of the HBM ceiling \()`))
 				rehash(t, dir)
 			}},
-		forgery{family: "derived", name: "number in report.html's ceilings section edited", want: IDDerivedCeilings,
+		forgery{family: "derived", name: "rate in report.html's headline edited", want: IDDerivedHeadline,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
-				editCeilingsNumber(t, dir, editions.ReportHTML)
+				// The first rate of the first sentence: pooled decode, or
+				// the longest prompt's prefill with one output token.
+				editReportCell(t, dir, editions.ReportHTML,
+					regexp.MustCompile(`(<ul class="headline"><li>[^<]*?[:,] (?:prefill )?)(\d+)(\.\d tok/s)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "plot deleted from the manifest and the disk", want: IDDerivedPlotMissing,
@@ -80,8 +92,8 @@ func editReportCell(t *testing.T, dir, rel string, res ...*regexp.Regexp) {
 	}
 	s := string(b)
 	// The earliest match of any pattern: the results table comes first, and
-	// a later table (the ceilings section, checked separately) may hold a
-	// row of the same shape.
+	// a later table (the ceilings sections, which the verifier does not
+	// check) may hold a row of the same shape.
 	var loc []int
 	for _, re := range res {
 		if l := re.FindStringSubmatchIndex(s); l != nil && (loc == nil || l[0] < loc[0]) {
@@ -96,51 +108,4 @@ func editReportCell(t *testing.T, dir, rel string, res ...*regexp.Regexp) {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, rel, s[:loc[4]]+strconv.Itoa(n+7)+s[loc[5]:])
-}
-
-// editCeilingsNumber raises by 7 the integer part of the first number cell
-// of the first table row in a report's ceilings section (an HBM ceiling, a
-// pooled decode rate, a byte count: whatever comes first). It skips an
-// edition whose report has no ceilings section (cpu editions).
-func editCeilingsNumber(t *testing.T, dir, rel string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(b)
-	at := strings.Index(s, ceilingsHeading)
-	if at < 0 {
-		t.Skip("the report has no ceilings section")
-	}
-	num := regexp.MustCompile(`^ *(\d+)(\.\d+)? *$`)
-	sep := false
-	for off := at; off < len(s); {
-		end := strings.IndexByte(s[off:], '\n')
-		if end < 0 {
-			break
-		}
-		line := s[off : off+end]
-		switch {
-		case strings.HasPrefix(line, "| ---"):
-			sep = true
-		case sep && strings.HasPrefix(line, "| "):
-			pos := off + 1
-			for _, cell := range strings.Split(line[1:], "|") {
-				if m := num.FindStringSubmatchIndex(cell); m != nil {
-					n, err := strconv.Atoi(cell[m[2]:m[3]])
-					if err != nil {
-						t.Fatal(err)
-					}
-					i := pos + m[2]
-					writeFile(t, dir, rel, s[:i]+strconv.Itoa(n+7)+s[pos+m[3]:])
-					return
-				}
-				pos += len(cell) + 1
-			}
-			sep = false
-		}
-		off += end + 1
-	}
-	t.Skip("the report's ceilings section has no number cell")
 }

@@ -18,7 +18,7 @@ func Claims(c *Campaign, docs []editions.ConfigDoc) editions.ClaimsDoc {
 		ref := func(ptr string, v float64) *editions.SourceRef {
 			return &editions.SourceRef{File: file, Pointer: ptr, Value: v}
 		}
-		who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+		who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, editions.CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 		add := func(metric, unit string, decimals int, v float64, statement string, num, den *editions.SourceRef) {
 			out.Claims = append(out.Claims, editions.Claim{
 				ID: d.ID + "." + metric, Statement: statement, Value: Round(v, decimals), Unit: unit, Decimals: decimals,
@@ -91,7 +91,7 @@ func PrefillLengthClaims(d *editions.ConfigDoc, i int, pl editions.PrefillLength
 	}
 	file := editions.ConfigPath(d.ID)
 	base := fmt.Sprintf("/metrics/prefill_lengths/%d/", i)
-	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, editions.CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 	claim := func(stat string, v float64, statement string) editions.Claim {
 		return editions.Claim{
 			ID: d.ID + ".prefill_lengths." + pl.PromptID + "." + stat, Statement: who + ": " + statement,
@@ -127,7 +127,7 @@ func DecodeDepthClaims(d *editions.ConfigDoc, i int, dd editions.DecodeDepth, ev
 	}
 	file := editions.ConfigPath(d.ID)
 	base := fmt.Sprintf("/metrics/decode_depths/%d/", i)
-	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, editions.CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 	ref := func(member string, v float64) *editions.SourceRef {
 		return &editions.SourceRef{File: file, Pointer: base + member, Value: v}
 	}
@@ -160,20 +160,4 @@ func DecodeDepthStatement(stat string, dd editions.DecodeDepth) string {
 	}[stat]
 	return fmt.Sprintf("%s at context depth %d (prompt %s) over %d measured requests, first token to last: the depth's prefill and the first-token wait excluded",
 		what, dd.DepthTokens, dd.PromptID, dd.Requests)
-}
-
-// CheckpointLabel says what kind of checkpoint a configuration ran:
-// "synthetic olmoe-1b-7b seed 924" or "hf <dir>@<revision>".
-func CheckpointLabel(k editions.Checkpoint) string {
-	if k.Kind == "synthetic" {
-		seed := "?"
-		if k.Seed != nil {
-			seed = fmt.Sprint(*k.Seed)
-		}
-		return fmt.Sprintf("synthetic %s seed %s", k.Arch, seed)
-	}
-	if k.Revision != "" {
-		return fmt.Sprintf("hf %s %s@%s", k.Arch, k.Dir, k.Revision)
-	}
-	return fmt.Sprintf("hf %s %s", k.Arch, k.Dir)
 }

@@ -96,8 +96,8 @@ var configFields = []field{
 		Value: func(d *editions.ConfigDoc) string { return d.ID },
 		Raw:   func(d *editions.ConfigDoc) any { return d.ID }},
 	{Name: "checkpoint", Key: "checkpoint",
-		Value: func(d *editions.ConfigDoc) string { return CheckpointLabel(d.Checkpoint) },
-		Raw:   func(d *editions.ConfigDoc) any { return CheckpointLabel(d.Checkpoint) }},
+		Value: func(d *editions.ConfigDoc) string { return editions.CheckpointLabel(d.Checkpoint) },
+		Raw:   func(d *editions.ConfigDoc) any { return editions.CheckpointLabel(d.Checkpoint) }},
 	{Name: "executor", Key: "executor", Value: executorLabel,
 		Raw: func(d *editions.ConfigDoc) any { return executorLabel(d) }},
 	{Name: "capacity", Unit: "experts/layer", Right: true, Key: "capacity", Value: func(d *editions.ConfigDoc) string {

@@ -114,7 +114,7 @@ func writePlots(dir string, docs []editions.ConfigDoc, routing []modelRouting, c
 			if !ok {
 				continue
 			}
-			label := fmt.Sprintf("%s, %s", CheckpointLabel(d.Checkpoint), d.Executor)
+			label := fmt.Sprintf("%s, %s", editions.CheckpointLabel(d.Checkpoint), d.Executor)
 			if v := variants[d.ID]; v != "" {
 				label += ", " + v
 			}

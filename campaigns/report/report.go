@@ -72,7 +72,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		Contract: k, ContractSHA: contractSHA, Device: c.Device,
 		Results: makeTable(fs, docs), Invariants: makeTable(invariantFields, docs),
 		Speed: makeTable(pickFields(fs, speedKeys), docs), Resources: makeTable(pickFields(fs, resourceKeys), docs),
-		Headlines: headlines(docs, hbm), Prefill: makePrefillTable(docs),
+		Headlines: editions.Headlines(docs, hbm), Prefill: makePrefillTable(docs),
 		Depth: makeDepthTable(docs), DepthsNotRun: depthsNotRun(k, docs),
 		Plots: plots, Claims: claims,
 	}
@@ -87,7 +87,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 	for i := range docs {
 		d := &docs[i]
 		r.Workers = append(r.Workers, d.Workers...)
-		label := CheckpointLabel(d.Checkpoint)
+		label := editions.CheckpointLabel(d.Checkpoint)
 		if d.Checkpoint.Kind == "synthetic" {
 			synthetic++
 		}
@@ -113,7 +113,7 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 	// residency-only (the seed's c60 -> c64 step).
 	execs := map[string][]string{}
 	for i := range docs {
-		label := CheckpointLabel(docs[i].Checkpoint)
+		label := editions.CheckpointLabel(docs[i].Checkpoint)
 		if !slices.Contains(execs[label], docs[i].Executor) {
 			execs[label] = append(execs[label], docs[i].Executor)
 		}
@@ -160,90 +160,6 @@ func buildReport(c *Campaign, k *contracts.Contract, contractSHA string, records
 		r.Caveats = append(r.Caveats, "On the cpu device the expert cache's rows live in host memory: H2D counts copies from the host authority into cache rows, VRAM is UNSUPPORTED, and speed says nothing about a GPU.")
 	}
 	return r
-}
-
-// headlines is one sentence per model (checkpoint), in document order:
-// its configurations at the largest capacity measured (the model's
-// reference), with their pooled decode rate (and its share of the HBM
-// ceiling where hbm has one) and TTFT mean, then the configuration at its
-// smallest capacity, with its rate as a ratio of the first and its H2D
-// bytes. The tables below have every configuration.
-func headlines(docs []editions.ConfigDoc, hbm map[string]float64) []string {
-	var order []string
-	byModel := map[string][]*editions.ConfigDoc{}
-	for i := range docs {
-		label := CheckpointLabel(docs[i].Checkpoint)
-		if _, ok := byModel[label]; !ok {
-			order = append(order, label)
-		}
-		byModel[label] = append(byModel[label], &docs[i])
-	}
-	var out []string
-	for _, label := range order {
-		ds := slices.Clone(byModel[label])
-		slices.SortStableFunc(ds, func(a, b *editions.ConfigDoc) int { return b.Capacity - a.Capacity })
-		top := ds[0]
-		one := func(d *editions.ConfigDoc) string {
-			m := d.Metrics
-			var s string
-			pd, topPD, longest := m.PooledDecodeTokS, top.Metrics.PooledDecodeTokS, longestPrefill(d)
-			switch {
-			case pd.Ok():
-				s = fmt.Sprintf("%s (%d/%d experts): %.1f tok/s", d.ID, d.Capacity, d.ExpertsPerLayer, pd.Value)
-				if ceil, ok := hbm[d.ID]; ok && ceil > 0 {
-					s += fmt.Sprintf(", %.0f%% of the HBM ceiling (%.0f tok/s)", 100*pd.Value/ceil, ceil)
-				}
-				if d.Capacity < top.Capacity && topPD.Ok() && topPD.Value > 0 {
-					s += fmt.Sprintf(", %.2fx of %s", pd.Value/topPD.Value, top.ID)
-				}
-			case longest != nil && longest.MeanTokS.Ok():
-				// One output token: the headline is the longest prompt's
-				// prefill rate.
-				s = fmt.Sprintf("%s (%d/%d experts): prefill %.1f tok/s at %d prompt tokens (mean)", d.ID, d.Capacity, d.ExpertsPerLayer, longest.MeanTokS.Value, longest.PromptTokens)
-				if tl := longestPrefill(top); d.Capacity < top.Capacity && tl != nil && tl.MeanTokS.Ok() && tl.MeanTokS.Value > 0 {
-					s += fmt.Sprintf(", %.2fx of %s", longest.MeanTokS.Value/tl.MeanTokS.Value, top.ID)
-				}
-			default:
-				s = fmt.Sprintf("%s (%d/%d experts): decode UNKNOWN", d.ID, d.Capacity, d.ExpertsPerLayer)
-			}
-			s += fmt.Sprintf(", TTFT %.1f ms", m.TTFTMeanS*1e3)
-			if d.Capacity < d.ExpertsPerLayer {
-				s += fmt.Sprintf(", %.1f MiB H2D", float64(m.H2DBytes)/mib)
-			}
-			return s
-		}
-		var parts []string
-		for _, d := range ds {
-			if d.Capacity == top.Capacity {
-				parts = append(parts, one(d))
-			}
-		}
-		// The first configuration (campaign order) at the smallest capacity.
-		low := ds[len(ds)-1]
-		for _, d := range byModel[label] {
-			if d.Capacity == low.Capacity {
-				low = d
-				break
-			}
-		}
-		if low.Capacity < top.Capacity {
-			parts = append(parts, "at the smallest capacity "+one(low))
-		}
-		out = append(out, label+": "+strings.Join(parts, "; ")+".")
-	}
-	return out
-}
-
-// longestPrefill is the prefill entry of d's longest prompt, nil when d has
-// no prefill lengths.
-func longestPrefill(d *editions.ConfigDoc) *editions.PrefillLength {
-	var best *editions.PrefillLength
-	for i := range d.Metrics.PrefillLengths {
-		if pl := &d.Metrics.PrefillLengths[i]; best == nil || pl.PromptTokens > best.PromptTokens {
-			best = pl
-		}
-	}
-	return best
 }
 
 // promptBytes is the length of a prompt's text in bytes.

@@ -76,7 +76,7 @@ func editionRouting(c *Campaign, records map[string][]*editions.RawRecord, docs 
 	tracedBy := map[string][]traced{}
 	for i := range docs {
 		d := &docs[i]
-		label := CheckpointLabel(d.Checkpoint)
+		label := editions.CheckpointLabel(d.Checkpoint)
 		if byModel[label] == nil {
 			labels = append(labels, label)
 		}

@@ -121,8 +121,8 @@ var checkHelp = map[string][]string{
 		"traces are a hint",
 	},
 	"derived": {
-		"report.md and report.html tables equal the JSON; plots present; a cuda",
-		"report's ceilings section equal to the one recomputed from the raw records",
+		"report.md and report.html tables and report.html's headline sentences",
+		"equal the JSON (a headline's HBM ceiling unverified); plots present",
 	},
 	"ifeval": {
 		"IFEval editions only (they run manifest, schema, ifeval, signature; the",
