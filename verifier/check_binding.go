@@ -121,25 +121,8 @@ func claimMetricNamed(name string) (claimMetric, bool) {
 // the configuration document alone. TestClaimStatementsMatchRunner holds it
 // to report.Claims (campaigns/report).
 func claimStatement(d *editions.ConfigDoc, m claimMetric) string {
-	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, checkpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, editions.CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 	return who + ": " + m.statement(d)
-}
-
-// checkpointLabel says what kind of checkpoint a configuration ran, as the
-// statements and the reports' checkpoint column write it:
-// "synthetic olmoe-1b-7b seed 924" or "hf <arch> <dir>@<revision>".
-func checkpointLabel(k editions.Checkpoint) string {
-	if k.Kind == "synthetic" {
-		seed := "?"
-		if k.Seed != nil {
-			seed = fmt.Sprint(*k.Seed)
-		}
-		return fmt.Sprintf("synthetic %s seed %s", k.Arch, seed)
-	}
-	if k.Revision != "" {
-		return fmt.Sprintf("hf %s %s@%s", k.Arch, k.Dir, k.Revision)
-	}
-	return fmt.Sprintf("hf %s %s", k.Arch, k.Dir)
 }
 
 func checkBinding(v *view, fs *findings) {
@@ -270,7 +253,7 @@ type lengthClaim struct {
 // lengths' then the depths'.
 func lengthClaims(d *editions.ConfigDoc) []lengthClaim {
 	var out []lengthClaim
-	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, checkpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
+	who := fmt.Sprintf("%s (%s, capacity %d/%d, %s, %s)", d.ID, editions.CheckpointLabel(d.Checkpoint), d.Capacity, d.ExpertsPerLayer, d.Executor, d.Device)
 	for i, pl := range d.Metrics.PrefillLengths {
 		if !pl.MeanTokS.Ok() || !pl.MedianTokS.Ok() || pl.Interval == nil {
 			continue

@@ -156,7 +156,7 @@ var resultColumns = map[string]derivedColumn{
 		if err := decodeAt(d, "/checkpoint", &k); err != nil {
 			return "", err
 		}
-		return checkpointLabel(k), nil
+		return editions.CheckpointLabel(k), nil
 	},
 	"executor": func(d any) (string, error) {
 		ex, err := strCol("/executor")(d)
