@@ -52,6 +52,11 @@ func TestImportRules(t *testing.T) {
 		// it never touches the runtime, and the runner never imports it.
 		{"campaigns/slurm", nil, []string{"runtime/", "campaigns/worker"}},
 		{"verifier", nil, []string{"runtime/", "campaigns"}},
+		// ceilings computes the reports' bounds for the runner and the
+		// verifier alike, from raw records and modelspec's shapes.
+		{"ceilings", nil, []string{"runtime/", "campaigns"}},
+		// modelspec (architectures, presets, tensor specs) is a leaf.
+		{"modelspec", nil, []string{"runtime/", "campaigns", "editions", "verifier", "contracts", "schemas", "ceilings", "eviction", "cmd/"}},
 		{"cmd/horizon-verify", nil, []string{"runtime/", "campaigns"}},
 		// fidelity computes the paired measures for the report writer and
 		// the verifier alike, from retained values only.

@@ -28,7 +28,7 @@ import (
 	"strings"
 
 	"github.com/horizon-runmap/horizon/editions"
-	"github.com/horizon-runmap/horizon/runtime/model"
+	"github.com/horizon-runmap/horizon/modelspec"
 )
 
 // Options set the bandwidths and limits the report measures against.
@@ -298,7 +298,7 @@ func (c *Config) addDepth(q editions.Request) {
 // synthetic preset: K and V of every layer in kvDType (artifact.kv_dtype:
 // FP32, 4 bytes an element, also for ""; FP16, 2).
 func KVBytesPerPosition(arch, kvDType string) (int64, error) {
-	p, err := model.LookupPreset(arch)
+	p, err := modelspec.LookupPreset(arch)
 	if err != nil {
 		return 0, fmt.Errorf("ceilings: %w", err)
 	}
@@ -366,20 +366,20 @@ func StepBytes(arch string, recordBytes int64) (Bytes, error) {
 
 // sizedTensor is a tensor of a preset with its element count.
 type sizedTensor struct {
-	model.TensorSpec
+	modelspec.TensorSpec
 	elems int64
 }
 
 // nonRouted is a synthetic preset's configuration and its non-routed
 // tensors (FP16 on the device) with their element counts.
-func nonRouted(arch string) (model.Config, []sizedTensor, error) {
-	p, err := model.LookupPreset(arch)
+func nonRouted(arch string) (modelspec.Config, []sizedTensor, error) {
+	p, err := modelspec.LookupPreset(arch)
 	if err != nil {
-		return model.Config{}, nil, fmt.Errorf("ceilings: %w", err)
+		return modelspec.Config{}, nil, fmt.Errorf("ceilings: %w", err)
 	}
 	var out []sizedTensor
 	for _, t := range p.Config.TensorSpecs() {
-		if t.Kind != model.NonRouted {
+		if t.Kind != modelspec.NonRouted {
 			continue
 		}
 		n := int64(1)
@@ -753,7 +753,7 @@ func writeVRAM(p func(string, ...any), confs []*Config, o Options) error {
 		if err != nil {
 			return err
 		}
-		pre, err := model.LookupPreset(c.Arch)
+		pre, err := modelspec.LookupPreset(c.Arch)
 		if err != nil {
 			return err
 		}

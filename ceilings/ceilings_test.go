@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/horizon-runmap/horizon/runtime/engine"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.md")
@@ -262,5 +264,14 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	}
 	if string(got) != string(want) {
 		t.Fatalf("report differs from %s (run go test ./ceilings/ -update after checking the change)", golden)
+	}
+}
+
+// TestPrefillChunkIsTheEngines: the ceilings count a prefill's weight
+// reads per chunk of the engine's own size (ceilings restates the constant
+// so that it does not depend on the runtime).
+func TestPrefillChunkIsTheEngines(t *testing.T) {
+	if PrefillChunk != engine.PrefillChunk {
+		t.Fatalf("ceilings.PrefillChunk = %d, runtime/engine.PrefillChunk = %d", PrefillChunk, engine.PrefillChunk)
 	}
 }

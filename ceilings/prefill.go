@@ -5,15 +5,20 @@ import (
 
 	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/eviction"
-	"github.com/horizon-runmap/horizon/runtime/engine"
 )
+
+// PrefillChunk is the positions one batched prefill pass of the runtime
+// takes (runtime/engine.PrefillChunk; TestPrefillChunkIsTheEngines holds
+// them equal). It is restated here because ceilings must not depend on the
+// runtime: the verifier recomputes the ceilings sections with it.
+const PrefillChunk = 512
 
 // Prefill ceilings (issue 15). Under a contract that times the prompt alone
 // (declared prompt lengths and one output token: PERF-PREFILL-v1), each
 // configuration's isolated prefill rate per prompt length is set beside:
 //
 //   - the weights read once: the non-routed FP16 weights once per chunk of
-//     engine.PrefillChunk positions (the lm_head once: only the last
+//     PrefillChunk positions (the lm_head once: only the last
 //     position's logits are made; the embedding one row a token), and the
 //     expert records the request's kernels read (recordReads: from its
 //     routing trace) at HBM bandwidth;
@@ -155,7 +160,7 @@ func PrefillShapeOf(arch string) (PrefillShape, error) {
 // reads expert records of recordBytes reads at least: the chunk weights
 // once a chunk, the lm_head once, a row a token, and the records.
 func (s PrefillShape) WeightsBytes(tokens int, reads, recordBytes int64) int64 {
-	chunks := int64((tokens + engine.PrefillChunk - 1) / engine.PrefillChunk)
+	chunks := int64((tokens + PrefillChunk - 1) / PrefillChunk)
 	return chunks*s.ChunkBytes + s.HeadBytes + int64(tokens)*s.RowBytes + reads*recordBytes
 }
 
@@ -216,7 +221,7 @@ func writePrefill(p func(string, ...any), confs []*Config, o Options) error {
 	}
 	p("\n## Prefill against its ceilings\n\n")
 	p("Isolated prefill (prefill_seconds: admission to the prompt's last logits), pooled over the timed requests of each prompt length. ")
-	p("*Weights*: the non-routed FP16 weights once per chunk of %d positions (the lm_head once, an embedding row a token) plus the expert records its kernels read (from the routing trace: every id of a lease, the distinct ids of a batch wave) at HBM bandwidth. ", engine.PrefillChunk)
+	p("*Weights*: the non-routed FP16 weights once per chunk of %d positions (the lm_head once, an embedding row a token) plus the expert records its kernels read (from the routing trace: every id of a lease, the distinct ids of a batch wave) at HBM bandwidth. ", PrefillChunk)
 	p("*Arithmetic* (batched prefill on cuda): the matrix products' FLOPs a token x %.0f (the FP16 hi/lo split of the activations) at %.0f TFLOP/s (%s), plus causal attention's 4 x heads x head dim x layers x (T-1)/2 FLOPs a token at %.0f TFLOP/s (%s). ",
 		o.SplitFactor, o.TensorFLOPS/1e12, o.TensorSource, o.CUDACoreFLOPS/1e12, o.CUDACoreSource)
 	p("*Partial residency*: the full-residency configuration's prefill of the same prompt + the request's H2D bytes over the median worker-measured H2D bandwidth.\n\n")

@@ -1,12 +1,14 @@
-// Package model knows the two MoE architectures Horizon runs (OLMoE and
-// Qwen2-MoE) as Hugging Face defines them: their config.json, the names and
-// shapes of every tensor in a checkpoint, how to read those tensors from
-// (sharded) safetensors, and how to write deterministic synthetic checkpoints
-// with the exact published shapes.
+// Package modelspec describes the two MoE architectures Horizon runs (OLMoE
+// and Qwen2-MoE) as Hugging Face defines them: the config.json subset that
+// determines the math, the synthetic presets with the published shapes, and
+// the name, shape and storage kind of every tensor of a checkpoint.
 //
-// The package holds data and layout only. The forward pass lives in
-// runtime/engine and is written against runtime/backend.
-package model
+// It is a leaf (the standard library only), so that what needs a model's
+// shapes without its runtime can have them: package ceilings, which the
+// runner's reports and the verifier both use to compute HBM, VRAM and
+// prefill bounds. runtime/model re-exports it and adds checkpoints
+// (safetensors) and synthesis; the forward pass lives in runtime/engine.
+package modelspec
 
 import (
 	"encoding/json"
