@@ -29,12 +29,13 @@ import (
 // and every cell is compared with configs/<id>.json, formatted the way its
 // column says (derivedColumns, the verifier's own copy of the runner's
 // field list: header -> JSON pointer, scale, decimals). So are the contract
-// line's id and hash and the claim count, and report.html's headline
-// sentences (check_headlines.go). Weak spots, admitted: a column the
-// verifier does not know is reported unverified (a hint), not checked;
-// other prose (caveats, the ceilings sections, definitions) is not
-// checked: the ceilings need the runtime's model shapes, and the verifier
-// depends on no runtime package; and a plot is checked only for being
+// line's id and hash and the claim count, report.html's headline
+// sentences (check_headlines.go) and a cuda report's ceilings section
+// (check_ceilings.go), both recomputed from the raw records. Weak spots,
+// admitted: a column the verifier does not know is reported unverified (a
+// hint), not checked; other prose (caveats, definitions) is not checked;
+// the ceilings are recomputed with the runner's own package ceilings (a
+// bug both share agrees with itself); and a plot is checked only for being
 // present and a PNG: its pixels are not compared with the data.
 var (
 	IDDerivedReportMissing = def("derived", "derived.report-missing", Error, "report.md or report.html is absent (or not a regular file)")
@@ -407,6 +408,7 @@ func htmlTableRows(body string) (reportTable, bool) {
 
 func checkDerived(v *view, fs *findings) {
 	e := v.e
+	rc := &ceilingsRecompute{dir: e.Dir}
 	for _, rf := range reportFormats {
 		en := e.entries[rf.file]
 		if en == nil || !en.regular {
@@ -424,7 +426,8 @@ func checkDerived(v *view, fs *findings) {
 		checkDepthTable(v, rf, text, fs)
 		checkReportHeader(v, rf, text, fs)
 		checkReportPlots(v, rf, text, fs)
-		checkReportHeadlines(v, rf, text, fs)
+		checkReportHeadlines(v, rf, text, rc, fs)
+		checkReportCeilings(rf, text, rc, fs)
 	}
 }
 

@@ -144,15 +144,24 @@
 //     contract line's id and hash and the claim count must match.
 //     report.html's headline sentences are recomputed with
 //     editions.Headlines (the runner's function) from the configuration
-//     documents in campaign order; a cuda sentence's HBM clause is taken
-//     out of the comparison, and its share must be the pooled decode rate
-//     over the ceiling it states (derived.headline). Weak spots: a column
-//     the verifier does not know is a hint (unverified); the other prose
-//     (caveats, the ceilings sections, definitions) is not checked, and
-//     neither is the HBM ceiling a headline states: they need the runtime's
-//     model shapes (package ceilings), and the verifier depends on no
-//     runtime package; and a plot is checked only for presence and the PNG
-//     signature, never against the data it draws.
+//     documents in campaign order and the HBM ceilings package ceilings
+//     computes from the raw records, and compared whole (derived.headline;
+//     where the ceilings cannot be computed, a cuda sentence's HBM clause
+//     is taken out of the comparison and its share must be the pooled
+//     decode rate over the ceiling it states). A cuda report's ceilings
+//     section ("Speeds beside their ceilings": HBM, H2D, VRAM, depth and
+//     prefill against their bounds) is recomputed from the raw records with
+//     package ceilings' Section, the runner's own, and must match the text
+//     exactly (derived.ceilings; a section that cannot be recomputed, for
+//     an architecture that is not a synthetic preset, is a hint,
+//     derived.ceilings-unverified). Package ceilings takes the models'
+//     shapes from modelspec, a leaf, so the verifier still depends on no
+//     runtime package. Weak spots: a column the verifier does not know is a
+//     hint (unverified); the other prose (caveats, definitions) is not
+//     checked; a report without its ceilings section is not an error; the
+//     ceilings are recomputed with the runner's code (a bug both share
+//     agrees with itself); and a plot is checked only for presence and the
+//     PNG signature, never against the data it draws.
 //
 //  12. signature: attestation.dsse.json, the one file the manifest does not
 //     list, is a DSSE envelope over an in-toto Statement v1 whose subject is

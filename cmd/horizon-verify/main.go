@@ -122,7 +122,8 @@ var checkHelp = map[string][]string{
 	},
 	"derived": {
 		"report.md and report.html tables and report.html's headline sentences",
-		"equal the JSON (a headline's HBM ceiling unverified); plots present",
+		"equal the JSON; a cuda report's ceilings section (and a headline's HBM",
+		"ceiling) equal to the ones recomputed from the raw records; plots present",
 	},
 	"ifeval": {
 		"IFEval editions only (they run manifest, schema, ifeval, signature; the",

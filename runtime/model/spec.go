@@ -61,4 +61,6 @@ func ExpertTensorName(layer, expert int, proj string) string {
 }
 
 // LayerTensorName is modelspec.LayerTensorName.
-func LayerTensorName(layer int, suffix string) string { return modelspec.LayerTensorName(layer, suffix) }
+func LayerTensorName(layer int, suffix string) string {
+	return modelspec.LayerTensorName(layer, suffix)
+}

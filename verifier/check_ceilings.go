@@ -1,0 +1,124 @@
+package verifier
+
+import (
+	"html"
+	"strings"
+
+	"github.com/horizon-runmap/horizon/ceilings"
+)
+
+// The ceilings section of a cuda edition's reports ("Speeds beside their
+// ceilings": HBM bytes a step against the bandwidth, missed bytes against
+// the measured H2D rate, VRAM against weights + KV + allowance, decode by
+// depth and prefill against theirs) is derived text like the tables, so
+// check derived recomputes it. The runner writes package ceilings'
+// Section of the edition's raw records; the verifier computes the same
+// from the records it verifies and compares the text exactly. A report
+// without the section is not an error (the runner leaves it out of cpu
+// editions, and a reader then sees no ceiling to be misled by). Where the
+// section cannot be recomputed (an architecture without a synthetic
+// preset's shapes) its numbers are unverified, a hint.
+var (
+	IDDerivedCeilings           = def("derived", "derived.ceilings", Error, "a report's ceilings section differs from package ceilings' section recomputed from the edition's raw records")
+	IDDerivedCeilingsUnverified = def("derived", "derived.ceilings-unverified", Hint, "a report's ceilings section cannot be recomputed from the edition's raw records: its numbers are unverified")
+)
+
+// ceilingsHeading is the section's heading text in both report formats.
+const ceilingsHeading = "Speeds beside their ceilings"
+
+// reportCeilings returns the ceilings section of a report as its Markdown
+// text (report.html holds it escaped in the <pre> after the heading), and
+// whether the report has one.
+func reportCeilings(file, text string) (string, bool) {
+	if strings.HasSuffix(file, ".html") {
+		_, rest, ok := strings.Cut(text, "<h2>"+ceilingsHeading+"</h2>")
+		if !ok {
+			return "", false
+		}
+		_, rest, ok = strings.Cut(rest, "<pre>")
+		if !ok {
+			return "", true
+		}
+		body, _, ok := strings.Cut(rest, "</pre>")
+		if !ok {
+			return "", true
+		}
+		return html.UnescapeString(body), true
+	}
+	_, rest, ok := strings.Cut(text, "\n## "+ceilingsHeading+"\n\n")
+	if !ok {
+		return "", false
+	}
+	// The section ends where the next level-2 heading starts (its own
+	// headings are level 3).
+	if i := strings.Index(rest, "\n## "); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest, true
+}
+
+// ceilingsRecompute computes the edition's ceilings section and HBM
+// ceilings once, from the raw records under dir.
+type ceilingsRecompute struct {
+	dir           string
+	done, hbmDone bool
+	text          string
+	ok            bool
+	hbmCeil       map[string]float64
+	hbmComputed   bool
+}
+
+func (c *ceilingsRecompute) get() (string, bool) {
+	if !c.done {
+		c.text, c.ok = ceilings.Section(c.dir)
+		c.done = true
+	}
+	return c.text, c.ok
+}
+
+// hbm is each cuda configuration's HBM decode ceiling in tok/s, as the
+// runner's headline sentences state it (ceilings.HBMCeilings with the
+// default options); ok is false when the raw records cannot be loaded
+// for it.
+func (c *ceilingsRecompute) hbm() (map[string]float64, bool) {
+	if !c.hbmDone {
+		if confs, err := ceilings.LoadEdition(c.dir); err == nil {
+			c.hbmCeil, c.hbmComputed = ceilings.HBMCeilings(confs, ceilings.DefaultOptions()), true
+		}
+		c.hbmDone = true
+	}
+	return c.hbmCeil, c.hbmComputed
+}
+
+// checkReportCeilings compares a report's ceilings section, if it has one,
+// with the recomputed one, and names the first line that differs.
+func checkReportCeilings(rf reportFormat, text string, rc *ceilingsRecompute, fs *findings) {
+	got, ok := reportCeilings(rf.file, text)
+	if !ok {
+		return
+	}
+	want, computed := rc.get()
+	if !computed {
+		fs.add(IDDerivedCeilingsUnverified, rf.file, "", "a recomputable section", strings.TrimSpace(want),
+			"%s's ceilings section cannot be recomputed: %s", rf.file, strings.TrimSpace(want))
+		return
+	}
+	if got == want {
+		return
+	}
+	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < max(len(gl), len(wl)); i++ {
+		g, w := "(none)", "(none)"
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if g != w {
+			fs.add(IDDerivedCeilings, rf.file, "", w, g,
+				"%s's ceilings section differs from the one recomputed from the raw records at its line %d", rf.file, i+1)
+			return
+		}
+	}
+}
