@@ -28,7 +28,9 @@
 //	                 turns it off; the grouped int4 twins with a cp.async
 //	                 ring of codes, the default: tuning.tcNoRing; two
 //	                 chunks a stage: tuning.tcRing2; the FP16 ring twins:
-//	                 tuning.tcRingF16)
+//	                 tuning.tcRingF16; the fragment-direct grouped int4
+//	                 kernel, codes straight into B fragments:
+//	                 tuning.tcFD)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	prefill_attention the batch's causal attention tiled: a block reads

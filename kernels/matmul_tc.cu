@@ -744,3 +744,233 @@ MATMUL_TC_GROUPED(matmul_tc_grouped_ring_narrow_w4a16, true, TC_RING, 1, true)
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_narrow_w4a16, true, TC_RING, 1, true)
 MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_narrow_w4a16, true, TC_RING2, 2, true)
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 2, true)
+
+// The fragment-direct grouped int4 kernel (tuning.tcFD; runtime/cuda
+// tcGroupedKernel): the same table, pairs, row tiles and bits as the ring
+// kernels, with another data path. Session 22's profile of the ring kernel
+// (kernels/NOTES.md) found it latency-bound at 2 blocks of 8 warps an SM:
+// every chunk stages the matrix's codes in shared memory and passes a block
+// barrier before any warp can issue its mma. Here:
+//
+//   - each warp owns 16 matrix rows (two n8 tiles) of the block's 128 and
+//     every token of the entry (up to four m16 tiles), so a B fragment is
+//     dequantised once and used by every m16 tile;
+//   - the codes never enter shared memory: lane (g, q) loads word q of its
+//     n8 tile's row g chunk by chunk (4 bytes, a warp 8 rows x 16 bytes),
+//     TC_FD_PD chunks ahead in registers, and the row's four lanes
+//     transpose their words (tc_fd_transpose: two shuffles, two byte
+//     permutes) so that each holds byte q of every word, which is what its
+//     B fragments take (tc_codes);
+//   - the activations' hi and lo halves and 2^-s come from the pre-split
+//     arrays in slices of TC_FD_SL chunks, staged with cp.async one slice
+//     ahead: one barrier every TC_FD_SL chunks instead of one a chunk;
+//   - the block scale of each output row is loaded once a 256-value block,
+//     one block ahead.
+//
+// Each output's products and their order are tc_chunk's: for each (m16,
+// n8) tile the chunk's sum starts from zero with hi of values 0..15, then
+// lo, then hi and lo of 16..31; it is scaled by 2^-s and accumulated with
+// the block scale. The loops run m16 tile by m16 tile (so only one tile's
+// chunk sums are live), which changes no accumulator's own sequence: the
+// bits are the ring kernels'. A padding token's row (past the entry's
+// count, inside its last m16 tile) is zero and never written; m16 tiles of
+// padding alone are skipped, as the ring kernels skip them.
+#define TC_FD_SL 4                      // chunks a staged slice of activations
+#define TC_FD_PD 8                      // chunks of codes a warp has in flight
+#define TC_FD_LD (TC_FD_SL * TC_BK + 8)  // halves a staged token row: 68 words, rows 4 banks apart
+#define TC_FD_STAGE (2 * TC_BM * TC_FD_LD * 2 + TC_FD_SL * TC_BM * 4)
+#define TC_SMEM_FD (2 * TC_FD_STAGE)
+static_assert(TC_FD_PD % TC_FD_SL == 0 && TC_SCALE_CHUNKS % TC_FD_SL == 0, "slices tile the pipeline and the scale blocks");
+static_assert(TC_THREADS / 32 * 16 == TC_BN, "8 warps of 16 rows make a row tile");
+
+// tc_fd_transpose: the four lanes q = 0..3 of a row hold words 0..3 of its
+// chunk (w = word q); each gets byte q of every word (byte j of the result
+// = byte q of word j): a 4 x 4 byte transpose over lanes xor 1, then xor 2.
+// Every lane of the warp takes part.
+__device__ __forceinline__ unsigned tc_fd_transpose(unsigned w, int q) {
+	const unsigned p1 = (unsigned)__shfl_xor_sync(0xffffffffu, (int)w, 1);
+	const unsigned r1 = (q & 1) ? __byte_perm(w, p1, 0x3715u) : __byte_perm(w, p1, 0x6240u);
+	const unsigned p2 = (unsigned)__shfl_xor_sync(0xffffffffu, (int)r1, 2);
+	return (q & 2) ? __byte_perm(r1, p2, 0x3276u) : __byte_perm(r1, p2, 0x5410u);
+}
+
+// tc_fd_stage copies slice s (chunks s * TC_FD_SL .. , at most nck) of the
+// entry's T tokens' pre-split halves and 2^-s into stage st: hi, lo
+// [TC_BM][TC_FD_LD] halves, then inv [TC_FD_SL][TC_BM] floats; cp.async,
+// the caller commits.
+__device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int T, int nck,
+                                            int s, int tid) {
+	__half* hs = reinterpret_cast<__half*>(st);
+	__half* ls = hs + TC_BM * TC_FD_LD;
+	float* is = reinterpret_cast<float*>(ls + TC_BM * TC_FD_LD);
+	const int c0 = s * TC_FD_SL, nc = min(TC_FD_SL, nck - c0);
+	if (nc <= 0) return;
+	const int pieces = nc * (TC_BK / 8);  // 16-byte pieces of a token's slice row
+	for (int i = tid; i < 2 * T * pieces; i += TC_THREADS) {
+		const int lo = i >= T * pieces, r = lo ? i - T * pieces : i, t = r / pieces, p = r - t * pieces;
+		const size_t at = (size_t)xrows[t] * nck * TC_BK + (size_t)c0 * TC_BK + p * 8;
+		cp_async16((lo ? ls : hs) + t * TC_FD_LD + p * 8, (lo ? sx.lo : sx.hi) + at);
+	}
+	for (int i = tid; i < T * nc; i += TC_THREADS) {
+		const int t = i / nc, cc = i - t * nc;
+		cp_async4(is + cc * TC_BM + t, sx.inv + (size_t)xrows[t] * nck + c0 + cc);
+	}
+}
+
+// tc_fd_scales loads the block scales (256-value block b) of the four
+// output rows lane (g, q) accumulates: rows n0 + wn + 8 ni + 2q + e (0 past
+// the last row).
+__device__ __forceinline__ void tc_fd_scales(float (&sc)[2][2], const uint8_t* __restrict__ mat, int rows, int cols_padded,
+                                             int scales_offset, int nrow0, int b) {
+	const __half* S = reinterpret_cast<const __half*>(mat + scales_offset);
+#pragma unroll
+	for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+		for (int e = 0; e < 2; e++) {
+			const int n = nrow0 + 8 * ni + e;
+			sc[ni][e] = n < rows ? __half2float(__ldg(S + (size_t)n * (cols_padded >> 8) + b)) : 0.0f;
+		}
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                   int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows0,
+                                   const int* yrows0) {
+	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
+	const tc_group gr = groups[blockIdx.x / tiles];
+	const uint8_t* __restrict__ mat = gr.mat;
+	const int T = gr.count, MT = (T + 15) / 16;
+	const int* __restrict__ xrows = xrows0 + gr.pair0;
+	const int* __restrict__ yrows = yrows0 + gr.pair0;
+	const int n0 = (blockIdx.x % tiles) * TC_BN;
+	const TcSplitX sx{hi, lo, inv};
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+	const int wn = warp * 16;
+	const int nck = (cols + TC_BK - 1) / TC_BK;
+
+	// The padding tokens' rows of the last m16 tile (both stages): zeros.
+	for (int i = tid; i < 2 * (16 * MT - T) * TC_FD_LD; i += TC_THREADS) {
+		const int st = i / ((16 * MT - T) * TC_FD_LD), r = i - st * (16 * MT - T) * TC_FD_LD;
+		__half* hs = reinterpret_cast<__half*>(smem + st * TC_FD_STAGE);
+		const int t = T + r / TC_FD_LD, k = r % TC_FD_LD;
+		hs[t * TC_FD_LD + k] = __float2half_rn(0.0f);
+		hs[TC_BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
+	}
+	tc_fd_stage(smem, sx, xrows, T, nck, 0, tid);
+	cp_async_commit();
+
+	// The codes: lane (g, q) loads word q of row rb[ni]'s chunks.
+	const size_t rowBytes = (size_t)(cols_padded >> 1);
+	const unsigned* rb[2];
+	bool rok[2];
+#pragma unroll
+	for (int ni = 0; ni < 2; ni++) {
+		const int r = n0 + wn + 8 * ni + g;
+		rok[ni] = r < rows;
+		rb[ni] = reinterpret_cast<const unsigned*>(mat + (size_t)(rok[ni] ? r : 0) * rowBytes) + q;
+	}
+	unsigned raw[TC_FD_PD][2];
+#pragma unroll
+	for (int j = 0; j < TC_FD_PD; j++)
+#pragma unroll
+		for (int ni = 0; ni < 2; ni++) raw[j][ni] = rok[ni] && j < nck ? __ldg(rb[ni] + 4 * j) : 0x88888888u;
+	const int nrow0 = n0 + wn + 2 * q;  // the first output row of this lane's accumulators
+	float sc[2][2], scn[2][2];
+	tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, 0);
+
+	float acc[4][2][4];
+#pragma unroll
+	for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+		for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+
+	for (int cb = 0; cb < nck; cb += TC_FD_PD) {
+#pragma unroll
+		for (int j = 0; j < TC_FD_PD; j++) {
+			const int c = cb + j;
+			if (c >= nck) break;  // uniform
+			if (j % TC_FD_SL == 0) {
+				// Slice c / SL has arrived (this thread's copies), every
+				// thread's copies are visible after the barrier, and every
+				// warp is done with the slice before it, whose stage the
+				// next slice now fills.
+				cp_async_wait<0>();
+				__syncthreads();
+				const int s = c / TC_FD_SL;
+				tc_fd_stage(smem + ((s + 1) & 1) * TC_FD_STAGE, sx, xrows, T, nck, s + 1, tid);
+				cp_async_commit();
+			}
+			if (c % TC_SCALE_CHUNKS == 0) {
+				const int b = c / TC_SCALE_CHUNKS;
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++) sc[ni][0] = scn[ni][0], sc[ni][1] = scn[ni][1];
+				if ((b + 1) * TC_SCALE_CHUNKS < nck) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, b + 1);
+			}
+			// This chunk's B fragments: byte q of each word of each n8
+			// tile's row g, as FP16 codes (tc_chunk's bf at ks 0 and 16).
+			unsigned bf[2][2][2];
+#pragma unroll
+			for (int ni = 0; ni < 2; ni++) {
+				const unsigned w = tc_fd_transpose(raw[j][ni], q);
+				bf[0][ni][0] = tc_codes(w, 0), bf[0][ni][1] = tc_codes(w, 1);
+				bf[1][ni][0] = tc_codes(w, 2), bf[1][ni][1] = tc_codes(w, 3);
+				raw[j][ni] = rok[ni] && c + TC_FD_PD < nck ? __ldg(rb[ni] + 4 * (c + TC_FD_PD)) : 0x88888888u;
+			}
+			const uint8_t* st = smem + ((c / TC_FD_SL) & 1) * TC_FD_STAGE;
+			const __half* hs = reinterpret_cast<const __half*>(st);
+			const __half* ls = hs + TC_BM * TC_FD_LD;
+			const float* is = reinterpret_cast<const float*>(ls + TC_BM * TC_FD_LD) + (c % TC_FD_SL) * TC_BM;
+			const int k0 = (c % TC_FD_SL) * TC_BK + 2 * q;
+#pragma unroll
+			for (int mi = 0; mi < 4; mi++) {
+				if (mi >= MT) break;  // m16 tiles of padding tokens alone
+				float part[2][4];
+#pragma unroll
+				for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+					for (int pi = 0; pi < 2; pi++) {
+						const __half* ar = (pi == 0 ? hs : ls) + (16 * mi + g) * TC_FD_LD + k0 + 16 * ks;
+						const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar),
+						                        *reinterpret_cast<const unsigned*>(ar + 8 * TC_FD_LD),
+						                        *reinterpret_cast<const unsigned*>(ar + 8),
+						                        *reinterpret_cast<const unsigned*>(ar + 8 * TC_FD_LD + 8)};
+#pragma unroll
+						for (int ni = 0; ni < 2; ni++) {
+							if (ks == 0 && pi == 0)
+								mma_16816_z(part[ni], af, bf[ks][ni]);
+							else
+								mma_16816(part[ni], af, bf[ks][ni]);
+						}
+					}
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) {
+						const float f = __fmul_rn(part[ni][e], is[16 * mi + g + (e >> 1) * 8]);
+						acc[mi][ni][e] = __fmaf_rn(f, sc[ni][e & 1], acc[mi][ni][e]);
+					}
+			}
+		}
+	}
+	cp_async_wait<0>();  // an empty last slice's group
+
+#pragma unroll
+	for (int mi = 0; mi < 4; mi++) {
+		if (mi >= MT) break;
+#pragma unroll
+		for (int e2 = 0; e2 < 2; e2++) {
+			const int t = 16 * mi + g + 8 * e2;
+			if (t >= T) continue;
+			float* yr = y + (size_t)yrows[t] * rows;
+#pragma unroll
+			for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+				for (int e1 = 0; e1 < 2; e1++) {
+					const int r = nrow0 + 8 * ni + e1;
+					if (r < rows) yr[r] = acc[mi][ni][2 * e2 + e1];
+				}
+		}
+	}
+}

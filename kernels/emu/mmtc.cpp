@@ -15,8 +15,9 @@
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
 // the in-kernel split, and that the cp.async ring twins (the int4 grouped
 // kernels, one and two chunks a stage, and their narrow twins; the FP16
-// split-K and pre-split kernels) give the two-stage kernels' bits (the emulator copies at once, so
-// this checks the ring's indexing and values, not its timing).
+// split-K and pre-split kernels) and the fragment-direct grouped int4 kernel give the two-stage
+// kernels' bits (the emulator copies at once, so this checks the ring's and the slices' indexing
+// and values, not their timing).
 //
 //	mmtc            (built by build.sh next to the harness)
 #include <cstdio>
@@ -65,6 +66,8 @@ extern "C" void matmul_tc_grouped_ring2_narrow_w4a16(float*, const float*, const
                                                      const int*);
 extern "C" void matmul_tc_grouped_pre_ring2_narrow_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int,
                                                          int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
+                                               int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -92,6 +95,9 @@ static const size_t kSmemRing = kSmem + 12 * (256 * 8 + 128 * 4);
 static const size_t kSmemRing2 = 2 * kSmem + 10 * (256 * 8 + 128 * 4);
 // The FP16 ring kernels' (TC_SMEM_RING_F16): 6 slots of 256 x 32 bytes.
 static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
+// The fragment-direct kernel's (TC_SMEM_FD): two stages of 64 tokens' hi
+// and lo over 4 chunks (rows of 136 halves) and their 2^-s.
+static const size_t kSmemFD = 2 * (2 * 64 * 136 * 2 + 4 * 64 * 4);
 
 static int failures = 0;
 
@@ -353,6 +359,22 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 					failures++;
 					return;
 				}
+			}
+			// The fragment-direct kernel (pre-split only): the codes loaded
+			// into registers and transposed across a row's four lanes, the
+			// activations staged in slices; the same 64-pair table.
+			std::vector<float> yf((size_t)P * rows, -12345.0f);
+			emu_launch((unsigned)groups.size() * tiles, kThreads, kSmemFD, [&] {
+				matmul_tc_grouped_pre_fd_w4a16(yf.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), groups.data(), tiles, rows, cols,
+				                               cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			if (std::memcmp(yf.data(), y.data(), 4 * y.size()) != 0) {
+				size_t i = 0;
+				while (i < y.size() && std::memcmp(&yf[i], &y[i], 4) == 0) i++;
+				fprintf(stderr, "FAIL %s: the fragment-direct grouped kernel's outputs differ from the two-stage kernel's (first at pair %zu row %zu: %g, want %g)\n",
+				        name, i / rows, i % rows, yf[i], y[i]);
+				failures++;
+				return;
 			}
 		}
 	}

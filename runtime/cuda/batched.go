@@ -324,6 +324,10 @@ const (
 	// tcSmemRing2 is TC_SMEM_RING2: two stages of two chunks and 10 slots
 	// (the _ring2 kernels, tuning.tcRing2).
 	tcSmemRing2 = 2*tcSmem + 10*(tcThreads*8+tcRowTile*4)
+	// tcSmemFD is TC_SMEM_FD: two stages of an entry's tcTile tokens' hi
+	// and lo halves over 4 chunks (rows of 136 halves) and their 2^-s (the
+	// fragment-direct kernel, tuning.tcFD).
+	tcSmemFD = 2 * (2*tcTile*136*2 + 4*tcTile*4)
 	// tcNarrowTile is the most pairs a narrow grouped kernel's entry holds
 	// (matmul_tc.cu's NARROW mapping covers a block's first 32 tokens).
 	tcNarrowTile = 32
@@ -391,6 +395,11 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 // even to 3-5% slower at 512, 2-7% faster at 2,048 (results/h200-s20).
 func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcNoRing }
 
+// tcGroupedFD says whether a grouped launch of matrix kind (0 int4) runs
+// the fragment-direct kernel: int4 with pre-split activations, under
+// tuning.tcFD (off until measured).
+func (b *Backend) tcGroupedFD(kind int) bool { return kind == 0 && b.tune.tcFD && !b.tune.tcNoPreSplit }
+
 // tcGroupedNarrow says whether a grouped ring launch of calls runs the
 // narrow twins (tuning.tcNarrow): every expert's pairs fit one entry of at
 // most tcNarrowTile, the tokens the narrow mapping covers.
@@ -410,7 +419,9 @@ func (b *Backend) tcGroupedNarrow(calls []expertCall) bool {
 // memory: the two-stage kernel, or the int4 ring (tcGroupedRing) with one
 // or two chunks a stage (tuning.tcRing2), wide or narrow
 // (tcGroupedNarrow); each with the activations split before it (the
-// default) or in the kernel (tuning.tcNoPreSplit).
+// default) or in the kernel (tuning.tcNoPreSplit). Under tuning.tcFD an
+// int4 launch with pre-split activations runs the fragment-direct kernel
+// instead (tcGroupedFD), whatever the ring tunings say.
 func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 	pre := 1
 	if b.tune.tcNoPreSplit {
@@ -418,6 +429,8 @@ func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 	}
 	kind := calls[0].kind
 	switch ring2, narrow := b.tune.tcRing2, b.tcGroupedNarrow(calls); {
+	case b.tcGroupedFD(kind):
+		return b.k.matmulTCGroupedFD, tcSmemFD
 	case !b.tcGroupedRing(kind):
 		if pre == 1 {
 			return b.k.matmulTCGroupedPre[kind], tcSmem

@@ -78,7 +78,11 @@ type kernelSet struct {
 	matmulTCGroupedRing2 [2]cu.Function
 	// The narrow twins of both (tuning.tcNarrow; [0 ring, 1 ring2][0
 	// in-kernel split, 1 pre-split]).
-	matmulTCGroupedNarrow                  [2][2]cu.Function
+	matmulTCGroupedNarrow [2][2]cu.Function
+	// The fragment-direct grouped int4 kernel (pre-split only;
+	// tuning.tcFD): codes loaded straight into B fragments, activations
+	// staged in slices.
+	matmulTCGroupedFD                      cu.Function
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -197,6 +201,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedNarrow = [2][2]cu.Function{
 		{get("matmul_tc_grouped_ring_narrow_w4a16"), get("matmul_tc_grouped_pre_ring_narrow_w4a16")},
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
+	k.matmulTCGroupedFD = get("matmul_tc_grouped_pre_fd_w4a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.addGatedRows = get("add_gated_rows_f32")
@@ -344,7 +349,8 @@ var moduleFuncs = map[string][]string{
 		"tc_split_rows", "matmul_tc_pre_f16", "matmul_tc_pre_w4a16", "matmul_tc_grouped_pre_f16", "matmul_tc_grouped_pre_w4a16",
 		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
-		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16"},
+		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
+		"matmul_tc_grouped_pre_fd_w4a16"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

@@ -366,7 +366,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-ring-f16 (the default with the FP16 projections' ring too: tuning.tcRingF16),
 // batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2),
 // batched-tc-narrow and batched-tc-ring2-narrow (the narrow twins where
-// every expert of a launch has at most 32 pairs: tuning.tcNarrow);
+// every expert of a launch has at most 32 pairs: tuning.tcNarrow),
+// batched-tc-fd (the fragment-direct grouped int4 kernel: tuning.tcFD);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -399,7 +400,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-ring-f16", engine.PrefillBatched, tuning{tcRingF16: true}},
 		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}},
 		{"batched-tc-narrow", engine.PrefillBatched, tuning{tcNarrow: true}},
-		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}}}
+		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}},
+		{"batched-tc-fd", engine.PrefillBatched, tuning{tcFD: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -561,8 +563,10 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					// The int4 cp.async ring (the default; FP16 has none), its
 					// two-chunk-a-stage twin (tuning.tcRing2), the narrow
 					// twins of both (tuning.tcNarrow; they run where every
-					// expert has at most 32 pairs) and the two-stage kernel
-					// (tuning.tcNoRing), with either split, give the same bits.
+					// expert has at most 32 pairs), the two-stage kernel
+					// (tuning.tcNoRing), with either split, and the
+					// fragment-direct kernel (tuning.tcFD, pre-split only)
+					// give the same bits.
 					same(t, func() []float32 {
 						dst := mustF32(t, be, make([]float32, total*sh.rows))
 						if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
@@ -571,7 +575,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 						return mustRead(t, be, dst)
 					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
-						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true})
+						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFD: true})
 				})
 			}
 		}
@@ -609,6 +613,10 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"narrow, 33 pairs", tuning{tcNarrow: true}, calls(0, 7, 33), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"narrow ring2 in-kernel split", tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, calls(0, 3), k.matmulTCGroupedNarrow[1][0], tcSmemRing2},
 		{"narrow without the ring", tuning{tcNarrow: true, tcNoRing: true}, calls(0, 3), k.matmulTCGroupedPre[0], tcSmem},
+		{"fragment-direct", tuning{tcFD: true}, calls(0, 7, 64, 33), k.matmulTCGroupedFD, tcSmemFD},
+		{"fragment-direct over the ring tunings", tuning{tcFD: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD, tcSmemFD},
+		{"fragment-direct, fp16", tuning{tcFD: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
+		{"fragment-direct needs the pre-split", tuning{tcFD: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)
