@@ -12,14 +12,15 @@ import (
 // the measured H2D rate, VRAM against weights + KV + allowance, decode by
 // depth and prefill against theirs) is derived text like the tables, so
 // check derived recomputes it. The runner writes package ceilings'
-// Section of the edition's raw records; the verifier computes the same
-// from the records it verifies and compares the text exactly. A report
-// without the section is not an error (the runner leaves it out of cpu
-// editions, and a reader then sees no ceiling to be misled by). Where the
-// section cannot be recomputed (an architecture without a synthetic
-// preset's shapes) its numbers are unverified, a hint.
+// Section of the edition's raw records into every report of a cuda
+// campaign (cpu editions have none); the verifier computes the same from
+// the records it verifies and compares the text exactly. A cuda report
+// without the section is an error too: taking it out would hide a VRAM
+// limit missed or a small share of the HBM ceiling. Where the section
+// cannot be recomputed (an architecture without a synthetic preset's
+// shapes) its numbers are unverified, a hint.
 var (
-	IDDerivedCeilings           = def("derived", "derived.ceilings", Error, "a report's ceilings section differs from package ceilings' section recomputed from the edition's raw records")
+	IDDerivedCeilings           = def("derived", "derived.ceilings", Error, "a report's ceilings section differs from package ceilings' section recomputed from the edition's raw records, or a cuda campaign's report has none")
 	IDDerivedCeilingsUnverified = def("derived", "derived.ceilings-unverified", Hint, "a report's ceilings section cannot be recomputed from the edition's raw records: its numbers are unverified")
 )
 
@@ -90,11 +91,17 @@ func (c *ceilingsRecompute) hbm() (map[string]float64, bool) {
 	return c.hbmCeil, c.hbmComputed
 }
 
-// checkReportCeilings compares a report's ceilings section, if it has one,
-// with the recomputed one, and names the first line that differs.
-func checkReportCeilings(rf reportFormat, text string, rc *ceilingsRecompute, fs *findings) {
+// checkReportCeilings compares a report's ceilings section with the
+// recomputed one, and names the first line that differs; a cuda
+// campaign's report (device, the campaign's /campaign/device) must have
+// one.
+func checkReportCeilings(rf reportFormat, text, device string, rc *ceilingsRecompute, fs *findings) {
 	got, ok := reportCeilings(rf.file, text)
 	if !ok {
+		if device == "cuda" {
+			fs.add(IDDerivedCeilings, rf.file, "", "a section \""+ceilingsHeading+"\"", "none",
+				"%s has no ceilings section, which the runner writes into every report of a cuda campaign", rf.file)
+		}
 		return
 	}
 	want, computed := rc.get()

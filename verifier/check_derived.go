@@ -409,6 +409,10 @@ func htmlTableRows(body string) (reportTable, bool) {
 func checkDerived(v *view, fs *findings) {
 	e := v.e
 	rc := &ceilingsRecompute{dir: e.Dir}
+	device := ""
+	if cd := e.docs[editions.CampaignFile]; cd != nil && cd.tree != nil {
+		device = cd.str("/campaign/device")
+	}
 	for _, rf := range reportFormats {
 		en := e.entries[rf.file]
 		if en == nil || !en.regular {
@@ -427,7 +431,7 @@ func checkDerived(v *view, fs *findings) {
 		checkReportHeader(v, rf, text, fs)
 		checkReportPlots(v, rf, text, fs)
 		checkReportHeadlines(v, rf, text, rc, fs)
-		checkReportCeilings(rf, text, rc, fs)
+		checkReportCeilings(rf, text, device, rc, fs)
 	}
 }
 

@@ -154,12 +154,12 @@
 //     package ceilings' Section, the runner's own, and must match the text
 //     exactly (derived.ceilings; a section that cannot be recomputed, for
 //     an architecture that is not a synthetic preset, is a hint,
-//     derived.ceilings-unverified). Package ceilings takes the models'
-//     shapes from modelspec, a leaf, so the verifier still depends on no
-//     runtime package. Weak spots: a column the verifier does not know is a
-//     hint (unverified); the other prose (caveats, definitions) is not
-//     checked; a report without its ceilings section is not an error; the
-//     ceilings are recomputed with the runner's code (a bug both share
+//     derived.ceilings-unverified); a cuda campaign's report without the
+//     section is an error (derived.ceilings). Package ceilings takes the
+//     models' shapes from modelspec, a leaf, so the verifier still depends
+//     on no runtime package. Weak spots: a column the verifier does not
+//     know is a hint (unverified); the other prose (caveats, definitions)
+//     is not checked; the ceilings are recomputed with the runner's code (a bug both share
 //     agrees with itself); and a plot is checked only for presence and the
 //     PNG signature, never against the data it draws.
 //

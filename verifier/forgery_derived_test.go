@@ -66,6 +66,18 @@ func init() {
 				editCeilingsNumber(t, dir, editions.ReportMD)
 				rehash(t, dir)
 			}},
+		forgery{family: "derived", name: "ceilings section taken out of report.md", want: IDDerivedCeilings,
+			apply: func(t *testing.T, dir string) {
+				forge(t, dir)
+				dropCeilingsSection(t, dir, editions.ReportMD)
+				rehash(t, dir)
+			}},
+		forgery{family: "derived", name: "ceilings section taken out of report.html", want: IDDerivedCeilings,
+			apply: func(t *testing.T, dir string) {
+				forge(t, dir)
+				dropCeilingsSection(t, dir, editions.ReportHTML)
+				rehash(t, dir)
+			}},
 		forgery{family: "derived", name: "number in report.html's ceilings section edited", want: IDDerivedCeilings,
 			apply: func(t *testing.T, dir string) {
 				forge(t, dir)
@@ -211,4 +223,33 @@ func editCeilingsNumber(t *testing.T, dir, rel string) {
 		off += end + 1
 	}
 	t.Skip("the report's ceilings section has no number cell")
+}
+
+// dropCeilingsSection takes the ceilings section out of a report, heading
+// and all, up to the next section of its level. It skips an edition whose
+// report has none (cpu editions).
+func dropCeilingsSection(t *testing.T, dir, rel string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, rel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	open, next := "\n## "+ceilingsHeading+"\n", "\n## "
+	if strings.HasSuffix(rel, ".html") {
+		open, next = "<h2>"+ceilingsHeading+"</h2>", "<h2>"
+	}
+	at := strings.Index(s, open)
+	if at < 0 {
+		t.Skip("the report has no ceilings section")
+	}
+	end := len(s)
+	if i := strings.Index(s[at+len(open):], next); i >= 0 {
+		end = at + len(open) + i
+	} else if strings.HasSuffix(rel, ".html") {
+		if i := strings.Index(s[at:], "</body>"); i >= 0 {
+			end = at + i
+		}
+	}
+	writeFile(t, dir, rel, s[:at]+s[end:])
 }
