@@ -677,14 +677,8 @@ extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int
 	}
 }
 
-// tc_group is one entry of a grouped launch's table: up to TC_BM (token,
-// slot) pairs of one expert, pairs [pair0, pair0 + count) of the launch's
-// xrows/yrows, and that expert's matrix (16 bytes; runtime/cuda batched.go
-// writes it).
-struct tc_group {
-	const uint8_t* mat;
-	int pair0, count;
-};
+// tc_group (common.cuh) is one entry of a grouped launch's table. A block
+// of an entry of count 0 returns at once.
 
 // matmul_tc_grouped_{f16,w4a16}: one launch for several experts' matrices
 // of one layout (an expert wave's gate, up or down): block b is row tile
@@ -701,6 +695,7 @@ struct tc_group {
 	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
 	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
+		if (gr.count <= 0) return; /* a device-routed table's unused entry (tc_route_groups) */                       \
 		matmul_tc_body<INT4, false, RING, SUB, NARROW>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, \
 		                                       gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN); \
 	}
@@ -710,6 +705,7 @@ struct tc_group {
 	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
 	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
+		if (gr.count <= 0) return; /* a device-routed table's unused entry (tc_route_groups) */                       \
 		matmul_tc_body<INT4, true, RING, SUB, NARROW>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded,          \
 		                                              scales_offset,                                                   \
 		                                      gr.count, xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, \
@@ -838,6 +834,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
                                    const int* yrows0) {
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const tc_group gr = groups[blockIdx.x / tiles];
+	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
 	const uint8_t* __restrict__ mat = gr.mat;
 	const int T = gr.count, MT = (T + 15) / 16;
 	const int* __restrict__ xrows = xrows0 + gr.pair0;
@@ -974,3 +971,4 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 		}
 	}
 }
+

@@ -231,3 +231,45 @@ type Batched interface {
 type ExpertGroups interface {
 	ExpertMatMulGroup(dst Tensor, dstRows [][]int, recs []Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows [][]int) error
 }
+
+// DeviceRouting is implemented by Batched backends that keep a batched
+// prefill's routing on the device, so that the host does not wait for each
+// layer's top-k before it issues the layer's expert matmuls (the read back
+// of TopKRows is a round trip per layer). The engine uses it at full
+// residency only: the cache's snapshot is pinned, every expert's row is
+// published for the life of the cache, so the rows are read through the
+// snapshot and the leases are served afterwards, only to count them
+// (device.ExpertRows). Every pair gets the bits ExpertMatMulGroup gives it:
+// a pair's results depend on its activations and its expert's matrix
+// alone, not on which pairs share an op or in which order they are packed.
+type DeviceRouting interface {
+	// RoutesOnDevice says whether this backend runs a batched prefill's
+	// routed experts of scheme through the device routing (a tuning or
+	// capability of the backend; false keeps TopKRows).
+	RoutesOnDevice(scheme qpack.Scheme) bool
+	// RouteRows is TopKRows without renormalisation (norm_topk_prob off)
+	// whose ids and weights stay on the device: the T rows' top-k of logits
+	// [T, E], grouped by expert against rows (the layer's published record
+	// of every expert, indexed by expert id) and lay. The pairs of slots
+	// s = t*k + j are packed in expert order, each expert's slots
+	// increasing: pair p of the packing is (token t, slot s).
+	RouteRows(logits Tensor, T, k int, rows []Tensor, lay qpack.RecordLayout) (Routing, error)
+	// RoutedMatMul runs matrix m (the layout's gate, up or down) of every
+	// pair's expert: dst[p] = M · x[t] (down false: gate or up, x [T, cols])
+	// or dst[s] = M · x[p] (down: x [T*k, cols], the packed activations),
+	// for every pair p = (t, s) of r.
+	RoutedMatMul(dst Tensor, r Routing, m qpack.MatrixLayout, x Tensor, down bool) error
+	// CombineRouted is CombineRows with r's weights: dst[t] = the k rows
+	// src[t*k + j] weighted and added in slot order from zero.
+	CombineRouted(dst, src Tensor, r Routing) error
+}
+
+// Routing is one layer's device routing (DeviceRouting.RouteRows).
+type Routing interface {
+	// IDs waits for the routing and returns its T*k expert ids in slot
+	// order (what TopKRows returns first).
+	IDs() ([]int, error)
+	// Release frees the routing once the ops that read it have been
+	// issued (idempotent).
+	Release()
+}

@@ -22,6 +22,9 @@ import (
 // Backend implements backend.Backend in plain Go.
 type Backend struct {
 	workers int
+	// devRoute: batched prefill routes on the "device" (routed.go;
+	// SetDeviceRouting), for the engine's tests of that path.
+	devRoute bool
 }
 
 // New returns a CPU backend that uses up to workers goroutines per op

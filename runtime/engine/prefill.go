@@ -136,6 +136,19 @@ type batch struct {
 	// buffer, on the host): ids[t*A+k], weights[t*A+k].
 	ids     []int
 	weights []float32
+	// Device routing (backend.DeviceRouting, full residency): the layer's
+	// routing RouteRows left on the device (route sets it, routed-experts
+	// takes it), and the routings whose leases are still to be counted
+	// once the batch has been issued (countDeviceLeases).
+	routing backend.Routing
+	pending []pendingRouting
+}
+
+// pendingRouting is a layer's device routing whose leases the batch
+// counts after it has issued every layer.
+type pendingRouting struct {
+	layer int
+	r     backend.Routing
 }
 
 // batchFor returns scratch for T positions.
@@ -234,6 +247,18 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 	if err != nil {
 		return -1, err
 	}
+	// A failed batch releases the device routings it holds (their leases
+	// are not counted: the request fails).
+	defer func() {
+		if bt.routing != nil {
+			bt.routing.Release()
+			bt.routing = nil
+		}
+		for _, p := range bt.pending {
+			p.r.Release()
+		}
+		bt.pending = nil
+	}()
 	cfg, be, bb := e.cfg, e.be, e.batched
 	D := cfg.HiddenSize
 	row := func(t backend.Tensor, width, i int) (backend.Tensor, error) { return bb.Rows(t, width, i, 1) }
@@ -310,6 +335,11 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 				e.headDone()
 			}
 		case plan.OpSelect:
+			// The device-routed layers' leases are counted while the
+			// head runs, before the selection waits for it.
+			if err = e.countDeviceLeases(bt); err != nil {
+				return -1, err
+			}
 			if next, err = be.Argmax(e.logits, masked); err != nil {
 				return -1, fmt.Errorf("select: %w", err)
 			}
@@ -327,6 +357,9 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 				return -1, err
 			}
 		}
+	}
+	if err := e.countDeviceLeases(bt); err != nil {
+		return -1, err
 	}
 	return next, nil
 }
@@ -450,6 +483,16 @@ func (e *Engine) routeBatch(bt *batch, l, T int, part func(backend.Tensor, int) 
 	if err != nil {
 		return err
 	}
+	if dr, rows := e.deviceRouting(l); dr != nil {
+		rl, err := part(bt.rl, E)
+		if err != nil {
+			return err
+		}
+		if bt.routing, err = dr.RouteRows(rl, T, A, rows, e.layout); err != nil {
+			return fmt.Errorf("router top-%d on the device: %w", A, err)
+		}
+		return nil
+	}
 	if ro, ok := e.be.(backend.RowOps); ok {
 		rl, err := part(bt.rl, E)
 		if err != nil {
@@ -489,6 +532,11 @@ func (e *Engine) routeBatch(bt *batch, l, T int, part func(backend.Tensor, int) 
 func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor, int, int) (backend.Tensor, error)) error {
 	cfg, be, lay := e.cfg, e.be, e.layout
 	D, A := cfg.HiddenSize, cfg.TopK
+	if r := bt.routing; r != nil {
+		bt.routing = nil
+		bt.pending = append(bt.pending, pendingRouting{l, r})
+		return e.routedExpertsDevice(bt, T, r)
+	}
 	// The layer's distinct experts in first-use order, and the (token,
 	// slot) pairs of each: slot s = t*A + k.
 	order, slots, err := groupSlots(bt.ids[:T*A], cfg.NumExperts)
@@ -505,7 +553,6 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	if err != nil {
 		return fmt.Errorf("snapshot: %w", err)
 	}
-	together := snap.Pinned
 	var held []device.Lease
 	releaseHeld := func() {
 		for _, ls := range held {
@@ -515,32 +562,21 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	}
 	var allIDs []int
 	var allRows []backend.Tensor
-	for w0 := 0; w0 < len(order); w0 += A {
-		wave := order[w0:min(w0+A, len(order))]
-		// Every (token, slot) pair is a lookup (LeaseBatch).
-		uses := make([]int, len(wave))
-		for i, id := range wave {
-			uses[i] = len(slots[id])
-		}
-		ls, err := e.experts.LeaseBatch(l, wave, uses)
-		if err != nil {
-			releaseHeld()
-			return fmt.Errorf("lease experts %v: %w", wave, err)
-		}
-		rows, err := ls.Serve()
-		if err == nil && together {
+	err = e.leaseWaves(l, order, slots, snap.Pinned, func(ls device.Lease, wave []int, rows []backend.Tensor) error {
+		if snap.Pinned {
 			held = append(held, ls)
 			allIDs, allRows = append(allIDs, wave...), append(allRows, rows...)
-			continue
+			return nil
 		}
-		if err == nil {
-			err = e.waveExperts(bt, wave, rows, slots, lay)
-		}
-		ls.Release()
-		if err != nil {
-			releaseHeld()
+		defer ls.Release()
+		if err := e.waveExperts(bt, wave, rows, slots, lay); err != nil {
 			return fmt.Errorf("experts %v: %w", wave, err)
 		}
+		return nil
+	})
+	if err != nil {
+		releaseHeld()
+		return err
 	}
 	if len(allIDs) > 0 {
 		if err := e.prof.lapOf(be, "routed-experts:leases"); err != nil {
@@ -589,6 +625,139 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 		}
 		return nil
 	})
+}
+
+// leaseWaves takes layer l's leases as a batched prefill does: the
+// distinct experts of order in waves of top-k, each wave's (token, slot)
+// pairs counted as lookups (LeaseBatch with every expert's pair count, the
+// first a hit or a miss as Serve finds it, the others hits), then served.
+// Each served wave goes to use, which owns the lease: it releases it, or
+// holds it (keep true: at full residency every wave is leased and served
+// before the layer's experts run together). A lease use does not take is
+// released here.
+func (e *Engine) leaseWaves(l int, order []int, slots [][]int, keep bool, use func(ls device.Lease, wave []int, rows []backend.Tensor) error) error {
+	A := e.cfg.TopK
+	for w0 := 0; w0 < len(order); w0 += A {
+		wave := order[w0:min(w0+A, len(order))]
+		uses := make([]int, len(wave))
+		for i, id := range wave {
+			uses[i] = len(slots[id])
+		}
+		ls, err := e.experts.LeaseBatch(l, wave, uses)
+		if err != nil {
+			return fmt.Errorf("lease experts %v: %w", wave, err)
+		}
+		rows, err := ls.Serve()
+		if err != nil {
+			ls.Release()
+			return fmt.Errorf("experts %v: %w", wave, err)
+		}
+		if err := use(ls, wave, rows); err != nil {
+			if !keep {
+				ls.Release()
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// deviceRouting returns the backend's device routing and layer l's rows
+// (every expert's, from the pinned snapshot) where the batched prefill
+// routes layer l on the device: a backend.DeviceRouting that asks for it
+// for the experts' scheme, a pinned snapshot (full residency) with every
+// row published, no renormalised top-k (RouteRows has none) and no
+// prefill profile (it times the host's leases between the ops). Else nil:
+// TopKRows reads the routing back.
+func (e *Engine) deviceRouting(l int) (backend.DeviceRouting, []backend.Tensor) {
+	dr, ok := e.be.(backend.DeviceRouting)
+	if !ok || !dr.RoutesOnDevice(e.layout.Scheme) || e.cfg.NormTopKProb || e.prof != nil {
+		return nil, nil
+	}
+	snap, err := e.experts.Snapshot(l)
+	if err != nil || !snap.Pinned || len(snap.Rows) != e.cfg.NumExperts {
+		return nil, nil
+	}
+	for _, r := range snap.Rows {
+		if r == nil {
+			return nil, nil
+		}
+	}
+	return dr, snap.Rows
+}
+
+// routedExpertsDevice is routed-experts over a device routing r: gate and
+// up of every pair (packed in expert order), SiLU·up, down into the
+// pairs' slots and the combine, with no read back. The layer's leases are
+// counted after the batch (countDeviceLeases).
+func (e *Engine) routedExpertsDevice(bt *batch, T int, r backend.Routing) error {
+	dr := e.be.(backend.DeviceRouting)
+	be, bb, lay := e.be, e.batched, e.layout
+	D, A, F := e.cfg.HiddenSize, e.cfg.TopK, lay.Gate.Rows
+	P := T * A
+	xn, err := bb.Rows(bt.xn, D, 0, T)
+	if err != nil {
+		return err
+	}
+	v := make([]backend.Tensor, 3)
+	for i, t := range []backend.Tensor{bt.act, bt.gate, bt.up} {
+		if v[i], err = bb.Rows(t, F, 0, P); err != nil {
+			return err
+		}
+	}
+	outs, err := bb.Rows(bt.outs, D, 0, P)
+	if err != nil {
+		return err
+	}
+	moe, err := bb.Rows(bt.moe, D, 0, T)
+	if err != nil {
+		return err
+	}
+	return runSteps([]opStep{
+		{"gate", func() error { return dr.RoutedMatMul(v[1], r, lay.Gate, xn, false) }},
+		{"up", func() error { return dr.RoutedMatMul(v[2], r, lay.Up, xn, false) }},
+		{"act", func() error { return be.SiLUMul(v[0], v[1], v[2]) }},
+		{"down", func() error { return dr.RoutedMatMul(outs, r, lay.Down, v[0], true) }},
+		{"combine", func() error { return dr.CombineRouted(moe, outs, r) }},
+	})
+}
+
+// countDeviceLeases serves the leases of the batch's device-routed layers,
+// in layer order, as the read-back path takes them (leaseWaves over the
+// layer's ids, every wave held until the layer's are served, then
+// released): the snapshot was pinned, so the rows the ops read were those
+// the leases find, and the counters and the routing trace are the same.
+// Every pending routing is released, also on an error.
+func (e *Engine) countDeviceLeases(bt *batch) error {
+	pend := bt.pending
+	bt.pending = nil
+	defer func() {
+		for _, p := range pend {
+			p.r.Release()
+		}
+	}()
+	for _, p := range pend {
+		ids, err := p.r.IDs()
+		if err != nil {
+			return fmt.Errorf("layer %d: read the device routing: %w", p.layer, err)
+		}
+		order, slots, err := groupSlots(ids, e.cfg.NumExperts)
+		if err != nil {
+			return fmt.Errorf("layer %d: %w", p.layer, err)
+		}
+		var held []device.Lease
+		err = e.leaseWaves(p.layer, order, slots, true, func(ls device.Lease, _ []int, _ []backend.Tensor) error {
+			held = append(held, ls)
+			return nil
+		})
+		for _, ls := range held {
+			ls.Release()
+		}
+		if err != nil {
+			return fmt.Errorf("layer %d: %w", p.layer, err)
+		}
+	}
+	return nil
 }
 
 // groupSlots groups a layer's routing by expert: order holds the distinct
