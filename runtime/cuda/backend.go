@@ -56,15 +56,22 @@ type Backend struct {
 	// (the default; tuning.tcNoPreSplit turns it off).
 	tcSplitBuf *Tensor
 	combW      *Tensor // CombineRows' weights
-	idxBytes   int
-	maskedN    int        // capacity of masked in ids
-	lastMask   []int      // ids currently in masked
-	fusedAct   *Tensor    // FusedExperts scratch
-	attPart    *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
-	attCnt     *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
-	events     []cu.Event // completed events ready for reuse
-	occ        map[occKey]int
-	tune       tuning
+	// Device routings (routed.go): every buffer set allocated, and the
+	// free ones; owner thread only. routeDev mirrors tuning.routeDevice
+	// (with the tensor-core experts and the pre-split it needs) for
+	// RoutesOnDevice, which the engine's goroutine asks.
+	routeAll, routeFree []*routeBufs
+	routeLaunches       int // RouteRows launched (tests)
+	routeDev            atomic.Bool
+	idxBytes            int
+	maskedN             int        // capacity of masked in ids
+	lastMask            []int      // ids currently in masked
+	fusedAct            *Tensor    // FusedExperts scratch
+	attPart             *Tensor    // Attention scratch: partials [Hq][attSplit][hd+2]
+	attCnt              *Tensor    // Attention's per-head tickets (zero between launches: the last block resets its own)
+	events              []cu.Event // completed events ready for reuse
+	occ                 map[occKey]int
+	tune                tuning
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec
@@ -200,6 +207,7 @@ type tuning struct {
 	tcNoPreSplit  bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
 	tcNoRing      bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
 	tcRing2       bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
+	routeDevice   bool   // a batched prefill at full residency keeps each layer's routing on the device (backend.DeviceRouting, routed.go): no read back of the top-k before the layer's expert matmuls, the leases counted after the batch; the same bits, counters and trace; off until measured
 	tcFD          bool   // a grouped int4 launch with pre-split activations runs the fragment-direct kernel (matmul_tc_grouped_pre_fd_w4a16: each warp 16 rows x every token of the entry, its codes loaded TC_FD_PD chunks ahead straight into B fragments and transposed across a row's four lanes, activations staged 4 chunks a barrier; the same table and bits as the ring): session 22 measured the ring kernel latency-bound at a barrier a chunk; off until measured
 	tcNarrow      bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
 	tcRingF16     bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
@@ -332,6 +340,7 @@ func (b *Backend) teardown() error {
 	if b.fusedAct != nil {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
+	errs = append(errs, b.freeRoutes()...)
 	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW, b.tcPart, b.tcSplitBuf} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))

@@ -87,6 +87,10 @@ type kernelSet struct {
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
+	// prefill_rows.cu's tc_route_groups: a batched prefill's routing
+	// grouped into the grouped tensor-core kernels' tables on the device
+	// (backend.DeviceRouting, routed.go).
+	routeGroups cu.Function
 	// The kernels that store or read the KV cache, per cache element type:
 	// kv[0] over an FP32 cache, kv[1] over an FP16 one (the _kv16 kernels).
 	kv [2]kvKernels
@@ -204,6 +208,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedFD = get("matmul_tc_grouped_pre_fd_w4a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
+	k.routeGroups = get("tc_route_groups")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
@@ -290,6 +295,9 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc narrow ring kernel: %w", err)
 		}
 	}
+	if err := setMaxDynamicShared(k.matmulTCGroupedFD, tcSmemFD); err != nil {
+		return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
+	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
 			return fmt.Errorf("matmul_tc FP16 ring kernel: %w", err)
@@ -351,7 +359,8 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
 		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
 		"matmul_tc_grouped_pre_fd_w4a16"},
-	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
+	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32",
+		"tc_route_groups"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),
 	"norm":              {"rmsnorm"},

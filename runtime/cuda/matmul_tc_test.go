@@ -367,7 +367,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2),
 // batched-tc-narrow and batched-tc-ring2-narrow (the narrow twins where
 // every expert of a launch has at most 32 pairs: tuning.tcNarrow),
-// batched-tc-fd (the fragment-direct grouped int4 kernel: tuning.tcFD);
+// batched-tc-fd (the fragment-direct grouped int4 kernel: tuning.tcFD),
+// batched-tc-devroute and batched-tc-fd-devroute (the routing kept on the
+// device at full residency: tuning.routeDevice);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -401,7 +403,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}},
 		{"batched-tc-narrow", engine.PrefillBatched, tuning{tcNarrow: true}},
 		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}},
-		{"batched-tc-fd", engine.PrefillBatched, tuning{tcFD: true}}}
+		{"batched-tc-fd", engine.PrefillBatched, tuning{tcFD: true}},
+		{"batched-tc-devroute", engine.PrefillBatched, tuning{routeDevice: true}},
+		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -410,7 +414,11 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 		if len(keep) == 0 {
-			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of token, batched, batched-tc, batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2, batched-tc-narrow, batched-tc-ring2-narrow", s)
+			var names []string
+			for _, m := range modes {
+				names = append(names, m.name)
+			}
+			b.Fatalf("HORIZON_BENCH_PREFILL_MODES %q names none of %s", s, strings.Join(names, ", "))
 		}
 		modes = keep
 	}

@@ -583,6 +583,7 @@ func equalInts(a, b []int) bool {
 // read from device memory (hz_wait_prefetch); owner thread only.
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
+	b.routeDev.Store(t.routeDevice && !t.noMatmulTC && !t.tcNoPreSplit)
 	if b.waitPF == 0 {
 		if t.waitPrefetch != 0 {
 			return fmt.Errorf("cuda: tuning.waitPrefetch %d: %w", t.waitPrefetch, b.waitPFErr)

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -86,6 +87,70 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 						}
 					})
 				}
+			}
+		}
+	}
+}
+
+// TestDeviceRoutedPrefillOnDevice: with tuning.routeDevice a batched
+// prefill at full residency keeps each layer's routing on the GPU
+// (tc_route_groups' tables, the leases counted after the batch) and gives
+// the read-back path's tokens, logit bits, cache counters and routing
+// trace, with the ring kernels and with the fragment-direct kernel
+// (tuning.tcFD); two chunks on the longest prompt. At partial residency
+// the tuning changes nothing (no pinned snapshot): the routing is read back.
+func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
+	long := strings.Repeat("Routing stays on the device while the host goes on. ", 12)[:engine.PrefillChunk+24]
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		art := testArtifact(t, arch, qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+			for _, mode := range []string{engine.StepOps, engine.StepGraphFull} {
+				if c < cfg.NumExperts && mode == engine.StepGraphFull {
+					mode = engine.StepGraphSegmented
+				}
+				t.Run(fmt.Sprintf("%s/c%d/%s", arch, c, mode), func(t *testing.T) {
+					for _, p := range []string{"A", "Routed on the device, counted after.", long} {
+						req := engine.Request{Prompt: promptIDs(p), Tokens: 8, SuppressEOS: true, LogitSteps: 3}
+						run := func(tn tuning) (engine.Result, any, any, int) {
+							withTuning(t, testBE, tn)
+							l := loadEngine(t, art, engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode,
+								Prefill: engine.PrefillBatched, Trace: true})
+							before := testBE.routeLaunches
+							l.Cache.BeginRequest()
+							res, err := l.Generate(req)
+							if err != nil {
+								t.Fatalf("%d-token prompt, %+v: %v", len(req.Prompt), tn, err)
+							}
+							cn, err := l.Cache.EndRequest()
+							if err != nil {
+								t.Fatal(err)
+							}
+							return res, cn, l.Cache.TakeTrace(), testBE.routeLaunches - before
+						}
+						want, wc, wt, wr := run(tuning{})
+						if wr != 0 {
+							t.Fatalf("%d device routings with the tuning off", wr)
+						}
+						for _, tn := range []tuning{{routeDevice: true}, {routeDevice: true, tcFD: true}} {
+							got, gc, gt, gr := run(tn)
+							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
+							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && gr != want {
+								t.Fatalf("%d-token prompt, %+v: %d device routings, want %d", len(req.Prompt), tn, gr, want)
+							}
+							if c < cfg.NumExperts && gr != 0 {
+								t.Fatalf("%d-token prompt at capacity %d: %d device routings", len(req.Prompt), c, gr)
+							}
+							sameResult(t, fmt.Sprintf("%d-token prompt, %+v, read back", len(req.Prompt), tn), got, want)
+							if !reflect.DeepEqual(gc, wc) || !reflect.DeepEqual(gt, wt) {
+								t.Fatalf("%d-token prompt, %+v: counters or trace differ from the read back's:\n%+v\n%+v", len(req.Prompt), tn, gc, wc)
+							}
+						}
+					}
+				})
 			}
 		}
 	}

@@ -1,0 +1,328 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// The device routing of a batched prefill (backend.DeviceRouting), under
+// tuning.routeDevice: a layer's top-k stays on the device, and
+// tc_route_groups (kernels/prefill_rows.cu) groups its pairs by expert into
+// the grouped tensor-core kernels' tables, so that the host issues the
+// layer's expert matmuls without waiting for the read back TopKRows makes.
+// The ids are copied to pinned host memory behind the grouping, for the
+// engine to count the leases once the batch has been issued (IDs). The
+// tables are sized for any routing: floor(P / tcTile) + min(E, P) entries
+// for P = T x k pairs, those past the layer's own of count 0 (a block of
+// such an entry returns at once). A pair's products depend on its
+// activations and its expert's matrix alone, so its bits are the
+// read-back path's.
+
+var _ backend.DeviceRouting = (*Backend)(nil)
+
+// routeBufs is one routing's memory: dev holds ids [P] int32, w [P] f32,
+// tok, slot, iden [P] int32, the tables [3][maxE] tc_group and the
+// experts' record bases [E] uint64, each 16-byte aligned; host the ids'
+// copy; ev is recorded behind that copy.
+type routeBufs struct {
+	dev      cu.DevicePtr
+	devBytes int
+	host     pinned
+	ev       cu.Event
+}
+
+// routing is a layer's device routing (backend.Routing).
+type routing struct {
+	b                  *Backend
+	bufs               *routeBufs // set on the owner thread by RouteRows' launch
+	T, k, E, P, maxE   int
+	lay                qpack.RecordLayout
+	ids, w, tok, slot  cu.DevicePtr
+	iden, tab, bases   cu.DevicePtr
+	launched, released bool
+	readIDs            []int
+}
+
+// RoutesOnDevice implements backend.DeviceRouting: int4 experts on the
+// tensor cores with the pre-split activations, under tuning.routeDevice.
+func (b *Backend) RoutesOnDevice(s qpack.Scheme) bool {
+	return s == qpack.SchemeInt4 && b.routeDev.Load()
+}
+
+// routeLayout is where a routing's arrays lie in its buffer: offsets of
+// ids, w, tok, slot, iden, the tables and the bases, and the size.
+func routeLayout(P, maxE, E int) (offs [7]int, size int) {
+	al := func(n int) int { return (n + 15) &^ 15 }
+	for i, n := range []int{4 * P, 4 * P, 4 * P, 4 * P, 4 * P, 3 * maxE * tcGroupBytes, 8 * E} {
+		offs[i] = size
+		size += al(n)
+	}
+	return offs, size
+}
+
+// takeRoute returns free buffers of at least devBytes and hostBytes, or
+// new ones; owner thread only.
+func (b *Backend) takeRoute(devBytes, hostBytes int) (*routeBufs, error) {
+	for i, rb := range b.routeFree {
+		if rb.devBytes >= devBytes && rb.host.n >= hostBytes {
+			b.routeFree = append(b.routeFree[:i], b.routeFree[i+1:]...)
+			return rb, nil
+		}
+	}
+	devBytes, hostBytes = max(devBytes, 64<<10), max(hostBytes, 16<<10)
+	rb := &routeBufs{devBytes: devBytes}
+	var err error
+	if rb.dev, err = cu.MemAlloc(int64(devBytes)); err != nil {
+		return nil, fmt.Errorf("allocate a routing (%d bytes): %w", devBytes, err)
+	}
+	if rb.host, err = newPinned(hostBytes); err != nil {
+		return nil, errors.Join(err, cu.MemFree(rb.dev))
+	}
+	if rb.ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
+		return nil, errors.Join(err, cu.MemFree(rb.dev), rb.host.free())
+	}
+	b.routeAll = append(b.routeAll, rb)
+	return rb, nil
+}
+
+// freeRoutes frees every routing's memory (teardown; owner thread).
+func (b *Backend) freeRoutes() []error {
+	var errs []error
+	for _, rb := range b.routeAll {
+		errs = append(errs, cu.MemFree(rb.dev), rb.host.free(), cu.DestroyEvent(&rb.ev))
+	}
+	b.routeAll, b.routeFree = nil, nil
+	return errs
+}
+
+// RouteRows implements backend.DeviceRouting: router_topk_rows into the
+// routing's ids and weights, the experts' record bases uploaded,
+// tc_route_groups, and the ids copied to pinned host memory behind them.
+func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tensor, lay qpack.RecordLayout) (backend.Routing, error) {
+	lt, err := b.tensorOf("RouteRows", "logits", logits, backend.F32)
+	if err != nil {
+		return nil, err
+	}
+	E := len(rows)
+	if T <= 0 || E == 0 || lt.n != T*E {
+		return nil, shapeErr("RouteRows", "%d logits for %d rows of %d experts", lt.n, T, E)
+	}
+	if k <= 0 || k > E || k > maxGroup || E > groupsMaxExperts {
+		return nil, shapeErr("RouteRows", "top-%d of %d experts (at most %d experts, top-%d)", k, E, groupsMaxExperts, maxGroup)
+	}
+	if smem := E*4 + (E+3)/4*4; smem > b.smemMax {
+		return nil, fmt.Errorf("cuda: RouteRows: %d logits a row exceed shared memory", E)
+	}
+	if lay.Scheme != qpack.SchemeInt4 {
+		return nil, fmt.Errorf("cuda: RouteRows: experts of scheme %q (int4 only)", lay.Scheme)
+	}
+	for _, m := range lay.Matrices() {
+		if err := checkInt4Layout(m); err != nil {
+			return nil, fmt.Errorf("cuda: RouteRows: %w", err)
+		}
+	}
+	bases := make([]byte, 8*E)
+	for e, rt := range rows {
+		r, err := b.tensorOf("RouteRows", fmt.Sprintf("expert %d's row", e), rt, backend.Bytes)
+		if err != nil {
+			return nil, err
+		}
+		if r.n < lay.Size {
+			return nil, shapeErr("RouteRows", "expert %d's row of %d bytes for a %d-byte record", e, r.n, lay.Size)
+		}
+		*(*uint64)(unsafe.Pointer(&bases[8*e])) = uint64(r.ptr)
+	}
+	P := T * k
+	maxE := P/tcTile + min(E, P)
+	rt := &routing{b: b, T: T, k: k, E: E, P: P, maxE: maxE, lay: lay}
+	offs, size := routeLayout(P, maxE, E)
+	return rt, b.o.async(func() error {
+		rb, err := b.takeRoute(size, 4*P)
+		if err != nil {
+			return fmt.Errorf("cuda: RouteRows: %w", err)
+		}
+		rt.bufs = rb
+		at := func(i int) cu.DevicePtr { return rb.dev + cu.DevicePtr(offs[i]) }
+		rt.ids, rt.w, rt.tok, rt.slot, rt.iden, rt.tab, rt.bases = at(0), at(1), at(2), at(3), at(4), at(5), at(6)
+		if err := b.ring.upload(b.compute, rt.bases, bases); err != nil {
+			return fmt.Errorf("cuda: RouteRows: upload the record bases: %w", err)
+		}
+		if err := b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(rt.ids), argPtr(rt.w)); err != nil {
+			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
+		}
+		if err := b.launch(b.k.routeGroups, 1, routeThreads, 0, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
+			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(tcTile),
+			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab)); err != nil {
+			return fmt.Errorf("cuda: RouteRows: group: %w", err)
+		}
+		if err := cu.MemcpyDtoHAsync(rb.host.p, rt.ids, int64(4*P), b.compute); err != nil {
+			return fmt.Errorf("cuda: RouteRows: copy the ids: %w", err)
+		}
+		if err := rb.ev.Record(b.compute); err != nil {
+			return fmt.Errorf("cuda: RouteRows: %w", err)
+		}
+		rt.launched = true
+		b.routeLaunches++
+		return nil
+	})
+}
+
+const (
+	// groupsMaxExperts is tc_route_groups' TC_ROUTE_EMAX.
+	groupsMaxExperts = 256
+	// routeThreads is tc_route_groups' block.
+	routeThreads = 1024
+)
+
+// routingOf checks that r is a live routing of this backend.
+func (b *Backend) routingOf(op string, r backend.Routing) (*routing, error) {
+	rt, ok := r.(*routing)
+	if !ok || rt == nil || rt.b != b {
+		return nil, fmt.Errorf("cuda: %s: not a routing of this backend (%T)", op, r)
+	}
+	if rt.released {
+		return nil, fmt.Errorf("cuda: %s: the routing was released", op)
+	}
+	return rt, nil
+}
+
+// RoutedMatMul implements backend.DeviceRouting: one grouped tensor-core
+// launch over the routing's table of matrix m (the fragment-direct kernel
+// under tuning.tcFD, else the int4 ring), on the pre-split activations.
+func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.MatrixLayout, x backend.Tensor, down bool) error {
+	rt, err := b.routingOf("RoutedMatMul", r)
+	if err != nil {
+		return err
+	}
+	d, err := b.tensorOf("RoutedMatMul", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("RoutedMatMul", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	w := -1
+	for i, mm := range rt.lay.Matrices() {
+		if mm == m {
+			w = i
+		}
+	}
+	if w < 0 {
+		return fmt.Errorf("cuda: RoutedMatMul: matrix %+v is not one of the routing's layout", m)
+	}
+	nx, ny := rt.T, rt.P // gate, up: x [T, cols], dst [P, rows]
+	if down {
+		nx = rt.P // down: x [P, cols], dst [P, rows] by slot
+	}
+	if xt.n != nx*m.Cols || d.n != ny*m.Rows {
+		return shapeErr("RoutedMatMul", "x %d values for %d rows of %d, dst %d for %d rows of %d", xt.n, nx, m.Cols, d.n, ny, m.Rows)
+	}
+	return b.o.async(func() error {
+		if !rt.launched {
+			return errors.New("cuda: RoutedMatMul: the routing was not launched")
+		}
+		sp, err := b.tcPresplit(xt.ptr, nx, m.Cols)
+		if err != nil {
+			return err
+		}
+		fn, smem := b.k.matmulTCGroupedRing[1], tcSmemRing
+		if b.tcGroupedFD(0) {
+			fn, smem = b.k.matmulTCGroupedFD, tcSmemFD
+		}
+		xr, yr := rt.tok, rt.iden
+		if down {
+			xr, yr = rt.iden, rt.slot
+		}
+		tiles := (m.Rows + tcRowTile - 1) / tcRowTile
+		b.tcLaunches++
+		return b.launch(fn, rt.maxE*tiles, tcThreads, smem, argPtr(d.ptr), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv),
+			argPtr(rt.tab+cu.DevicePtr(w*rt.maxE*tcGroupBytes)), argInt(tiles), argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded),
+			argInt(m.ScalesOffset), argPtr(xr), argPtr(yr))
+	})
+}
+
+// CombineRouted implements backend.DeviceRouting: combine_rows_f32 with
+// the routing's weights.
+func (b *Backend) CombineRouted(dst, src backend.Tensor, r backend.Routing) error {
+	rt, err := b.routingOf("CombineRouted", r)
+	if err != nil {
+		return err
+	}
+	d, err := b.tensorOf("CombineRouted", "dst", dst, backend.F32)
+	if err != nil {
+		return err
+	}
+	st, err := b.tensorOf("CombineRouted", "src", src, backend.F32)
+	if err != nil {
+		return err
+	}
+	if d.n%rt.T != 0 || st.n != d.n*rt.k {
+		return shapeErr("CombineRouted", "dst %d values, src %d, for %d rows of %d sources", d.n, st.n, rt.T, rt.k)
+	}
+	n := d.n / rt.T
+	return b.o.async(func() error {
+		if !rt.launched {
+			return errors.New("cuda: CombineRouted: the routing was not launched")
+		}
+		return b.launch(b.k.combineRows, b.elementwiseGrid(d.n), block, 0, argPtr(d.ptr), argPtr(st.ptr), argPtr(rt.w),
+			argInt(rt.T), argInt(rt.k), argInt(n))
+	})
+}
+
+// IDs implements backend.Routing: waits for the ids' copy and checks them.
+func (r *routing) IDs() ([]int, error) {
+	if r.readIDs != nil {
+		return append([]int(nil), r.readIDs...), nil
+	}
+	if r.released {
+		return nil, errors.New("cuda: routing IDs: released")
+	}
+	ids := make([]int, r.P)
+	err := r.b.o.do(func() error {
+		if !r.launched {
+			return errors.New("the routing was not launched")
+		}
+		if err := r.bufs.ev.Synchronize(); err != nil {
+			return err
+		}
+		id32 := unsafe.Slice((*int32)(r.bufs.host.p), r.P)
+		for i, v := range id32 {
+			if v < 0 || int(v) >= r.E {
+				return fmt.Errorf("slot %d routed to expert %d of %d", i, v, r.E)
+			}
+			ids[i] = int(v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cuda: routing IDs: %w", err)
+	}
+	r.readIDs = ids
+	return append([]int(nil), ids...), nil
+}
+
+// Release implements backend.Routing: the buffers go back to the pool
+// (stream order keeps a later routing's writes behind the ops issued on
+// this one).
+func (r *routing) Release() {
+	if r.released {
+		return
+	}
+	r.released = true
+	_ = r.b.o.async(func() error {
+		if r.bufs != nil {
+			r.b.routeFree = append(r.b.routeFree, r.bufs)
+			r.bufs = nil
+		}
+		return nil
+	})
+}
