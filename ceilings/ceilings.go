@@ -489,14 +489,42 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 // they cannot be computed, one line that says why. ok is false in that
 // case.
 func Section(dir string) (text string, ok bool) {
-	confs, err := LoadEdition(dir)
-	if err == nil {
-		var b strings.Builder
-		if err = WriteSections(&b, confs, nil, DefaultOptions(), 3); err == nil {
-			return b.String(), true
-		}
+	texts, err := sections(dir, DefaultOptions())
+	if err != nil {
+		return fmt.Sprintf("Not computed: %v.\n", err), false
 	}
-	return fmt.Sprintf("Not computed: %v.\n", err), false
+	return texts[0], true
+}
+
+// SectionVersions is Section's text as the runner writes it now, then as
+// earlier runners wrote it from the same raw records: before the VRAM limit
+// was judged on the process's reading (issue 14), the VRAM table judged the
+// device reading and had no margin column (VRAMProcess false). Every
+// version recomputes every number; the verifier accepts a report whose
+// section is one of them, so that an edition published by an earlier
+// runner still verifies without being rewritten.
+func SectionVersions(dir string) ([]string, error) {
+	legacy := DefaultOptions()
+	legacy.VRAMProcess = false
+	return sections(dir, DefaultOptions(), legacy)
+}
+
+// sections writes the sections for the raw records under dir once per
+// options value, in order.
+func sections(dir string, opts ...Options) ([]string, error) {
+	confs, err := LoadEdition(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, o := range opts {
+		var b strings.Builder
+		if err := WriteSections(&b, confs, nil, o, 3); err != nil {
+			return nil, err
+		}
+		out = append(out, b.String())
+	}
+	return out, nil
 }
 
 // HBMCeilings is each cuda configuration's decode ceiling in tok/s (HBM

@@ -275,3 +275,24 @@ func TestPrefillChunkIsTheEngines(t *testing.T) {
 		t.Fatalf("ceilings.PrefillChunk = %d, runtime/engine.PrefillChunk = %d", PrefillChunk, engine.PrefillChunk)
 	}
 }
+
+// TestSectionVersions: today's format comes first and is Section's text;
+// the earlier format judges the VRAM table on the device reading, without
+// the margin column.
+func TestSectionVersions(t *testing.T) {
+	dir := "../editions/technical-preview-v3"
+	vs, err := SectionVersions(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now, ok := Section(dir)
+	if !ok || len(vs) != 2 || vs[0] != now {
+		t.Fatalf("%d versions, the first equal to Section's: %v", len(vs), len(vs) > 0 && vs[0] == now)
+	}
+	if vs[1] == vs[0] || !strings.Contains(vs[0], "device reading vs limit") || strings.Contains(vs[1], "device reading vs limit") {
+		t.Fatal("the earlier format is not the VRAM table without its device-reading column")
+	}
+	if _, err := SectionVersions(t.TempDir()); err == nil {
+		t.Fatal("SectionVersions of a directory without raw records did not fail")
+	}
+}

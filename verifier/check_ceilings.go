@@ -14,7 +14,10 @@ import (
 // check derived recomputes it. The runner writes package ceilings'
 // Section of the edition's raw records into every report of a cuda
 // campaign (cpu editions have none); the verifier computes the same from
-// the records it verifies and compares the text exactly. A cuda report
+// the records it verifies and compares the text exactly, with each format
+// a runner has written (ceilings.SectionVersions: today's, and the VRAM
+// table of editions published before the limit was judged on the
+// process's reading), each recomputed from the raw records. A cuda report
 // without the section is an error too: taking it out would hide a VRAM
 // limit missed or a small share of the HBM ceiling. Where the section
 // cannot be recomputed (an architecture without a synthetic preset's
@@ -63,18 +66,18 @@ func reportCeilings(file, text string) (string, bool) {
 type ceilingsRecompute struct {
 	dir           string
 	done, hbmDone bool
-	text          string
-	ok            bool
+	texts         []string // today's format first
+	err           error
 	hbmCeil       map[string]float64
 	hbmComputed   bool
 }
 
-func (c *ceilingsRecompute) get() (string, bool) {
+func (c *ceilingsRecompute) get() ([]string, error) {
 	if !c.done {
-		c.text, c.ok = ceilings.Section(c.dir)
+		c.texts, c.err = ceilings.SectionVersions(c.dir)
 		c.done = true
 	}
-	return c.text, c.ok
+	return c.texts, c.err
 }
 
 // hbm is each cuda configuration's HBM decode ceiling in tok/s, as the
@@ -104,15 +107,18 @@ func checkReportCeilings(rf reportFormat, text, device string, rc *ceilingsRecom
 		}
 		return
 	}
-	want, computed := rc.get()
-	if !computed {
-		fs.add(IDDerivedCeilingsUnverified, rf.file, "", "a recomputable section", strings.TrimSpace(want),
-			"%s's ceilings section cannot be recomputed: %s", rf.file, strings.TrimSpace(want))
+	versions, err := rc.get()
+	if err != nil {
+		fs.add(IDDerivedCeilingsUnverified, rf.file, "", "a recomputable section", err.Error(),
+			"%s's ceilings section cannot be recomputed: %v", rf.file, err)
 		return
 	}
-	if got == want {
-		return
+	for _, v := range versions {
+		if got == v {
+			return
+		}
 	}
+	want := versions[0]
 	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
 	for i := 0; i < max(len(gl), len(wl)); i++ {
 		g, w := "(none)", "(none)"
