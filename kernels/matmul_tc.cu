@@ -741,42 +741,48 @@ MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_narrow_w4a16, true, TC_RING, 1,
 MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_narrow_w4a16, true, TC_RING2, 2, true)
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 2, true)
 
-// The fragment-direct grouped int4 kernel (tuning.tcFD; runtime/cuda
-// tcGroupedKernel): the same table, pairs, row tiles and bits as the ring
-// kernels, with another data path. Session 22's profile of the ring kernel
-// (kernels/NOTES.md) found it latency-bound at 2 blocks of 8 warps an SM:
-// every chunk stages the matrix's codes in shared memory and passes a block
-// barrier before any warp can issue its mma. Here:
+// The fragment-direct kernels (tuning.tcFD; runtime/cuda tcGroupedKernel
+// and tcDenseFD): the same products, order and bits as the grouped int4
+// ring kernels and the FP16 split-K kernel, with another data path.
+// Session 22's profile of the ring kernel (kernels/NOTES.md) found it
+// latency-bound at 2 blocks of 8 warps an SM: every chunk stages the
+// matrix in shared memory and passes a block barrier before any warp can
+// issue its mma. Here:
 //
 //   - each warp owns 16 matrix rows (two n8 tiles) of the block's 128 and
-//     every token of the entry (up to four m16 tiles), so a B fragment is
-//     dequantised once and used by every m16 tile;
-//   - the codes never enter shared memory: lane (g, q) loads word q of its
-//     n8 tile's row g chunk by chunk (4 bytes, a warp 8 rows x 16 bytes),
-//     TC_FD_PD chunks ahead in registers, and the row's four lanes
-//     transpose their words (tc_fd_transpose: two shuffles, two byte
-//     permutes) so that each holds byte q of every word, which is what its
-//     B fragments take (tc_codes);
+//     every token of the block (up to four m16 tiles), so a B fragment is
+//     loaded (and dequantised) once for all of them;
+//   - the matrix never enters shared memory. Int4: lane (g, q) loads word q
+//     of its n8 tile's row g chunk by chunk (4 bytes, a warp 8 rows x 16
+//     bytes), and the row's four lanes transpose their words
+//     (tc_fd_transpose: two shuffles, two byte permutes) so that each holds
+//     byte q of every word, which is what its B fragments take (tc_codes).
+//     FP16: lane (g, q) loads its fragments' four words of row g directly
+//     (a warp 8 rows x 64 bytes a chunk). Either way PD chunks ahead, in
+//     registers;
 //   - the activations' hi and lo halves and 2^-s come from the pre-split
 //     arrays in slices of TC_FD_SL chunks, staged with cp.async one slice
 //     ahead: one barrier every TC_FD_SL chunks instead of one a chunk;
-//   - the block scale of each output row is loaded once a 256-value block,
-//     one block ahead.
+//   - an int4 row's block scale is loaded once a 256-value block, one
+//     block ahead.
 //
 // Each output's products and their order are tc_chunk's: for each (m16,
 // n8) tile the chunk's sum starts from zero with hi of values 0..15, then
-// lo, then hi and lo of 16..31; it is scaled by 2^-s and accumulated with
-// the block scale. The loops run m16 tile by m16 tile (so only one tile's
-// chunk sums are live), which changes no accumulator's own sequence: the
-// bits are the ring kernels'. A padding token's row (past the entry's
-// count, inside its last m16 tile) is zero and never written; m16 tiles of
-// padding alone are skipped, as the ring kernels skip them.
-#define TC_FD_SL 4                      // chunks a staged slice of activations
-#define TC_FD_PD 8                      // chunks of codes a warp has in flight
+// lo, then hi and lo of 16..31; it is scaled by 2^-s and accumulated (int4:
+// with the block scale, an FMA; FP16: an add), chunk by chunk in order. The
+// loops run m16 tile by m16 tile (so only one tile's chunk sums are live),
+// which changes no accumulator's own sequence: the bits are the ring and
+// split-K kernels'. A padding token's row (past T, inside the last m16
+// tile) is zero and never written; m16 tiles of padding alone are skipped,
+// as the ring kernels skip them.
+#define TC_FD_SL 4                       // chunks a staged slice of activations
+#define TC_FD_PD 8                       // chunks of int4 codes a warp has in flight
+#define TC_FD_PD16 4                     // chunks of FP16 weights a warp has in flight (4 words a chunk and n8 tile)
 #define TC_FD_LD (TC_FD_SL * TC_BK + 8)  // halves a staged token row: 68 words, rows 4 banks apart
 #define TC_FD_STAGE (2 * TC_BM * TC_FD_LD * 2 + TC_FD_SL * TC_BM * 4)
 #define TC_SMEM_FD (2 * TC_FD_STAGE)
-static_assert(TC_FD_PD % TC_FD_SL == 0 && TC_SCALE_CHUNKS % TC_FD_SL == 0, "slices tile the pipeline and the scale blocks");
+static_assert(TC_FD_PD % TC_FD_SL == 0 && TC_FD_PD16 % TC_FD_SL == 0 && TC_SCALE_CHUNKS % TC_FD_PD == 0,
+              "slices tile the pipelines, the int4 pipeline tiles the scale blocks");
 static_assert(TC_THREADS / 32 * 16 == TC_BN, "8 warps of 16 rows make a row tile");
 
 // tc_fd_transpose: the four lanes q = 0..3 of a row hold words 0..3 of its
@@ -790,32 +796,38 @@ __device__ __forceinline__ unsigned tc_fd_transpose(unsigned w, int q) {
 	return (q & 2) ? __byte_perm(r1, p2, 0x3276u) : __byte_perm(r1, p2, 0x5410u);
 }
 
-// tc_fd_stage copies slice s (chunks s * TC_FD_SL .. , at most nck) of the
-// entry's T tokens' pre-split halves and 2^-s into stage st: hi, lo
+// tc_fd_xrow is the pre-split row of the block's token t: xrows[t], or
+// t0 + t without a row index.
+__device__ __forceinline__ int tc_fd_xrow(const int* __restrict__ xrows, int t0, int t) {
+	return xrows != nullptr ? xrows[t] : t0 + t;
+}
+
+// tc_fd_stage copies slice s (chunks c0 + s * TC_FD_SL .., before c1) of
+// the block's T tokens' pre-split halves and 2^-s into stage st: hi, lo
 // [TC_BM][TC_FD_LD] halves, then inv [TC_FD_SL][TC_BM] floats; cp.async,
-// the caller commits.
-__device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int T, int nck,
-                                            int s, int tid) {
+// the caller commits. nck is the pre-split rows' chunk count.
+__device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int t0, int T,
+                                            int nck, int c0, int c1, int s, int tid) {
 	__half* hs = reinterpret_cast<__half*>(st);
 	__half* ls = hs + TC_BM * TC_FD_LD;
 	float* is = reinterpret_cast<float*>(ls + TC_BM * TC_FD_LD);
-	const int c0 = s * TC_FD_SL, nc = min(TC_FD_SL, nck - c0);
+	const int cs = c0 + s * TC_FD_SL, nc = min(TC_FD_SL, c1 - cs);
 	if (nc <= 0) return;
 	const int pieces = nc * (TC_BK / 8);  // 16-byte pieces of a token's slice row
 	for (int i = tid; i < 2 * T * pieces; i += TC_THREADS) {
 		const int lo = i >= T * pieces, r = lo ? i - T * pieces : i, t = r / pieces, p = r - t * pieces;
-		const size_t at = (size_t)xrows[t] * nck * TC_BK + (size_t)c0 * TC_BK + p * 8;
+		const size_t at = (size_t)tc_fd_xrow(xrows, t0, t) * nck * TC_BK + (size_t)cs * TC_BK + p * 8;
 		cp_async16((lo ? ls : hs) + t * TC_FD_LD + p * 8, (lo ? sx.lo : sx.hi) + at);
 	}
 	for (int i = tid; i < T * nc; i += TC_THREADS) {
 		const int t = i / nc, cc = i - t * nc;
-		cp_async4(is + cc * TC_BM + t, sx.inv + (size_t)xrows[t] * nck + c0 + cc);
+		cp_async4(is + cc * TC_BM + t, sx.inv + (size_t)tc_fd_xrow(xrows, t0, t) * nck + cs + cc);
 	}
 }
 
 // tc_fd_scales loads the block scales (256-value block b) of the four
-// output rows lane (g, q) accumulates: rows n0 + wn + 8 ni + 2q + e (0 past
-// the last row).
+// output rows lane (g, q) accumulates: rows nrow0 + 8 ni + e (0 past the
+// last row).
 __device__ __forceinline__ void tc_fd_scales(float (&sc)[2][2], const uint8_t* __restrict__ mat, int rows, int cols_padded,
                                              int scales_offset, int nrow0, int b) {
 	const __half* S = reinterpret_cast<const __half*>(mat + scales_offset);
@@ -828,52 +840,75 @@ __device__ __forceinline__ void tc_fd_scales(float (&sc)[2][2], const uint8_t* _
 		}
 }
 
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
-    matmul_tc_grouped_pre_fd_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
-                                   int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows0,
-                                   const int* yrows0) {
+// tc_fd_load loads chunk c of this lane's B words into w[ni][]: int4, word
+// q of the chunk of row g of n8 tile ni (codes 8, zero, past the last row or
+// chunk); FP16, the four words its fragments take at values 2q, 2q + 8,
+// 2q + 16 and 2q + 24 of the chunk (zero past the last row or column: the
+// columns are even).
+template <bool INT4>
+__device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const unsigned* const (&rb)[2], const bool (&rok)[2],
+                                           int c, int c1, int cols, int q) {
+#pragma unroll
+	for (int ni = 0; ni < 2; ni++) {
+		if (INT4) {
+			w[ni][0] = rok[ni] && c < c1 ? __ldg(rb[ni] + 4 * c) : 0x88888888u;
+		} else {
+#pragma unroll
+			for (int u = 0; u < 4; u++) {
+				const int k = c * TC_BK + 8 * u + 2 * q;
+				w[ni][u] = rok[ni] && c < c1 && k < cols ? __ldg(rb[ni] + 16 * c + 4 * u) : 0u;
+			}
+		}
+	}
+}
+
+// tc_fd_body computes a block's 128 rows from n0 for T <= TC_BM tokens
+// (pre-split row tc_fd_xrow(xrows, t0, t) of token t) over chunks [c0, c1)
+// of the matrix, into y[yrows[t] or t0 + t][r]. INT4 needs c0 = 0 (its
+// scale pipeline starts at block 0). The dynamic shared memory is
+// TC_SMEM_FD.
+template <bool INT4, int PD>
+__device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
+                                           int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
+                                           const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx) {
+	static_assert(PD % TC_FD_SL == 0, "a slice starts at a pipeline step");
+	constexpr int NW = INT4 ? 1 : 4;  // words a lane loads per chunk and n8 tile
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
-	const tc_group gr = groups[blockIdx.x / tiles];
-	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	const uint8_t* __restrict__ mat = gr.mat;
-	const int T = gr.count, MT = (T + 15) / 16;
-	const int* __restrict__ xrows = xrows0 + gr.pair0;
-	const int* __restrict__ yrows = yrows0 + gr.pair0;
-	const int n0 = (blockIdx.x % tiles) * TC_BN;
-	const TcSplitX sx{hi, lo, inv};
+	const int MT = (T + 15) / 16;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	const int wn = warp * 16;
-	const int nck = (cols + TC_BK - 1) / TC_BK;
+	const int nck = (cols + TC_BK - 1) / TC_BK;  // the pre-split rows' chunks
+	c1 = min(c1, nck);
 
 	// The padding tokens' rows of the last m16 tile (both stages): zeros.
-	for (int i = tid; i < 2 * (16 * MT - T) * TC_FD_LD; i += TC_THREADS) {
-		const int st = i / ((16 * MT - T) * TC_FD_LD), r = i - st * (16 * MT - T) * TC_FD_LD;
+	const int pad = 16 * MT - T;
+	for (int i = tid; i < 2 * pad * TC_FD_LD; i += TC_THREADS) {
+		const int st = i / (pad * TC_FD_LD), r = i - st * pad * TC_FD_LD;
 		__half* hs = reinterpret_cast<__half*>(smem + st * TC_FD_STAGE);
 		const int t = T + r / TC_FD_LD, k = r % TC_FD_LD;
 		hs[t * TC_FD_LD + k] = __float2half_rn(0.0f);
 		hs[TC_BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
 	}
-	tc_fd_stage(smem, sx, xrows, T, nck, 0, tid);
+	tc_fd_stage(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
 	cp_async_commit();
 
-	// The codes: lane (g, q) loads word q of row rb[ni]'s chunks.
-	const size_t rowBytes = (size_t)(cols_padded >> 1);
+	// Lane (g, q)'s rows: n8 tile ni's row g, from word q (int4) or word q
+	// of the row (FP16: the chunk's words are 16 apart).
 	const unsigned* rb[2];
 	bool rok[2];
 #pragma unroll
 	for (int ni = 0; ni < 2; ni++) {
 		const int r = n0 + wn + 8 * ni + g;
 		rok[ni] = r < rows;
+		const size_t rowBytes = INT4 ? (size_t)(cols_padded >> 1) : (size_t)cols * 2;
 		rb[ni] = reinterpret_cast<const unsigned*>(mat + (size_t)(rok[ni] ? r : 0) * rowBytes) + q;
 	}
-	unsigned raw[TC_FD_PD][2];
+	unsigned raw[PD][2][NW];
 #pragma unroll
-	for (int j = 0; j < TC_FD_PD; j++)
-#pragma unroll
-		for (int ni = 0; ni < 2; ni++) raw[j][ni] = rok[ni] && j < nck ? __ldg(rb[ni] + 4 * j) : 0x88888888u;
+	for (int j = 0; j < PD; j++) tc_fd_load<INT4>(raw[j], rb, rok, c0 + j, c1, cols, q);
 	const int nrow0 = n0 + wn + 2 * q;  // the first output row of this lane's accumulators
-	float sc[2][2], scn[2][2];
-	tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, 0);
+	float sc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, scn[2][2];
+	if (INT4) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, c0 / TC_SCALE_CHUNKS);
 
 	float acc[4][2][4];
 #pragma unroll
@@ -883,43 +918,47 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 #pragma unroll
 			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
 
-	for (int cb = 0; cb < nck; cb += TC_FD_PD) {
+	for (int cb = c0; cb < c1; cb += PD) {
 #pragma unroll
-		for (int j = 0; j < TC_FD_PD; j++) {
+		for (int j = 0; j < PD; j++) {
 			const int c = cb + j;
-			if (c >= nck) break;  // uniform
+			if (c >= c1) break;  // uniform
 			if (j % TC_FD_SL == 0) {
-				// Slice c / SL has arrived (this thread's copies), every
-				// thread's copies are visible after the barrier, and every
-				// warp is done with the slice before it, whose stage the
-				// next slice now fills.
+				// Slice (c - c0) / SL has arrived (this thread's copies),
+				// every thread's copies are visible after the barrier, and
+				// every warp is done with the slice before it, whose stage
+				// the next slice now fills.
 				cp_async_wait<0>();
 				__syncthreads();
-				const int s = c / TC_FD_SL;
-				tc_fd_stage(smem + ((s + 1) & 1) * TC_FD_STAGE, sx, xrows, T, nck, s + 1, tid);
+				const int s = (c - c0) / TC_FD_SL;
+				tc_fd_stage(smem + ((s + 1) & 1) * TC_FD_STAGE, sx, xrows, t0, T, nck, c0, c1, s + 1, tid);
 				cp_async_commit();
 			}
-			if (c % TC_SCALE_CHUNKS == 0) {
+			if (INT4 && c % TC_SCALE_CHUNKS == 0) {
 				const int b = c / TC_SCALE_CHUNKS;
 #pragma unroll
 				for (int ni = 0; ni < 2; ni++) sc[ni][0] = scn[ni][0], sc[ni][1] = scn[ni][1];
-				if ((b + 1) * TC_SCALE_CHUNKS < nck) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, b + 1);
+				if ((b + 1) * TC_SCALE_CHUNKS < c1) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, b + 1);
 			}
-			// This chunk's B fragments: byte q of each word of each n8
-			// tile's row g, as FP16 codes (tc_chunk's bf at ks 0 and 16).
+			// This chunk's B fragments (tc_chunk's bf at ks 0 and 16).
 			unsigned bf[2][2][2];
 #pragma unroll
 			for (int ni = 0; ni < 2; ni++) {
-				const unsigned w = tc_fd_transpose(raw[j][ni], q);
-				bf[0][ni][0] = tc_codes(w, 0), bf[0][ni][1] = tc_codes(w, 1);
-				bf[1][ni][0] = tc_codes(w, 2), bf[1][ni][1] = tc_codes(w, 3);
-				raw[j][ni] = rok[ni] && c + TC_FD_PD < nck ? __ldg(rb[ni] + 4 * (c + TC_FD_PD)) : 0x88888888u;
+				if (INT4) {
+					const unsigned w = tc_fd_transpose(raw[j][ni][0], q);
+					bf[0][ni][0] = tc_codes(w, 0), bf[0][ni][1] = tc_codes(w, 1);
+					bf[1][ni][0] = tc_codes(w, 2), bf[1][ni][1] = tc_codes(w, 3);
+				} else {
+					bf[0][ni][0] = raw[j][ni][0], bf[0][ni][1] = raw[j][ni][NW > 1 ? 1 : 0];
+					bf[1][ni][0] = raw[j][ni][NW > 2 ? 2 : 0], bf[1][ni][1] = raw[j][ni][NW > 3 ? 3 : 0];
+				}
 			}
-			const uint8_t* st = smem + ((c / TC_FD_SL) & 1) * TC_FD_STAGE;
+			tc_fd_load<INT4>(raw[j], rb, rok, c + PD, c1, cols, q);
+			const uint8_t* st = smem + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE;
 			const __half* hs = reinterpret_cast<const __half*>(st);
 			const __half* ls = hs + TC_BM * TC_FD_LD;
-			const float* is = reinterpret_cast<const float*>(ls + TC_BM * TC_FD_LD) + (c % TC_FD_SL) * TC_BM;
-			const int k0 = (c % TC_FD_SL) * TC_BK + 2 * q;
+			const float* is = reinterpret_cast<const float*>(ls + TC_BM * TC_FD_LD) + ((c - c0) % TC_FD_SL) * TC_BM;
+			const int k0 = ((c - c0) % TC_FD_SL) * TC_BK + 2 * q;
 #pragma unroll
 			for (int mi = 0; mi < 4; mi++) {
 				if (mi >= MT) break;  // m16 tiles of padding tokens alone
@@ -946,7 +985,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 #pragma unroll
 					for (int e = 0; e < 4; e++) {
 						const float f = __fmul_rn(part[ni][e], is[16 * mi + g + (e >> 1) * 8]);
-						acc[mi][ni][e] = __fmaf_rn(f, sc[ni][e & 1], acc[mi][ni][e]);
+						acc[mi][ni][e] = INT4 ? __fmaf_rn(f, sc[ni][e & 1], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
 					}
 			}
 		}
@@ -960,7 +999,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 		for (int e2 = 0; e2 < 2; e2++) {
 			const int t = 16 * mi + g + 8 * e2;
 			if (t >= T) continue;
-			float* yr = y + (size_t)yrows[t] * rows;
+			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t0 + t) * rows;
 #pragma unroll
 			for (int ni = 0; ni < 2; ni++)
 #pragma unroll
@@ -972,3 +1011,29 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 	}
 }
 
+// matmul_tc_grouped_pre_fd_w4a16: the grouped int4 ring kernels' table,
+// pairs and bits (block b: row tile b % tiles of entry b / tiles).
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                   int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                   const int* yrows) {
+	const tc_group gr = groups[blockIdx.x / tiles];
+	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
+	tc_fd_body<true, TC_FD_PD>(y, gr.mat, rows, cols, cols_padded, scales_offset, gr.count, xrows + gr.pair0, yrows + gr.pair0,
+	                           0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30, TcSplitX{hi, lo, inv});
+}
+
+// matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and
+// bits (block b: split b % ks of token group (b / ks) % G of row tile
+// b / (ks G), chunks [s per, (s + 1) per) into part[s][t][r]) on the
+// pre-split activations of x's T rows, fragment-direct. The columns are
+// even (4-byte weight words; runtime/cuda tcDenseFD).
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_f16_pre_splitk_fd(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
+                                int rows, int cols, int T, int ks) {
+	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
+	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
+	const int t0 = g * TC_BM;
+	tc_fd_body<false, TC_FD_PD16>(part + (size_t)s * T * rows, mat, rows, cols, 0, 0, min(TC_BM, T - t0), nullptr, nullptr,
+	                              t0, tile * TC_BN, s * per, (s + 1) * per, TcSplitX{hi, lo, inv});
+}

@@ -15,8 +15,8 @@
 // pre-split kernels (tc_split_rows, then the _pre twins) give the bits of
 // the in-kernel split, and that the cp.async ring twins (the int4 grouped
 // kernels, one and two chunks a stage, and their narrow twins; the FP16
-// split-K and pre-split kernels) and the fragment-direct grouped int4 kernel give the two-stage
-// kernels' bits (the emulator copies at once, so this checks the ring's and the slices' indexing
+// split-K and pre-split kernels), the fragment-direct grouped int4 kernel and the fragment-direct
+// FP16 split-K kernel give the two-stage (split-K) kernels' bits (the emulator copies at once, so this checks the ring's and the slices' indexing
 // and values, not their timing).
 //
 //	mmtc            (built by build.sh next to the harness)
@@ -66,6 +66,8 @@ extern "C" void matmul_tc_grouped_ring2_narrow_w4a16(float*, const float*, const
                                                      const int*);
 extern "C" void matmul_tc_grouped_pre_ring2_narrow_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int,
                                                          int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half*, const __half*, const float*, int, int, int,
+                                            int);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                int, int, const int*, const int*);
 
@@ -249,6 +251,25 @@ static void check(const Case& c, std::mt19937& rng) {
 			return;
 		}
 	}
+	// The fragment-direct split-K twin (pre-split activations, weights
+	// loaded straight into B fragments): the split-K kernel's bits.
+	if (c.splitk > 0) {
+		const int G = (c.T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
+		const Split sp = split_rows(x, nx, c.cols);
+		std::vector<float> part((size_t)c.splitk * c.T * c.rows, -777.0f), yf((size_t)ny * c.rows, -12345.0f);
+		emu_launch(G * tiles * c.splitk, kThreads, kSmemFD, [&] {
+			matmul_tc_f16_pre_splitk_fd(part.data(), mat.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), c.rows, c.cols, c.T,
+			                            c.splitk);
+		});
+		emu_launch(3, 64, 0, [&] {
+			matmul_splitk_reduce(yf.data(), part.data(), c.splitk, c.T, c.rows, bias.empty() ? nullptr : bias.data(), c.bias_kind);
+		});
+		if (std::memcmp(yf.data(), y.data(), 4 * y.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the fragment-direct split-K kernel's outputs differ from the split-K kernel's\n", name);
+			failures++;
+			return;
+		}
+	}
 	// A token alone gives the bits it got among the others.
 	if (c.T > 1 && !c.gather) {
 		const int t = c.T - 1;
@@ -420,6 +441,9 @@ int main() {
 	    // split, a bias of each kind, tokens over two groups.
 	    {false, 20, 130, 300, false, 1, 1, 3},  {false, 7, 64, 64, false, 2, 2, 4},  {false, 70, 128, 2048, false, 0, 1, 8},
 	    {false, 3, 40, 96, false, 0, 3, 5},
+	    // split-K over two token groups and a partial row tile (the
+	    // fragment-direct twin's m16 padding and row guard).
+	    {false, 81, 200, 512, false, 2, 1, 3},
 	};
 	for (const Case& c : cases) check(c, rng);
 	check_grouped(false, 72, 96, rng);

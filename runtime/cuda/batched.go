@@ -400,6 +400,14 @@ func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcN
 // tuning.tcFD (off until measured).
 func (b *Backend) tcGroupedFD(kind int) bool { return kind == 0 && b.tune.tcFD && !b.tune.tcNoPreSplit }
 
+// tcDenseFD says whether an FP16 split-K matmul of cols columns runs the
+// fragment-direct twin (matmul_tc_f16_pre_splitk_fd, on the pre-split
+// activations; its weight words need even columns): under
+// tuning.tcFDSplitK, with the pre-split on. The same partials, bit for bit.
+func (b *Backend) tcDenseFD(cols int) bool {
+	return b.tune.tcFDSplitK && !b.tune.tcNoPreSplit && cols%2 == 0
+}
+
 // tcGroupedNarrow says whether a grouped ring launch of calls runs the
 // narrow twins (tuning.tcNarrow): every expert's pairs fit one entry of at
 // most tcNarrowTile, the tokens the narrow mapping covers.
@@ -504,13 +512,24 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
-	fn, smem := b.k.matmulTCSplitK, tcSmem
-	if b.tcDenseRing(1) {
-		fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
-	}
-	if err := b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
-		argInt(cols), argInt(T), argInt(ks)); err != nil {
-		return err
+	if b.tcDenseFD(cols) {
+		sp, err := b.tcPresplit(x, T, cols)
+		if err != nil {
+			return err
+		}
+		if err := b.launch(b.k.matmulTCSplitKFD, grid, tcThreads, tcSmemFD, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
+			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks)); err != nil {
+			return err
+		}
+	} else {
+		fn, smem := b.k.matmulTCSplitK, tcSmem
+		if b.tcDenseRing(1) {
+			fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
+		}
+		if err := b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
+			argInt(cols), argInt(T), argInt(ks)); err != nil {
+			return err
+		}
 	}
 	return b.launch(b.k.splitKReduce, b.elementwiseGrid(T*rows), block, 0, argPtr(y), argPtr(b.tcPart.ptr), argInt(ks), argInt(T),
 		argInt(rows), argPtr(bias), argInt(biasKind))

@@ -82,7 +82,9 @@ type kernelSet struct {
 	// The fragment-direct grouped int4 kernel (pre-split only;
 	// tuning.tcFD): codes loaded straight into B fragments, activations
 	// staged in slices.
-	matmulTCGroupedFD                      cu.Function
+	matmulTCGroupedFD cu.Function
+	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
+	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -205,7 +207,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedNarrow = [2][2]cu.Function{
 		{get("matmul_tc_grouped_ring_narrow_w4a16"), get("matmul_tc_grouped_pre_ring_narrow_w4a16")},
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
-	k.matmulTCGroupedFD = get("matmul_tc_grouped_pre_fd_w4a16")
+	k.matmulTCGroupedFD, k.matmulTCSplitKFD = get("matmul_tc_grouped_pre_fd_w4a16"), get("matmul_tc_f16_pre_splitk_fd")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.routeGroups = get("tc_route_groups")
@@ -295,8 +297,10 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc narrow ring kernel: %w", err)
 		}
 	}
-	if err := setMaxDynamicShared(k.matmulTCGroupedFD, tcSmemFD); err != nil {
-		return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
+	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD} {
+		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {
+			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
+		}
 	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
@@ -358,7 +362,7 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
 		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
-		"matmul_tc_grouped_pre_fd_w4a16"},
+		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd"},
 	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32",
 		"tc_route_groups"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},

@@ -368,8 +368,10 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-narrow and batched-tc-ring2-narrow (the narrow twins where
 // every expert of a launch has at most 32 pairs: tuning.tcNarrow),
 // batched-tc-fd (the fragment-direct grouped int4 kernel: tuning.tcFD),
-// batched-tc-devroute and batched-tc-fd-devroute (the routing kept on the
-// device at full residency: tuning.routeDevice);
+// batched-tc-fdk (the fragment-direct FP16 split-K: tuning.tcFDSplitK),
+// batched-tc-devroute, batched-tc-fd-devroute and
+// batched-tc-fd-fdk-devroute (the routing kept on the device at full
+// residency: tuning.routeDevice);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -404,8 +406,10 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-narrow", engine.PrefillBatched, tuning{tcNarrow: true}},
 		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}},
 		{"batched-tc-fd", engine.PrefillBatched, tuning{tcFD: true}},
+		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-devroute", engine.PrefillBatched, tuning{routeDevice: true}},
-		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}}}
+		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}},
+		{"batched-tc-fd-fdk-devroute", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -492,7 +496,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
 // rows), the real shapes; with the cp.async rings on and off (tuning.tcNoRing, tuning.tcRingF16) too: the
 // dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
-// split.
+// split; and the fragment-direct kernels (tuning.tcFD, tuning.tcFDSplitK:
+// the split-K T70 runs it, T600 is not split).
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -539,7 +544,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					t.Fatal(err)
 				}
 				return mustRead(t, be, dst)
-			}, tuning{}, tuning{tcRingF16: true})
+			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true})
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
