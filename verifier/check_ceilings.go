@@ -118,20 +118,26 @@ func checkReportCeilings(rf reportFormat, text, device string, rc *ceilingsRecom
 			return
 		}
 	}
-	want := versions[0]
-	gl, wl := strings.Split(got, "\n"), strings.Split(want, "\n")
-	for i := 0; i < max(len(gl), len(wl)); i++ {
-		g, w := "(none)", "(none)"
-		if i < len(gl) {
-			g = gl[i]
+	if i, g, w, ok := firstDifference(strings.Split(got, "\n"), strings.Split(versions[0], "\n")); ok {
+		fs.add(IDDerivedCeilings, rf.file, "", w, g,
+			"%s's ceilings section differs from the one recomputed from the raw records at its line %d", rf.file, i+1)
+	}
+}
+
+// firstDifference is the first index at which got and want differ, with
+// both items there ("(none)" past an end); ok is false when they are equal.
+func firstDifference(got, want []string) (i int, g, w string, ok bool) {
+	for i = 0; i < max(len(got), len(want)); i++ {
+		g, w = "(none)", "(none)"
+		if i < len(got) {
+			g = got[i]
 		}
-		if i < len(wl) {
-			w = wl[i]
+		if i < len(want) {
+			w = want[i]
 		}
 		if g != w {
-			fs.add(IDDerivedCeilings, rf.file, "", w, g,
-				"%s's ceilings section differs from the one recomputed from the raw records at its line %d", rf.file, i+1)
-			return
+			return i, g, w, true
 		}
 	}
+	return 0, "", "", false
 }

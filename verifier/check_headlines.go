@@ -82,18 +82,8 @@ func checkReportHeadlines(v *view, rf reportFormat, text string, rc *ceilingsRec
 			return x[:len(x)-len(headlineHBM.FindStringSubmatch(x)[2])]
 		}))
 	}
-	for i := 0; i < max(len(got), len(want)); i++ {
-		g, w := "(none)", "(none)"
-		if i < len(got) {
-			g = got[i]
-		}
-		if i < len(want) {
-			w = want[i]
-		}
-		if g != w {
-			fs.add(IDDerivedHeadline, rf.file, "", w, g, "%s's headline sentence %d differs from the one recomputed from the configuration documents", rf.file, i+1)
-			return
-		}
+	if i, g, w, ok := firstDifference(got, want); ok {
+		fs.add(IDDerivedHeadline, rf.file, "", w, g, "%s's headline sentence %d differs from the one recomputed from the configuration documents", rf.file, i+1)
 	}
 }
 
