@@ -12,8 +12,10 @@ extern "C" __global__ void embed_gather(float* dst, const void* table, int kind,
 
 // embed_rows: dst[t*D + j] = table[toks[t]*D + j] for t < T (embed_gather
 // on each row: the same values). Op by op only (a batched prefill's
-// tokens): no dependency wait.
+// tokens); it waits on its prerequisite grids first, as every kernel of a
+// PDL module must (kernels.PDLModules; tuning.prefillPDL).
 extern "C" __global__ void embed_rows(float* dst, const void* table, int kind, const int* toks, int T, int D) {
+	grid_dep_enter();
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (long long)T * D; i += (long long)gridDim.x * blockDim.x) {
 		const int t = (int)(i / D), j = (int)(i - (long long)t * D);
 		const size_t at = (size_t)toks[t] * D + j;

@@ -140,3 +140,12 @@ func Sources(name string) ([]Source, error) {
 	}
 	return out, nil
 }
+
+// PDLModules are the modules every kernel of which calls grid_dep_enter
+// (common.cuh) before any dependent access, so that runtime/cuda may launch
+// them with programmatic dependent launch: a captured step's kernels, and
+// the batched prefill's (tuning.prefillPDL). TestPDLModulesWait checks the
+// PTX of each.
+var PDLModules = []string{"matvec_f16", "matvec_rope", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc",
+	"experts_routed", "norm", "elementwise", "rope_attention", "router", "embed_argmax", "decode", "matmul_tc", "prefill_rows",
+	"prefill_attention"}

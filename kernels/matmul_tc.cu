@@ -570,6 +570,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 	extern "C" __global__ void __launch_bounds__(TC_THREADS)                                                            \
 	    NAME(float* y, const uint8_t* mat, const float* x, const void* bias, int bias_kind, int rows, int cols,          \
 	         int cols_padded, int scales_offset, int T, const int* xrows, const int* yrows) {                           \
+		grid_dep_enter();                                                                                             \
 		const int G = (T + TC_BM - 1) / TC_BM;                                                                        \
 		matmul_tc_body<INT4>(y, mat, x, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows, yrows,     \
 		                     (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN);                                      \
@@ -584,6 +585,7 @@ MATMUL_TC(matmul_tc_w4a16, true)
 // the in-kernel staging splits it (tc_split8: the same bits). Four
 // neighbouring threads a chunk, grid-stride in whole blocks.
 extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv) {
+	grid_dep_enter();
 	const int nck = (cols + TC_BK - 1) / TC_BK;
 	const long long total = 4LL * nrows * nck, stride = (long long)gridDim.x * blockDim.x;
 	for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
@@ -614,6 +616,7 @@ extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __
 	    NAME(float* y, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv, const void* bias,      \
 	         int bias_kind, int rows, int cols, int cols_padded, int scales_offset, int T, const int* xrows,             \
 	         const int* yrows) {                                                                                        \
+		grid_dep_enter();                                                                                             \
 		const int G = (T + TC_BM - 1) / TC_BM;                                                                        \
 		matmul_tc_body<INT4, true>(y, mat, nullptr, bias, bias_kind, rows, cols, cols_padded, scales_offset, T, xrows,   \
 		                           yrows, (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN, 0, 1 << 30,                \
@@ -634,6 +637,7 @@ MATMUL_TC_PRE(matmul_tc_pre_w4a16, true)
 // of 132 SMs.
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
     matmul_tc_f16_splitk(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
+	grid_dep_enter();
 	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
 	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
 	matmul_tc_body<false>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr, nullptr, g * TC_BM,
@@ -645,6 +649,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 // memory TC_SMEM_RING_F16): the same partials, bit for bit.
 extern "C" __global__ void __launch_bounds__(TC_THREADS)
     matmul_tc_f16_splitk_ring(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
+	grid_dep_enter();
 	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
 	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
 	matmul_tc_body<false, false, TC_RING_F16>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr,
@@ -657,6 +662,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
     matmul_tc_pre_ring_f16(float* y, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
                            const void* bias, int bias_kind, int rows, int cols, int cols_padded, int scales_offset, int T,
                            const int* xrows, const int* yrows) {
+	grid_dep_enter();
 	const int G = (T + TC_BM - 1) / TC_BM;
 	matmul_tc_body<false, true, TC_RING_F16>(y, mat, nullptr, bias, bias_kind, rows, cols, cols_padded, scales_offset, T,
 	                                         xrows, yrows, (blockIdx.x % G) * TC_BM, (blockIdx.x / G) * TC_BN, 0, 1 << 30,
@@ -668,6 +674,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 // thread an output, grid-stride.
 extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int ks, int T, int rows, const void* bias,
                                                 int bias_kind) {
+	grid_dep_enter();
 	const long long n = (long long)T * rows;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
 		float v = part[i];
@@ -694,6 +701,7 @@ extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int
 	extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)                                                         \
 	    NAME(float* y, const float* x, const tc_group* groups, int tiles, int rows, int cols, int cols_padded,           \
 	         int scales_offset, const int* xrows, const int* yrows) {                                                   \
+		grid_dep_enter(); /* the table may be the kernel before's output (tc_route_groups) */                       \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
 		if (gr.count <= 0) return; /* a device-routed table's unused entry (tc_route_groups) */                       \
 		matmul_tc_body<INT4, false, RING, SUB, NARROW>(y, gr.mat, x, nullptr, 0, rows, cols, cols_padded, scales_offset, \
@@ -704,6 +712,7 @@ extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int
 	extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)                                                         \
 	    NAME(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups, int tiles,         \
 	         int rows, int cols, int cols_padded, int scales_offset, const int* xrows, const int* yrows) {              \
+		grid_dep_enter(); /* the table may be the kernel before's output (tc_route_groups) */                       \
 		const tc_group gr = groups[blockIdx.x / tiles];                                                               \
 		if (gr.count <= 0) return; /* a device-routed table's unused entry (tc_route_groups) */                       \
 		matmul_tc_body<INT4, true, RING, SUB, NARROW>(y, gr.mat, nullptr, nullptr, 0, rows, cols, cols_padded,          \
@@ -1017,6 +1026,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
     matmul_tc_grouped_pre_fd_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
                                    int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
                                    const int* yrows) {
+	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
 	const tc_group gr = groups[blockIdx.x / tiles];
 	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
 	tc_fd_body<true, TC_FD_PD>(y, gr.mat, rows, cols, cols_padded, scales_offset, gr.count, xrows + gr.pair0, yrows + gr.pair0,
@@ -1031,6 +1041,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
     matmul_tc_f16_pre_splitk_fd(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
                                 int rows, int cols, int T, int ks) {
+	grid_dep_enter();
 	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
 	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
 	const int t0 = g * TC_BM;

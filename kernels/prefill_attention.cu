@@ -119,6 +119,7 @@ __device__ __forceinline__ void attention_tiled_body(float* __restrict__ dst, co
 #define ATTENTION_TILED(NAME, KV)                                                                                         \
 	extern "C" __global__ void __launch_bounds__(PA_WARPS * 32) NAME(float* dst, const float* q, const KV* kc, const KV* vc, \
 	                                                                int T, int pos0, int n_heads, int n_kv, int hd) {          \
+		grid_dep_enter();                                                                                                   \
 		attention_tiled_body<KV>(dst, q, kc, vc, T, pos0, n_heads, n_kv, hd);                                                \
 	}
 ATTENTION_TILED(attention_tiled_rows_f32, float)

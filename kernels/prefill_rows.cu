@@ -17,11 +17,14 @@
 //	tc_route_groups     the rows' routing grouped by expert into the
 //	                    grouped tensor-core matmuls' tables, on the device.
 //
-// Op by op only (never captured): no dependency wait.
+// Op by op only (never captured). Each kernel calls grid_dep_enter first,
+// so it may be launched with programmatic dependent launch
+// (tuning.prefillPDL).
 #include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
 #include "step.cuh"
 
 extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, int pos0, double theta) {
+	grid_dep_enter();
 	const int half = hd >> 1, per = n_heads * half;
 	for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < T * per; idx += gridDim.x * blockDim.x) {
 		const int t = idx / per, r = idx - t * per, h = r / half, i = r - h * half;
@@ -37,6 +40,7 @@ extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, i
 	extern "C" __global__ void __launch_bounds__(256) NAME(float* dst, float* part, unsigned* cnt, const float* q,       \
 	                                                       const KV* kc, const KV* vc, int pos0, int n_heads, int n_kv,  \
 	                                                       int hd) {                                                     \
+		grid_dep_enter();                                                                                              \
 		const int per = n_heads * ATT_SPLIT, t = blockIdx.x / per, bid = blockIdx.x - t * per;                          \
 		const size_t Q = (size_t)n_heads * hd;                                                                         \
 		attention_split(dst + t * Q, part + (size_t)t * per * (hd + 2), cnt + (size_t)t * n_heads, q + t * Q, kc, vc,  \
@@ -48,6 +52,7 @@ ATTENTION_ROWS(attention_rows_f32_kv16, __half)
 // ids_out, w_out: [T][k]; dynamic shared memory E floats + E bytes.
 extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* logits, int E, int k, int* ids_out,
                                                                   float* w_out) {
+	grid_dep_enter();
 	extern __shared__ float p[];
 	const int t = blockIdx.x;
 	router_topk_block(logits + (size_t)t * E, E, k, ids_out + (size_t)t * k, w_out + (size_t)t * k, p);
@@ -57,6 +62,7 @@ extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* 
 // add_scaled(., w[t*k+j], src[t*k+j][i]), for t < T, i < n. One thread an
 // element, grid-stride.
 extern "C" __global__ void combine_rows_f32(float* dst, const float* src, const float* w, int T, int k, int n) {
+	grid_dep_enter();
 	for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < (long long)T * n; idx += (long long)gridDim.x * blockDim.x) {
 		const int t = (int)(idx / n), i = (int)(idx - (long long)t * n);
 		float acc = 0.0f;
@@ -68,6 +74,7 @@ extern "C" __global__ void combine_rows_f32(float* dst, const float* src, const 
 // add_gated_rows_f32: d[t][i] += sigmoid(g[t]) * x[t][i] (add_gated_f32's
 // arithmetic, the sigmoid in double rounded once), for t < T, i < n.
 extern "C" __global__ void add_gated_rows_f32(float* d, const float* x, const float* g, int T, int n) {
+	grid_dep_enter();
 	for (long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x; idx < (long long)T * n; idx += (long long)gridDim.x * blockDim.x) {
 		const int t = (int)(idx / n);
 		const float s = (float)(1.0 / (1.0 + exp(-(double)g[t])));
@@ -96,6 +103,7 @@ extern "C" __global__ void __launch_bounds__(1024)
                     long long off0, long long off1, long long off2, int tile, int max_entries, int* tok, int* slot, int* iden,
                     tc_group* tab) {
 	__shared__ int cnt[TC_ROUTE_EMAX], base[TC_ROUTE_EMAX + 1], ebase[TC_ROUTE_EMAX + 1];
+	grid_dep_enter();
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
 	for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
 	__syncthreads();

@@ -388,8 +388,7 @@ var moduleFuncs = map[string][]string{
 // it: the state was written by an earlier graph launch or by step_set, and
 // a prefetch is a hint that no thread reads). Not bench (benchmark helpers, never captured) nor persistent
 // (one launch per step).
-var pdlModules = []string{"matvec_f16", "matvec_rope", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc", "experts_routed", "norm", "elementwise",
-	"rope_attention", "router", "embed_argmax", "decode"}
+var pdlModules = kernels.PDLModules
 
 // groupedNames lists experts_grouped.cu's kernels: every (scheme, variant,
 // shared|global) with a by-value row table, and the same with suffix _t
@@ -451,6 +450,15 @@ func (b *Backend) launch(fn cu.Function, grid, block, smem int, args ...uint64) 
 		}
 	}
 	return launchKernel(fn, grid, block, smem, b.compute, args, nil)
+}
+
+// launchGraph launches g on the compute stream; owner thread. The next
+// kernel launched by launch is a plain launch: programmatic dependent
+// launch relaxes a kernel's dependency on the kernel before it, not on a
+// graph.
+func (b *Backend) launchGraph(g *graph) error {
+	b.pdlPrev = false
+	return g.launch(b.compute)
 }
 
 // launchBlob is launch with a last by-value struct parameter read from blob

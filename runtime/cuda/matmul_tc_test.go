@@ -371,7 +371,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-fdk (the fragment-direct FP16 split-K: tuning.tcFDSplitK),
 // batched-tc-devroute, batched-tc-fd-devroute and
 // batched-tc-fd-fdk-devroute (the routing kept on the device at full
-// residency: tuning.routeDevice);
+// residency: tuning.routeDevice), batched-tc-pdl (programmatic dependent
+// launch op by op: tuning.prefillPDL), batched-tc-all (all four);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -409,7 +410,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-devroute", engine.PrefillBatched, tuning{routeDevice: true}},
 		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}},
-		{"batched-tc-fd-fdk-devroute", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true}}}
+		{"batched-tc-fd-fdk-devroute", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true}},
+		{"batched-tc-pdl", engine.PrefillBatched, tuning{prefillPDL: true}},
+		{"batched-tc-all", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true, prefillPDL: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {

@@ -584,6 +584,9 @@ func equalInts(a, b []int) bool {
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
 	b.routeDev.Store(t.routeDevice && !t.noMatmulTC && !t.tcNoPreSplit)
+	if !b.capturing {
+		b.pdl, b.pdlPrev = t.prefillPDL, false
+	}
 	if b.waitPF == 0 {
 		if t.waitPrefetch != 0 {
 			return fmt.Errorf("cuda: tuning.waitPrefetch %d: %w", t.waitPrefetch, b.waitPFErr)

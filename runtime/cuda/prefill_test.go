@@ -96,9 +96,11 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // prefill at full residency keeps each layer's routing on the GPU
 // (tc_route_groups' tables, the leases counted after the batch) and gives
 // the read-back path's tokens, logit bits, cache counters and routing
-// trace, with the ring kernels and with the fragment-direct kernel
-// (tuning.tcFD); two chunks on the longest prompt. At partial residency
-// the tuning changes nothing (no pinned snapshot): the routing is read back.
+// trace, with the ring kernels and with the fragment-direct kernels
+// (tuning.tcFD, tcFDSplitK), and with programmatic dependent launch of the
+// op-by-op kernels (tuning.prefillPDL, also alone); two chunks on the
+// longest prompt. At partial residency the device routing changes nothing
+// (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 	long := strings.Repeat("Routing stays on the device while the host goes on. ", 12)[:engine.PrefillChunk+24]
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -135,13 +137,14 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 						if wr != 0 {
 							t.Fatalf("%d device routings with the tuning off", wr)
 						}
-						for _, tn := range []tuning{{routeDevice: true}, {routeDevice: true, tcFD: true}} {
+						for _, tn := range []tuning{{routeDevice: true}, {routeDevice: true, tcFD: true},
+							{routeDevice: true, tcFD: true, tcFDSplitK: true, prefillPDL: true}, {prefillPDL: true}} {
 							got, gc, gt, gr := run(tn)
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
-							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && gr != want {
+							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && tn.routeDevice && gr != want {
 								t.Fatalf("%d-token prompt, %+v: %d device routings, want %d", len(req.Prompt), tn, gr, want)
 							}
-							if c < cfg.NumExperts && gr != 0 {
+							if (c < cfg.NumExperts || !tn.routeDevice) && gr != 0 {
 								t.Fatalf("%d-token prompt at capacity %d: %d device routings", len(req.Prompt), c, gr)
 							}
 							sameResult(t, fmt.Sprintf("%d-token prompt, %+v, read back", len(req.Prompt), tn), got, want)

@@ -467,7 +467,7 @@ func (s *stepper) capture(what string, issue func() error) (*graph, error) {
 	}
 	b.pdl, b.pdlPrev, b.capturing = !b.tune.noPDL, false, true
 	ierr := errors.Join(issue(), s.joinPrefetch())
-	b.pdl, b.capturing = false, false
+	b.pdl, b.pdlPrev, b.capturing = b.tune.prefillPDL, false, false
 	g, err := endCapture(b.compute)
 	if ierr != nil || err != nil {
 		if g != nil {
@@ -605,16 +605,16 @@ func (s *stepper) Step(tok, pos int, set, head, suppress bool) (int, error) {
 					return fmt.Errorf("cuda: stepper: set state: %w", err)
 				}
 			}
-			if err := g.launch(b.compute); err != nil {
+			if err := b.launchGraph(g); err != nil {
 				return err
 			}
 			if head && s.mode == device.StepGraphFull {
-				return h.launch(b.compute)
+				return b.launchGraph(h)
 			}
 			return nil
 		})
 	}
-	launch := func(g *graph) error { return b.o.async(func() error { return g.launch(b.compute) }) }
+	launch := func(g *graph) error { return b.o.async(func() error { return b.launchGraph(g) }) }
 	switch s.mode {
 	case device.StepGraphFull, device.StepPersistent:
 		slot := -1

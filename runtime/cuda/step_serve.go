@@ -79,12 +79,12 @@ func (s *stepper) serveSegment(k int) error {
 		return err
 	}
 	if early == nil {
-		return b.o.async(func() error { return s.segs[k+1].launch(b.compute) })
+		return b.o.async(func() error { return b.launchGraph(s.segs[k+1]) })
 	}
 	if err := s.gateUpRuns(i, early, false); err != nil {
 		return fmt.Errorf("miss gate/up: %w", err)
 	}
-	return b.o.async(func() error { return s.rest[k+1].launch(b.compute) })
+	return b.o.async(func() error { return b.launchGraph(s.rest[k+1]) })
 }
 
 // gateUpRuns launches the routed gate/up of the routed-experts instruction
