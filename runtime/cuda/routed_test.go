@@ -1,0 +1,133 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// TestRouteGroupsTable: RouteRows' device routing (router_topk_rows, then
+// tc_route_groups) against a reference built on the host from the ids it
+// reads back: the pairs packed by expert in id order, each expert's slots
+// increasing (tok = slot / k, iden = p), and the gate, up and down tables
+// holding an entry per 64 pairs of each expert (its record base plus the
+// matrix's offset), then entries of count 0 up to floor(P / 64) + min(E, P).
+// Shapes: few tokens (most experts unrouted), a 64-pair tile crossed, and
+// 512 tokens of OLMoE's 64 experts, top-8.
+func TestRouteGroupsTable(t *testing.T) {
+	be := testBE
+	rng := rand.New(rand.NewPCG(5, 9))
+	lay, err := qpack.NewRecordLayout(qpack.SchemeInt4, 256, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ T, k, E int }{{3, 2, 8}, {37, 8, 64}, {512, 8, 64}, {57, 4, 60}} {
+		t.Run(fmt.Sprintf("T%d/k%d/E%d", c.T, c.k, c.E), func(t *testing.T) {
+			rows := make([]backend.Tensor, c.E)
+			for e := range rows {
+				if rows[e], err = be.AllocBytes(lay.Size); err != nil {
+					t.Fatal(err)
+				}
+				row := rows[e]
+				t.Cleanup(func() {
+					if err := be.Free(row); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			logits := make([]float32, c.T*c.E)
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64())
+			}
+			r, err := be.RouteRows(mustF32(t, be, logits), c.T, c.k, rows, lay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Release()
+			ids, err := r.IDs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantIDs, _, err := be.TopKRows(mustF32(t, be, logits), c.T, c.k, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ids, wantIDs) {
+				t.Fatalf("ids %v, TopKRows %v", ids, wantIDs)
+			}
+			rt := r.(*routing)
+			P, maxE := c.T*c.k, rt.maxE
+			read := func(p uint64, n int) []byte {
+				var out []byte
+				if err := be.o.do(func() error {
+					b, err := be.read(cu.DevicePtr(p), n)
+					out = append([]byte(nil), b...)
+					return err
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			i32 := func(b []byte) []int {
+				out := make([]int, len(b)/4)
+				for i := range out {
+					out[i] = int(int32(binary.LittleEndian.Uint32(b[4*i:])))
+				}
+				return out
+			}
+			tok, slot, iden := i32(read(uint64(rt.tok), 4*P)), i32(read(uint64(rt.slot), 4*P)), i32(read(uint64(rt.iden), 4*P))
+			tab := read(uint64(rt.tab), 3*maxE*tcGroupBytes)
+			var wantTok, wantSlot, wantIden []int
+			type entry struct {
+				mat          uint64
+				pair0, count int
+			}
+			wantTab := make([][]entry, 3)
+			for e := range c.E {
+				base := len(wantSlot)
+				for s, id := range ids {
+					if id == e {
+						wantTok, wantSlot = append(wantTok, s/c.k), append(wantSlot, s)
+					}
+				}
+				n := len(wantSlot) - base
+				for p0 := 0; p0 < n; p0 += tcTile {
+					for w, m := range lay.Matrices() {
+						wantTab[w] = append(wantTab[w], entry{uint64(rows[e].(*Tensor).ptr) + uint64(m.Offset), base + p0, min(tcTile, n-p0)})
+					}
+				}
+			}
+			for p := range P {
+				wantIden = append(wantIden, p)
+			}
+			if !reflect.DeepEqual(tok, wantTok) || !reflect.DeepEqual(slot, wantSlot) || !reflect.DeepEqual(iden, wantIden) {
+				t.Fatalf("pairs:\ntok  %v\nwant %v\nslot %v\nwant %v", tok, wantTok, slot, wantSlot)
+			}
+			if maxE != P/tcTile+min(c.E, P) {
+				t.Fatalf("%d table entries, want floor(P/64) + min(E, P) = %d", maxE, P/tcTile+min(c.E, P))
+			}
+			for w := range 3 {
+				for n := range maxE {
+					b := tab[(w*maxE+n)*tcGroupBytes:]
+					got := entry{binary.LittleEndian.Uint64(b), int(int32(binary.LittleEndian.Uint32(b[8:]))), int(int32(binary.LittleEndian.Uint32(b[12:])))}
+					want := entry{}
+					if n < len(wantTab[w]) {
+						want = wantTab[w][n]
+					}
+					if got != want {
+						t.Fatalf("table %d entry %d: %+v, want %+v", w, n, got, want)
+					}
+				}
+			}
+		})
+	}
+}
