@@ -489,7 +489,11 @@ func Write(w io.Writer, confs []*Config, baselines []Baseline, o Options) error 
 // they cannot be computed, one line that says why. ok is false in that
 // case.
 func Section(dir string) (text string, ok bool) {
-	texts, err := sections(dir, DefaultOptions())
+	confs, err := LoadEdition(dir)
+	var texts []string
+	if err == nil {
+		texts, err = sections(confs, DefaultOptions())
+	}
 	if err != nil {
 		return fmt.Sprintf("Not computed: %v.\n", err), false
 	}
@@ -504,18 +508,23 @@ func Section(dir string) (text string, ok bool) {
 // section is one of them, so that an edition published by an earlier
 // runner still verifies without being rewritten.
 func SectionVersions(dir string) ([]string, error) {
-	legacy := DefaultOptions()
-	legacy.VRAMProcess = false
-	return sections(dir, DefaultOptions(), legacy)
-}
-
-// sections writes the sections for the raw records under dir once per
-// options value, in order.
-func sections(dir string, opts ...Options) ([]string, error) {
 	confs, err := LoadEdition(dir)
 	if err != nil {
 		return nil, err
 	}
+	return SectionVersionsOf(confs)
+}
+
+// SectionVersionsOf is SectionVersions of configurations LoadEdition
+// returned.
+func SectionVersionsOf(confs []*Config) ([]string, error) {
+	legacy := DefaultOptions()
+	legacy.VRAMProcess = false
+	return sections(confs, DefaultOptions(), legacy)
+}
+
+// sections writes the sections for confs once per options value, in order.
+func sections(confs []*Config, opts ...Options) ([]string, error) {
 	var out []string
 	for _, o := range opts {
 		var b strings.Builder

@@ -64,17 +64,32 @@ func reportCeilings(file, text string) (string, bool) {
 // ceilingsRecompute computes the edition's ceilings section and HBM
 // ceilings once, from the raw records under dir.
 type ceilingsRecompute struct {
-	dir           string
-	done, hbmDone bool
-	texts         []string // today's format first
-	err           error
-	hbmCeil       map[string]float64
-	hbmComputed   bool
+	dir                   string
+	loaded, done, hbmDone bool
+	confs                 []*ceilings.Config
+	loadErr               error
+	texts                 []string // today's format first
+	err                   error
+	hbmCeil               map[string]float64
+	hbmComputed           bool
+}
+
+// load reads the raw records once for both uses.
+func (c *ceilingsRecompute) load() ([]*ceilings.Config, error) {
+	if !c.loaded {
+		c.confs, c.loadErr = ceilings.LoadEdition(c.dir)
+		c.loaded = true
+	}
+	return c.confs, c.loadErr
 }
 
 func (c *ceilingsRecompute) get() ([]string, error) {
 	if !c.done {
-		c.texts, c.err = ceilings.SectionVersions(c.dir)
+		if confs, err := c.load(); err != nil {
+			c.err = err
+		} else {
+			c.texts, c.err = ceilings.SectionVersionsOf(confs)
+		}
 		c.done = true
 	}
 	return c.texts, c.err
@@ -86,7 +101,7 @@ func (c *ceilingsRecompute) get() ([]string, error) {
 // for it.
 func (c *ceilingsRecompute) hbm() (map[string]float64, bool) {
 	if !c.hbmDone {
-		if confs, err := ceilings.LoadEdition(c.dir); err == nil {
+		if confs, err := c.load(); err == nil {
 			c.hbmCeil, c.hbmComputed = ceilings.HBMCeilings(confs, ceilings.DefaultOptions()), true
 		}
 		c.hbmDone = true
