@@ -242,6 +242,8 @@ type ExpertGroups interface {
 // (device.ExpertRows). Every pair gets the bits ExpertMatMulGroup gives it:
 // a pair's results depend on its activations and its expert's matrix
 // alone, not on which pairs share an op or in which order they are packed.
+// (The engine counts a layer's leases once it has issued the next layer's
+// expert ops, and the last layers' before the selection.)
 type DeviceRouting interface {
 	// RoutesOnDevice says whether this backend runs a batched prefill's
 	// routed experts of scheme through the device routing (a tuning or

@@ -337,7 +337,7 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 		case plan.OpSelect:
 			// The device-routed layers' leases are counted while the
 			// head runs, before the selection waits for it.
-			if err = e.countDeviceLeases(bt); err != nil {
+			if err = e.countDeviceLeases(bt, -1); err != nil {
 				return -1, err
 			}
 			if next, err = be.Argmax(e.logits, masked); err != nil {
@@ -358,7 +358,7 @@ func (e *Engine) runBatch(p *plan.Plan, toks []int, pos0 int, masked []int) (int
 			}
 		}
 	}
-	if err := e.countDeviceLeases(bt); err != nil {
+	if err := e.countDeviceLeases(bt, -1); err != nil {
 		return -1, err
 	}
 	return next, nil
@@ -535,7 +535,13 @@ func (e *Engine) routedExpertsBatch(bt *batch, l, T int, row func(backend.Tensor
 	if r := bt.routing; r != nil {
 		bt.routing = nil
 		bt.pending = append(bt.pending, pendingRouting{l, r})
-		return e.routedExpertsDevice(bt, T, r)
+		if err := e.routedExpertsDevice(bt, T, r); err != nil {
+			return err
+		}
+		// The layers before this one are counted now, while the GPU
+		// still has this layer's experts to run: the host's lease work
+		// then stays off the batch's tail.
+		return e.countDeviceLeases(bt, len(bt.pending)-1)
 	}
 	// The layer's distinct experts in first-use order, and the (token,
 	// slot) pairs of each: slot s = t*A + k.
@@ -722,15 +728,19 @@ func (e *Engine) routedExpertsDevice(bt *batch, T int, r backend.Routing) error 
 	})
 }
 
-// countDeviceLeases serves the leases of the batch's device-routed layers,
-// in layer order, as the read-back path takes them (leaseWaves over the
-// layer's ids, every wave held until the layer's are served, then
-// released): the snapshot was pinned, so the rows the ops read were those
-// the leases find, and the counters and the routing trace are the same.
-// Every pending routing is released, also on an error.
-func (e *Engine) countDeviceLeases(bt *batch) error {
-	pend := bt.pending
-	bt.pending = nil
+// countDeviceLeases serves the leases of the first n of the batch's
+// pending device-routed layers (n < 0: all of them), in layer order, as the
+// read-back path takes them (leaseWaves over the layer's ids, every wave
+// held until the layer's are served, then released): the snapshot was
+// pinned, so the rows the ops read were those the leases find, and the
+// counters and the routing trace are the same. Each routing counted is
+// released, also on an error.
+func (e *Engine) countDeviceLeases(bt *batch, n int) error {
+	if n < 0 || n > len(bt.pending) {
+		n = len(bt.pending)
+	}
+	pend := bt.pending[:n:n]
+	bt.pending = bt.pending[n:]
 	defer func() {
 		for _, p := range pend {
 			p.r.Release()
