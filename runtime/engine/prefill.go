@@ -139,13 +139,13 @@ type batch struct {
 	// Device routing (backend.DeviceRouting, full residency): the layer's
 	// routing RouteRows left on the device (route sets it, routed-experts
 	// takes it), and the routings whose leases are still to be counted
-	// once the batch has been issued (countDeviceLeases).
+	// (countDeviceLeases: a layer behind, the last before the selection).
 	routing backend.Routing
 	pending []pendingRouting
 }
 
-// pendingRouting is a layer's device routing whose leases the batch
-// counts after it has issued every layer.
+// pendingRouting is a layer's device routing whose leases the batch has
+// yet to count.
 type pendingRouting struct {
 	layer int
 	r     backend.Routing
