@@ -944,7 +944,7 @@ __device__ __forceinline__ void matvec_body(float* smem, float* __restrict__ y, 
 // (matmul_tc.cu's grouped kernels): up to 64 (token, slot) pairs of one
 // expert, pairs [pair0, pair0 + count) of the launch's xrows/yrows, and
 // that expert's matrix (16 bytes; runtime/cuda batched.go writes it, or
-// prefill_rows.cu's tc_route_groups on the device).
+// matmul_tc.cu's tc_route_groups on the device).
 struct tc_group {
 	const uint8_t* mat;
 	int pair0, count;

@@ -13,9 +13,7 @@
 //	combine_rows_f32    row t of dst = the k weighted source rows of token t
 //	                    added in order from zero with add_scaled (a clear and
 //	                    k add_scaled_f32 launches' bits);
-//	add_gated_rows_f32  add_gated_f32's body on row t with gate g[t];
-//	tc_route_groups     the rows' routing grouped by expert into the
-//	                    grouped tensor-core matmuls' tables, on the device.
+//	add_gated_rows_f32  add_gated_f32's body on row t with gate g[t].
 //
 // Op by op only (never captured). Each kernel calls grid_dep_enter first,
 // so it may be launched with programmatic dependent launch
@@ -82,69 +80,3 @@ extern "C" __global__ void add_gated_rows_f32(float* d, const float* x, const fl
 	}
 }
 
-// tc_route_groups groups a batched prefill's routing by expert on the
-// device (backend.DeviceRouting; runtime/cuda routed.go), so that the host
-// need not read each layer's top-k back before the expert matmuls: ids
-// [P] (router_topk_rows's) are the P = T x k routed experts of slots
-// s = t x k + j. Pair p of
-// the grouped order (experts in id order, each expert's slots increasing)
-// gets tok[p] = s / k and slot[p] = s; iden[p] = p. The three tables
-// [3][max_entries] (the gate, up and down matrices: the expert's record
-// base bases[e] plus off0, off1, off2) hold an entry per tile pairs of
-// each expert (tile: matmul_tc.cu's TC_BM), as runtime/cuda
-// matmulTCGrouped writes them, then entries of count 0 up to max_entries
-// (>= floor(P / tile) + min(E, P) covers any routing). A pair's products do not depend on which pairs share its
-// entry, so the grouped kernels give it the bits of the host-built table.
-// An id outside 0..E-1 is left out (the host's read back of the ids fails
-// on it). One block of 1024 threads; E <= TC_ROUTE_EMAX.
-#define TC_ROUTE_EMAX 256
-extern "C" __global__ void __launch_bounds__(1024)
-    tc_route_groups(const int* __restrict__ ids, int P, int k, int E, const unsigned long long* __restrict__ bases,
-                    long long off0, long long off1, long long off2, int tile, int max_entries, int* tok, int* slot, int* iden,
-                    tc_group* tab) {
-	__shared__ int cnt[TC_ROUTE_EMAX], base[TC_ROUTE_EMAX + 1], ebase[TC_ROUTE_EMAX + 1];
-	grid_dep_enter();
-	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
-	for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
-	__syncthreads();
-	for (int s = tid; s < P; s += blockDim.x) {
-		const int e = ids[s];
-		if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
-	}
-	__syncthreads();
-	if (tid == 0) {
-		int p = 0, n = 0;
-		for (int e = 0; e < E; e++) {
-			base[e] = p, ebase[e] = n;
-			p += cnt[e], n += (cnt[e] + tile - 1) / tile;
-		}
-		base[E] = p, ebase[E] = min(n, max_entries);
-	}
-	__syncthreads();
-	const long long offs[3] = {off0, off1, off2};
-	for (int e = warp; e < E; e += nw) {
-		// Expert e's pairs in slot order: a ballot over each 32 slots.
-		int run = base[e];
-		for (int s0 = 0; s0 < P; s0 += 32) {
-			const int s = s0 + lane;
-			const bool m = s < P && ids[s] == e;
-			const unsigned bal = __ballot_sync(0xffffffffu, m);
-			if (m) {
-				const int p = run + __popc(bal & ((1u << lane) - 1u));
-				tok[p] = s / k;
-				slot[p] = s;
-			}
-			run += __popc(bal);
-		}
-		// Its entries, a lane each.
-		for (int c = lane; ebase[e] + c < ebase[e + 1] && c * tile < cnt[e]; c += 32) {
-			const int n = ebase[e] + c;
-			for (int w = 0; w < 3; w++)
-				tab[w * max_entries + n] = tc_group{reinterpret_cast<const uint8_t*>(bases[e] + offs[w]), base[e] + c * tile,
-				                                     min(tile, cnt[e] - c * tile)};
-		}
-	}
-	for (int n = ebase[E] + tid; n < max_entries; n += blockDim.x)
-		for (int w = 0; w < 3; w++) tab[w * max_entries + n] = tc_group{nullptr, 0, 0};
-	for (int p = tid; p < P; p += blockDim.x) iden[p] = p;
-}

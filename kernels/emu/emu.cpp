@@ -100,6 +100,15 @@ void init_fiber(Fiber& f) {
 
 void __syncthreads() { arrive(block_bar, blockDim.x); }
 void __syncwarp(unsigned) { arrive(warp_bar[cur->tid >> 5], 32); }
+unsigned emu_ballot(int p) {
+	const unsigned w = cur->tid >> 5;
+	warp_slot[cur->tid] = p != 0;
+	arrive(warp_bar[w], 32);
+	unsigned r = 0;
+	for (unsigned l = 0; l < 32; l++) r |= (warp_slot[(w << 5) | l] != 0 ? 1u : 0u) << l;
+	arrive(warp_bar[w], 32);
+	return r;
+}
 unsigned emu_shfl_xor(unsigned v, int o) {
 	const unsigned lane = cur->tid & 31, w = cur->tid >> 5;
 	warp_slot[cur->tid] = v;

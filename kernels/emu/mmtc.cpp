@@ -68,6 +68,8 @@ extern "C" void matmul_tc_grouped_pre_ring2_narrow_w4a16(float*, const __half*, 
                                                          int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half*, const __half*, const float*, int, int, int,
                                             int);
+extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long long*, long long, long long, long long, int, int, int*,
+                                int*, int*, tc_group*);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                int, int, const int*, const int*);
 
@@ -419,8 +421,72 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 	fprintf(stderr, "ok   %s\n", name);
 }
 
-int main() {
+// check_route_groups runs tc_route_groups (one block of 1024 threads) over
+// random ids (with an id out of range when bad) and compares its pairs and
+// its gate/up/down tables with the grouping built here: experts in id
+// order, each one's slots increasing, an entry per 64 pairs, entries of
+// count 0 after.
+static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng) {
+	char name[96];
+	snprintf(name, sizeof name, "route groups T=%d k=%d E=%d bad=%d", T, k, E, bad);
+	const int P = T * k, maxE = P / kTile + std::min(E, P);
+	std::vector<int> ids(P);
+	for (int& id : ids) id = (int)(rng() % (unsigned)E);
+	if (bad) ids[P / 2] = E;
+	std::vector<unsigned long long> bases(E);
+	for (int e = 0; e < E; e++) bases[e] = 0x100000ull * (e + 1);
+	const long long off[3] = {0, 4096, 8192};
+	std::vector<int> tok(P, -1), slot(P, -1), iden(P, -1);
+	std::vector<tc_group> tab(3 * maxE, tc_group{reinterpret_cast<const uint8_t*>(1), -9, -9});
+	emu_launch(1, 1024, (3 * 256 + 2) * 4, [&] {
+		tc_route_groups(ids.data(), P, k, E, bases.data(), off[0], off[1], off[2], kTile, maxE, tok.data(), slot.data(), iden.data(),
+		                tab.data());
+	});
+	std::vector<int> wtok, wslot;
+	std::vector<tc_group> wtab[3];
+	for (int e = 0; e < E; e++) {
+		const int base = (int)wslot.size();
+		for (int s = 0; s < P; s++)
+			if (ids[s] == e) wtok.push_back(s / k), wslot.push_back(s);
+		const int n = (int)wslot.size() - base;
+		for (int p0 = 0; p0 < n; p0 += kTile)
+			for (int w = 0; w < 3; w++)
+				wtab[w].push_back(tc_group{reinterpret_cast<const uint8_t*>(bases[e] + off[w]), base + p0, std::min(kTile, n - p0)});
+	}
+	const int placed = (int)wslot.size();
+	for (int p = 0; p < P; p++) {
+		const bool ok = iden[p] == p && (p >= placed || (tok[p] == wtok[p] && slot[p] == wslot[p]));
+		if (!ok) {
+			fprintf(stderr, "FAIL %s: pair %d is (tok %d, slot %d, iden %d), want (%d, %d, %d)\n", name, p, tok[p], slot[p], iden[p],
+			        p < placed ? wtok[p] : -1, p < placed ? wslot[p] : -1, p);
+			failures++;
+			return;
+		}
+	}
+	for (int w = 0; w < 3; w++)
+		for (int n = 0; n < maxE; n++) {
+			const tc_group want = n < (int)wtab[w].size() ? wtab[w][n] : tc_group{nullptr, 0, 0};
+			const tc_group& got = tab[w * maxE + n];
+			if (got.mat != want.mat || got.pair0 != want.pair0 || got.count != want.count) {
+				fprintf(stderr, "FAIL %s: table %d entry %d is (%p, %d, %d), want (%p, %d, %d)\n", name, w, n, (const void*)got.mat,
+				        got.pair0, got.count, (const void*)want.mat, want.pair0, want.count);
+				failures++;
+				return;
+			}
+		}
+	fprintf(stderr, "ok   %s\n", name);
+}
+
+int main(int argc, char** argv) {
 	std::mt19937 rng(7);
+	if (argc > 1 && std::string(argv[1]) == "route") {  // tc_route_groups alone (seconds, not minutes)
+		check_route_groups(3, 2, 8, false, rng);
+		check_route_groups(37, 8, 64, false, rng);
+		check_route_groups(512, 8, 64, false, rng);
+		check_route_groups(57, 4, 60, true, rng);
+		fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
+		return failures ? 1 : 0;
+	}
 	// Emulated rounding: every value the kernel converts must round as the
 	// GPU does (a spot check of __float2half_rn against known bits).
 	const struct {
@@ -451,6 +517,12 @@ int main() {
 	check_grouped(true, 64, 1408, rng);
 	check_grouped(true, 2048, 1024, rng);  // OLMoE's down: more chunks than ring slots
 	check_grouped(true, 40, 96, rng);      // fewer chunks (3) than ring slots
+	// tc_route_groups: few tokens (most experts unrouted), a 64-pair tile
+	// crossed, 512 tokens of 64 experts, 60 experts, an id out of range.
+	check_route_groups(3, 2, 8, false, rng);
+	check_route_groups(37, 8, 64, false, rng);
+	check_route_groups(512, 8, 64, false, rng);
+	check_route_groups(57, 4, 60, true, rng);
 	fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

@@ -89,7 +89,7 @@ type kernelSet struct {
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
-	// prefill_rows.cu's tc_route_groups: a batched prefill's routing
+	// matmul_tc.cu's tc_route_groups: a batched prefill's routing
 	// grouped into the grouped tensor-core kernels' tables on the device
 	// (backend.DeviceRouting, routed.go).
 	routeGroups cu.Function
@@ -362,9 +362,8 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
 		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
-		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd"},
-	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32",
-		"tc_route_groups"},
+		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd", "tc_route_groups"},
+	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
 	"experts_routed":    routedNames(),
 	"norm":              {"rmsnorm"},

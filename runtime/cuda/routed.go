@@ -15,7 +15,7 @@ import (
 
 // The device routing of a batched prefill (backend.DeviceRouting), under
 // tuning.routeDevice: a layer's top-k stays on the device, and
-// tc_route_groups (kernels/prefill_rows.cu) groups its pairs by expert into
+// tc_route_groups (kernels/matmul_tc.cu) groups its pairs by expert into
 // the grouped tensor-core kernels' tables, so that the host issues the
 // layer's expert matmuls without waiting for the read back TopKRows makes.
 // The ids are copied to pinned host memory behind the grouping, for the
@@ -158,7 +158,7 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 		if err := b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(rt.ids), argPtr(rt.w)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
 		}
-		if err := b.launch(b.k.routeGroups, 1, routeThreads, 0, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
+		if err := b.launch(b.k.routeGroups, 1, routeThreads, routeSmem, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
 			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(tcTile),
 			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: group: %w", err)
@@ -178,8 +178,10 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 const (
 	// groupsMaxExperts is tc_route_groups' TC_ROUTE_EMAX.
 	groupsMaxExperts = 256
-	// routeThreads is tc_route_groups' block.
+	// routeThreads is tc_route_groups' block, routeSmem its dynamic
+	// shared memory (TC_ROUTE_SMEM).
 	routeThreads = 1024
+	routeSmem    = (3*groupsMaxExperts + 2) * 4
 )
 
 // routingOf checks that r is a live routing of this backend.

@@ -92,6 +92,16 @@ unsigned emu_shfl_xor(unsigned v, int o);
 // fragment layouts, each output a float FMA chain over k in order (the
 // tensor cores' order and rounding differ: compare with a tolerance).
 void emu_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]);
+// emu_ballot is __ballot_sync over the whole warp (a collective, like the
+// shuffles). atomicAdd needs no lock: fibers switch only at collectives.
+unsigned emu_ballot(int p);
+inline unsigned __ballot_sync(unsigned, int p) { return emu_ballot(p); }
+inline int __popc(unsigned v) { return __builtin_popcount(v); }
+inline int atomicAdd(int* p, int v) {
+	const int old = *p;
+	*p = old + v;
+	return old;
+}
 inline float __shfl_xor_sync(unsigned, float v, int o) { return __uint_as_float(emu_shfl_xor(__float_as_uint(v), o)); }
 inline int __shfl_xor_sync(unsigned, int v, int o) { return (int)emu_shfl_xor((unsigned)v, o); }
 
