@@ -16,8 +16,9 @@
 // the in-kernel split, and that the cp.async ring twins (the int4 grouped
 // kernels, one and two chunks a stage, and their narrow twins; the FP16
 // split-K and pre-split kernels), the fragment-direct grouped int4 kernel and the fragment-direct
-// FP16 split-K kernel give the two-stage (split-K) kernels' bits (the emulator copies at once, so this checks the ring's and the slices' indexing
-// and values, not their timing).
+// FP16 split-K kernel give the two-stage (split-K) kernels' bits (the emulator copies at once, so
+// this checks the ring's and the slices' indexing and values, not their timing); and
+// tc_route_groups' pairs and tables against a grouping built here (`mmtc route` runs that alone).
 //
 //	mmtc            (built by build.sh next to the harness)
 #include <cstdio>
