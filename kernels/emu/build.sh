@@ -2,7 +2,8 @@
 # build.sh: compile the emulator harness against kernels/*.cu (or the .cu
 # files of another directory: KDIR=... bash build.sh) into $OUT (default
 # /tmp/horizon-emu/harness), and the tensor-core matmul's check (mmtc.cpp,
-# needs no cases) next to it as mmtc, the decode experts' (tcd.cpp) as tcd.
+# needs no cases) next to it as mmtc, the decode experts' (tcd.cpp) as tcd,
+# the prefill attention's (pa.cpp) as pa.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 KDIR=${KDIR:-$here/..}
@@ -19,11 +20,14 @@ g++ "${flags[@]}" -include cuda_emu.h -x c++ -c "$KDIR/matmul_tc.cu" -o "$tmp/ma
 g++ "${flags[@]}" -c "$here/mmtc.cpp" -o "$tmp/mmtc.o" &
 g++ "${flags[@]}" -include cuda_emu.h -x c++ -c "$KDIR/experts_tc.cu" -o "$tmp/experts_tc.o" &
 g++ "${flags[@]}" -c "$here/tcd.cpp" -o "$tmp/tcd.o" &
+g++ "${flags[@]}" -include cuda_emu.h -x c++ -c "$KDIR/prefill_attention.cu" -o "$tmp/prefill_attention.o" &
+g++ "${flags[@]}" -c "$here/pa.cpp" -o "$tmp/pa.o" &
 g++ "${flags[@]}" -c "$here/emu.cpp" -o "$tmp/emu.o" &
 g++ "${flags[@]}" -c "${HARNESS:-$here/harness.cpp}" -o "$tmp/harness.o" &
 wait
 g++ -o "$OUT" "${objs[@]}" "$tmp/emu.o" "$tmp/harness.o"
 g++ -o "$(dirname "$OUT")/mmtc" "$tmp/matmul_tc.o" "$tmp/emu.o" "$tmp/mmtc.o"
 g++ -o "$(dirname "$OUT")/tcd" "$tmp/experts_tc.o" "$tmp/emu.o" "$tmp/tcd.o"
+g++ -o "$(dirname "$OUT")/pa" "$tmp/prefill_attention.o" "$tmp/emu.o" "$tmp/pa.o"
 rm -rf "$tmp"
-echo "built $OUT, $(dirname "$OUT")/mmtc (matmul_tc.cu's check, mmtc.cpp) and $(dirname "$OUT")/tcd (experts_tc.cu's, tcd.cpp)"
+echo "built $OUT, $(dirname "$OUT")/mmtc (matmul_tc.cu's check, mmtc.cpp) $(dirname "$OUT")/tcd (experts_tc.cu's, tcd.cpp) and $(dirname "$OUT")/pa (prefill_attention.cu's, pa.cpp)"

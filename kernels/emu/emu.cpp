@@ -109,6 +109,14 @@ unsigned emu_ballot(int p) {
 	arrive(warp_bar[w], 32);
 	return r;
 }
+unsigned emu_shfl(unsigned v, int src) {
+	const unsigned w = cur->tid >> 5;
+	warp_slot[cur->tid] = v;
+	arrive(warp_bar[w], 32);
+	const unsigned r = warp_slot[(w << 5) | ((unsigned)src & 31u)];
+	arrive(warp_bar[w], 32);
+	return r;
+}
 unsigned emu_shfl_xor(unsigned v, int o) {
 	const unsigned lane = cur->tid & 31, w = cur->tid >> 5;
 	warp_slot[cur->tid] = v;

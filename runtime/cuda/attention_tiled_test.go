@@ -18,7 +18,8 @@ import (
 // heads of 64 and 128 dims, grouped-query heads, batches that start at
 // position 0 and deeper, shorter and longer than a 16-query tile), and a
 // row's bits do not depend on the batch: rows [a, a+5) run alone from
-// pos0 + a give the bits they had in the whole batch.
+// pos0 + a give the bits they had in the whole batch, and the 32-query
+// kernel (tuning.attTiled32) gives the whole batch's bits.
 func TestAttentionTiled(t *testing.T) {
 	withTuning(t, testBE, tuning{})
 	be := testBE
@@ -41,7 +42,7 @@ func TestAttentionTiled(t *testing.T) {
 	}
 	for _, hs := range []struct{ h, kv, hd int }{{4, 4, 64}, {4, 2, 128}, {16, 16, 128}} {
 		for _, dt := range []backend.DType{backend.F32, backend.F16} {
-			for _, c := range []struct{ T, pos0 int }{{1, 0}, {5, 0}, {16, 0}, {17, 3}, {40, 37}, {100, 0}, {70, 300}} {
+			for _, c := range []struct{ T, pos0 int }{{1, 0}, {5, 0}, {16, 0}, {17, 3}, {40, 37}, {100, 0}, {70, 300}, {300, 40}} {
 				t.Run(fmt.Sprintf("h%d-kv%d-hd%d/%v/T%d-pos%d", hs.h, hs.kv, hs.hd, dt, c.T, c.pos0), func(t *testing.T) {
 					n, Q := hs.kv*hs.hd, hs.h*hs.hd
 					cache := func() backend.Tensor {
@@ -96,6 +97,16 @@ func TestAttentionTiled(t *testing.T) {
 					for i := range s {
 						if math.Float32bits(s[i]) != math.Float32bits(g[a*Q+i]) {
 							t.Fatalf("row %d, value %d: %g alone, %g in the batch", a+i/Q, i%Q, s[i], g[a*Q+i])
+						}
+					}
+					withTuning(t, be, tuning{attTiled32: true})
+					if err := be.AttentionRows(got, q, kc, vc, c.T, c.pos0, hs.h, hs.kv, hs.hd); err != nil {
+						t.Fatal(err)
+					}
+					withTuning(t, be, tuning{})
+					for i, v := range read(got) {
+						if math.Float32bits(v) != math.Float32bits(g[i]) {
+							t.Fatalf("row %d, value %d: %g with 32 queries a block, %g with 16", i/Q, i%Q, v, g[i])
 						}
 					}
 				})

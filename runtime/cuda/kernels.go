@@ -215,7 +215,7 @@ func (b *Backend) loadKernels() error {
 	for i, names := range kvKernelNames {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
 			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7]),
-			matvecRopeKV: get(names[8]), attentionPfStep: get(names[9]), attentionPipeStep: get(names[10])}
+			matvecRopeKV: get(names[8]), attentionPfStep: get(names[9]), attentionPipeStep: get(names[10]), attentionTiled32: get(names[11])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
@@ -302,6 +302,11 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
 		}
 	}
+	for i := range k.kv {
+		if err := setMaxDynamicShared(k.kv[i].attentionTiled32, attTiledSmem(32)); err != nil {
+			return fmt.Errorf("prefill attention, 32 queries a block: %w", err)
+		}
+	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
 			return fmt.Errorf("matmul_tc FP16 ring kernel: %w", err)
@@ -363,8 +368,8 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
 		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
 		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd", "tc_route_groups"},
-	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
-	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16"},
+	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
+	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16", "attention_tiled32_rows_f32", "attention_tiled32_rows_f32_kv16"},
 	"experts_routed":    routedNames(),
 	"norm":              {"rmsnorm"},
 	"elementwise":       {"silu_mul_f32", "add_f32", "add_scaled_f32", "add_gated_f32"},

@@ -19,6 +19,9 @@ type kvKernels struct {
 	append, attention, attentionRows                             cu.Function
 	ropeKVStep, qkNormRopeKVStep, attentionStep, attentionInStep cu.Function
 	attentionTiled                                               cu.Function
+	// attentionTiled32 is attentionTiled with 32 queries a block
+	// (prefill_attention.cu attention_tiled32_rows_f32; tuning.attTiled32).
+	attentionTiled32 cu.Function
 	// matvecRopeKV is the q|k|v matvec with RoPE and the KV append in its
 	// epilogue (matvec_f16.cu matvec_f16_rope_kv; tuning.ropeInQKV).
 	matvecRopeKV cu.Function
@@ -34,12 +37,12 @@ type kvKernels struct {
 }
 
 // kvKernelNames lists kvKernels' functions in field order, per cache type.
-var kvKernelNames = [2][11]string{
+var kvKernelNames = [2][12]string{
 	{"kv_append_f32", "attention_f32", "attention_rows_f32", "rope_kv_step", "qk_norm_rope_kv_step", "attention_step", "attention_in_step",
-		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step", "attention_pipe_step"},
+		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step", "attention_pipe_step", "attention_tiled32_rows_f32"},
 	{"kv_append_f16", "attention_f32_kv16", "attention_rows_f32_kv16", "rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16",
 		"attention_step_kv16", "attention_in_step_kv16", "attention_tiled_rows_f32_kv16", "matvec_f16_rope_kv_kv16", "attention_pf_step_kv16",
-		"attention_pipe_step_kv16"},
+		"attention_pipe_step_kv16", "attention_tiled32_rows_f32_kv16"},
 }
 
 // kvIndex is a cache element type's index in kernelSet.kv.

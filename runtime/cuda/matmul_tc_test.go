@@ -372,7 +372,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-devroute, batched-tc-fd-devroute and
 // batched-tc-fd-fdk-devroute (the routing kept on the device at full
 // residency: tuning.routeDevice), batched-tc-pdl (programmatic dependent
-// launch op by op: tuning.prefillPDL), batched-tc-all (all four);
+// launch op by op: tuning.prefillPDL), batched-tc-att32 (the 32-query tiled
+// attention: tuning.attTiled32), batched-tc-all (the four before it);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -412,6 +413,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}},
 		{"batched-tc-fd-fdk-devroute", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true}},
 		{"batched-tc-pdl", engine.PrefillBatched, tuning{prefillPDL: true}},
+		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
 		{"batched-tc-all", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true, prefillPDL: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]

@@ -19,16 +19,37 @@ import (
 
 var _ backend.RowOps = (*Backend)(nil)
 
-// The tiled prefill attention (kernels/prefill_attention.cu): PA_QT query
-// rows a block of PA_WARPS*32 threads, heads of at most PA_HD dims.
+// The tiled prefill attention (kernels/prefill_attention.cu): 16 or 32
+// query rows a block (QT) of PA_WARPS*32 threads, heads of at most PA_HD
+// dims.
 const (
-	attTiledRows    = 16
 	attTiledThreads = 256
 	attTiledHDMax   = 128
 )
 
+// attTiledSmem is prefill_attention.cu's PA_SMEM(qt): a block's staged
+// queries (qt x PA_HD), a tile's keys (PA_PT x PA_LDK) and values (PA_PT x
+// PA_HD), FP32; 41,152 bytes for 16 queries, 49,664 for 32 (over the 48
+// KiB a launch gets without opting in).
+func attTiledSmem(qt int) int {
+	return (qt*attTiledHDMax + 32*(attTiledHDMax+4) + 32*attTiledHDMax) * 4
+}
+
+// attTiledRows is the kernel-choice predicate of the tiled attention's
+// block: 32 queries (attention_tiled32_rows_f32, each K and V value read
+// from shared memory serving 4 queries of a warp) under tuning.attTiled32,
+// else 16. Both give a row the same bits: its arithmetic is fixed by its
+// position alone.
+func (b *Backend) attTiledRows() int {
+	if b.tune.attTiled32 {
+		return 32
+	}
+	return 16
+}
+
 // attnTiled is the kernel-choice predicate of AttentionRows: the tiled
-// kernel, which reads each K and V row once for 16 queries of a head
+// kernel, which reads each K and V row once for 16 or 32 queries of a head
+// (attTiledRows)
 // (the per-token kernel reads the whole prefix again for every row: at 512
 // prompt tokens it took 38% of an OLMoE-1B-7B-shape prefill,
 // results/prefill-h200-s17), unless tuning.noMatmulTC asks for the
@@ -152,7 +173,11 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 	}
 	return b.o.async(func() error {
 		if b.attnTiled(headDim) {
-			return b.launch(b.k.kv[kvIndex(kc.dt)].attentionTiled, nHeads*((T+attTiledRows-1)/attTiledRows), attTiledThreads, 0,
+			fn, rows := b.k.kv[kvIndex(kc.dt)].attentionTiled, b.attTiledRows()
+			if rows == 32 {
+				fn = b.k.kv[kvIndex(kc.dt)].attentionTiled32
+			}
+			return b.launch(fn, nHeads*((T+rows-1)/rows), attTiledThreads, attTiledSmem(rows),
 				argPtr(d.ptr), argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(T), argInt(pos0), argInt(nHeads),
 				argInt(nKVHeads), argInt(headDim))
 		}

@@ -63,6 +63,9 @@ inline unsigned short __half_as_ushort(__half h) { return h.x; }
 inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return uint4{a, b, c, d}; }
 
 template <class T> inline T __ldg(const T* p) { return *p; }
+template <class T> inline T __ldcg(const T* p) { return *p; }
+// __threadfence orders a thread's global writes; fibers share one memory and switch only at collectives.
+inline void __threadfence() {}
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
@@ -102,6 +105,8 @@ inline int atomicAdd(int* p, int v) {
 	*p = old + v;
 	return old;
 }
+unsigned emu_shfl(unsigned v, int src);
+inline float __shfl_sync(unsigned, float v, int src) { return __uint_as_float(emu_shfl(__float_as_uint(v), src)); }
 inline float __shfl_xor_sync(unsigned, float v, int o) { return __uint_as_float(emu_shfl_xor(__float_as_uint(v), o)); }
 inline int __shfl_xor_sync(unsigned, int v, int o) { return (int)emu_shfl_xor((unsigned)v, o); }
 
