@@ -34,7 +34,8 @@
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	prefill_attention the batch's causal attention tiled: a block reads
-//	                 each K and V row once for 16 queries of a head
+//	                 each K and V row once for 16 queries of a head (32
+//	                 under tuning.attTiled32), a warp's queries together
 //	norm             RMSNorm
 //	elementwise      SiLU·up, add, scaled add, gated add
 //	rope_attention   RoPE, KV append, single-query attention
