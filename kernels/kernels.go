@@ -30,7 +30,7 @@
 //	                 chunks a stage: tuning.tcRing2; the FP16 ring twins:
 //	                 tuning.tcRingF16; the fragment-direct grouped int4
 //	                 kernel, codes straight into B fragments:
-//	                 tuning.tcFD)
+//	                 tcGroupedFD, the default for small launches)
 //	prefill_rows     a batched prefill's RoPE, attention and top-k over
 //	                 the batch's rows, one launch each
 //	prefill_attention the batch's causal attention tiled: a block reads

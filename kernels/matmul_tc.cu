@@ -750,7 +750,7 @@ MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring_narrow_w4a16, true, TC_RING, 1,
 MATMUL_TC_GROUPED(matmul_tc_grouped_ring2_narrow_w4a16, true, TC_RING2, 2, true)
 MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 2, true)
 
-// The fragment-direct kernels (tuning.tcFD; runtime/cuda tcGroupedKernel
+// The fragment-direct kernels (runtime/cuda tcGroupedFD, tcGroupedKernel
 // and tcDenseFD): the same products, order and bits as the grouped int4
 // ring kernels and the FP16 split-K kernel, with another data path.
 // Session 22's profile of the ring kernel (kernels/NOTES.md) found it

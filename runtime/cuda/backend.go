@@ -57,7 +57,7 @@ type Backend struct {
 	tcSplitBuf *Tensor
 	combW      *Tensor // CombineRows' weights
 	// Device routings (routed.go): every buffer set allocated, and the
-	// free ones; owner thread only. routeDev mirrors tuning.routeDevice
+	// free ones; owner thread only. routeDev mirrors !tuning.noRouteDevice
 	// (with the tensor-core experts and the pre-split it needs) for
 	// RoutesOnDevice, which the engine's goroutine asks.
 	routeAll, routeFree []*routeBufs
@@ -208,10 +208,11 @@ type tuning struct {
 	tcNoRing      bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
 	tcRing2       bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
 	prefillPDL    bool   // kernels launched op by op (a batched prefill's) use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; off until measured
-	routeDevice   bool   // a batched prefill at full residency keeps each layer's routing on the device (backend.DeviceRouting, routed.go): no read back of the top-k before the layer's expert matmuls, the leases counted after the batch; the same bits, counters and trace; off until measured
+	noRouteDevice bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
 	tcFDSplitK    bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
 	attTiled32    bool   // a batched prefill's attention (AttentionRows) runs the 32-query tiled kernel (attention_tiled32_rows_f32: each K and V value read from shared memory serves 4 queries of a warp, not 2); the same bits as the 16-query kernel (a row's arithmetic is fixed by its position); off until measured
-	tcFD          bool   // a grouped int4 launch with pre-split activations runs the fragment-direct kernel (matmul_tc_grouped_pre_fd_w4a16: each warp 16 rows x every token of the entry, its codes loaded TC_FD_PD chunks ahead straight into B fragments and transposed across a row's four lanes, activations staged 4 chunks a barrier; the same table and bits as the ring): session 22 measured the ring kernel latency-bound at a barrier a chunk; off until measured
+	tcFDAlways    bool   // every grouped int4 launch with pre-split activations runs the fragment-direct kernel (matmul_tc_grouped_pre_fd_w4a16), not only those tcGroupedFD picks
+	tcNoFD        bool   // no grouped launch runs the fragment-direct kernel (the int4 ring instead)
 	tcNarrow      bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
 	tcRingF16     bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
 	tcNoSplitK    bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)

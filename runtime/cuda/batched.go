@@ -326,7 +326,7 @@ const (
 	tcSmemRing2 = 2*tcSmem + 10*(tcThreads*8+tcRowTile*4)
 	// tcSmemFD is TC_SMEM_FD: two stages of an entry's tcTile tokens' hi
 	// and lo halves over 4 chunks (rows of 136 halves) and their 2^-s (the
-	// fragment-direct kernel, tuning.tcFD).
+	// fragment-direct kernel, tcGroupedFD).
 	tcSmemFD = 2 * (2*tcTile*136*2 + 4*tcTile*4)
 	// tcNarrowTile is the most pairs a narrow grouped kernel's entry holds
 	// (matmul_tc.cu's NARROW mapping covers a block's first 32 tokens).
@@ -395,10 +395,25 @@ func (b *Backend) matmulTC(kind int, y, mat, x, bias cu.DevicePtr, biasKind, row
 // even to 3-5% slower at 512, 2-7% faster at 2,048 (results/h200-s20).
 func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcNoRing }
 
-// tcGroupedFD says whether a grouped launch of matrix kind (0 int4) runs
-// the fragment-direct kernel: int4 with pre-split activations, under
-// tuning.tcFD (off until measured).
-func (b *Backend) tcGroupedFD(kind int) bool { return kind == 0 && b.tune.tcFD && !b.tune.tcNoPreSplit }
+// tcFDPairsPerExpert is the most pairs an expert, on average over a
+// grouped launch's experts, for which the fragment-direct kernel runs.
+const tcFDPairsPerExpert = 32
+
+// tcGroupedFD is the kernel-choice predicate of the fragment-direct
+// grouped kernel (matmul_tc_grouped_pre_fd_w4a16; the same bits as the
+// ring): an int4 launch with pre-split activations whose pairs average at
+// most tcFDPairsPerExpert an expert (tuning.tcFDAlways: any such launch;
+// tuning.tcNoFD: none). On the H100 (results/h100-s25) it was 7-12% faster
+// than the ring at 64-token prompts (8 pairs an expert on the OLMoE-1B-7B
+// shape, 4.3 on Qwen1.5-MoE's) and 2-6% slower at 512 (64 and 34) on the
+// read-back path; the crossover between was not measured. It depends on
+// the launch's pairs and experts alone, not on capacity or step mode.
+func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
+	if kind != 0 || b.tune.tcNoPreSplit || b.tune.tcNoFD {
+		return false
+	}
+	return b.tune.tcFDAlways || pairs <= tcFDPairsPerExpert*experts
+}
 
 // tcDenseFD says whether an FP16 split-K matmul of cols columns runs the
 // fragment-direct twin (matmul_tc_f16_pre_splitk_fd, on the pre-split
@@ -427,17 +442,21 @@ func (b *Backend) tcGroupedNarrow(calls []expertCall) bool {
 // memory: the two-stage kernel, or the int4 ring (tcGroupedRing) with one
 // or two chunks a stage (tuning.tcRing2), wide or narrow
 // (tcGroupedNarrow); each with the activations split before it (the
-// default) or in the kernel (tuning.tcNoPreSplit). Under tuning.tcFD an
-// int4 launch with pre-split activations runs the fragment-direct kernel
-// instead (tcGroupedFD), whatever the ring tunings say.
+// default) or in the kernel (tuning.tcNoPreSplit). An int4 launch that
+// tcGroupedFD picks runs the fragment-direct kernel instead, whatever the
+// ring tunings say.
 func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 	pre := 1
 	if b.tune.tcNoPreSplit {
 		pre = 0
 	}
 	kind := calls[0].kind
+	pairs := 0
+	for _, a := range calls {
+		pairs += len(a.xr)
+	}
 	switch ring2, narrow := b.tune.tcRing2, b.tcGroupedNarrow(calls); {
-	case b.tcGroupedFD(kind):
+	case b.tcGroupedFD(kind, pairs, len(calls)):
 		return b.k.matmulTCGroupedFD, tcSmemFD
 	case !b.tcGroupedRing(kind):
 		if pre == 1 {

@@ -80,7 +80,7 @@ type kernelSet struct {
 	// in-kernel split, 1 pre-split]).
 	matmulTCGroupedNarrow [2][2]cu.Function
 	// The fragment-direct grouped int4 kernel (pre-split only;
-	// tuning.tcFD): codes loaded straight into B fragments, activations
+	// tcGroupedFD): codes loaded straight into B fragments, activations
 	// staged in slices.
 	matmulTCGroupedFD cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).

@@ -359,21 +359,24 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // logs the largest first-step logit difference of each batched mode from
 // token at a time and whether their 8 tokens agree
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
-// token, batched, batched-tc (the default: split-K and the pre-split),
-// batched-tc-splitk (no pre-split, tuning.tcNoPreSplit), batched-tc-presplit
-// (no split-K, tuning.tcNoSplitK), batched-tc-plain (neither), batched-tc-noring
-// (the int4 experts' two-stage kernel, not their cp.async ring: tuning.tcNoRing),
-// batched-tc-ring-f16 (the default with the FP16 projections' ring too: tuning.tcRingF16),
+// token, batched, batched-tc (the default: split-K and the pre-split, the
+// routing kept on the device at full residency, the fragment-direct grouped
+// kernel for small launches), batched-tc-splitk (no pre-split,
+// tuning.tcNoPreSplit), batched-tc-presplit (no split-K, tuning.tcNoSplitK),
+// batched-tc-plain (neither), batched-tc-noring (the int4 experts'
+// two-stage kernel, not their cp.async ring: tuning.tcNoRing),
+// batched-tc-ring-f16 (the FP16 projections' ring too: tuning.tcRingF16),
 // batched-tc-ring2 (the int4 ring with two chunks a stage: tuning.tcRing2),
 // batched-tc-narrow and batched-tc-ring2-narrow (the narrow twins where
 // every expert of a launch has at most 32 pairs: tuning.tcNarrow),
-// batched-tc-fd (the fragment-direct grouped int4 kernel: tuning.tcFD),
-// batched-tc-fdk (the fragment-direct FP16 split-K: tuning.tcFDSplitK),
-// batched-tc-devroute, batched-tc-fd-devroute and
-// batched-tc-fd-fdk-devroute (the routing kept on the device at full
-// residency: tuning.routeDevice), batched-tc-pdl (programmatic dependent
-// launch op by op: tuning.prefillPDL), batched-tc-att32 (the 32-query tiled
-// attention: tuning.attTiled32), batched-tc-all (the four before it);
+// batched-tc-readback (each layer's routing read back: tuning.noRouteDevice),
+// batched-tc-nofd and batched-tc-fdall (the fragment-direct grouped kernel
+// never, tuning.tcNoFD, or for every launch, tuning.tcFDAlways),
+// batched-tc-readback-nofd (both: session 24's default), batched-tc-fdk
+// (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-pdl
+// (programmatic dependent launch op by op: tuning.prefillPDL),
+// batched-tc-att32 (the 32-query tiled attention: tuning.attTiled32),
+// batched-tc-all (fdall, fdk and pdl);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -407,14 +410,14 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-ring2", engine.PrefillBatched, tuning{tcRing2: true}},
 		{"batched-tc-narrow", engine.PrefillBatched, tuning{tcNarrow: true}},
 		{"batched-tc-ring2-narrow", engine.PrefillBatched, tuning{tcRing2: true, tcNarrow: true}},
-		{"batched-tc-fd", engine.PrefillBatched, tuning{tcFD: true}},
+		{"batched-tc-readback", engine.PrefillBatched, tuning{noRouteDevice: true}},
+		{"batched-tc-nofd", engine.PrefillBatched, tuning{tcNoFD: true}},
+		{"batched-tc-fdall", engine.PrefillBatched, tuning{tcFDAlways: true}},
+		{"batched-tc-readback-nofd", engine.PrefillBatched, tuning{noRouteDevice: true, tcNoFD: true}},
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
-		{"batched-tc-devroute", engine.PrefillBatched, tuning{routeDevice: true}},
-		{"batched-tc-fd-devroute", engine.PrefillBatched, tuning{tcFD: true, routeDevice: true}},
-		{"batched-tc-fd-fdk-devroute", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true}},
 		{"batched-tc-pdl", engine.PrefillBatched, tuning{prefillPDL: true}},
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
-		{"batched-tc-all", engine.PrefillBatched, tuning{tcFD: true, tcFDSplitK: true, routeDevice: true, prefillPDL: true}}}
+		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -501,7 +504,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 // (int4 and FP16, pair counts below, at and above a 64-pair tile, gathered
 // rows), the real shapes; with the cp.async rings on and off (tuning.tcNoRing, tuning.tcRingF16) too: the
 // dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
-// split; and the fragment-direct kernels (tuning.tcFD, tuning.tcFDSplitK:
+// split; and the fragment-direct kernels (tuning.tcFDAlways, tuning.tcFDSplitK:
 // the split-K T70 runs it, T600 is not split).
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
@@ -583,7 +586,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					// twins of both (tuning.tcNarrow; they run where every
 					// expert has at most 32 pairs), the two-stage kernel
 					// (tuning.tcNoRing), with either split, and the
-					// fragment-direct kernel (tuning.tcFD, pre-split only)
+					// fragment-direct kernel (tuning.tcFDAlways, pre-split only)
 					// give the same bits.
 					same(t, func() []float32 {
 						dst := mustF32(t, be, make([]float32, total*sh.rows))
@@ -593,7 +596,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 						return mustRead(t, be, dst)
 					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
-						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFD: true})
+						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true})
 				})
 			}
 		}
@@ -602,9 +605,10 @@ func TestTCPreSplitSameBits(t *testing.T) {
 
 // TestTCGroupedKernelChoice: the grouped launch's kernel follows the
 // tunings and the launch's pairs: FP16 matrices the two-stage kernels; int4
-// the ring (the default), two chunks a stage under tcRing2, the narrow
-// twins under tcNarrow only where every expert has at most 32 pairs; each
-// pre-split unless tcNoPreSplit.
+// the fragment-direct kernel where the pairs average at most 32 an expert
+// (tcGroupedFD), else the ring, two chunks a stage under tcRing2, the
+// narrow twins under tcNarrow only where every expert has at most 32 pairs;
+// each pre-split unless tcNoPreSplit.
 func TestTCGroupedKernelChoice(t *testing.T) {
 	be := testBE
 	k := &be.k
@@ -624,17 +628,21 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 	}{
 		{"fp16", tuning{}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
 		{"fp16 in-kernel split", tuning{tcNoPreSplit: true}, calls(1, 7), k.matmulTCGrouped[1], tcSmem},
-		{"int4 ring", tuning{}, calls(0, 7, 40), k.matmulTCGroupedRing[1], tcSmemRing},
-		{"int4 two-stage", tuning{tcNoRing: true}, calls(0, 7), k.matmulTCGroupedPre[0], tcSmem},
-		{"int4 ring2", tuning{tcRing2: true}, calls(0, 7), k.matmulTCGroupedRing2[1], tcSmemRing2},
-		{"narrow", tuning{tcNarrow: true}, calls(0, 7, 32, 1), k.matmulTCGroupedNarrow[0][1], tcSmemRing},
-		{"narrow, 33 pairs", tuning{tcNarrow: true}, calls(0, 7, 33), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 ring", tuning{}, calls(0, 7, 60), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 ring over 32 an expert", tuning{}, calls(0, 31, 34), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 fragment-direct at 32 an expert", tuning{}, calls(0, 30, 34), k.matmulTCGroupedFD, tcSmemFD},
+		{"int4 fragment-direct, small", tuning{}, calls(0, 7, 9, 1), k.matmulTCGroupedFD, tcSmemFD},
+		{"int4 fragment-direct off", tuning{tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 two-stage", tuning{tcNoRing: true, tcNoFD: true}, calls(0, 7), k.matmulTCGroupedPre[0], tcSmem},
+		{"int4 ring2", tuning{tcRing2: true}, calls(0, 70), k.matmulTCGroupedRing2[1], tcSmemRing2},
+		{"narrow", tuning{tcNarrow: true, tcNoFD: true}, calls(0, 7, 32, 1), k.matmulTCGroupedNarrow[0][1], tcSmemRing},
+		{"narrow, 33 pairs", tuning{tcNarrow: true, tcNoFD: true}, calls(0, 7, 33), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"narrow ring2 in-kernel split", tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, calls(0, 3), k.matmulTCGroupedNarrow[1][0], tcSmemRing2},
-		{"narrow without the ring", tuning{tcNarrow: true, tcNoRing: true}, calls(0, 3), k.matmulTCGroupedPre[0], tcSmem},
-		{"fragment-direct", tuning{tcFD: true}, calls(0, 7, 64, 33), k.matmulTCGroupedFD, tcSmemFD},
-		{"fragment-direct over the ring tunings", tuning{tcFD: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD, tcSmemFD},
-		{"fragment-direct, fp16", tuning{tcFD: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
-		{"fragment-direct needs the pre-split", tuning{tcFD: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
+		{"narrow without the ring", tuning{tcNarrow: true, tcNoRing: true, tcNoFD: true}, calls(0, 3), k.matmulTCGroupedPre[0], tcSmem},
+		{"fragment-direct always", tuning{tcFDAlways: true}, calls(0, 7, 64, 330), k.matmulTCGroupedFD, tcSmemFD},
+		{"fragment-direct over the ring tunings", tuning{tcFDAlways: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD, tcSmemFD},
+		{"fragment-direct, fp16", tuning{tcFDAlways: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
+		{"fragment-direct needs the pre-split", tuning{tcFDAlways: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)

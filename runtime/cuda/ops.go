@@ -583,7 +583,7 @@ func equalInts(a, b []int) bool {
 // read from device memory (hz_wait_prefetch); owner thread only.
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
-	b.routeDev.Store(t.routeDevice && !t.noMatmulTC && !t.tcNoPreSplit)
+	b.routeDev.Store(!t.noRouteDevice && !t.noMatmulTC && !t.tcNoPreSplit)
 	if !b.capturing {
 		b.pdl, b.pdlPrev = t.prefillPDL, false
 	}

@@ -92,14 +92,14 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 	}
 }
 
-// TestDeviceRoutedPrefillOnDevice: with tuning.routeDevice a batched
-// prefill at full residency keeps each layer's routing on the GPU
-// (tc_route_groups' tables, the leases counted after the batch) and gives
-// the read-back path's tokens, logit bits, cache counters and routing
-// trace, with the ring kernels and with the fragment-direct kernels
-// (tuning.tcFD, tcFDSplitK), and with programmatic dependent launch of the
-// op-by-op kernels (tuning.prefillPDL, also alone); two chunks on the
-// longest prompt. At partial residency the device routing changes nothing
+// TestDeviceRoutedPrefillOnDevice: by default a batched prefill at full
+// residency keeps each layer's routing on the GPU (tc_route_groups'
+// tables, the leases counted a layer behind) and gives the read-back
+// path's (tuning.noRouteDevice) tokens, logit bits, cache counters and
+// routing trace, with the ring kernels, with the fragment-direct kernels
+// (tuning.tcFDAlways, tcFDSplitK), and with programmatic dependent launch
+// of the op-by-op kernels (tuning.prefillPDL, also on the read back); two
+// chunks on the longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 	long := strings.Repeat("Routing stays on the device while the host goes on. ", 12)[:engine.PrefillChunk+24]
@@ -133,18 +133,18 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							}
 							return res, cn, l.Cache.TakeTrace(), testBE.routeLaunches - before
 						}
-						want, wc, wt, wr := run(tuning{})
+						want, wc, wt, wr := run(tuning{noRouteDevice: true, tcNoFD: true})
 						if wr != 0 {
-							t.Fatalf("%d device routings with the tuning off", wr)
+							t.Fatalf("%d device routings read back", wr)
 						}
-						for _, tn := range []tuning{{routeDevice: true}, {routeDevice: true, tcFD: true},
-							{routeDevice: true, tcFD: true, tcFDSplitK: true, prefillPDL: true}, {prefillPDL: true}} {
+						for _, tn := range []tuning{{}, {tcNoFD: true}, {tcFDAlways: true},
+							{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}, {noRouteDevice: true, prefillPDL: true}, {noRouteDevice: true}} {
 							got, gc, gt, gr := run(tn)
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
-							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && tn.routeDevice && gr != want {
+							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && !tn.noRouteDevice && gr != want {
 								t.Fatalf("%d-token prompt, %+v: %d device routings, want %d", len(req.Prompt), tn, gr, want)
 							}
-							if (c < cfg.NumExperts || !tn.routeDevice) && gr != 0 {
+							if (c < cfg.NumExperts || tn.noRouteDevice) && gr != 0 {
 								t.Fatalf("%d-token prompt at capacity %d: %d device routings", len(req.Prompt), c, gr)
 							}
 							sameResult(t, fmt.Sprintf("%d-token prompt, %+v, read back", len(req.Prompt), tn), got, want)

@@ -13,8 +13,8 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// The device routing of a batched prefill (backend.DeviceRouting), under
-// tuning.routeDevice: a layer's top-k stays on the device, and
+// The device routing of a batched prefill (backend.DeviceRouting), the
+// default (tuning.noRouteDevice turns it off): a layer's top-k stays on the device, and
 // tc_route_groups (kernels/matmul_tc.cu) groups its pairs by expert into
 // the grouped tensor-core kernels' tables, so that the host issues the
 // layer's expert matmuls without waiting for the read back TopKRows makes.
@@ -52,7 +52,7 @@ type routing struct {
 }
 
 // RoutesOnDevice implements backend.DeviceRouting: int4 experts on the
-// tensor cores with the pre-split activations, under tuning.routeDevice.
+// tensor cores with the pre-split activations, unless tuning.noRouteDevice.
 func (b *Backend) RoutesOnDevice(s qpack.Scheme) bool {
 	return s == qpack.SchemeInt4 && b.routeDev.Load()
 }
@@ -198,7 +198,8 @@ func (b *Backend) routingOf(op string, r backend.Routing) (*routing, error) {
 
 // RoutedMatMul implements backend.DeviceRouting: one grouped tensor-core
 // launch over the routing's table of matrix m (the fragment-direct kernel
-// under tuning.tcFD, else the int4 ring), on the pre-split activations.
+// where tcGroupedFD picks it for the routing's pairs and experts, else the
+// int4 ring), on the pre-split activations.
 func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.MatrixLayout, x backend.Tensor, down bool) error {
 	rt, err := b.routingOf("RoutedMatMul", r)
 	if err != nil {
@@ -237,7 +238,7 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 			return err
 		}
 		fn, smem := b.k.matmulTCGroupedRing[1], tcSmemRing
-		if b.tcGroupedFD(0) {
+		if b.tcGroupedFD(0, rt.P, rt.E) {
 			fn, smem = b.k.matmulTCGroupedFD, tcSmemFD
 		}
 		xr, yr := rt.tok, rt.iden

@@ -1,6 +1,11 @@
 package device
 
-import "github.com/horizon-runmap/horizon/runtime/backend"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+)
 
 // LayerWeights are one decoder layer's non-routed tensors on the backend.
 type LayerWeights struct {
@@ -36,4 +41,23 @@ type Weights struct {
 	Layers []LayerWeights
 	Norm   backend.Tensor // [D]
 	LMHead backend.Tensor // [V, D]; the embedding table when tied
+	// Owned lists every tensor uploaded for these weights (not the views
+	// into them), in upload order: what Free releases.
+	Owned []backend.Tensor
+}
+
+// Free releases every tensor of Owned on be, once; the weights are unusable
+// after it.
+func (w *Weights) Free(be backend.Backend) error {
+	var errs []error
+	for _, t := range w.Owned {
+		if err := be.Free(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	w.Owned = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("free weights: %w", errors.Join(errs...))
+	}
+	return nil
 }

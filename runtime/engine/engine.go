@@ -8,6 +8,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -89,6 +90,9 @@ type Engine struct {
 	// the logits (Generate sets it for the prompt's last position on a
 	// synchronous backend: the end of prefill).
 	headDone func()
+	// owned lists the buffers New allocated (the KV cache, the per-token
+	// activations, the logits), which Close frees.
+	owned []backend.Tensor
 
 	// KV caches, [T, Hkv*hd] per layer, of element type kv.
 	kCache, vCache []backend.Tensor
@@ -128,7 +132,9 @@ func New(o Options) (*Engine, error) {
 			return nil
 		}
 		var t backend.Tensor
-		t, err = e.be.Alloc(n)
+		if t, err = e.be.Alloc(n); err == nil {
+			e.owned = append(e.owned, t)
+		}
 		return t
 	}
 	allocKV := alloc
@@ -138,7 +144,9 @@ func New(o Options) (*Engine, error) {
 				return nil
 			}
 			var t backend.Tensor
-			t, err = e.be.AllocF16(n)
+			if t, err = e.be.AllocF16(n); err == nil {
+				e.owned = append(e.owned, t)
+			}
 			return t
 		}
 	}
@@ -157,10 +165,10 @@ func New(o Options) (*Engine, error) {
 	}
 	e.logits = alloc(cfg.VocabSize)
 	if err != nil {
-		return nil, fmt.Errorf("engine: allocate buffers for %d positions: %w", maxSeq, err)
+		return nil, errors.Join(fmt.Errorf("engine: allocate buffers for %d positions: %w", maxSeq, err), e.freeOwned())
 	}
 	if err := e.buildPlans(); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		return nil, errors.Join(fmt.Errorf("engine: %w", err), e.freeOwned())
 	}
 	return e, nil
 }
@@ -184,3 +192,18 @@ func (e *Engine) MaxSeq() int { return e.maxSeq }
 
 // ExecutorName is the routed-expert strategy in use.
 func (e *Engine) ExecutorName() string { return e.exec.Name() }
+
+// freeOwned frees the buffers New allocated, once.
+func (e *Engine) freeOwned() error {
+	var errs []error
+	for _, t := range e.owned {
+		if err := e.be.Free(t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	e.owned = nil
+	if len(errs) > 0 {
+		return fmt.Errorf("engine: free buffers: %w", errors.Join(errs...))
+	}
+	return nil
+}

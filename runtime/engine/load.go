@@ -113,10 +113,20 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, ex.Close())
+		}
+	}()
 	w, err := LoadWeights(be, cfg, art)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, w.Free(be))
+		}
+	}()
 	auth, err := cache.NewAuthority(art)
 	if err != nil {
 		return nil, fmt.Errorf("host authority: %w", err)
@@ -145,10 +155,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, errors.Join(err, c.Close())
 	}
 	if err := eng.usePrefetch(prefetch); err != nil {
-		return nil, errors.Join(err, c.Close())
+		return nil, errors.Join(err, eng.Close(), c.Close())
 	}
 	if err := eng.useStepper(stepMode, art.Layout(), overlap == OverlapHitCompute); err != nil {
-		return nil, errors.Join(err, c.Close())
+		return nil, errors.Join(err, eng.Close(), c.Close())
 	}
 	if err := eng.usePrefill(prefill); err != nil {
 		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
@@ -157,7 +167,8 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 	return &Loaded{Engine: eng, Cache: c, Authority: auth}, nil
 }
 
-// Close releases the cache and the authority.
+// Close releases the engine (its buffers and stepper), the cache, the
+// authority, and the executor and weights Load made.
 func (l *Loaded) Close() error {
-	return errors.Join(l.Engine.Close(), l.Cache.Close(), l.Authority.Close())
+	return errors.Join(l.Engine.Close(), l.Cache.Close(), l.Authority.Close(), l.Engine.exec.Close(), l.Engine.w.Free(l.Engine.be))
 }

@@ -95,13 +95,17 @@ func (e *Engine) StepMode() string {
 	return StepOps
 }
 
-// Close releases the stepper, if any, and the batched prefill's scratch.
+// Close releases the stepper, if any, the batched prefill's scratch, the
+// prefetch's logits and the buffers New allocated.
 func (e *Engine) Close() error {
 	err := e.freeBatch()
-	if e.stepper == nil {
-		return err
+	if e.stepper != nil {
+		err = errors.Join(err, e.stepper.Close())
+		e.stepper = nil
 	}
-	err = errors.Join(err, e.stepper.Close())
-	e.stepper = nil
-	return err
+	if e.pf != nil {
+		err = errors.Join(err, e.be.Free(e.pf.logits))
+		e.pf = nil
+	}
+	return errors.Join(err, e.freeOwned())
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -16,13 +17,21 @@ type (
 	Weights      = device.Weights
 )
 
-// LoadWeights uploads the artifact's FP16 non-routed tensors to be.
-func LoadWeights(be backend.Backend, cfg model.Config, art *qpack.Artifact) (*Weights, error) {
+// LoadWeights uploads the artifact's FP16 non-routed tensors to be. The
+// weights own what it uploaded (Weights.Owned; Weights.Free releases it);
+// on an error it releases what it had uploaded.
+func LoadWeights(be backend.Backend, cfg model.Config, art *qpack.Artifact) (_ *Weights, err error) {
 	set, err := art.NonRouted()
 	if err != nil {
 		return nil, fmt.Errorf("open non-routed tensors: %w", err)
 	}
 	defer set.Close()
+	w := &Weights{Layers: make([]LayerWeights, cfg.NumLayers)}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, w.Free(be))
+		}
+	}()
 	up := func(name string, want ...int) (backend.Tensor, error) {
 		data, shape, err := set.F16(name)
 		if err != nil {
@@ -35,10 +44,10 @@ func LoadWeights(be backend.Backend, cfg model.Config, art *qpack.Artifact) (*We
 		if err != nil {
 			return nil, fmt.Errorf("upload %s: %w", name, err)
 		}
+		w.Owned = append(w.Owned, t)
 		return t, nil
 	}
 	D, V, E, S, KV := cfg.HiddenSize, cfg.VocabSize, cfg.NumExperts, cfg.SharedFFN, cfg.KVDim()
-	w := &Weights{Layers: make([]LayerWeights, cfg.NumLayers)}
 	if w.Embed, err = up("model.embed_tokens.weight", V, D); err != nil {
 		return nil, err
 	}
@@ -69,7 +78,7 @@ func LoadWeights(be backend.Backend, cfg model.Config, art *qpack.Artifact) (*We
 			{&lw.SharedMix, "mlp.shared_expert_gate.weight", []int{1, D}, cfg.HasSharedExpert()},
 		}
 		if vw, ok := be.(backend.Viewer); ok {
-			if err := loadFused(vw, be, set, l, lw, cfg); err != nil {
+			if err := loadFused(vw, be, set, l, lw, cfg, w); err != nil {
 				return nil, err
 			}
 		}
@@ -114,8 +123,8 @@ type fusedPart struct {
 
 // loadFused uploads layer l's q|k|v projections (and biases) and Qwen's
 // shared gate|up|mix as one tensor each and sets the per-projection fields
-// to views of them.
-func loadFused(vw backend.Viewer, be backend.Backend, set *qpack.NonRoutedSet, l int, lw *LayerWeights, cfg model.Config) error {
+// to views of them; w owns the fused tensors.
+func loadFused(vw backend.Viewer, be backend.Backend, set *qpack.NonRoutedSet, l int, lw *LayerWeights, cfg model.Config, w *Weights) error {
 	D, S, KV := cfg.HiddenSize, cfg.SharedFFN, cfg.KVDim()
 	groups := []struct {
 		dst   *backend.Tensor
@@ -152,6 +161,7 @@ func loadFused(vw backend.Viewer, be backend.Backend, set *qpack.NonRoutedSet, l
 		if err != nil {
 			return fmt.Errorf("upload layer %d fused %s: %w", l, g.parts[0].name, err)
 		}
+		w.Owned = append(w.Owned, t)
 		*g.dst = t
 		off := 0
 		for i, p := range g.parts {

@@ -12,6 +12,7 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -28,6 +29,9 @@ type Executor interface {
 	Strategy() Strategy
 	// Forward sets out[D] = Σ_k weights[k] · expert(rows[k])(x[D]).
 	Forward(out, x backend.Tensor, rows []backend.Tensor, weights []float32) error
+	// Close frees the executor's scratch on its backend; the executor is
+	// unusable after it.
+	Close() error
 }
 
 // Scalar is scalar-v1, the PerExpert strategy: one matvec per expert and
@@ -70,6 +74,21 @@ func NewScalar(be backend.Backend, layout qpack.RecordLayout) (*Scalar, error) {
 
 // Name implements Executor.
 func (s *Scalar) Name() string { return "scalar-v1" }
+
+// Close implements Executor.
+func (s *Scalar) Close() error {
+	var errs []error
+	for _, t := range []*backend.Tensor{&s.gate, &s.up, &s.act, &s.down} {
+		if *t != nil {
+			errs = append(errs, s.be.Free(*t))
+			*t = nil
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("scalar-v1 scratch: %w", err)
+	}
+	return nil
+}
 
 // Strategy implements Executor.
 func (s *Scalar) Strategy() Strategy { return PerExpert }

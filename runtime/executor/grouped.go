@@ -35,6 +35,19 @@ func NewGrouped(be backend.Backend, layout qpack.RecordLayout, maxGroup int) (*G
 // Name implements Executor.
 func (g *Grouped) Name() string { return "grouped-v1" }
 
+// Close implements Executor.
+func (g *Grouped) Close() error {
+	if g.act == nil {
+		return nil
+	}
+	err := g.be.Free(g.act)
+	g.act = nil
+	if err != nil {
+		return fmt.Errorf("grouped-v1 scratch: %w", err)
+	}
+	return nil
+}
+
 // Strategy implements Executor.
 func (g *Grouped) Strategy() Strategy { return PerGroup }
 
