@@ -684,6 +684,29 @@ extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int
 	}
 }
 
+// matmul_splitk_reduce_parts: matmul_splitk_reduce over a matrix stored as
+// row blocks (the fused q|k|v projection, runtime/cuda MatMulParts), each
+// block's outputs written to its own [T][n_j] array: row r < n0 to
+// y0[t][r], r < n0 + n1 to y1[t][r - n0], the rest to y2[t][r - n0 - n1];
+// the same adds in the same order as matmul_splitk_reduce, so each block's
+// outputs are its own MatMul's bits.
+extern "C" __global__ void matmul_splitk_reduce_parts(float* y0, float* y1, float* y2, const float* part, int ks, int T, int rows,
+                                                      int n0, int n1, const void* bias, int bias_kind) {
+	grid_dep_enter();
+	const long long n = (long long)T * rows;
+	const int n2 = rows - n0 - n1;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+		float v = part[i];
+		for (int s = 1; s < ks; s++) v = __fadd_rn(v, part[(size_t)s * n + i]);
+		const int r = (int)(i % rows);
+		const long long t = i / rows;
+		if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));
+		if (r < n0) y0[t * n0 + r] = v;
+		else if (r < n0 + n1) y1[t * n1 + (r - n0)] = v;
+		else y2[t * n2 + (r - n0 - n1)] = v;
+	}
+}
+
 // tc_group (common.cuh) is one entry of a grouped launch's table. A block
 // of an entry of count 0 returns at once.
 

@@ -232,6 +232,16 @@ type ExpertGroups interface {
 	ExpertMatMulGroup(dst Tensor, dstRows [][]int, recs []Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows [][]int) error
 }
 
+// PartMatMuls is implemented by Batched backends that multiply a matrix
+// stored as row blocks [W_0; W_1; ...] (the fused q|k|v projection) in one
+// op. MatMulParts sets dsts[j] = W_j · x[t] (+ bias_j) for the T rows of
+// x, W_j the rows[j] rows of w after those of the blocks before it and
+// bias_j the matching values of bias (nil: none), with MatMul(dsts[j],
+// W_j, x, bias_j, T)'s bits.
+type PartMatMuls interface {
+	MatMulParts(dsts []Tensor, rows []int, w, x, bias Tensor, T int) error
+}
+
 // DeviceRouting is implemented by Batched backends that keep a batched
 // prefill's routing on the device, so that the host does not wait for each
 // layer's top-k before it issues the layer's expert matmuls (the read back

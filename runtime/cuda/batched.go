@@ -526,6 +526,18 @@ func (b *Backend) tcSplit(T, rows, cols int) int {
 // into ks partials, then matmul_splitk_reduce (the partials in split order,
 // then the bias); owner thread only.
 func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, T, ks int) error {
+	if err := b.splitKPartials(mat, x, rows, cols, T, ks); err != nil {
+		return err
+	}
+	return b.launch(b.k.splitKReduce, b.elementwiseGrid(T*rows), block, 0, argPtr(y), argPtr(b.tcPart.ptr), argInt(ks), argInt(T),
+		argInt(rows), argPtr(bias), argInt(biasKind))
+}
+
+// splitKPartials launches the split-K kernel of a T-token matmul of the
+// FP16 rows x cols matrix mat into ks partials in b.tcPart (the
+// fragment-direct twin where tcDenseFD picks it, the ring twin under
+// tuning.tcRingF16); owner thread only.
+func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) error {
 	if err := b.scratch(&b.tcPart, ks*T*rows); err != nil {
 		return fmt.Errorf("cuda: split-K partials: %w", err)
 	}
@@ -536,22 +548,118 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 		if err != nil {
 			return err
 		}
-		if err := b.launch(b.k.matmulTCSplitKFD, grid, tcThreads, tcSmemFD, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
-			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks)); err != nil {
+		return b.launch(b.k.matmulTCSplitKFD, grid, tcThreads, tcSmemFD, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
+			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
+	}
+	fn, smem := b.k.matmulTCSplitK, tcSmem
+	if b.tcDenseRing(1) {
+		fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
+	}
+	return b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
+		argInt(cols), argInt(T), argInt(ks))
+}
+
+// partsSplit is the kernel-choice predicate of MatMulParts' one launch
+// (tuning.partsFused, off until measured): at most three blocks, each of
+// whole 128-row tiles, all on the tensor cores' split-K kernel with one
+// split count ks (tcSplit of each block's rows), so that the fused
+// launch's tiles and chunk ranges are each block's own. It depends on T
+// and the shapes alone.
+func (b *Backend) partsSplit(T, cols int, rows []int) (ks int, ok bool) {
+	if !b.tune.partsFused || len(rows) > 3 || !b.tcMatmul(T) {
+		return 0, false
+	}
+	for _, r := range rows {
+		k := b.tcSplit(T, r, cols)
+		if r%tcRowTile != 0 || k < 2 || (ks != 0 && k != ks) {
+			return 0, false
+		}
+		ks = k
+	}
+	return ks, ks > 1
+}
+
+var _ backend.PartMatMuls = (*Backend)(nil)
+
+// MatMulParts implements backend.PartMatMuls: where partsSplit allows, one
+// split-K launch over the whole matrix and one matmul_splitk_reduce_parts
+// into the blocks' outputs; otherwise one MatMul a block (each at its
+// offset of w and bias). Either way each block's bits are its own
+// MatMul's.
+func (b *Backend) MatMulParts(dsts []backend.Tensor, rows []int, w, x, bias backend.Tensor, T int) error {
+	if len(dsts) == 0 || len(dsts) != len(rows) {
+		return shapeErr("MatMulParts", "%d outputs for %d row blocks", len(dsts), len(rows))
+	}
+	wt, err := b.tensorOf("MatMulParts", "w", w, backend.F16)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("MatMulParts", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	if T <= 0 || xt.n%T != 0 {
+		return shapeErr("MatMulParts", "x %d values for %d tokens", xt.n, T)
+	}
+	cols, total := xt.n/T, 0
+	ds := make([]*Tensor, len(dsts))
+	for j, dst := range dsts {
+		if ds[j], err = b.tensorOf("MatMulParts", "dst", dst, backend.F32); err != nil {
 			return err
 		}
-	} else {
-		fn, smem := b.k.matmulTCSplitK, tcSmem
-		if b.tcDenseRing(1) {
-			fn, smem = b.k.matmulTCSplitKRing, tcSmemRingF16
+		if rows[j] <= 0 || ds[j].n != T*rows[j] {
+			return shapeErr("MatMulParts", "output %d has %d values, want %d tokens x %d rows", j, ds[j].n, T, rows[j])
 		}
-		if err := b.launch(fn, grid, tcThreads, smem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
-			argInt(cols), argInt(T), argInt(ks)); err != nil {
+		total += rows[j]
+	}
+	if total*cols != wt.n {
+		return shapeErr("MatMulParts", "W has %d values, want [%d, %d]", wt.n, total, cols)
+	}
+	var bp cu.DevicePtr
+	bk, bsize := 0, 0
+	if bias != nil {
+		bt, err := b.tensorOf("MatMulParts", "bias", bias, backend.F16, backend.F32)
+		if err != nil {
 			return err
+		}
+		if bt.n != total {
+			return shapeErr("MatMulParts", "bias has %d values, want %d", bt.n, total)
+		}
+		bp, bk, bsize = bt.ptr, 1, 2
+		if bt.dt == backend.F32 {
+			bk, bsize = 2, 4
 		}
 	}
-	return b.launch(b.k.splitKReduce, b.elementwiseGrid(T*rows), block, 0, argPtr(y), argPtr(b.tcPart.ptr), argInt(ks), argInt(T),
-		argInt(rows), argPtr(bias), argInt(biasKind))
+	return b.o.async(func() error {
+		if ks, ok := b.partsSplit(T, cols, rows); ok {
+			b.tcLaunches++
+			if err := b.splitKPartials(wt.ptr, xt.ptr, total, cols, T, ks); err != nil {
+				return err
+			}
+			y := [3]cu.DevicePtr{}
+			n := [2]int{}
+			for j := range ds {
+				y[j] = ds[j].ptr
+				if j < 2 {
+					n[j] = rows[j]
+				}
+			}
+			return b.launch(b.k.splitKReduceParts, b.elementwiseGrid(T*total), block, 0, argPtr(y[0]), argPtr(y[1]), argPtr(y[2]),
+				argPtr(b.tcPart.ptr), argInt(ks), argInt(T), argInt(total), argInt(n[0]), argInt(n[1]), argPtr(bp), argInt(bk))
+		}
+		off := 0
+		for j := range ds {
+			var bj cu.DevicePtr
+			if bk != 0 {
+				bj = bp + cu.DevicePtr(bsize*off)
+			}
+			if err := b.matmul(1, ds[j].ptr, wt.ptr+cu.DevicePtr(2*off*cols), xt.ptr, bj, bk, rows[j], cols, 0, 0, T, nil, nil); err != nil {
+				return fmt.Errorf("block %d: %w", j, err)
+			}
+			off += rows[j]
+		}
+		return nil
+	})
 }
 
 // matmulByToken is matmul as T launches of the per-token row kernel.

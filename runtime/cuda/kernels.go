@@ -66,6 +66,9 @@ type kernelSet struct {
 	// matmul_tc.cu's split-K FP16 kernel and the reduction of its partials
 	// (the default; tuning.tcNoSplitK).
 	matmulTCSplitK, splitKReduce cu.Function
+	// splitKReduceParts is splitKReduce into a fused matrix's row blocks
+	// (MatMulParts).
+	splitKReduceParts cu.Function
 	// matmul_tc.cu's pre-split twins (the default; tuning.tcNoPreSplit): tc_split_rows,
 	// then the matmuls reading its arrays ([0 int4, 1 FP16]).
 	tcSplitRows                     cu.Function
@@ -199,6 +202,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTC = [2]cu.Function{get("matmul_tc_w4a16"), get("matmul_tc_f16")}
 	k.matmulTCGrouped = [2]cu.Function{get("matmul_tc_grouped_w4a16"), get("matmul_tc_grouped_f16")}
 	k.matmulTCSplitK, k.splitKReduce = get("matmul_tc_f16_splitk"), get("matmul_splitk_reduce")
+	k.splitKReduceParts = get("matmul_splitk_reduce_parts")
 	k.tcSplitRows = get("tc_split_rows")
 	k.matmulTCPre = [2]cu.Function{get("matmul_tc_pre_w4a16"), get("matmul_tc_pre_f16")}
 	k.matmulTCGroupedPre = [2]cu.Function{get("matmul_tc_grouped_pre_w4a16"), get("matmul_tc_grouped_pre_f16")}
@@ -367,7 +371,8 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_ring_w4a16", "matmul_tc_grouped_pre_ring_w4a16", "matmul_tc_f16_splitk_ring", "matmul_tc_pre_ring_f16",
 		"matmul_tc_grouped_ring2_w4a16", "matmul_tc_grouped_pre_ring2_w4a16", "matmul_tc_grouped_ring_narrow_w4a16",
 		"matmul_tc_grouped_pre_ring_narrow_w4a16", "matmul_tc_grouped_ring2_narrow_w4a16", "matmul_tc_grouped_pre_ring2_narrow_w4a16",
-		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd", "tc_route_groups"},
+		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_f16_pre_splitk_fd", "tc_route_groups",
+		"matmul_splitk_reduce_parts"},
 	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16", "attention_tiled32_rows_f32", "attention_tiled32_rows_f32_kv16"},
 	"experts_routed":    routedNames(),

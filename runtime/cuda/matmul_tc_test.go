@@ -376,6 +376,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-pdl
 // (programmatic dependent launch op by op: tuning.prefillPDL),
 // batched-tc-att32 (the 32-query tiled attention: tuning.attTiled32),
+// batched-tc-qkv (the q|k|v projections in one split-K launch and one
+// reduce: tuning.partsFused), batched-tc-qkv-pdl (with tuning.prefillPDL),
 // batched-tc-all (fdall, fdk and pdl);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
@@ -417,6 +419,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-pdl", engine.PrefillBatched, tuning{prefillPDL: true}},
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
+		{"batched-tc-qkv", engine.PrefillBatched, tuning{partsFused: true}},
+		{"batched-tc-qkv-pdl", engine.PrefillBatched, tuning{partsFused: true, prefillPDL: true}},
 		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]

@@ -98,8 +98,9 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // path's (tuning.noRouteDevice) tokens, logit bits, cache counters and
 // routing trace, with the ring kernels, with the fragment-direct kernels
 // (tuning.tcFDAlways, tcFDSplitK), and with programmatic dependent launch
-// of the op-by-op kernels (tuning.prefillPDL, also on the read back); two
-// chunks on the longest prompt. At partial residency the device routing changes nothing
+// of the op-by-op kernels (tuning.prefillPDL, also on the read back), and
+// with the fused q|k|v launch (tuning.partsFused); two chunks on the
+// longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 	long := strings.Repeat("Routing stays on the device while the host goes on. ", 12)[:engine.PrefillChunk+24]
@@ -138,7 +139,8 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							t.Fatalf("%d device routings read back", wr)
 						}
 						for _, tn := range []tuning{{}, {tcNoFD: true}, {tcFDAlways: true},
-							{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}, {noRouteDevice: true, prefillPDL: true}, {noRouteDevice: true}} {
+							{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}, {noRouteDevice: true, prefillPDL: true}, {noRouteDevice: true},
+							{partsFused: true}, {partsFused: true, tcFDSplitK: true, noRouteDevice: true}} {
 							got, gc, gt, gr := run(tn)
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
 							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && !tn.noRouteDevice && gr != want {

@@ -404,11 +404,17 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 			return err
 		}
 	}
-	steps := []opStep{
-		{"input norm", func() error { return be.RMSNorm(xn, x, lw.InputNorm, e.eps) }},
-		{"q_proj", func() error { return bb.MatMul(q, lw.Q, xn, lw.QBias, T) }},
-		{"k_proj", func() error { return bb.MatMul(k, lw.K, xn, lw.KBias, T) }},
-		{"v_proj", func() error { return bb.MatMul(v, lw.V, xn, lw.VBias, T) }},
+	steps := []opStep{{"input norm", func() error { return be.RMSNorm(xn, x, lw.InputNorm, e.eps) }}}
+	if pm, ok := bb.(backend.PartMatMuls); ok && lw.QKV != nil {
+		// The fused q|k|v weight (and bias) in one op, each projection's bits.
+		steps = append(steps, opStep{"q|k|v_proj", func() error {
+			return pm.MatMulParts([]backend.Tensor{q, k, v}, []int{Q, KV, KV}, lw.QKV, xn, lw.QKVBias, T)
+		}})
+	} else {
+		steps = append(steps,
+			opStep{"q_proj", func() error { return bb.MatMul(q, lw.Q, xn, lw.QBias, T) }},
+			opStep{"k_proj", func() error { return bb.MatMul(k, lw.K, xn, lw.KBias, T) }},
+			opStep{"v_proj", func() error { return bb.MatMul(v, lw.V, xn, lw.VBias, T) }})
 	}
 	if lw.QNorm != nil {
 		steps = append(steps,
