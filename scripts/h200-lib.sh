@@ -29,7 +29,8 @@ h200_artifacts() {
 	mkdir -p "$root"
 	# The missing artifacts are made side by side (synth, then prepare, one process each). Session
 	# 22 made OLMoE's in 31 s and Qwen's in 76 s one after the other, each at ~1.1 GB/s on 16
-	# cores; whether side by side saves time is not yet measured.
+	# cores; side by side session 25 made them in 27 s and 60 s (both done at 60 s), while the
+	# GPU tests ran beside them (results/h100-s25).
 	for spec in "$@"; do
 		arch=${spec%%:*} seed=${spec#*:}
 		art=$root/$arch-$seed-int4

@@ -6,11 +6,13 @@
 #
 # 1. the whole CUDA suite (the conformance suite's Batched and row-op sections, the FP16 KV
 #    checks, TestBatchedPrefillOnDevice, TestMatmulTC, TestExpertMatMulGroupTC, TestBatchedPrefillTensorCores)
-#    -> cuda-test.log (SKIP_SUITE=1 skips it, SUITE_RUN=pattern runs part of it);
-# 2. INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent; ARCHS="olmoe-1b-7b:924" for one);
+#    -> cuda-test.log (SKIP_SUITE=1 skips it, SUITE_RUN=pattern runs part of it), on the GPU while
+# 2. the CPUs make INT4 artifacts of both full shapes (ART_ROOT, default /dev/shm/persistent; ARCHS="olmoe-1b-7b:924" for one);
 # 3. BenchmarkPrefillModes at full residency with a prompt of each length in LENGTHS: token at
 #    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
-#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: token, batched, batched-tc (the default), batched-tc-splitk, batched-tc-presplit, batched-tc-plain, batched-tc-noring, batched-tc-ring-f16, batched-tc-ring2, batched-tc-narrow, batched-tc-ring2-narrow; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
+#    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: every mode
+#    BenchmarkPrefillModes' comment lists, e.g. batched-tc-readback-nofd (session 24's default),
+#    batched-tc-pdl, batched-tc-qkv; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
 # 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores; GEN_MODES=batched for one),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.
@@ -24,8 +26,13 @@ summary="$OUT/summary.txt"
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$summary"
-[ "${SKIP_SUITE:-0}" = 1 ] || h200_suite "${SUITE_LIMIT:-280}"
+suite_pid=""
+if [ "${SKIP_SUITE:-0}" != 1 ]; then
+	h200_suite "${SUITE_LIMIT:-280}" &
+	suite_pid=$!
+fi
 h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" ${ARCHS:-olmoe-1b-7b:924 qwen15-moe-a27b:1}
+[ -z "$suite_pid" ] || wait "$suite_pid"
 t0=$SECONDS
 (cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=$(echo $LENGTHS | tr ' ' ,) \
 	HORIZON_BENCH_PREFILL_MODES=${MODES:-token,batched,batched-tc} HORIZON_BENCH_PREFILL_PROFILE=${PROFILE:-} \
