@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
@@ -89,7 +90,7 @@ func TestMatMulParts(t *testing.T) {
 				for _, tn := range []tuning{{}, {partsFused: true}} {
 					withTuning(t, be, tn)
 					_, fused := be.partsSplit(T, cols, c.rows)
-					if wantFused := tn.partsFused && contains(c.fused, T); fused != wantFused {
+					if wantFused := tn.partsFused && slices.Contains(c.fused, T); fused != wantFused {
 						t.Fatalf("%+v: fused launch %v, want %v", tn, fused, wantFused)
 					}
 					dsts := make([]backend.Tensor, len(c.rows))
@@ -111,13 +112,4 @@ func TestMatMulParts(t *testing.T) {
 			})
 		}
 	}
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
