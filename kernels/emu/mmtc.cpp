@@ -18,7 +18,8 @@
 // split-K and pre-split kernels), the fragment-direct grouped int4 kernel and the fragment-direct
 // FP16 split-K kernel give the two-stage (split-K) kernels' bits (the emulator copies at once, so
 // this checks the ring's and the slices' indexing and values, not their timing); and
-// tc_route_groups' pairs and tables against a grouping built here (`mmtc route` runs that alone).
+// tc_route_groups' pairs and tables against a grouping built here (`mmtc route` runs that alone);
+// and that matmul_splitk_reduce_parts gives each row block matmul_splitk_reduce's bits (both runs).
 //
 //	mmtc            (built by build.sh next to the harness)
 #include <cstdio>
@@ -44,6 +45,7 @@ extern "C" void matmul_tc_pre_w4a16(float*, const uint8_t*, const __half*, const
                                     int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_f16_splitk(float*, const uint8_t*, const float*, int, int, int, int);
 extern "C" void matmul_splitk_reduce(float*, const float*, int, int, int, const void*, int);
+extern "C" void matmul_splitk_reduce_parts(float*, float*, float*, const float*, int, int, int, int, int, const void*, int);
 extern "C" void matmul_tc_grouped_f16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_w4a16(float*, const float*, const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_f16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int, int,
@@ -478,8 +480,42 @@ static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng)
 	fprintf(stderr, "ok   %s\n", name);
 }
 
+// check_reduce_parts: matmul_splitk_reduce_parts (the fused q|k|v
+// projection's reduce, runtime/cuda MatMulParts) writes each row block's
+// outputs with the bits matmul_splitk_reduce gives the whole matrix, for
+// each bias kind (none, FP16, FP32) and for two and three blocks.
+static void check_reduce_parts(int T, int ks, int n0, int n1, int n2, int bias_kind, std::mt19937& rng) {
+	const int rows = n0 + n1 + n2;
+	std::normal_distribution<float> nd;
+	std::vector<float> part((size_t)ks * T * rows), bias32(rows), y((size_t)T * rows);
+	std::vector<__half> bias16(rows);
+	for (auto& v : part) v = nd(rng) * 100.0f;
+	for (int r = 0; r < rows; r++) bias32[r] = nd(rng), bias16[r] = __float2half_rn(nd(rng));
+	const void* bias = bias_kind == 1 ? (const void*)bias16.data() : bias_kind == 2 ? (const void*)bias32.data() : nullptr;
+	emu_launch(3, 64, 0, [&] { matmul_splitk_reduce(y.data(), part.data(), ks, T, rows, bias, bias_kind); });
+	std::vector<float> y0((size_t)T * n0, NAN), y1((size_t)T * n1, NAN), y2((size_t)T * n2, NAN);
+	emu_launch(2, 64, 0, [&] {
+		matmul_splitk_reduce_parts(y0.data(), y1.data(), n2 ? y2.data() : nullptr, part.data(), ks, T, rows, n0, n1, bias, bias_kind);
+	});
+	char name[96];
+	snprintf(name, sizeof name, "reduce parts T=%d ks=%d %d|%d|%d bias %d", T, ks, n0, n1, n2, bias_kind);
+	for (int t = 0; t < T; t++)
+		for (int r = 0; r < rows; r++) {
+			const float got = r < n0 ? y0[(size_t)t * n0 + r] : r < n0 + n1 ? y1[(size_t)t * n1 + r - n0] : y2[(size_t)t * n2 + r - n0 - n1];
+			const float want = y[(size_t)t * rows + r];
+			if (std::memcmp(&got, &want, 4) != 0) {
+				fprintf(stderr, "FAIL %s: token %d row %d: %g, the whole reduce %g\n", name, t, r, got, want);
+				failures++;
+				return;
+			}
+		}
+	fprintf(stderr, "ok   %s\n", name);
+}
+
 int main(int argc, char** argv) {
 	std::mt19937 rng(7);
+	for (int bk = 0; bk < 3; bk++) check_reduce_parts(5, 3, 3, 2, 2, bk, rng);
+	check_reduce_parts(17, 16, 8, 8, 0, 1, rng);
 	if (argc > 1 && std::string(argv[1]) == "route") {  // tc_route_groups alone (seconds, not minutes)
 		check_route_groups(3, 2, 8, false, rng);
 		check_route_groups(37, 8, 64, false, rng);
