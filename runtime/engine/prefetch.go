@@ -62,8 +62,13 @@ type nextLayerPrefetch struct {
 // usePrefetch turns next-layer prefetch on when mode asks for it (the
 // engine's expert rows prefetch through ExpertRows.Prefetch).
 func (e *Engine) usePrefetch(mode string) error {
-	if mode != PrefetchNextLayer {
+	if e.pf != nil { // a mode set before: its logits buffer goes
+		if err := e.be.Free(e.pf.logits); err != nil {
+			return fmt.Errorf("engine: prefetch %s: free the earlier mode's logits: %w", mode, err)
+		}
 		e.pf = nil
+	}
+	if mode != PrefetchNextLayer {
 		return nil
 	}
 	logits, err := e.be.Alloc(e.cfg.NumExperts)
