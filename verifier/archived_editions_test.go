@@ -18,7 +18,8 @@ import (
 // whose raw records, routing traces included, are too large to keep
 // unpacked in the tree) unpacks to an edition that verifies with 0 errors,
 // its routing traces replayed. So the archived GPU evidence stays checked
-// by every CI run, like the committed editions.
+// by every CI run, like the committed editions. (Logs kept beside them are
+// .tgz, never .tar.xz.)
 func TestArchivedEditionsVerify(t *testing.T) {
 	archives, err := filepath.Glob(filepath.Join("..", "results", "*", "*.tar.xz"))
 	if err != nil {
