@@ -632,7 +632,6 @@ func (b *Backend) MatMulParts(dsts []backend.Tensor, rows []int, w, x, bias back
 	}
 	return b.o.async(func() error {
 		if ks, ok := b.partsSplit(T, cols, rows); ok {
-			b.tcLaunches++
 			if err := b.splitKPartials(wt.ptr, xt.ptr, total, cols, T, ks); err != nil {
 				return err
 			}
