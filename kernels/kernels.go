@@ -145,7 +145,7 @@ func Sources(name string) ([]Source, error) {
 // PDLModules are the modules every kernel of which calls grid_dep_enter
 // (common.cuh) before any dependent access, so that runtime/cuda may launch
 // them with programmatic dependent launch: a captured step's kernels, and
-// the batched prefill's (tuning.prefillPDL). TestPDLModulesWait checks the
+// the op-by-op ones (a batched prefill's; tuning.noPrefillPDL turns them off). TestPDLModulesWait checks the
 // PTX of each.
 var PDLModules = []string{"matvec_f16", "matvec_rope", "matvec_w4a16", "experts_grouped", "experts_fused", "experts_tc",
 	"experts_routed", "norm", "elementwise", "rope_attention", "router", "embed_argmax", "decode", "matmul_tc", "prefill_rows",

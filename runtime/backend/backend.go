@@ -242,6 +242,18 @@ type PartMatMuls interface {
 	MatMulParts(dsts []Tensor, rows []int, w, x, bias Tensor, T int) error
 }
 
+// PrefillScope is implemented by backends that launch a batched prefill's
+// ops differently from other ops. The engine calls BeginPrefill before a
+// batched prefill's first op and EndPrefill after its last (on error too).
+// The CUDA backend launches the ops in between with programmatic dependent
+// launch (each kernel may start while the one before it finishes; the
+// same bits), and the other op-by-op paths (step mode ops, token-at-a-time
+// prefill) as plain launches.
+type PrefillScope interface {
+	BeginPrefill() error
+	EndPrefill() error
+}
+
 // DeviceRouting is implemented by Batched backends that keep a batched
 // prefill's routing on the device, so that the host does not wait for each
 // layer's top-k before it issues the layer's expert matmuls (the read back

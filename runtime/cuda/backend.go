@@ -79,13 +79,17 @@ type Backend struct {
 	fnName map[cu.Function]string
 	// pdlFns are the kernels that call grid_dep_enter (every module but
 	// bench and persistent: pdlModules). While pdl is set (a captured
-	// step's graph is being recorded: stepper.capture) launch issues them
-	// as programmatic dependent launches, every one after the capture's
-	// first kernel; pdlLaunches counts those (tests read it).
+	// step's graph is being recorded: stepper.capture; a batched prefill
+	// runs: BeginPrefill, unless tuning.noPrefillPDL) launch issues them
+	// as programmatic dependent launches, every one after the first
+	// kernel; pdlLaunches counts those of captures, pdlOpLaunches those
+	// launched op by op (tests read them).
 	pdlFns      map[cu.Function]bool
 	pdl         bool
 	pdlPrev     bool // the capture has launched a kernel already
-	pdlLaunches int
+	inPrefill   bool // between BeginPrefill and EndPrefill
+	pdlLaunches   int
+	pdlOpLaunches int
 	// moeLaunches counts launches of the fused routed-experts kernel
 	// (fusedExperts; tests read it).
 	moeLaunches int
@@ -207,7 +211,7 @@ type tuning struct {
 	tcNoPreSplit  bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
 	tcNoRing      bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
 	tcRing2       bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
-	prefillPDL    bool   // kernels launched op by op (a batched prefill's) use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; off until measured
+	noPrefillPDL  bool   // kernels launched op by op (a batched prefill's) are plain launches; by default they use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; the default since session 26 (+5-8% prompt tok/s at 64 tokens, +1-3% at 512 on an H100: results/h100-s26)
 	noRouteDevice bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
 	tcFDSplitK    bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
 	partsFused    bool   // MatMulParts (a batched prefill's fused q|k|v projection) runs one split-K launch and one reduce into the three outputs where partsSplit allows, instead of three MatMuls (two launches each); the same bits; off until measured

@@ -454,7 +454,11 @@ func (b *Backend) launch(fn cu.Function, grid, block, smem int, args ...uint64) 
 		prev := b.pdlPrev
 		b.pdlPrev = true
 		if prev && b.pdlFns[fn] {
-			b.pdlLaunches++
+			if b.capturing {
+				b.pdlLaunches++
+			} else {
+				b.pdlOpLaunches++
+			}
 			return launchKernelPDL(fn, grid, block, smem, b.compute, args)
 		}
 	}

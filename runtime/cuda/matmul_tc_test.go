@@ -373,12 +373,13 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-nofd and batched-tc-fdall (the fragment-direct grouped kernel
 // never, tuning.tcNoFD, or for every launch, tuning.tcFDAlways),
 // batched-tc-readback-nofd (both: session 24's default), batched-tc-fdk
-// (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-pdl
-// (programmatic dependent launch op by op: tuning.prefillPDL),
+// (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-nopdl
+// (plain launches op by op: tuning.noPrefillPDL; programmatic dependent
+// launch is the default since session 26),
 // batched-tc-att32 (the 32-query tiled attention: tuning.attTiled32),
 // batched-tc-qkv (the q|k|v projections in one split-K launch and one
-// reduce: tuning.partsFused), batched-tc-qkv-pdl (with tuning.prefillPDL),
-// batched-tc-all (fdall, fdk and pdl);
+// reduce: tuning.partsFused),
+// batched-tc-all (fdall and fdk);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -415,13 +416,12 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-readback", engine.PrefillBatched, tuning{noRouteDevice: true}},
 		{"batched-tc-nofd", engine.PrefillBatched, tuning{tcNoFD: true}},
 		{"batched-tc-fdall", engine.PrefillBatched, tuning{tcFDAlways: true}},
-		{"batched-tc-readback-nofd", engine.PrefillBatched, tuning{noRouteDevice: true, tcNoFD: true}},
+		{"batched-tc-readback-nofd", engine.PrefillBatched, tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true}},
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
-		{"batched-tc-pdl", engine.PrefillBatched, tuning{prefillPDL: true}},
+		{"batched-tc-nopdl", engine.PrefillBatched, tuning{noPrefillPDL: true}},
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
 		{"batched-tc-qkv", engine.PrefillBatched, tuning{partsFused: true}},
-		{"batched-tc-qkv-pdl", engine.PrefillBatched, tuning{partsFused: true, prefillPDL: true}},
-		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}}}
+		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {

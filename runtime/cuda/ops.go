@@ -579,13 +579,42 @@ func equalInts(a, b []int) bool {
 	return true
 }
 
+// opPDL says whether kernels launched op by op (outside a capture) are
+// programmatic dependent launches: inside a batched prefill, unless
+// tuning.noPrefillPDL; owner thread.
+func (b *Backend) opPDL() bool { return b.inPrefill && !b.tune.noPrefillPDL }
+
+// BeginPrefill implements backend.PrefillScope: the batched prefill's
+// kernels are launched with programmatic dependent launch (opPDL).
+func (b *Backend) BeginPrefill() error {
+	return b.o.do(func() error {
+		b.inPrefill = true
+		if !b.capturing {
+			b.pdl, b.pdlPrev = b.opPDL(), false
+		}
+		return nil
+	})
+}
+
+// EndPrefill implements backend.PrefillScope: op-by-op launches are plain
+// again.
+func (b *Backend) EndPrefill() error {
+	return b.o.do(func() error {
+		b.inPrefill = false
+		if !b.capturing {
+			b.pdl, b.pdlPrev = false, false
+		}
+		return nil
+	})
+}
+
 // setTuning sets the backend's tuning and writes what of it the kernels
 // read from device memory (hz_wait_prefetch); owner thread only.
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
 	b.routeDev.Store(!t.noRouteDevice && !t.noMatmulTC && !t.tcNoPreSplit)
 	if !b.capturing {
-		b.pdl, b.pdlPrev = t.prefillPDL, false
+		b.pdl, b.pdlPrev = b.opPDL(), false
 	}
 	if b.waitPF == 0 {
 		if t.waitPrefetch != 0 {

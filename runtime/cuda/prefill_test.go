@@ -98,7 +98,7 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // path's (tuning.noRouteDevice) tokens, logit bits, cache counters and
 // routing trace, with the ring kernels, with the fragment-direct kernels
 // (tuning.tcFDAlways, tcFDSplitK), and with programmatic dependent launch
-// of the op-by-op kernels (tuning.prefillPDL, also on the read back), and
+// of the op-by-op kernels (the default; tuning.noPrefillPDL turns it off, also on the read back), and
 // with the fused q|k|v launch (tuning.partsFused); two chunks on the
 // longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
@@ -134,12 +134,12 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							}
 							return res, cn, l.Cache.TakeTrace(), testBE.routeLaunches - before
 						}
-						want, wc, wt, wr := run(tuning{noRouteDevice: true, tcNoFD: true})
+						want, wc, wt, wr := run(tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true})
 						if wr != 0 {
 							t.Fatalf("%d device routings read back", wr)
 						}
 						for _, tn := range []tuning{{}, {tcNoFD: true}, {tcFDAlways: true},
-							{tcFDAlways: true, tcFDSplitK: true, prefillPDL: true}, {noRouteDevice: true, prefillPDL: true}, {noRouteDevice: true},
+							{tcFDAlways: true, tcFDSplitK: true}, {noRouteDevice: true}, {noRouteDevice: true, noPrefillPDL: true}, {noPrefillPDL: true},
 							{partsFused: true}, {partsFused: true, tcFDSplitK: true, noRouteDevice: true}} {
 							got, gc, gt, gr := run(tn)
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk

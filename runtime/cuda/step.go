@@ -467,7 +467,7 @@ func (s *stepper) capture(what string, issue func() error) (*graph, error) {
 	}
 	b.pdl, b.pdlPrev, b.capturing = !b.tune.noPDL, false, true
 	ierr := errors.Join(issue(), s.joinPrefetch())
-	b.pdl, b.pdlPrev, b.capturing = b.tune.prefillPDL, false, false
+	b.pdl, b.pdlPrev, b.capturing = b.opPDL(), false, false
 	g, err := endCapture(b.compute)
 	if ierr != nil || err != nil {
 		if g != nil {

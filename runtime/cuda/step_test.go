@@ -148,7 +148,7 @@ func TestStepperTunings(t *testing.T) {
 // the result and the request's cache hits, misses and H2D bytes.
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
-	pdl0, pf0, moe0, ri0, sf0, rq0, ap0, pp0 := pdlLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t), attPipeLaunches(t)
+	pdl0, op0, pf0, moe0, ri0, sf0, rq0, ap0, pp0 := pdlLaunches(t), pdlOpLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t), attPipeLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -156,6 +156,23 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	res, err := l.Generate(req)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A batched prefill launches its kernels as programmatic dependent
+	// launches (all but its first; tuning.noPrefillPDL: none), token at a
+	// time never.
+	var noPrefillPDL bool
+	if err := testBE.o.do(func() error { noPrefillPDL = testBE.tune.noPrefillPDL; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	switch n := pdlOpLaunches(t) - op0; {
+	case l.PrefillMode() == engine.PrefillBatched && !noPrefillPDL && len(req.Prompt) > 1:
+		if n == 0 {
+			t.Fatalf("%s: no programmatic dependent launch in its batched prefill", mode)
+		}
+	case l.PrefillMode() == engine.PrefillToken || noPrefillPDL:
+		if n != 0 {
+			t.Fatalf("%s, prefill %s (noPrefillPDL %v): %d programmatic dependent launches op by op", mode, l.PrefillMode(), noPrefillPDL, n)
+		}
 	}
 	// The graph modes' captures launch their kernels as programmatic
 	// dependent launches (all but each graph's first); op by op and the
@@ -296,6 +313,12 @@ func moeLaunches(t *testing.T) int {
 // launches.
 func pdlLaunches(t *testing.T) int {
 	return backendCount(t, func(b *Backend) int { return b.pdlLaunches })
+}
+
+// pdlOpLaunches reads the test backend's count of programmatic dependent
+// launches issued op by op (a batched prefill's).
+func pdlOpLaunches(t *testing.T) int {
+	return backendCount(t, func(b *Backend) int { return b.pdlOpLaunches })
 }
 
 // prefetchLaunches reads the test backend's count of captured L2

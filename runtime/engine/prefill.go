@@ -213,12 +213,22 @@ func (e *Engine) freeBatch() error {
 // prefillBatched runs the prompt in batches of at most PrefillChunk
 // positions and returns the greedy next token (the last position's head
 // and select, masked excluded).
-func (e *Engine) prefillBatched(prompt []int, masked []int) (int, error) {
+func (e *Engine) prefillBatched(prompt []int, masked []int) (next int, err error) {
+	if ps, ok := e.be.(backend.PrefillScope); ok {
+		if err := ps.BeginPrefill(); err != nil {
+			return -1, fmt.Errorf("batched prefill: %w", err)
+		}
+		defer func() {
+			if eerr := ps.EndPrefill(); eerr != nil && err == nil {
+				next, err = -1, fmt.Errorf("batched prefill: %w", eerr)
+			}
+		}()
+	}
 	n, chunk := len(prompt), PrefillChunk
 	if e.chunk > 0 {
 		chunk = e.chunk
 	}
-	next := -1
+	next = -1
 	for lo := 0; lo < n; lo += chunk {
 		hi := min(lo+chunk, n)
 		p, err := plan.Build(e.cfg, plan.Options{T: hi - lo, MaxSeq: e.maxSeq, Head: hi == n})
