@@ -80,6 +80,37 @@ struct VGrid {
 };
 __device__ __forceinline__ VGrid launched_grid() { return VGrid{(int)blockIdx.x, (int)gridDim.x}; }
 
+// cp.async groups (tc.cuh's copies, the decode attention's ring): a
+// thread's copies issued since its last commit form a group, and
+// cp_async_wait<N> returns once at most N of its groups are still in
+// flight. The emulator copies at once, so both are no-ops there.
+__device__ __forceinline__ void cp_async_commit() {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+// cp_async16z copies the 16 bytes at src to dst (shared memory, 16-byte
+// aligned) through L2 only when ok, and writes 16 zero bytes otherwise
+// (src-size 0: src is not read, but must still be a valid address).
+__device__ __forceinline__ void cp_async16z(void* dst, const void* src, bool ok) {
+#ifdef __CUDA_ARCH__
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src),
+	             "r"(ok ? 16 : 0)
+	             : "memory");
+#else
+	if (ok)
+		memcpy(dst, src, 16);
+	else
+		memset(dst, 0, 16);
+#endif
+}
+
 // warp_sum is a butterfly over the 32 lanes: at each step lane i adds the
 // value of lane i^o. Float addition is commutative, so both lanes of a pair
 // compute the same bits and every lane ends with the same, fixed-tree sum.

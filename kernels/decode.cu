@@ -67,6 +67,12 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* 
 		attention_step_body<KV, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                  \
 	}                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256)                                                                      \
+	    attention_ring_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,        \
+	                             const int* st, int n_heads, int n_kv, int hd) {                                           \
+		grid_dep_enter();                                                                                                  \
+		attention_step_body<KV, false, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());           \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256)                                                                      \
 	    attention_in_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const float* k, const float* v,      \
 	                           KV* kc, KV* vc, const void* qw, const void* kw, int w_kind, int n_heads, int n_kv, int hd,  \
 	                           int gq, int gk, const int* st, double theta, float eps) {                                   \

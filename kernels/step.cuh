@@ -89,6 +89,13 @@ __device__ __forceinline__ void rope_pair(float* v, int i, int hd, int pos, doub
 #define ATT_WARPS 8
 #define ATT_SPLIT 16
 #define ATT_HD_MAX 256
+// The ring loop (attention_ring_step, FP16 cache, hd <= 128, hd % 8 == 0):
+// ATT_RING rounds of a warp's K and V rows staged in dynamic shared memory,
+// ATT_RING_ROUND bytes a round (8 positions x 128 dims x 2 bytes, K and V),
+// so ATT_RING_SMEM bytes a block: 96 KB at 3 rounds, two blocks an SM.
+#define ATT_RING 3
+#define ATT_RING_ROUND (2 * 8 * 128 * 2)
+#define ATT_RING_SMEM (ATT_WARPS * ATT_RING * ATT_RING_ROUND)
 
 __device__ __forceinline__ float4 att_ld4(const float* p) { return __ldcg(reinterpret_cast<const float4*>(p)); }
 
@@ -183,7 +190,13 @@ __device__ __forceinline__ void att_round(const float4 (&qv)[J], float4 (&acc)[J
 // q_smem: q is the block's own query head in shared memory (attention_in),
 // not the heads' vector in global memory. PIPE (an FP16 cache only): the
 // next round's rows load while this round computes (attention_pipe_step).
-template <int J, int U, typename KV, bool PIPE = false>
+// RING (an FP16 cache, J == 1, hd % 8 == 0; otherwise the plain loop): each
+// warp keeps its next ATT_RING - 1 rounds' K and V rows copying into its
+// slice of the block's dynamic shared memory (cp.async, ATT_RING_SMEM
+// bytes) while it computes a round from there (attention_ring_step). The
+// arithmetic is att_round's in every loop, on the same values: the same
+// bits.
+template <int J, int U, typename KV, bool PIPE = false, bool RING = false>
 __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                   const KV* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
                                                   AttShared& sh, bool q_smem) {
@@ -207,7 +220,53 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 		acc[j] = make_float4(0.f, 0.f, 0.f, 0.f);
 	}
 	float m = -INFINITY, l = 0.0f;
-	if constexpr (PIPE && !kv_is_f32<KV>::value) {
+	constexpr bool can_ring = RING && !kv_is_f32<KV>::value && J == 1 && U * 128 * 2 * 2 <= ATT_RING_ROUND;
+	if (can_ring && hd % 8 == 0) {
+		if constexpr (can_ring) {
+		// Round r of this warp (positions tb + u*ATT_WARPS, u < U) sits in
+		// stage r % ATT_RING: K rows at [u*hd], then V rows at [U*hd + u*hd]
+		// (halves); round r + ATT_RING - 1 is issued into stage
+		// (r - 1) % ATT_RING before round r computes. Every lane copies 16-byte pieces of the round's rows; a
+		// position at or past t1 is zero-filled, as the plain loop loads
+		// zeros. A round past the range copies nothing but still commits
+		// its (empty) group, so the wait below always leaves the ring's
+		// later rounds in flight.
+		extern __shared__ __align__(16) unsigned char att_ring_smem[];
+		__half* ring = reinterpret_cast<__half*>(att_ring_smem + (size_t)warp * ATT_RING * ATT_RING_ROUND);
+		const int pieces = hd / 8, step = U * ATT_WARPS;
+		auto issue = [&](int tb, int stage) {
+			if (tb < t1) {
+				__half* ks = ring + (size_t)stage * (ATT_RING_ROUND / 2);
+				for (int c = lane; c < U * pieces; c += 32) {
+					const int u = c / pieces, pc = c % pieces, t = tb + u * ATT_WARPS;
+					const size_t at = (size_t)(t < t1 ? t : tb) * kv_dim + off + 8 * pc;
+					cp_async16z(ks + u * hd + 8 * pc, kc + at, t < t1);
+					cp_async16z(ks + (U + u) * hd + 8 * pc, vc + at, t < t1);
+				}
+			}
+			cp_async_commit();
+		};
+#pragma unroll
+		for (int r = 0; r < ATT_RING - 1; r++) issue(t0 + warp + r * step, r);
+		const int i = 4 * lane;
+		int stage = 0;
+		for (int tb = t0 + warp; tb < t1; tb += step) {
+			cp_async_wait<ATT_RING - 2>();  // this lane's copies of the round are done
+			__syncwarp();                    // every lane's are visible, and every lane has read the last round
+			// The round ATT_RING - 1 ahead goes where the last round was.
+			issue(tb + (ATT_RING - 1) * step, stage == 0 ? ATT_RING - 1 : stage - 1);
+			const __half* ks = ring + (size_t)stage * (ATT_RING_ROUND / 2);
+			att_round<J, U>(
+			    qv, acc, m, l, tb, t1, scale,
+			    [&](int u, int) { return i < hd ? kv_cvt4(*reinterpret_cast<const uint2*>(ks + u * hd + i)) : make_float4(0.f, 0.f, 0.f, 0.f); },
+			    [&](int u, int) {
+				    return i < hd ? kv_cvt4(*reinterpret_cast<const uint2*>(ks + (U + u) * hd + i)) : make_float4(0.f, 0.f, 0.f, 0.f);
+			    });
+			stage = stage == ATT_RING - 1 ? 0 : stage + 1;
+		}
+		cp_async_wait<0>();
+		}
+	} else if constexpr (PIPE && !kv_is_f32<KV>::value) {
 		// FP16 cache, pipelined: the next round's K and V rows load, raw (8
 		// bytes a lane a row), while this round computes, so a warp keeps
 		// its rows in flight through the whole loop. The arithmetic is
@@ -311,14 +370,15 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 // attention_split is attention_split_t for the block (h, s) = (bid /
 // ATT_SPLIT, bid % ATT_SPLIT): 8 positions a round per warp up to hd 128,
 // 4 above. KV: the cache's element type (float or __half); PIPE: the
-// pipelined loop (FP16 only; the same bits).
-template <typename KV, bool PIPE = false>
+// pipelined loop, RING: the shared-memory ring (FP16 only, the ring up to
+// hd 128; the same bits).
+template <typename KV, bool PIPE = false, bool RING = false>
 __device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                 const KV* vc, int n, int n_heads, int n_kv, int hd, int bid) {
 	__shared__ __align__(16) AttShared sh;
 	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
 	if (hd <= 128)
-		attention_split_t<1, 8, KV, PIPE>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+		attention_split_t<1, 8, KV, PIPE, RING>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 	else
 		attention_split_t<2, 4, KV, PIPE>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 }

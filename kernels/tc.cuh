@@ -98,8 +98,9 @@ __device__ __forceinline__ int tc_split8(const float (&v)[8], unsigned (&h)[4], 
 // cp.async: 16 bytes (weights, L2 only, 256-byte L2 fetches), 8 bytes (a
 // thread's codes of a chunk, matmul_tc.cu's ring) or 4 bytes (a scale's
 // aligned word) from global to shared memory without registers;
-// a thread's copies form groups (commit), and wait<N> returns once at most
-// N of its groups are still in flight. The emulator copies at once.
+// a thread's copies form groups (cp_async_commit, common.cuh), and
+// cp_async_wait<N> returns once at most N of its groups are still in
+// flight. The emulator copies at once.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
 #ifdef __CUDA_ARCH__
 	asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src)
@@ -120,16 +121,5 @@ __device__ __forceinline__ void cp_async4(void* dst, const void* src) {
 	asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src) : "memory");
 #else
 	memcpy(dst, src, 4);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-#ifdef __CUDA_ARCH__
-	asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }

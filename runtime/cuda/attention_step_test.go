@@ -14,7 +14,9 @@ import (
 
 // TestAttentionStepVariants: the captured steps' attention kernels that
 // tunings pick (attention_pf_step: tuning.attPrefetch; attention_pipe_step:
-// tuning.attPipe, with and without the prefetch) give attention_step's
+// tuning.attPipe, with and without the prefetch; attention_ring_step:
+// tuning.attRing, whose ring runs up to hd 128 where hd % 8 == 0, so at 40
+// dims too, and whose prologue copies two rounds) give attention_step's
 // bits, over FP32 and FP16 caches, at positions counts that leave a block's
 // warps one round, several rounds and a partial last round (a round is 64
 // positions a block at hd <= 128, 32 above, so the pipelined loop's
@@ -32,9 +34,9 @@ func TestAttentionStepVariants(t *testing.T) {
 		}
 		return x
 	}
-	for _, hs := range []struct{ h, kv, hd int }{{16, 16, 128}, {4, 2, 128}, {4, 4, 64}, {2, 2, 256}} {
+	for _, hs := range []struct{ h, kv, hd int }{{16, 16, 128}, {4, 2, 128}, {4, 4, 64}, {2, 2, 256}, {2, 2, 40}, {2, 2, 36}} {
 		for _, dt := range []backend.DType{backend.F32, backend.F16} {
-			for _, n := range []int{1, 2, 65, 1024, 1025, 2113, 4100} {
+			for _, n := range []int{1, 2, 65, 1024, 1025, 2048, 2113, 4100, 8064} {
 				t.Run(fmt.Sprintf("h%d-kv%d-hd%d/%v/n%d", hs.h, hs.kv, hs.hd, dt, n), func(t *testing.T) {
 					cache := func() backend.Tensor {
 						x := randF(n * hs.kv * hs.hd)
@@ -88,6 +90,9 @@ func TestAttentionStepVariants(t *testing.T) {
 						}},
 						{"pipe-pf128", func(dst backend.Tensor) error {
 							return be.launch(k.attentionPipeStep, grid, block, 0, append(args(dst), argInt(128))...)
+						}},
+						{"ring", func(dst backend.Tensor) error {
+							return be.launch(k.attentionRingStep, grid, block, attRingSmem, args(dst)...)
 						}},
 					} {
 						got := run(v.fn)

@@ -84,10 +84,10 @@ type Backend struct {
 	// as programmatic dependent launches, every one after the first
 	// kernel; pdlLaunches counts those of captures, pdlOpLaunches those
 	// launched op by op (tests read them).
-	pdlFns      map[cu.Function]bool
-	pdl         bool
-	pdlPrev     bool // the capture has launched a kernel already
-	inPrefill   bool // between BeginPrefill and EndPrefill
+	pdlFns        map[cu.Function]bool
+	pdl           bool
+	pdlPrev       bool // the capture has launched a kernel already
+	inPrefill     bool // between BeginPrefill and EndPrefill
 	pdlLaunches   int
 	pdlOpLaunches int
 	// moeLaunches counts launches of the fused routed-experts kernel
@@ -109,6 +109,9 @@ type Backend struct {
 	// attPipeLaunches counts the attention launches of the pipelined
 	// kernel (tuning.attPipe; tests read it).
 	attPipeLaunches int
+	// attRingLaunches counts the attention launches of the ring kernel
+	// (tuning.attRing; tests read it).
+	attRingLaunches int
 	// tcdLaunches counts launches of experts_tc.cu's kernels
 	// (tuning.tcDecode), for the tests.
 	tcdLaunches int
@@ -202,6 +205,7 @@ type tuning struct {
 	sharedForkGUM bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
 	attPrefetch   int    // captured steps' attention asks L2 for each block's first attPrefetch K/V rows before its dependency wait, while the rope/append kernel before it leaves HBM idle (attention_pf_step; 0, the default: none; the same bits; not yet measured)
 	attPipe       bool   // captured steps' attention over an FP16 cache keeps the next round's K/V rows loading while a round computes (attention_pipe_step, with attPrefetch's rows; the same bits; not yet measured)
+	attRing       bool   // captured steps' attention over an FP16 cache (hd <= 128, hd % 8 == 0) copies each warp's next two rounds of K/V rows into a shared-memory ring with cp.async while a round computes (attention_ring_step; the same bits; session 26, not yet measured)
 	noSharedDown  bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
 	moeFlags      int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
 	attnIn        bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)

@@ -33,7 +33,7 @@ func TestKV16OnDevice(t *testing.T) {
 				tn   tuning
 			}{{"rows", tuning{noMatmulTC: true}}, {"attn-in", tuning{attnIn: true, noMatmulTC: true}},
 				{"rope-in-qkv", tuning{ropeInQKV: true, noMatmulTC: true}}, {"att-prefetch", tuning{attPrefetch: 8, noMatmulTC: true}},
-				{"att-pipe", tuning{attPipe: true, attPrefetch: 8, noMatmulTC: true}}} {
+				{"att-pipe", tuning{attPipe: true, attPrefetch: 8, noMatmulTC: true}}, {"att-ring", tuning{attRing: true, noMatmulTC: true}}} {
 				t.Run(fmt.Sprintf("%s/c%d/%s", arch, c, tc.name), func(t *testing.T) {
 					o := engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: engine.StepOps, KV: "fp16", Prefill: engine.PrefillToken}
 					want, wantC := generateMode(t, art, o, req, engine.StepOps)

@@ -214,6 +214,8 @@ func decodeModes() []decodeMode {
 		{"graph-full-attpipe", engine.StepGraphFull, tuning{attPipe: true}},
 		{"graph-full-attpipe-pf128", engine.StepGraphFull, tuning{attPipe: true, attPrefetch: 128}},
 		{"graph-full-nosfork-attpipe", engine.StepGraphFull, tuning{noSharedFork: true, attPipe: true}},
+		{"graph-full-attring", engine.StepGraphFull, tuning{attRing: true}},
+		{"graph-full-nosfork-attring", engine.StepGraphFull, tuning{noSharedFork: true, attRing: true}},
 		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
 		{"graph-full-late", engine.StepGraphFull, tuning{downLate: true}},

@@ -62,6 +62,11 @@ func TestKernelResources(t *testing.T) {
 				designed[kk.name] = 2
 			}
 		}
+		// The decode attention's ring (tuning.attRing): heads x attSplit
+		// blocks are 256 on the Qwen1.5-MoE and OLMoE shapes, one wave only
+		// at two blocks an SM.
+		ks = append(ks, kern{"attention_ring_step_kv16", k.kv[1].attentionRingStep, attRingSmem, 0})
+		designed["attention_ring_step_kv16"] = 2
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)
 			if err != nil {

@@ -222,6 +222,9 @@ func (s *stepper) headNorms(l int) bool {
 // it is attention_pipe_step: over an FP16 cache each warp loads the next
 // round's K/V rows while it computes a round (same bits: the arithmetic is
 // att_round's either way), after the same prefetch when attPrefetch is set.
+// With tuning.attRing (before attPipe) it is attention_ring_step: each warp
+// keeps its next two rounds' K/V rows copying into shared memory while it
+// computes one (an FP16 cache up to hd 128; the same bits).
 func (s *stepper) issueAttention(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	hd, Q, KV := cfg.HeadDim(), cfg.NumHeads*cfg.HeadDim(), cfg.KVDim()
@@ -241,6 +244,15 @@ func (s *stepper) issueAttention(l int) error {
 	qa := s.qkv // the unfused path rotates q in place
 	if s.headNorms(l) {
 		qa = s.qn
+	}
+	if b.tune.attRing && b.rec == nil {
+		b.attRingLaunches++
+		smem := 0 // an FP32 cache runs the plain loop
+		if s.spec.KCache[l].DType() == backend.F16 {
+			smem = attRingSmem
+		}
+		return b.launch(s.kvKernels(l).attentionRingStep, cfg.NumHeads*attSplit, block, smem, argPtr(s.att), argPtr(s.apart),
+			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))
 	}
 	if b.tune.attPipe && b.rec == nil {
 		b.attPipeLaunches++

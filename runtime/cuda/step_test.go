@@ -104,6 +104,7 @@ func TestStepperTunings(t *testing.T) {
 		{"att-prefetch", tuning{attPrefetch: 64}},
 		{"att-pipe", tuning{attPipe: true}},
 		{"att-pipe-prefetch", tuning{attPipe: true, attPrefetch: 16}},
+		{"att-ring", tuning{attRing: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -149,6 +150,7 @@ func TestStepperTunings(t *testing.T) {
 func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req engine.Request, mode string) (engine.Result, [3]int64) {
 	t.Helper()
 	pdl0, op0, pf0, moe0, ri0, sf0, rq0, ap0, pp0 := pdlLaunches(t), pdlOpLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t), attPipeLaunches(t)
+	ar0 := attRingLaunches(t)
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -254,23 +256,37 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	// With tuning.attPrefetch the captured modes' attention prefetches
 	// (attention_pf_step), unless attention_in_step runs instead; op by op
 	// and persistent steps never do.
-	apf := graph && tn.attPrefetch > 0 && !tn.attPipe && !tn.attnIn
+	apf := graph && tn.attPrefetch > 0 && !tn.attPipe && !tn.attRing && !tn.attnIn
 	switch n := attPrefetchLaunches(t) - ap0; {
 	case apf && n == 0:
 		t.Fatalf("%s: no attention launch prefetched its K/V rows", mode)
-	case (!graph || tn.attPrefetch == 0 || tn.attPipe) && n != 0:
+	case (!graph || tn.attPrefetch == 0 || tn.attPipe || tn.attRing) && n != 0:
 		t.Fatalf("%s (attPrefetch %d, attPipe %v): %d attention_pf_step launches", mode, tn.attPrefetch, tn.attPipe, n)
 	}
-	// With tuning.attPipe the same modes launch the pipelined attention.
-	app := graph && tn.attPipe && !tn.attnIn
+	// With tuning.attPipe the same modes launch the pipelined attention,
+	// with tuning.attRing (first) the ring.
+	app := graph && tn.attPipe && !tn.attRing && !tn.attnIn
 	switch n := attPipeLaunches(t) - pp0; {
 	case app && n == 0:
 		t.Fatalf("%s: no pipelined attention launch", mode)
-	case (!graph || !tn.attPipe) && n != 0:
-		t.Fatalf("%s (attPipe %v): %d pipelined attention launches", mode, tn.attPipe, n)
+	case (!graph || !tn.attPipe || tn.attRing) && n != 0:
+		t.Fatalf("%s (attPipe %v, attRing %v): %d pipelined attention launches", mode, tn.attPipe, tn.attRing, n)
+	}
+	ring := graph && tn.attRing && !tn.attnIn
+	switch n := attRingLaunches(t) - ar0; {
+	case ring && n == 0:
+		t.Fatalf("%s: no ring attention launch", mode)
+	case !ring && n != 0:
+		t.Fatalf("%s (attRing %v): %d ring attention launches", mode, tn.attRing, n)
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
+}
+
+// attRingLaunches reads the test backend's count of ring attention
+// launches (tuning.attRing).
+func attRingLaunches(t *testing.T) int {
+	return backendCount(t, func(b *Backend) int { return b.attRingLaunches })
 }
 
 // attPipeLaunches reads the test backend's count of pipelined attention
