@@ -231,8 +231,8 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 		// zeros. A round past the range copies nothing but still commits
 		// its (empty) group, so the wait below always leaves the ring's
 		// later rounds in flight.
-		extern __shared__ __align__(16) unsigned char att_ring_smem[];
-		__half* ring = reinterpret_cast<__half*>(att_ring_smem + (size_t)warp * ATT_RING * ATT_RING_ROUND);
+		extern __shared__ __align__(16) float xs_smem[];  // the dynamic shared memory (also the emulator's)
+		__half* ring = reinterpret_cast<__half*>(reinterpret_cast<unsigned char*>(xs_smem) + (size_t)warp * ATT_RING * ATT_RING_ROUND);
 		const int pieces = hd / 8, step = U * ATT_WARPS;
 		auto issue = [&](int tb, int stage) {
 			if (tb < t1) {

@@ -105,6 +105,11 @@ inline int atomicAdd(int* p, int v) {
 	*p = old + v;
 	return old;
 }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+	const unsigned old = *p;
+	*p = old + v;
+	return old;
+}
 unsigned emu_shfl(unsigned v, int src);
 inline float __shfl_sync(unsigned, float v, int src) { return __uint_as_float(emu_shfl(__float_as_uint(v), src)); }
 inline float __shfl_xor_sync(unsigned, float v, int o) { return __uint_as_float(emu_shfl_xor(__float_as_uint(v), o)); }
