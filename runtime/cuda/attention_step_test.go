@@ -6,7 +6,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
+
+	"gorgonia.org/cu"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/half"
@@ -107,6 +112,67 @@ func TestAttentionStepVariants(t *testing.T) {
 					}
 				})
 			}
+		}
+	}
+}
+
+// BenchmarkAttentionStep: one decode attention launch over an FP16 cache of
+// n positions (HORIZON_BENCH_DEPTHS, default 2048 and 8064) at the
+// OLMoE-1B-7B and Qwen1.5-MoE-A2.7B attention shape (16 heads, 16 kv heads,
+// hd 128; both models have it), each launch on another replica of the
+// cache so that L2 holds none of it: attention_step (plain), the register
+// pipe (pipe, and pipe-pf128 after a 128-row L2 prefetch) and the
+// shared-memory ring (ring: tuning.attRing's kernel). Bytes are the K and V
+// rows read; the GB/s is the kernel's alone, the rate that bounds a decode
+// step's growth with depth.
+func BenchmarkAttentionStep(b *testing.B) {
+	be := testBE
+	depths := []int{2048, 8064}
+	if s := os.Getenv("HORIZON_BENCH_DEPTHS"); s != "" {
+		depths = depths[:0]
+		for _, f := range strings.Split(s, ",") {
+			d, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || d < 1 {
+				b.Fatalf("HORIZON_BENCH_DEPTHS: %q is not a positive depth", f)
+			}
+			depths = append(depths, d)
+		}
+	}
+	const heads, hd = 16, 128
+	k := be.k.kv[kvIndex(backend.F16)]
+	for _, n := range depths {
+		size := n * heads * hd * 2
+		kcs := replicas(b, be, size, rotation(2*size))
+		vcs := replicas(b, be, size, len(kcs))
+		q := mustF32(b, be, randF32(rand.New(rand.NewPCG(2, 2)), heads*hd, 1)).(*Tensor)
+		st := mustF32(b, be, []float32{0, math.Float32frombits(uint32(n - 1))}).(*Tensor)
+		part := mustF32(b, be, make([]float32, heads*attSplit*(hd+2))).(*Tensor)
+		cnt := mustF32(b, be, make([]float32, heads)).(*Tensor)
+		dst, err := be.Alloc(heads * hd)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := dst.(*Tensor)
+		for _, v := range []struct {
+			name string
+			fn   cu.Function
+			smem int
+			rows int // the pipe's prefetch argument; -1: none
+		}{{"plain", k.attentionStep, 0, -1}, {"pipe", k.attentionPipeStep, 0, 0}, {"pipe-pf128", k.attentionPipeStep, 0, 128},
+			{"ring", k.attentionRingStep, attRingSmem, -1}} {
+			b.Run(fmt.Sprintf("n%d/%s", n, v.name), func(b *testing.B) {
+				g := newGPUTimer(b, be)
+				g.measure(b, min(64, max(8, len(kcs))), int64(2*size), func(i int) error {
+					return be.o.do(func() error {
+						args := []uint64{argPtr(d.ptr), argPtr(part.ptr), argPtr(cnt.ptr), argPtr(q.ptr), argPtr(kcs[i%len(kcs)].ptr),
+							argPtr(vcs[i%len(vcs)].ptr), argPtr(st.ptr), argInt(heads), argInt(heads), argInt(hd)}
+						if v.rows >= 0 {
+							args = append(args, argInt(v.rows))
+						}
+						return be.launch(v.fn, heads*attSplit, block, v.smem, args...)
+					})
+				})
+			})
 		}
 	}
 }
