@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"testing"
 
 	"gorgonia.org/cu"
@@ -127,17 +124,7 @@ func TestAttentionStepVariants(t *testing.T) {
 // step's growth with depth.
 func BenchmarkAttentionStep(b *testing.B) {
 	be := testBE
-	depths := []int{2048, 8064}
-	if s := os.Getenv("HORIZON_BENCH_DEPTHS"); s != "" {
-		depths = depths[:0]
-		for _, f := range strings.Split(s, ",") {
-			d, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || d < 1 {
-				b.Fatalf("HORIZON_BENCH_DEPTHS: %q is not a positive depth", f)
-			}
-			depths = append(depths, d)
-		}
-	}
+	depths := benchDepths(b, []int{2048, 8064})
 	const heads, hd = 16, 128
 	k := be.k.kv[kvIndex(backend.F16)]
 	for _, n := range depths {

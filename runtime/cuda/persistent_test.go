@@ -271,17 +271,7 @@ func BenchmarkDecodeDepth(b *testing.B) {
 	if dirs == "" {
 		b.Skip("HORIZON_BENCH_ARTIFACTS not set")
 	}
-	depths := []int{32, 512, 1900}
-	if s := os.Getenv("HORIZON_BENCH_DEPTHS"); s != "" {
-		depths = depths[:0]
-		for _, f := range strings.Split(s, ",") {
-			d, err := strconv.Atoi(strings.TrimSpace(f))
-			if err != nil || d < 1 {
-				b.Fatalf("HORIZON_BENCH_DEPTHS: %q is not a positive depth", f)
-			}
-			depths = append(depths, d)
-		}
-	}
+	depths := benchDepths(b, []int{32, 512, 1900})
 	kvs := []string{"fp32"}
 	if s := os.Getenv("HORIZON_BENCH_KV"); s != "" {
 		kvs = strings.Split(s, ",")
@@ -374,3 +364,21 @@ var (
 	depthTokens = map[string][]int{}
 	depthModeOf = map[string]string{}
 )
+
+// benchDepths is HORIZON_BENCH_DEPTHS (comma-separated positive depths), or
+// def when it is not set.
+func benchDepths(b *testing.B, def []int) []int {
+	s := os.Getenv("HORIZON_BENCH_DEPTHS")
+	if s == "" {
+		return def
+	}
+	var depths []int
+	for _, f := range strings.Split(s, ",") {
+		d, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || d < 1 {
+			b.Fatalf("HORIZON_BENCH_DEPTHS: %q is not a positive depth", f)
+		}
+		depths = append(depths, d)
+	}
+	return depths
+}
