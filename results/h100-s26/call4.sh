@@ -10,7 +10,7 @@ W=/tmp/c4; mkdir -p $W
 export OUT=$W
 DEADLINE=${DEADLINE:-560}
 left() { echo $((DEADLINE - SECONDS)); }
-summary=$W/summary.txt; : > $summary
+summary=$R/summary.txt; : > $summary  # in $OUT from the start: a call cut short still brings it back
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
@@ -44,6 +44,6 @@ if [ $lim -gt 60 ]; then
 else
 	echo "whole suite: skipped ($lim s)" | tee -a $summary
 fi
-cp $summary $R/summary.txt
+
 tar -C $W -czf $R/logs.tgz . 2>/dev/null
 echo "done at $SECONDS s"
