@@ -80,6 +80,18 @@ struct VGrid {
 };
 __device__ __forceinline__ VGrid launched_grid() { return VGrid{(int)blockIdx.x, (int)gridDim.x}; }
 
+// ld_acquire reads a counter another block released (atomicAdd after
+// __threadfence): the persistent kernels' dependency waits.
+__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
+#ifdef __CUDA_ARCH__
+	unsigned v;
+	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+	return v;
+#else
+	return *reinterpret_cast<const volatile unsigned*>(p);
+#endif
+}
+
 // cp.async groups (tc.cuh's copies, the decode attention's ring): a
 // thread's copies issued since its last commit form a group, and
 // cp_async_wait<N> returns once at most N of its groups are still in

@@ -48,6 +48,10 @@
 //	                 device memory between its instructions
 //	prefetch         L2 prefetch of weight bytes (the captured steps' optional
 //	                 prefetch branch, runtime/cuda/step_prefetch.go)
+//	chain            issue 14's probe of a persistent step (benchmarks only):
+//	                 a program of dependent FP16 matvecs in one launch, one
+//	                 block an SM, counters between ops, weight tiles
+//	                 streaming through a shared-memory ring across the waits
 //	bench            benchmark helpers (timer spin, streaming-read ceiling,
 //	                 empty kernel) and the mapped-memory probe
 //

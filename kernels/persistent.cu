@@ -93,12 +93,6 @@ struct PInstr {
 #define PF_RANGE 1
 #define PF_GROUP_ROWS 2
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned* p) {
-	unsigned v;
-	asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-	return v;
-}
-
 __device__ __forceinline__ unsigned long long global_ns() {
 	unsigned long long t;
 	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

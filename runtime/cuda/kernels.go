@@ -121,6 +121,10 @@ type kernelSet struct {
 	embed      cu.Function
 	embedRows  cu.Function
 	argmax     cu.Function
+	// chain.cu: issue 14's persistent-step probe (chain_test.go); usable
+	// only where chainOK (its shared memory fits the device).
+	chain   cu.Function
+	chainOK bool
 	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
 	// self-check at Open.
 	spin       cu.Function
@@ -228,6 +232,7 @@ func (b *Backend) loadKernels() error {
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
 	k.embedRows = get("embed_rows")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
+	k.chain = get("chain_matvec_f16")
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.routeStep = get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
@@ -315,6 +320,13 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("decode attention ring: %w", err)
 		}
 	}
+	// The chain probe takes one block an SM with most of its shared memory.
+	if b.smemMax+smemStaticRoom >= chainSmem {
+		if err := setMaxDynamicShared(k.chain, chainSmem); err != nil {
+			return fmt.Errorf("chain probe: %w", err)
+		}
+		k.chainOK = true
+	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
 			return fmt.Errorf("matmul_tc FP16 ring kernel: %w", err)
@@ -386,6 +398,7 @@ var moduleFuncs = map[string][]string{
 	"router":            {"router_topk"},
 	"embed_argmax":      {"embed_gather", "argmax_masked", "embed_rows"},
 	"bench":             {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
+	"chain":             {"chain_matvec_f16"},
 	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",

@@ -66,6 +66,8 @@ template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }
 // __threadfence orders a thread's global writes; fibers share one memory and switch only at collectives.
 inline void __threadfence() {}
+// __nanosleep: a spin's pause; the emulator has no other block to wait for.
+inline void __nanosleep(unsigned) {}
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }

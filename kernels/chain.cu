@@ -1,0 +1,188 @@
+// chain.cu: issue 14's probe of a persistent decode step, for benchmarks
+// only (runtime/cuda BenchmarkChain, TestChainMatVec); the engine does not
+// use it.
+//
+// chain_matvec_f16 runs a program of dependent FP16 matvecs in one launch,
+// one block an SM:
+//
+//	y_i[rows_i] = W_i[rows_i, cols_i] · x_i[cols_i]   (FP32 x and y, FP32 sums)
+//
+// where x_i is usually y_dep(i): op i starts only once every block has
+// finished op dep(i), a counter in device memory (done[dep]), not a kernel
+// boundary. Block b owns rows [rows·b/G, rows·(b+1)/G) of every op. Its rows
+// are cut into tiles of at most CHAIN_PAGE bytes, and the block walks its
+// tiles of all ops in program order through a ring of CHAIN_STAGES
+// shared-memory pages filled by cp.async: while it computes tile t, tiles
+// t+1 .. t+CHAIN_STAGES-1 may be copying. Weights are never written by the
+// program, so which tiles may be copying ahead is the strategy (mode):
+//
+//	CHAIN_ACROSS   2  any tile: the next op's rows stream in while the block
+//	                  waits for that op's dependency (the persistent design:
+//	                  a boundary costs no weight latency)
+//	CHAIN_PDL      1  only the current op's tiles, issued before its
+//	                  dependency wait (what a programmatic dependent launch
+//	                  can do: its first loads overlap the kernel ahead)
+//	CHAIN_PLAIN    0  only the current op's tiles, after its dependency wait
+//	                  (a plain launch: the boundary costs a full ramp)
+//
+// A tile's rows are dotted one row a warp (lane j takes 8 columns from
+// 8·j, step 256) and reduced by shuffles, so the sums' order depends on
+// cols only, not on the mode or the grid. The counters are never reset:
+// launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
+// Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
+// 2·cols <= CHAIN_PAGE; runtime/cuda checks them.
+#include "common.cuh"
+
+#define CHAIN_PAGE 32768
+#define CHAIN_STAGES 5
+#define CHAIN_XMAX 8192
+#define CHAIN_THREADS 256
+#define CHAIN_SMEM (CHAIN_STAGES * CHAIN_PAGE + CHAIN_XMAX * 4)
+
+#define CHAIN_PLAIN 0
+#define CHAIN_PDL 1
+#define CHAIN_ACROSS 2
+
+// ChainOp is runtime/cuda's chainOp (40 bytes).
+struct ChainOp {
+	const __half* w;  // [rows, cols] FP16, row-major
+	const float* x;   // [cols]
+	float* y;         // [rows]
+	int rows, cols;
+	int dep;  // op whose every block must finish first; -1: none
+	int pad;
+};
+
+// ChainCur walks one block's tiles in program order: op i, next row r, the
+// block's row end e (r < e while i < n).
+struct ChainCur {
+	int i, r, e;
+};
+
+__device__ __forceinline__ int chain_rpt(int cols) { return CHAIN_PAGE / (2 * cols); }
+
+// chain_seek moves c to the first op >= c.i in which this block owns rows
+// (c.i == n when none is left).
+__device__ __forceinline__ void chain_seek(ChainCur& c, const ChainOp* ops, int n) {
+	for (; c.i < n; c.i++) {
+		const long long rows = __ldg(&ops[c.i].rows);
+		c.r = (int)(rows * blockIdx.x / gridDim.x);
+		c.e = (int)(rows * (blockIdx.x + 1) / gridDim.x);
+		if (c.r < c.e) return;
+	}
+}
+
+__device__ __forceinline__ void chain_next(ChainCur& c, const ChainOp* ops, int n) {
+	c.r += chain_rpt(__ldg(&ops[c.i].cols));
+	if (c.r < c.e) return;
+	c.i++;
+	chain_seek(c, ops, n);
+}
+
+// chain_issue starts copying tile c into page p: its rows are contiguous.
+__device__ __forceinline__ void chain_issue(const ChainCur& c, const ChainOp* ops, __half* page) {
+	const int cols = __ldg(&ops[c.i].cols);
+	const int nr = min(chain_rpt(cols), c.e - c.r);
+	const uint4* src = reinterpret_cast<const uint4*>(ops[c.i].w + (size_t)c.r * cols);
+	uint4* dst = reinterpret_cast<uint4*>(page);
+	const int n16 = nr * cols / 8;
+	for (int j = threadIdx.x; j < n16; j += blockDim.x) cp_async16z(dst + j, src + j, true);
+	cp_async_commit();
+}
+
+// chain_wait_tile waits until at most `pending` of this thread's copy
+// groups are in flight (0 .. CHAIN_STAGES-1).
+__device__ __forceinline__ void chain_wait_tile(int pending) {
+	switch (pending) {
+	case 0: cp_async_wait<0>(); break;
+	case 1: cp_async_wait<1>(); break;
+	case 2: cp_async_wait<2>(); break;
+	case 3: cp_async_wait<3>(); break;
+	default: cp_async_wait<CHAIN_STAGES - 1>(); break;
+	}
+}
+
+// chain_signal marks ops [from, to) done by this block: the caller
+// synchronised the block after its last store to them.
+__device__ __forceinline__ void chain_signal(unsigned* done, int from, int to) {
+	if (threadIdx.x == 0 && from < to) {
+		__threadfence();
+		for (int j = from; j < to; j++) atomicAdd(&done[j], 1u);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode) {
+	extern __shared__ __align__(16) unsigned char xs_smem[];
+	__half* ring = reinterpret_cast<__half*>(xs_smem);
+	float* xs = reinterpret_cast<float*>(xs_smem + CHAIN_STAGES * CHAIN_PAGE);
+	const unsigned want = (unsigned)(epoch + 1) * gridDim.x;
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+
+	ChainCur cc{0, 0, 0}, ic;  // the tile to compute, the next tile to issue
+	chain_seek(cc, ops, n);
+	ic = cc;
+	int t = 0, ni = 0;  // tile index of cc, tiles issued (each its own copy group)
+	int xop = -1, sig = 0;  // the op whose x is staged, the first op not yet signalled
+	while (cc.i < n) {
+		__syncthreads();  // every warp finished tile t-1: its page and xs are free
+		if (mode != CHAIN_PLAIN)
+			for (; ic.i < n && ni < t + CHAIN_STAGES && (mode == CHAIN_ACROSS || ic.i == cc.i); ni++) {
+				chain_issue(ic, ops, ring + (size_t)(ni % CHAIN_STAGES) * (CHAIN_PAGE / 2));
+				chain_next(ic, ops, n);
+			}
+		const bool enter = cc.i != xop;
+		if (enter) {
+			chain_signal(done, sig, cc.i);  // every op before cc.i is done here
+			sig = cc.i;
+			const int dep = __ldg(&ops[cc.i].dep);
+			if (dep >= 0 && threadIdx.x == 0)
+				while ((int)(ld_acquire(&done[dep]) - want) < 0) __nanosleep(32);
+			__syncthreads();
+		}
+		if (mode == CHAIN_PLAIN)
+			for (; ic.i < n && ni < t + CHAIN_STAGES && ic.i == cc.i; ni++) {
+				chain_issue(ic, ops, ring + (size_t)(ni % CHAIN_STAGES) * (CHAIN_PAGE / 2));
+				chain_next(ic, ops, n);
+			}
+		const int cols = __ldg(&ops[cc.i].cols);
+		if (enter) {
+			const float* x = ops[cc.i].x;
+			for (int c = threadIdx.x; c < cols; c += blockDim.x) xs[c] = __ldcg(x + c);  // another block wrote it
+			xop = cc.i;
+		}
+		chain_wait_tile(ni - t - 1);
+		__syncthreads();  // tile t and xs visible to every thread
+
+		const __half* page = ring + (size_t)(t % CHAIN_STAGES) * (CHAIN_PAGE / 2);
+		const int nr = min(chain_rpt(cols), cc.e - cc.r);
+		float* y = ops[cc.i].y;
+		for (int k = warp; k < nr; k += nw) {
+			const __half* row = page + (size_t)k * cols;
+			float acc = 0.0f;
+			for (int c = lane * 8; c < cols; c += 256) {
+				const uint4 q = *reinterpret_cast<const uint4*>(row + c);
+				const float4 xa = *reinterpret_cast<const float4*>(xs + c);
+				const float4 xb = *reinterpret_cast<const float4*>(xs + c + 4);
+				const __half2* h = reinterpret_cast<const __half2*>(&q);
+				const float2 h0 = __half22float2(h[0]), h1 = __half22float2(h[1]);
+				const float2 h2 = __half22float2(h[2]), h3 = __half22float2(h[3]);
+				acc = __fmaf_rn(h0.x, xa.x, acc);
+				acc = __fmaf_rn(h0.y, xa.y, acc);
+				acc = __fmaf_rn(h1.x, xa.z, acc);
+				acc = __fmaf_rn(h1.y, xa.w, acc);
+				acc = __fmaf_rn(h2.x, xb.x, acc);
+				acc = __fmaf_rn(h2.y, xb.y, acc);
+				acc = __fmaf_rn(h3.x, xb.z, acc);
+				acc = __fmaf_rn(h3.y, xb.w, acc);
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+			if (lane == 0) y[cc.r + k] = acc;
+		}
+		chain_next(cc, ops, n);
+		t++;
+	}
+	__syncthreads();
+	chain_signal(done, sig, n);
+}

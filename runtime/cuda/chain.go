@@ -1,0 +1,124 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"errors"
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+)
+
+// Issue 14's probe of a persistent decode step (kernels/chain.cu): a
+// program of dependent FP16 matvecs run by one launch, one block an SM,
+// each op waiting on a counter for the op it reads, while the block's ring
+// of shared-memory pages keeps weight tiles copying. Its three strategies
+// differ only in which tiles may copy ahead of a dependency wait, so
+// BenchmarkChain can measure what a boundary costs when the next op's
+// weights are already streaming (chainAcross), when only its first loads
+// overlap (chainPDL, as a programmatic dependent launch), and when nothing
+// does (chainPlain), against the launched matvec kernels on the same bytes.
+// The engine does not use it.
+
+// Strategies: kernels/chain.cu's CHAIN_PLAIN, CHAIN_PDL, CHAIN_ACROSS.
+const (
+	chainPlain  = 0
+	chainPDL    = 1
+	chainAcross = 2
+)
+
+// chain.cu's tile page, ring depth, staged-x limit and dynamic shared
+// memory (CHAIN_PAGE, CHAIN_STAGES, CHAIN_XMAX, CHAIN_SMEM).
+const (
+	chainPage    = 32768
+	chainStages  = 5
+	chainXMax    = 8192
+	chainSmem    = chainStages*chainPage + chainXMax*4
+	chainThreads = 256
+)
+
+// chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
+// once every block has finished op dep (-1: none).
+type chainOp struct {
+	w, x, y    cu.DevicePtr // w: [rows, cols] FP16; x: [cols] FP32; y: [rows] FP32
+	rows, cols int32
+	dep, _     int32
+}
+
+// chainProgram is a program uploaded for chain_matvec_f16: its ops, one
+// done counter an op, and how many launches it has had (the counters are
+// never reset: launch e waits for (e+1)·grid).
+type chainProgram struct {
+	ops, done *Tensor
+	n, grid   int
+	launches  int
+}
+
+// newChain checks ops against chain.cu's limits and uploads them.
+func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
+	if !b.k.chainOK {
+		return nil, fmt.Errorf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+	}
+	if len(ops) == 0 {
+		return nil, fmt.Errorf("chain probe: no ops")
+	}
+	for i, op := range ops {
+		switch {
+		case op.rows < 1 || op.cols < 8 || op.cols%8 != 0:
+			return nil, fmt.Errorf("chain probe: op %d: %dx%d: want rows >= 1 and cols a positive multiple of 8", i, op.rows, op.cols)
+		case op.cols > chainXMax || 2*int(op.cols) > chainPage:
+			return nil, fmt.Errorf("chain probe: op %d: %d columns: at most %d", i, op.cols, min(chainXMax, chainPage/2))
+		case op.w%16 != 0:
+			return nil, fmt.Errorf("chain probe: op %d: weights not 16-byte aligned", i)
+		case op.dep >= int32(i) || op.dep < -1:
+			return nil, fmt.Errorf("chain probe: op %d depends on op %d: want an earlier op or -1", i, op.dep)
+		}
+	}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&ops[0])), len(ops)*int(unsafe.Sizeof(chainOp{})))
+	t, err := b.AllocBytes(len(raw))
+	if err != nil {
+		return nil, fmt.Errorf("chain probe: %w", err)
+	}
+	p := &chainProgram{ops: t.(*Tensor), n: len(ops)}
+	if err := b.WriteBytes(p.ops, 0, raw); err != nil {
+		_ = b.Free(p.ops)
+		return nil, fmt.Errorf("chain probe: %w", err)
+	}
+	d, err := b.AllocBytes(4 * len(ops))
+	if err != nil {
+		_ = b.Free(p.ops)
+		return nil, fmt.Errorf("chain probe: %w", err)
+	}
+	p.done = d.(*Tensor)
+	if err := b.WriteBytes(p.done, 0, make([]byte, 4*len(ops))); err != nil {
+		_ = b.freeChain(p)
+		return nil, fmt.Errorf("chain probe: %w", err)
+	}
+	err = b.o.do(func() error {
+		// Every block must be resident at once: a block waits for the others.
+		p.grid = b.residentBlocks(b.k.chain, chainSmem)
+		if p.grid != b.sms {
+			return fmt.Errorf("chain probe: %d resident blocks, want one an SM (%d)", p.grid, b.sms)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.freeChain(p)
+		return nil, err
+	}
+	return p, nil
+}
+
+// freeChain releases p's device memory.
+func (b *Backend) freeChain(p *chainProgram) error {
+	return errors.Join(b.Free(p.ops), b.Free(p.done))
+}
+
+// launchChain runs p once with strategy mode on the compute stream; owner
+// thread.
+func (b *Backend) launchChain(p *chainProgram, mode int) error {
+	e := p.launches
+	p.launches++
+	return b.launch(b.k.chain, p.grid, chainThreads, chainSmem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), argInt(e), argInt(mode))
+}

@@ -1,0 +1,251 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/half"
+)
+
+// chainShape is one op of a test or benchmark program: rows x cols, reading
+// the first cols outputs of op src (-1: the program's input x0).
+type chainShape struct {
+	rows, cols, src int
+}
+
+// chainBuild allocates a program's weights (one buffer, N(0, 1/cols) FP16
+// values when host is true, else random FP16-safe bits), its input and
+// one output an op, and returns the ops with every op depending on its source.
+type chainBuilt struct {
+	ops     []chainOp
+	shapes  []chainShape
+	w       *Tensor
+	wHost   []uint16 // nil unless host
+	x0      *Tensor
+	ys      []*Tensor
+	wBytes  int64
+	maxCols int
+}
+
+func chainBuild(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed uint64) *chainBuilt {
+	tb.Helper()
+	c := &chainBuilt{shapes: shapes}
+	var total int
+	offs := make([]int, len(shapes))
+	for i, s := range shapes {
+		offs[i] = total
+		total += s.rows * s.cols
+		c.maxCols = max(c.maxCols, s.cols)
+		if s.src >= i || (s.src >= 0 && shapes[s.src].rows < s.cols) {
+			tb.Fatalf("chain shape %d reads %d values of op %d", i, s.cols, s.src)
+		}
+	}
+	c.wBytes = int64(2 * total)
+	if host {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		c.wHost = make([]uint16, total)
+		for i, s := range shapes {
+			copy(c.wHost[offs[i]:], randF16(rng, s.rows*s.cols, 1/math.Sqrt(float64(s.cols))))
+		}
+		c.w = mustBytes(tb, be, unsafe.Slice((*byte)(unsafe.Pointer(&c.wHost[0])), 2*total)).(*Tensor)
+		tb.Cleanup(func() { _ = be.Free(c.w) })
+	} else {
+		c.w = replicas(tb.(*testing.B), be, 2*total, 1)[0]
+	}
+	c.x0 = mustF32(tb, be, randF32(rand.New(rand.NewPCG(seed, 8)), c.maxCols, 1)).(*Tensor)
+	tb.Cleanup(func() { _ = be.Free(c.x0) })
+	for i, s := range shapes {
+		y, err := be.Alloc(s.rows)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { _ = be.Free(y) })
+		c.ys = append(c.ys, y.(*Tensor))
+		x, dep := c.x0.ptr, int32(-1)
+		if s.src >= 0 {
+			x, dep = c.ys[s.src].ptr, int32(s.src)
+		}
+		c.ops = append(c.ops, chainOp{w: c.w.ptr + cu.DevicePtr(2*offs[i]), x: x, y: c.ys[i].ptr,
+			rows: int32(s.rows), cols: int32(s.cols), dep: dep})
+	}
+	return c
+}
+
+// TestChainMatVec: the chain probe computes every op of a program with
+// mixed shapes (ops with fewer rows than blocks, two ops reading one
+// output, columns not a multiple of 256, one and two rows a warp) within
+// float64's bound from the outputs it read, gives the same bits under each
+// strategy, and never reads an output before its op finished: each launch
+// starts from a new input with every output poisoned (NaN).
+func TestChainMatVec(t *testing.T) {
+	be := testBE
+	if !be.k.chainOK {
+		t.Skipf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+	}
+	shapes := []chainShape{
+		{6144, 2048, -1}, {2048, 2048, 0}, {64, 2048, 1}, {11264, 2048, 1}, {2048, 5632, 3},
+		{7, 8, 4}, {1000, 1024, 4}, {3000, 1000, 6}, {133, 3000, 7}, {2048, 128, 8},
+	}
+	c := chainBuild(t, be, shapes, true, 11)
+	p, err := be.newChain(c.ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.freeChain(p) })
+	nan := make([]float32, 11264)
+	for i := range nan {
+		nan[i] = float32(math.NaN())
+	}
+	var first [][]float32 // each launch's outputs under chainPlain, by input seed
+	for round, mode := range []int{chainPlain, chainPlain, chainPDL, chainPDL, chainAcross, chainAcross} {
+		seed := uint64(round%2 + 20)
+		if err := be.WriteF32(c.x0, randF32(rand.New(rand.NewPCG(seed, 8)), c.maxCols, 1)); err != nil {
+			t.Fatal(err)
+		}
+		for i, y := range c.ys {
+			if err := be.WriteF32(y, nan[:shapes[i].rows]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := be.o.do(func() error { return be.launchChain(p, mode) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := be.Synchronize(); err != nil {
+			t.Fatalf("mode %d: %v", mode, err)
+		}
+		x0 := mustRead(t, be, c.x0)
+		outs := make([][]float32, len(shapes))
+		for i := range shapes {
+			outs[i] = mustRead(t, be, c.ys[i])
+		}
+		for i, s := range shapes {
+			x := x0
+			if s.src >= 0 {
+				x = outs[s.src]
+			}
+			w := c.wHost[int(c.ops[i].w-c.w.ptr)/2:]
+			for r := range s.rows {
+				var sum, mag float64
+				for k := range s.cols {
+					v := float64(half.F16ToF32(w[r*s.cols+k])) * float64(x[k])
+					sum += v
+					mag += math.Abs(v)
+				}
+				got := float64(outs[i][r])
+				if math.IsNaN(got) || math.Abs(got-sum) > 1e-5*(1+mag) {
+					t.Fatalf("mode %d round %d: op %d (%dx%d) row %d: %g, want %g (bound %g)", mode, round, i, s.rows, s.cols, r, got, sum, 1e-5*(1+mag))
+				}
+			}
+		}
+		if round < 2 {
+			first = append(first, flatten(outs))
+			continue
+		}
+		want := first[round%2]
+		for j, v := range flatten(outs) {
+			if math.Float32bits(v) != math.Float32bits(want[j]) {
+				t.Fatalf("mode %d round %d: output value %d is %g, the plain strategy's %g", mode, round, j, v, want[j])
+			}
+		}
+	}
+}
+
+func flatten(v [][]float32) []float32 {
+	var out []float32
+	for _, r := range v {
+		out = append(out, r...)
+	}
+	return out
+}
+
+// chainPrograms are BenchmarkChain's programs: the dense FP16 matvecs of a
+// decode step (q|k|v, o_proj; Qwen also the shared expert's gate|up|mix
+// and down), each op reading the one before it.
+func chainPrograms() []struct {
+	name   string
+	shapes []chainShape
+} {
+	olmoe, qwen := []chainShape{}, []chainShape{}
+	for range 16 {
+		n := len(olmoe)
+		olmoe = append(olmoe, chainShape{6144, 2048, n - 1}, chainShape{2048, 2048, n})
+	}
+	for range 24 {
+		n := len(qwen)
+		qwen = append(qwen, chainShape{6144, 2048, n - 1}, chainShape{2048, 2048, n}, chainShape{11265, 2048, n + 1}, chainShape{2048, 5632, n + 2})
+	}
+	return []struct {
+		name   string
+		shapes []chainShape
+	}{{"olmoe-dense-16x2", olmoe}, {"qwen-dense-24x4", qwen}}
+}
+
+// BenchmarkChain measures issue 14's premise on the dense matvecs of a
+// decode step (537 MB for OLMoE's 32 ops, 2.47 GB for Qwen's 96): the same
+// weight bytes read by
+//
+//	launched       one matvec_f16 launch an op, plain launches
+//	launched-pdl   the same as programmatic dependent launches
+//	chain-plain    one chain_matvec_f16 launch, weights copied after each dependency wait
+//	chain-pdl      the same, an op's first tiles copying before its wait
+//	chain-across   the same, the next ops' tiles copying through every wait
+//	stream         stream_read over the whole weight buffer, one launch (the ceiling)
+//
+// us/kernel is the whole program; GB/s counts weight bytes only.
+func BenchmarkChain(b *testing.B) {
+	be := testBE
+	if !be.k.chainOK {
+		b.Skipf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+	}
+	var sink *Tensor
+	if t, err := be.Alloc(32); err != nil {
+		b.Fatal(err)
+	} else {
+		sink = t.(*Tensor)
+	}
+	b.Cleanup(func() { _ = be.Free(sink) })
+	for _, pr := range chainPrograms() {
+		c := chainBuild(b, be, pr.shapes, false, 1) // freed when the whole benchmark ends
+		p, err := be.newChain(c.ops)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = be.freeChain(p) })
+		run := func(name string, n int, issue func() error) {
+			b.Run(pr.name+"/"+name, func(b *testing.B) {
+				newGPUTimer(b, be).measure(b, n, c.wBytes, func(int) error { return be.o.async(issue) })
+			})
+		}
+		launched := func(pdl bool) func() error {
+			return func() error {
+				pdl0, prev0 := be.pdl, be.pdlPrev
+				be.pdl, be.pdlPrev = pdl, false
+				defer func() { be.pdl, be.pdlPrev = pdl0, prev0 }()
+				for _, op := range c.ops {
+					if err := be.matvecF16LaunchGrid(0, op.y, op.w, op.x, 0, 0, int(op.rows), int(op.cols), normSpec{}); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+		}
+		run("launched", 4, launched(false))
+		run("launched-pdl", 4, launched(true))
+		for _, m := range []struct {
+			name string
+			mode int
+		}{{"chain-plain", chainPlain}, {"chain-pdl", chainPDL}, {"chain-across", chainAcross}} {
+			run(m.name, 8, func() error { return be.launchChain(p, m.mode) })
+		}
+		run("stream", 8, func() error {
+			grid := be.residentBlocks(be.k.streamRead, 0)
+			return be.launch(be.k.streamRead, grid, block, 0, argPtr(c.w.ptr), uint64(c.wBytes/16), argPtr(sink.ptr))
+		})
+	}
+}
