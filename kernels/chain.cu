@@ -30,7 +30,11 @@
 // cols only, not on the mode or the grid. The counters are never reset:
 // launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
 // Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
-// 2·cols <= CHAIN_PAGE; runtime/cuda checks them.
+// 2·cols <= CHAIN_PAGE; runtime/cuda checks them. chain_matvec_f16_s6 is
+// the same body with a sixth page (cols <= CHAIN6_XMAX), and
+// chain_matvec_f16_t512 with 512 threads. With a trace
+// buffer each block also records, per op, the SM cycles it waited for the
+// op's dependency and the cycles its tiles took (chain_body).
 #include "common.cuh"
 
 #define CHAIN_PAGE 32768
@@ -38,6 +42,9 @@
 #define CHAIN_XMAX 8192
 #define CHAIN_THREADS 256
 #define CHAIN_SMEM (CHAIN_STAGES * CHAIN_PAGE + CHAIN_XMAX * 4)
+// chain_matvec_f16_s6: a sixth page, x at most 4,096 values (208 KB).
+#define CHAIN6_STAGES 6
+#define CHAIN6_XMAX 4096
 
 #define CHAIN_PLAIN 0
 #define CHAIN_PDL 1
@@ -91,14 +98,16 @@ __device__ __forceinline__ void chain_issue(const ChainCur& c, const ChainOp* op
 }
 
 // chain_wait_tile waits until at most `pending` of this thread's copy
-// groups are in flight (0 .. CHAIN_STAGES-1).
+// groups are in flight (0 .. STAGES-1).
+template <int STAGES>
 __device__ __forceinline__ void chain_wait_tile(int pending) {
 	switch (pending) {
 	case 0: cp_async_wait<0>(); break;
 	case 1: cp_async_wait<1>(); break;
 	case 2: cp_async_wait<2>(); break;
 	case 3: cp_async_wait<3>(); break;
-	default: cp_async_wait<CHAIN_STAGES - 1>(); break;
+	case 4: cp_async_wait<4>(); break;
+	default: cp_async_wait<STAGES - 1>(); break;
 	}
 }
 
@@ -111,11 +120,16 @@ __device__ __forceinline__ void chain_signal(unsigned* done, int from, int to) {
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
-    chain_matvec_f16(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode) {
+// With trace (else nullptr), thread 0 of each block writes per op i it owns
+// rows of: trace[2(i·G + b)] = SM cycles from entering op i to the end of
+// its dependency wait, trace[2(i·G + b) + 1] = cycles from there to its
+// signal (its tiles' copies and dots).
+template <int STAGES>
+__device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode,
+                                           long long* trace) {
 	extern __shared__ __align__(16) unsigned char xs_smem[];
 	__half* ring = reinterpret_cast<__half*>(xs_smem);
-	float* xs = reinterpret_cast<float*>(xs_smem + CHAIN_STAGES * CHAIN_PAGE);
+	float* xs = reinterpret_cast<float*>(xs_smem + STAGES * CHAIN_PAGE);
 	const unsigned want = (unsigned)(epoch + 1) * gridDim.x;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 
@@ -124,25 +138,34 @@ extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
 	ic = cc;
 	int t = 0, ni = 0;  // tile index of cc, tiles issued (each its own copy group)
 	int xop = -1, sig = 0;  // the op whose x is staged, the first op not yet signalled
+	long long t_enter = 0, t_ready = 0;
 	while (cc.i < n) {
 		__syncthreads();  // every warp finished tile t-1: its page and xs are free
 		if (mode != CHAIN_PLAIN)
-			for (; ic.i < n && ni < t + CHAIN_STAGES && (mode == CHAIN_ACROSS || ic.i == cc.i); ni++) {
-				chain_issue(ic, ops, ring + (size_t)(ni % CHAIN_STAGES) * (CHAIN_PAGE / 2));
+			for (; ic.i < n && ni < t + STAGES && (mode == CHAIN_ACROSS || ic.i == cc.i); ni++) {
+				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (CHAIN_PAGE / 2));
 				chain_next(ic, ops, n);
 			}
 		const bool enter = cc.i != xop;
 		if (enter) {
+			if (trace != nullptr && threadIdx.x == 0) {
+				t_enter = clock64();
+				if (xop >= 0) trace[2 * ((size_t)xop * gridDim.x + blockIdx.x) + 1] = t_enter - t_ready;
+			}
 			chain_signal(done, sig, cc.i);  // every op before cc.i is done here
 			sig = cc.i;
 			const int dep = __ldg(&ops[cc.i].dep);
 			if (dep >= 0 && threadIdx.x == 0)
 				while ((int)(ld_acquire(&done[dep]) - want) < 0) __nanosleep(32);
 			__syncthreads();
+			if (trace != nullptr && threadIdx.x == 0) {
+				t_ready = clock64();
+				trace[2 * ((size_t)cc.i * gridDim.x + blockIdx.x)] = t_ready - t_enter;
+			}
 		}
 		if (mode == CHAIN_PLAIN)
-			for (; ic.i < n && ni < t + CHAIN_STAGES && ic.i == cc.i; ni++) {
-				chain_issue(ic, ops, ring + (size_t)(ni % CHAIN_STAGES) * (CHAIN_PAGE / 2));
+			for (; ic.i < n && ni < t + STAGES && ic.i == cc.i; ni++) {
+				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (CHAIN_PAGE / 2));
 				chain_next(ic, ops, n);
 			}
 		const int cols = __ldg(&ops[cc.i].cols);
@@ -151,10 +174,10 @@ extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
 			for (int c = threadIdx.x; c < cols; c += blockDim.x) xs[c] = __ldcg(x + c);  // another block wrote it
 			xop = cc.i;
 		}
-		chain_wait_tile(ni - t - 1);
+		chain_wait_tile<STAGES>(ni - t - 1);
 		__syncthreads();  // tile t and xs visible to every thread
 
-		const __half* page = ring + (size_t)(t % CHAIN_STAGES) * (CHAIN_PAGE / 2);
+		const __half* page = ring + (size_t)(t % STAGES) * (CHAIN_PAGE / 2);
 		const int nr = min(chain_rpt(cols), cc.e - cc.r);
 		float* y = ops[cc.i].y;
 		for (int k = warp; k < nr; k += nw) {
@@ -184,5 +207,23 @@ extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
 		t++;
 	}
 	__syncthreads();
+	if (trace != nullptr && threadIdx.x == 0 && xop >= 0) trace[2 * ((size_t)xop * gridDim.x + blockIdx.x) + 1] = clock64() - t_ready;
 	chain_signal(done, sig, n);
+}
+
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
+	chain_body<CHAIN_STAGES>(ops, n, done, epoch, mode, trace);
+}
+
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16_s6(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
+	chain_body<CHAIN6_STAGES>(ops, n, done, epoch, mode, trace);
+}
+
+// chain_matvec_f16_t512: chain_matvec_f16 with 16 warps (each copies half
+// as many pieces of a tile; 8 of them compute, one row each).
+extern "C" __global__ void __launch_bounds__(2 * CHAIN_THREADS, 1)
+    chain_matvec_f16_t512(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
+	chain_body<CHAIN_STAGES>(ops, n, done, epoch, mode, trace);
 }

@@ -1,5 +1,5 @@
 // ch.cpp: chain.cu's persistent matvec chain (issue 14's probe) on the
-// emulator. The emulator runs blocks one after another, so a block that
+// emulator, each build (chain_matvec_f16, _s6, _t512). The emulator runs blocks one after another, so a block that
 // waits for another would spin for ever: a chained program (each op reads
 // the op before it) runs as one block, and the row split across blocks is
 // checked with a program of independent ops (every op reads x0) on 7
@@ -24,6 +24,8 @@ struct Shape {
 };
 
 static int failures = 0;
+static int g_build = 0;  // 0 chain_matvec_f16, 1 chain_matvec_f16_s6, 2 chain_matvec_f16_t512
+static const char* g_names[3] = {"s5", "s6", "t512"};
 
 struct Run {
 	std::vector<std::vector<float>> ys;
@@ -41,7 +43,13 @@ static Run run(const std::vector<Shape>& sh, const std::vector<__half>& w, const
 		                 sh[i].src, 0};
 	}
 	r.done.assign(sh.size(), 0);
-	emu_launch(grid, CHAIN_THREADS, CHAIN_SMEM, [&] { chain_matvec_f16(ops.data(), (int)ops.size(), r.done.data(), 0, mode); });
+	if (g_build == 1)
+		emu_launch(grid, CHAIN_THREADS, CHAIN6_STAGES * CHAIN_PAGE + CHAIN6_XMAX * 4,
+		           [&] { chain_matvec_f16_s6(ops.data(), (int)ops.size(), r.done.data(), 0, mode, nullptr); });
+	else if (g_build == 2)
+		emu_launch(grid, 2 * CHAIN_THREADS, CHAIN_SMEM, [&] { chain_matvec_f16_t512(ops.data(), (int)ops.size(), r.done.data(), 0, mode, nullptr); });
+	else
+		emu_launch(grid, CHAIN_THREADS, CHAIN_SMEM, [&] { chain_matvec_f16(ops.data(), (int)ops.size(), r.done.data(), 0, mode, nullptr); });
 	return r;
 }
 
@@ -87,20 +95,23 @@ static void check(const char* name, std::vector<Shape> sh, int grid, std::mt1993
 	const bool caught = worst(sh, w, off, x0, runs[0]) > 1;
 	const bool ok = same && signalled && e <= 1 && caught;
 	if (!ok) failures++;
-	std::printf("%-4s %-12s %2zu ops, %d block(s): strategies %s, counters %s, worst %.3g of the bound, planted %s\n", ok ? "ok" : "FAIL", name,
+	std::printf("%-4s %-4s %-12s %2zu ops, %d block(s): strategies %s, counters %s, worst %.3g of the bound, planted %s\n", ok ? "ok" : "FAIL", g_names[g_build], name,
 	            sh.size(), grid, same ? "same bits" : "DIFFER", signalled ? "all signalled" : "WRONG", e, caught ? "caught" : "NOT CAUGHT");
 }
 
 int main() {
 	std::mt19937_64 rng(27);
-	// rows below, at and above a tile (8 rows of 2048 columns, 16 of 1024, 2 of 5632); columns not a
+	// rows below, at and above a tile (8 rows of 2048 columns, 16 of 1024, 4 of 4000); columns not a
 	// multiple of 256; an op with fewer rows than blocks; two ops reading one output.
 	const std::vector<Shape> chained = {{640, 512, -1}, {300, 640, 0}, {7, 8, 1},     {1000, 296, 1},
-	                                    {64, 1000, 3},  {2000, 64, 4}, {9, 5632, -1}, {33, 1000, 3}};
-	check("chained", chained, 1, rng);
+	                                    {64, 1000, 3},  {2000, 64, 4}, {9, 4000, -1}, {33, 1000, 3}};
 	std::vector<Shape> indep = chained;
 	for (auto& s : indep) s.src = -1;
-	check("independent", indep, 7, rng);
+	for (int build : {0, 1, 2}) {
+		g_build = build;
+		check("chained", chained, 1, rng);
+		check("independent", indep, 7, rng);
+	}
 	if (failures) {
 		std::printf("ch: %d case(s) failed\n", failures);
 		return 1;

@@ -28,14 +28,33 @@ const (
 	chainAcross = 2
 )
 
-// chain.cu's tile page, ring depth, staged-x limit and dynamic shared
-// memory (CHAIN_PAGE, CHAIN_STAGES, CHAIN_XMAX, CHAIN_SMEM).
+// chain.cu's tile page (CHAIN_PAGE).
+const chainPage = 32768
+
+// chainKernel is one kernel of chain.cu: the same body with a ring of pages
+// pages, xmax staged x values (dynamic shared memory smem) and threads
+// threads a block.
+type chainKernel struct {
+	name                       string
+	pages, xmax, smem, threads int
+}
+
+func newChainKernel(name string, pages, xmax, threads int) chainKernel {
+	return chainKernel{name: name, pages: pages, xmax: xmax, smem: pages*chainPage + 4*xmax, threads: threads}
+}
+
+// chainBuilds are chain.cu's kernels, indexed by the chainS5.. constants.
+var chainBuilds = [...]chainKernel{
+	newChainKernel("chain_matvec_f16", 5, 8192, 256),      // CHAIN_STAGES, CHAIN_XMAX, CHAIN_THREADS
+	newChainKernel("chain_matvec_f16_s6", 6, 4096, 256),   // CHAIN6_STAGES, CHAIN6_XMAX
+	newChainKernel("chain_matvec_f16_t512", 5, 8192, 512), // 2 * CHAIN_THREADS
+}
+
+// Indices into chainBuilds.
 const (
-	chainPage    = 32768
-	chainStages  = 5
-	chainXMax    = 8192
-	chainSmem    = chainStages*chainPage + chainXMax*4
-	chainThreads = 256
+	chainS5 = iota
+	chainS6
+	chainT512
 )
 
 // chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
@@ -52,13 +71,14 @@ type chainOp struct {
 type chainProgram struct {
 	ops, done *Tensor
 	n, grid   int
+	maxCols   int
 	launches  int
 }
 
 // newChain checks ops against chain.cu's limits and uploads them.
 func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 	if !b.k.chainOK {
-		return nil, fmt.Errorf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+		return nil, errChainSmem
 	}
 	if len(ops) == 0 {
 		return nil, fmt.Errorf("chain probe: no ops")
@@ -67,20 +87,24 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 		switch {
 		case op.rows < 1 || op.cols < 8 || op.cols%8 != 0:
 			return nil, fmt.Errorf("chain probe: op %d: %dx%d: want rows >= 1 and cols a positive multiple of 8", i, op.rows, op.cols)
-		case op.cols > chainXMax || 2*int(op.cols) > chainPage:
-			return nil, fmt.Errorf("chain probe: op %d: %d columns: at most %d", i, op.cols, min(chainXMax, chainPage/2))
+		case int(op.cols) > chainBuilds[chainS5].xmax || 2*int(op.cols) > chainPage:
+			return nil, fmt.Errorf("chain probe: op %d: %d columns: at most %d", i, op.cols, min(chainBuilds[chainS5].xmax, chainPage/2))
 		case op.w%16 != 0:
 			return nil, fmt.Errorf("chain probe: op %d: weights not 16-byte aligned", i)
 		case op.dep >= int32(i) || op.dep < -1:
 			return nil, fmt.Errorf("chain probe: op %d depends on op %d: want an earlier op or -1", i, op.dep)
 		}
 	}
+	maxCols := 0
+	for _, op := range ops {
+		maxCols = max(maxCols, int(op.cols))
+	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&ops[0])), len(ops)*int(unsafe.Sizeof(chainOp{})))
 	t, err := b.AllocBytes(len(raw))
 	if err != nil {
 		return nil, fmt.Errorf("chain probe: %w", err)
 	}
-	p := &chainProgram{ops: t.(*Tensor), n: len(ops)}
+	p := &chainProgram{ops: t.(*Tensor), n: len(ops), maxCols: maxCols}
 	if err := b.WriteBytes(p.ops, 0, raw); err != nil {
 		_ = b.Free(p.ops)
 		return nil, fmt.Errorf("chain probe: %w", err)
@@ -97,10 +121,16 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 	}
 	err = b.o.do(func() error {
 		// Every block must be resident at once: a block waits for the others.
-		p.grid = b.residentBlocks(b.k.chain, chainSmem)
-		if p.grid != b.sms {
-			return fmt.Errorf("chain probe: %d resident blocks, want one an SM (%d)", p.grid, b.sms)
+		for i, cb := range chainBuilds {
+			per, err := blocksPerSM(b.k.chain[i], cb.threads, cb.smem)
+			if err != nil {
+				return fmt.Errorf("chain probe %s: %w", cb.name, err)
+			}
+			if per != 1 {
+				return fmt.Errorf("chain probe %s: %d resident blocks an SM, want one", cb.name, per)
+			}
 		}
+		p.grid = b.sms
 		return nil
 	})
 	if err != nil {
@@ -115,10 +145,18 @@ func (b *Backend) freeChain(p *chainProgram) error {
 	return errors.Join(b.Free(p.ops), b.Free(p.done))
 }
 
-// launchChain runs p once with strategy mode on the compute stream; owner
-// thread.
-func (b *Backend) launchChain(p *chainProgram, mode int) error {
+// launchChain runs p once with strategy mode on the compute stream, on
+// build kb (chainS5, chainS6, chainT512); with trace != 0 (2·n·grid int64s)
+// each block records its per-op wait and work cycles. Owner thread.
+func (b *Backend) launchChain(p *chainProgram, mode, kb int, trace cu.DevicePtr) error {
+	cb := chainBuilds[kb]
+	if p.maxCols > cb.xmax {
+		return fmt.Errorf("chain probe: %d columns: %s stages at most %d", p.maxCols, cb.name, cb.xmax)
+	}
 	e := p.launches
 	p.launches++
-	return b.launch(b.k.chain, p.grid, chainThreads, chainSmem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), argInt(e), argInt(mode))
+	return b.launch(b.k.chain[kb], p.grid, cb.threads, cb.smem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), argInt(e), argInt(mode), argPtr(trace))
 }
+
+// errChainSmem: a chain.cu build's shared memory is over the device's limit.
+var errChainSmem = errors.New("chain probe: its shared memory does not fit this device")

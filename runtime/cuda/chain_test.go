@@ -3,6 +3,7 @@
 package cuda
 
 import (
+	"encoding/binary"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -19,7 +20,7 @@ type chainShape struct {
 	rows, cols, src int
 }
 
-// chainBuild allocates a program's weights (one buffer, N(0, 1/cols) FP16
+// buildChain allocates a program's weights (one buffer, N(0, 1/cols) FP16
 // values when host is true, else random FP16-safe bits), its input and
 // one output an op, and returns the ops with every op depending on its source.
 type chainBuilt struct {
@@ -33,7 +34,7 @@ type chainBuilt struct {
 	maxCols int
 }
 
-func chainBuild(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed uint64) *chainBuilt {
+func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed uint64) *chainBuilt {
 	tb.Helper()
 	c := &chainBuilt{shapes: shapes}
 	var total int
@@ -77,33 +78,51 @@ func chainBuild(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 	return c
 }
 
-// TestChainMatVec: the chain probe computes every op of a program with
-// mixed shapes (ops with fewer rows than blocks, two ops reading one
-// output, columns not a multiple of 256, one and two rows a warp) within
-// float64's bound from the outputs it read, gives the same bits under each
-// strategy, and never reads an output before its op finished: each launch
-// starts from a new input with every output poisoned (NaN).
+// TestChainMatVec: the chain probe (both ring depths) computes every op of
+// a program with mixed shapes (ops with fewer rows than blocks, two ops
+// reading one output, columns not a multiple of 256, one, two and four rows
+// a warp) within float64's bound from the outputs it read, gives the same
+// bits under each strategy, and never reads an output before its op
+// finished: each launch starts from a new input with every output poisoned
+// (NaN). The last launch of each build also writes its trace: every op a
+// block owns rows of took cycles.
 func TestChainMatVec(t *testing.T) {
 	be := testBE
 	if !be.k.chainOK {
-		t.Skipf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+		t.Skip(errChainSmem)
 	}
-	shapes := []chainShape{
-		{6144, 2048, -1}, {2048, 2048, 0}, {64, 2048, 1}, {11264, 2048, 1}, {2048, 5632, 3},
-		{7, 8, 4}, {1000, 1024, 4}, {3000, 1000, 6}, {133, 3000, 7}, {2048, 128, 8},
+	for kb, cb := range chainBuilds {
+		wide := 5632 // chain_matvec_f16_s6 stages at most 4,096 values
+		if wide > cb.xmax {
+			wide = 4000
+		}
+		shapes := []chainShape{
+			{6144, 2048, -1}, {2048, 2048, 0}, {64, 2048, 1}, {11264, 2048, 1}, {2048, wide, 3},
+			{7, 8, 4}, {1000, 1024, 4}, {3000, 1000, 6}, {133, 3000, 7}, {2048, 128, 8},
+		}
+		t.Run(cb.name, func(t *testing.T) { checkChain(t, be, shapes, kb) })
 	}
-	c := chainBuild(t, be, shapes, true, 11)
+}
+
+func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int) {
+	c := buildChain(t, be, shapes, true, 11)
 	p, err := be.newChain(c.ops)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = be.freeChain(p) })
+	tr, err := be.AllocBytes(16 * p.n * p.grid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = be.Free(tr) })
 	nan := make([]float32, 11264)
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
+	modes := []int{chainPlain, chainPlain, chainPDL, chainPDL, chainAcross, chainAcross}
 	var first [][]float32 // each launch's outputs under chainPlain, by input seed
-	for round, mode := range []int{chainPlain, chainPlain, chainPDL, chainPDL, chainAcross, chainAcross} {
+	for round, mode := range modes {
 		seed := uint64(round%2 + 20)
 		if err := be.WriteF32(c.x0, randF32(rand.New(rand.NewPCG(seed, 8)), c.maxCols, 1)); err != nil {
 			t.Fatal(err)
@@ -113,7 +132,11 @@ func TestChainMatVec(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := be.o.do(func() error { return be.launchChain(p, mode) }); err != nil {
+		var trace cu.DevicePtr
+		if round == len(modes)-1 {
+			trace = tr.(*Tensor).ptr
+		}
+		if err := be.o.do(func() error { return be.launchChain(p, mode, kb, trace) }); err != nil {
 			t.Fatal(err)
 		}
 		if err := be.Synchronize(); err != nil {
@@ -154,6 +177,28 @@ func TestChainMatVec(t *testing.T) {
 			}
 		}
 	}
+	cyc := readChainTrace(t, be, tr.(*Tensor), p)
+	for i, s := range shapes {
+		for blk := range p.grid {
+			owns := s.rows*(blk+1)/p.grid > s.rows*blk/p.grid
+			if w, k := cyc[2*(i*p.grid+blk)], cyc[2*(i*p.grid+blk)+1]; owns && (w < 0 || k <= 0) {
+				t.Fatalf("trace: op %d block %d: waited %d cycles, worked %d", i, blk, w, k)
+			}
+		}
+	}
+}
+
+func readChainTrace(t testing.TB, be *Backend, tr *Tensor, p *chainProgram) []int64 {
+	t.Helper()
+	var raw []byte
+	if err := be.o.do(func() (err error) { raw, err = be.read(tr.ptr, 16*p.n*p.grid); return err }); err != nil {
+		t.Fatal(err)
+	}
+	out := make([]int64, 2*p.n*p.grid)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+	}
+	return out
 }
 
 func flatten(v [][]float32) []float32 {
@@ -166,15 +211,18 @@ func flatten(v [][]float32) []float32 {
 
 // chainPrograms are BenchmarkChain's programs: the dense FP16 matvecs of a
 // decode step (q|k|v, o_proj; Qwen also the shared expert's gate|up|mix
-// and down), each op reading the one before it.
+// and down), each op reading the one before it, and OLMoE's ops again with
+// every op reading x0 (no op waits for another: the ring's streaming rate
+// without dependencies).
 func chainPrograms() []struct {
 	name   string
 	shapes []chainShape
 } {
-	olmoe, qwen := []chainShape{}, []chainShape{}
+	olmoe, indep, qwen := []chainShape{}, []chainShape{}, []chainShape{}
 	for range 16 {
 		n := len(olmoe)
 		olmoe = append(olmoe, chainShape{6144, 2048, n - 1}, chainShape{2048, 2048, n})
+		indep = append(indep, chainShape{6144, 2048, -1}, chainShape{2048, 2048, -1})
 	}
 	for range 24 {
 		n := len(qwen)
@@ -183,25 +231,32 @@ func chainPrograms() []struct {
 	return []struct {
 		name   string
 		shapes []chainShape
-	}{{"olmoe-dense-16x2", olmoe}, {"qwen-dense-24x4", qwen}}
+	}{{"olmoe-dense-16x2", olmoe}, {"olmoe-indep-16x2", indep}, {"qwen-dense-24x4", qwen}}
 }
 
 // BenchmarkChain measures issue 14's premise on the dense matvecs of a
 // decode step (537 MB for OLMoE's 32 ops, 2.47 GB for Qwen's 96): the same
 // weight bytes read by
 //
-//	launched       one matvec_f16 launch an op, plain launches
-//	launched-pdl   the same as programmatic dependent launches
-//	chain-plain    one chain_matvec_f16 launch, weights copied after each dependency wait
-//	chain-pdl      the same, an op's first tiles copying before its wait
-//	chain-across   the same, the next ops' tiles copying through every wait
-//	stream         stream_read over the whole weight buffer, one launch (the ceiling)
+//	launched          one matvec_f16 launch an op, plain launches
+//	launched-pdl      the same as programmatic dependent launches
+//	chain-plain       one chain_matvec_f16 launch, weights copied after each dependency wait
+//	chain-pdl         the same, an op's first tiles copying before its wait
+//	chain-across      the same, the next ops' tiles copying through every wait
+//	chain-across-t512 chain-across with 512 threads a block
+//	chain-across-s6   chain-across with a sixth page (programs of at most 4,096 columns)
+//	stream            stream_read over the whole weight buffer, one launch (the ceiling)
+//	stream-1blk       the same with one block an SM (the chain's grid, 8 warps an SM)
 //
-// us/kernel is the whole program; GB/s counts weight bytes only.
+// us/kernel is the whole program; GB/s counts weight bytes only. Each chain
+// mode then runs once with its trace: wait-kcyc is the mean over blocks of
+// the SM cycles (thousands) spent waiting for dependencies, work-kcyc of
+// the cycles spent on tiles (copy waits and dots), crit-kcyc the sum over
+// ops of the slowest block's work.
 func BenchmarkChain(b *testing.B) {
 	be := testBE
 	if !be.k.chainOK {
-		b.Skipf("chain probe: %d bytes of shared memory a block do not fit this device", chainSmem)
+		b.Skip(errChainSmem)
 	}
 	var sink *Tensor
 	if t, err := be.Alloc(32); err != nil {
@@ -211,15 +266,23 @@ func BenchmarkChain(b *testing.B) {
 	}
 	b.Cleanup(func() { _ = be.Free(sink) })
 	for _, pr := range chainPrograms() {
-		c := chainBuild(b, be, pr.shapes, false, 1) // freed when the whole benchmark ends
+		c := buildChain(b, be, pr.shapes, false, 1) // freed when the whole benchmark ends
 		p, err := be.newChain(c.ops)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { _ = be.freeChain(p) })
-		run := func(name string, n int, issue func() error) {
+		tr, err := be.AllocBytes(16 * p.n * p.grid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = be.Free(tr) })
+		run := func(name string, n int, issue func() error, after func(b *testing.B)) {
 			b.Run(pr.name+"/"+name, func(b *testing.B) {
 				newGPUTimer(b, be).measure(b, n, c.wBytes, func(int) error { return be.o.async(issue) })
+				if after != nil {
+					after(b)
+				}
 			})
 		}
 		launched := func(pdl bool) func() error {
@@ -235,17 +298,53 @@ func BenchmarkChain(b *testing.B) {
 				return nil
 			}
 		}
-		run("launched", 4, launched(false))
-		run("launched-pdl", 4, launched(true))
-		for _, m := range []struct {
-			name string
-			mode int
-		}{{"chain-plain", chainPlain}, {"chain-pdl", chainPDL}, {"chain-across", chainAcross}} {
-			run(m.name, 8, func() error { return be.launchChain(p, m.mode) })
+		run("launched", 4, launched(false), nil)
+		run("launched-pdl", 4, launched(true), nil)
+		type chainMode struct {
+			name     string
+			mode, kb int
 		}
-		run("stream", 8, func() error {
-			grid := be.residentBlocks(be.k.streamRead, 0)
-			return be.launch(be.k.streamRead, grid, block, 0, argPtr(c.w.ptr), uint64(c.wBytes/16), argPtr(sink.ptr))
-		})
+		modes := []chainMode{{"chain-plain", chainPlain, chainS5}, {"chain-pdl", chainPDL, chainS5}, {"chain-across", chainAcross, chainS5},
+			{"chain-across-t512", chainAcross, chainT512}}
+		if p.maxCols <= chainBuilds[chainS6].xmax {
+			modes = append(modes, chainMode{"chain-across-s6", chainAcross, chainS6})
+		}
+		for _, m := range modes {
+			run(m.name, 8, func() error { return be.launchChain(p, m.mode, m.kb, 0) }, func(b *testing.B) {
+				if err := be.o.do(func() error { return be.launchChain(p, m.mode, m.kb, tr.(*Tensor).ptr) }); err != nil {
+					b.Fatal(err)
+				}
+				if err := be.Synchronize(); err != nil {
+					b.Fatal(err)
+				}
+				reportChainTrace(b, readChainTrace(b, be, tr.(*Tensor), p), p)
+			})
+		}
+		stream := func(grid int) func() error {
+			return func() error {
+				return be.launch(be.k.streamRead, grid, block, 0, argPtr(c.w.ptr), uint64(c.wBytes/16), argPtr(sink.ptr))
+			}
+		}
+		run("stream", 8, stream(be.residentBlocks(be.k.streamRead, 0)), nil)
+		run("stream-1blk", 8, stream(be.sms), nil)
 	}
+}
+
+// reportChainTrace reports a traced launch's wait, work and critical-path
+// cycles (thousands; BenchmarkChain).
+func reportChainTrace(b *testing.B, cyc []int64, p *chainProgram) {
+	var wait, work, crit float64
+	for i := range p.n {
+		var slow int64
+		for blk := range p.grid {
+			w, k := cyc[2*(i*p.grid+blk)], cyc[2*(i*p.grid+blk)+1]
+			wait += float64(w)
+			work += float64(k)
+			slow = max(slow, k)
+		}
+		crit += float64(slow)
+	}
+	b.ReportMetric(wait/float64(p.grid)/1e3, "wait-kcyc")
+	b.ReportMetric(work/float64(p.grid)/1e3, "work-kcyc")
+	b.ReportMetric(crit/1e3, "crit-kcyc")
 }

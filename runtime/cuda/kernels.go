@@ -123,7 +123,7 @@ type kernelSet struct {
 	argmax     cu.Function
 	// chain.cu: issue 14's persistent-step probe (chain_test.go); usable
 	// only where chainOK (its shared memory fits the device).
-	chain   cu.Function
+	chain   [len(chainBuilds)]cu.Function
 	chainOK bool
 	// bench.cu: benchmark helpers, and probeStore for the mapped-memory
 	// self-check at Open.
@@ -232,7 +232,9 @@ func (b *Backend) loadKernels() error {
 	k.topk, k.embed, k.argmax = get("router_topk"), get("embed_gather"), get("argmax_masked")
 	k.embedRows = get("embed_rows")
 	k.spin, k.streamRead, k.empty, k.probeStore = get("spin_ns"), get("stream_read"), get("empty_kernel"), get("probe_store")
-	k.chain = get("chain_matvec_f16")
+	for i, cb := range chainBuilds {
+		k.chain[i] = get(cb.name)
+	}
 	k.stepSet, k.embedStep, k.qkNormStep = get("step_set"), get("embed_step"), get("qk_norm_step")
 	k.routeStep = get("route_step")
 	k.argmaxStep, k.addGatedResidStep = get("argmax_step"), get("add_gated_resid_step")
@@ -321,11 +323,15 @@ func (b *Backend) loadKernels() error {
 		}
 	}
 	// The chain probe takes one block an SM with most of its shared memory.
-	if b.smemMax+smemStaticRoom >= chainSmem {
-		if err := setMaxDynamicShared(k.chain, chainSmem); err != nil {
-			return fmt.Errorf("chain probe: %w", err)
+	k.chainOK = true
+	for i, cb := range chainBuilds {
+		if b.smemMax+smemStaticRoom < cb.smem {
+			k.chainOK = false
+			continue
 		}
-		k.chainOK = true
+		if err := setMaxDynamicShared(k.chain[i], cb.smem); err != nil {
+			return fmt.Errorf("chain probe %s: %w", cb.name, err)
+		}
 	}
 	for _, f := range []cu.Function{k.matmulTCSplitKRing, k.matmulTCPreRingF16} {
 		if err := setMaxDynamicShared(f, tcSmemRingF16); err != nil {
@@ -398,7 +404,7 @@ var moduleFuncs = map[string][]string{
 	"router":            {"router_topk"},
 	"embed_argmax":      {"embed_gather", "argmax_masked", "embed_rows"},
 	"bench":             {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
-	"chain":             {"chain_matvec_f16"},
+	"chain":             {"chain_matvec_f16", "chain_matvec_f16_s6", "chain_matvec_f16_t512"},
 	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",

@@ -68,6 +68,8 @@ template <class T> inline T __ldcg(const T* p) { return *p; }
 inline void __threadfence() {}
 // __nanosleep: a spin's pause; the emulator has no other block to wait for.
 inline void __nanosleep(unsigned) {}
+// clock64: an SM's cycle counter; the emulator does not model time.
+inline long long clock64() { return 0; }
 
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
