@@ -26,8 +26,10 @@
 //	                  (a plain launch: the boundary costs a full ramp)
 //
 // A tile's rows are dotted one row a warp (lane j takes 8 columns from
-// 8·j, step 256) and reduced by shuffles, so the sums' order depends on
-// cols only, not on the mode or the grid. The counters are never reset:
+// 8·j, step 256; x in registers for up to 2,048 columns, CHAIN_REGX) and
+// reduced by shuffles, so the sums' order depends on cols only, not on the
+// mode or the grid. Latency ops (ChainOp) stand for the instructions of a
+// step that read no weights: across them the ring keeps streaming. The counters are never reset:
 // launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
 // Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
 // 2·cols <= CHAIN_PAGE; runtime/cuda checks them. chain_matvec_f16_s6 is
@@ -50,13 +52,19 @@
 #define CHAIN_PDL 1
 #define CHAIN_ACROSS 2
 
-// ChainOp is runtime/cuda's chainOp (40 bytes).
+// ChainOp is runtime/cuda's chainOp (48 bytes). An op without weights
+// (w == nullptr, rows 1) is a latency op: the block that owns its row
+// spins spin nanoseconds after its dependency wait (a stand-in for an
+// instruction that reads no weights, such as route or attention at a short
+// context), and its completion counts like any op's.
 struct ChainOp {
-	const __half* w;  // [rows, cols] FP16, row-major
-	const float* x;   // [cols]
+	const __half* w;  // [rows, cols] FP16, row-major; nullptr: a latency op
+	const float* x;   // [cols]; nullptr for a latency op
 	float* y;         // [rows]
 	int rows, cols;
-	int dep;  // op whose every block must finish first; -1: none
+	int dep;   // op whose every block must finish first; -1: none
+	int rpt;   // rows a tile: CHAIN_PAGE / (2 cols)
+	int spin;  // a latency op's nanoseconds
 	int pad;
 };
 
@@ -65,8 +73,6 @@ struct ChainOp {
 struct ChainCur {
 	int i, r, e;
 };
-
-__device__ __forceinline__ int chain_rpt(int cols) { return CHAIN_PAGE / (2 * cols); }
 
 // chain_seek moves c to the first op >= c.i in which this block owns rows
 // (c.i == n when none is left).
@@ -80,22 +86,43 @@ __device__ __forceinline__ void chain_seek(ChainCur& c, const ChainOp* ops, int 
 }
 
 __device__ __forceinline__ void chain_next(ChainCur& c, const ChainOp* ops, int n) {
-	c.r += chain_rpt(__ldg(&ops[c.i].cols));
+	c.r += __ldg(&ops[c.i].rpt);
 	if (c.r < c.e) return;
 	c.i++;
 	chain_seek(c, ops, n);
 }
 
-// chain_issue starts copying tile c into page p: its rows are contiguous.
+// chain_issue starts copying tile c into page p: its rows are contiguous
+// (a latency op's tile is an empty copy group).
 __device__ __forceinline__ void chain_issue(const ChainCur& c, const ChainOp* ops, __half* page) {
-	const int cols = __ldg(&ops[c.i].cols);
-	const int nr = min(chain_rpt(cols), c.e - c.r);
-	const uint4* src = reinterpret_cast<const uint4*>(ops[c.i].w + (size_t)c.r * cols);
-	uint4* dst = reinterpret_cast<uint4*>(page);
-	const int n16 = nr * cols / 8;
-	for (int j = threadIdx.x; j < n16; j += blockDim.x) cp_async16z(dst + j, src + j, true);
+	const __half* w = ops[c.i].w;
+	if (w != nullptr) {
+		const int cols = __ldg(&ops[c.i].cols);
+		const int nr = min(__ldg(&ops[c.i].rpt), c.e - c.r);
+		const uint4* src = reinterpret_cast<const uint4*>(w + (size_t)c.r * cols);
+		uint4* dst = reinterpret_cast<uint4*>(page);
+		const int n16 = nr * cols / 8;
+		for (int j = threadIdx.x; j < n16; j += blockDim.x) cp_async16z(dst + j, src + j, true);
+	}
 	cp_async_commit();
 }
+
+// chain_spin keeps the calling thread busy for ns nanoseconds of the global
+// timer (a latency op).
+__device__ __forceinline__ void chain_spin(int ns) {
+#ifdef __CUDA_ARCH__
+	unsigned long long t0, t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+	do {
+		asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	} while ((long long)(t - t0) < ns);
+#endif
+}
+
+// CHAIN_REGX: a row of at most CHAIN_REGX·256 columns (and a multiple of
+// 256) is dotted with x held in registers, lane j keeping columns 8j + 256k:
+// its words are loaded together, and two sums alternate over k.
+#define CHAIN_REGX 8
 
 // chain_wait_tile waits until at most `pending` of this thread's copy
 // groups are in flight (0 .. STAGES-1).
@@ -139,6 +166,7 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 	int t = 0, ni = 0;  // tile index of cc, tiles issued (each its own copy group)
 	int xop = -1, sig = 0;  // the op whose x is staged, the first op not yet signalled
 	long long t_enter = 0, t_ready = 0;
+	float xr[CHAIN_REGX][8];  // the register path's x (CHAIN_REGX)
 	while (cc.i < n) {
 		__syncthreads();  // every warp finished tile t-1: its page and xs are free
 		if (mode != CHAIN_PLAIN)
@@ -169,39 +197,79 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 				chain_next(ic, ops, n);
 			}
 		const int cols = __ldg(&ops[cc.i].cols);
+		const ChainOp* op = &ops[cc.i];
 		if (enter) {
-			const float* x = ops[cc.i].x;
-			for (int c = threadIdx.x; c < cols; c += blockDim.x) xs[c] = __ldcg(x + c);  // another block wrote it
+			const float* x = op->x;
+			if (x != nullptr)
+				for (int c = threadIdx.x; c < cols; c += blockDim.x) xs[c] = __ldcg(x + c);  // another block wrote it
 			xop = cc.i;
 		}
 		chain_wait_tile<STAGES>(ni - t - 1);
 		__syncthreads();  // tile t and xs visible to every thread
 
-		const __half* page = ring + (size_t)(t % STAGES) * (CHAIN_PAGE / 2);
-		const int nr = min(chain_rpt(cols), cc.e - cc.r);
-		float* y = ops[cc.i].y;
-		for (int k = warp; k < nr; k += nw) {
-			const __half* row = page + (size_t)k * cols;
-			float acc = 0.0f;
-			for (int c = lane * 8; c < cols; c += 256) {
-				const uint4 q = *reinterpret_cast<const uint4*>(row + c);
-				const float4 xa = *reinterpret_cast<const float4*>(xs + c);
-				const float4 xb = *reinterpret_cast<const float4*>(xs + c + 4);
-				const __half2* h = reinterpret_cast<const __half2*>(&q);
-				const float2 h0 = __half22float2(h[0]), h1 = __half22float2(h[1]);
-				const float2 h2 = __half22float2(h[2]), h3 = __half22float2(h[3]);
-				acc = __fmaf_rn(h0.x, xa.x, acc);
-				acc = __fmaf_rn(h0.y, xa.y, acc);
-				acc = __fmaf_rn(h1.x, xa.z, acc);
-				acc = __fmaf_rn(h1.y, xa.w, acc);
-				acc = __fmaf_rn(h2.x, xb.x, acc);
-				acc = __fmaf_rn(h2.y, xb.y, acc);
-				acc = __fmaf_rn(h3.x, xb.z, acc);
-				acc = __fmaf_rn(h3.y, xb.w, acc);
-			}
+		const int K = cols % 256 == 0 && cols <= CHAIN_REGX * 256 ? cols / 256 : 0;  // the register path's words a lane
+		if (enter && K > 0 && op->x != nullptr) {
 #pragma unroll
-			for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
-			if (lane == 0) y[cc.r + k] = acc;
+			for (int k = 0; k < CHAIN_REGX; k++)
+				if (k < K) {
+					const float4 a = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * k);
+					const float4 b = *reinterpret_cast<const float4*>(xs + lane * 8 + 256 * k + 4);
+					xr[k][0] = a.x, xr[k][1] = a.y, xr[k][2] = a.z, xr[k][3] = a.w;
+					xr[k][4] = b.x, xr[k][5] = b.y, xr[k][6] = b.z, xr[k][7] = b.w;
+				}
+		}
+		if (op->w == nullptr) {
+			if (threadIdx.x == 0) chain_spin(__ldg(&op->spin));
+		} else {
+			const __half* page = ring + (size_t)(t % STAGES) * (CHAIN_PAGE / 2);
+			const int nr = min(__ldg(&op->rpt), cc.e - cc.r);
+			float* y = op->y;
+			for (int r = warp; r < nr; r += nw) {
+				const __half* row = page + (size_t)r * cols;
+				float acc;
+				if (K > 0) {
+					uint4 q[CHAIN_REGX];
+#pragma unroll
+					for (int k = 0; k < CHAIN_REGX; k++)
+						if (k < K) q[k] = *reinterpret_cast<const uint4*>(row + lane * 8 + 256 * k);
+					float s2[2] = {0.0f, 0.0f};
+#pragma unroll
+					for (int k = 0; k < CHAIN_REGX; k++)
+						if (k < K) {
+							const __half2* h = reinterpret_cast<const __half2*>(&q[k]);
+							float a = s2[k & 1];
+#pragma unroll
+							for (int j = 0; j < 4; j++) {
+								const float2 f = __half22float2(h[j]);
+								a = __fmaf_rn(f.x, xr[k][2 * j], a);
+								a = __fmaf_rn(f.y, xr[k][2 * j + 1], a);
+							}
+							s2[k & 1] = a;
+						}
+					acc = s2[0] + s2[1];
+				} else {
+					acc = 0.0f;
+					for (int c = lane * 8; c < cols; c += 256) {
+						const uint4 q = *reinterpret_cast<const uint4*>(row + c);
+						const float4 xa = *reinterpret_cast<const float4*>(xs + c);
+						const float4 xb = *reinterpret_cast<const float4*>(xs + c + 4);
+						const __half2* h = reinterpret_cast<const __half2*>(&q);
+						const float2 h0 = __half22float2(h[0]), h1 = __half22float2(h[1]);
+						const float2 h2 = __half22float2(h[2]), h3 = __half22float2(h[3]);
+						acc = __fmaf_rn(h0.x, xa.x, acc);
+						acc = __fmaf_rn(h0.y, xa.y, acc);
+						acc = __fmaf_rn(h1.x, xa.z, acc);
+						acc = __fmaf_rn(h1.y, xa.w, acc);
+						acc = __fmaf_rn(h2.x, xb.x, acc);
+						acc = __fmaf_rn(h2.y, xb.y, acc);
+						acc = __fmaf_rn(h3.x, xb.z, acc);
+						acc = __fmaf_rn(h3.y, xb.w, acc);
+					}
+				}
+#pragma unroll
+				for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+				if (lane == 0) y[cc.r + r] = acc;
+			}
 		}
 		chain_next(cc, ops, n);
 		t++;

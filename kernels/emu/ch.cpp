@@ -19,9 +19,14 @@
 #include <random>
 #include <vector>
 
+// Shape: rows x cols reading the first cols outputs of op src (-1: x0),
+// after op dep; lat: a latency op (no weights, one row, after dep).
 struct Shape {
-	int rows, cols, src;
+	int rows, cols, src, dep;
+	bool lat;
 };
+static Shape mv(int rows, int cols, int src) { return Shape{rows, cols, src, src, false}; }
+static Shape lat(int dep) { return Shape{1, 8, -1, dep, true}; }
 
 static int failures = 0;
 static int g_build = 0;  // 0 chain_matvec_f16, 1 chain_matvec_f16_s6, 2 chain_matvec_f16_t512
@@ -39,8 +44,15 @@ static Run run(const std::vector<Shape>& sh, const std::vector<__half>& w, const
 	std::vector<ChainOp> ops(sh.size());
 	for (size_t i = 0; i < sh.size(); i++) {
 		r.ys[i].assign(sh[i].rows, NAN);
-		ops[i] = ChainOp{w.data() + off[i], sh[i].src < 0 ? x0.data() : r.ys[sh[i].src].data(), r.ys[i].data(), sh[i].rows, sh[i].cols,
-		                 sh[i].src, 0};
+		ops[i] = ChainOp{sh[i].lat ? nullptr : w.data() + off[i],
+		                 sh[i].lat ? nullptr : sh[i].src < 0 ? x0.data() : r.ys[sh[i].src].data(),
+		                 r.ys[i].data(),
+		                 sh[i].rows,
+		                 sh[i].cols,
+		                 sh[i].dep,
+		                 CHAIN_PAGE / (2 * sh[i].cols),
+		                 sh[i].lat ? 1 : 0,
+		                 0};
 	}
 	r.done.assign(sh.size(), 0);
 	if (g_build == 1)
@@ -58,6 +70,7 @@ static double worst(const std::vector<Shape>& sh, const std::vector<__half>& w, 
                     const std::vector<float>& x0, const Run& r) {
 	double out = 0;
 	for (size_t i = 0; i < sh.size(); i++) {
+		if (sh[i].lat) continue;
 		const float* x = sh[i].src < 0 ? x0.data() : r.ys[sh[i].src].data();
 		for (int row = 0; row < sh[i].rows; row++) {
 			double sum = 0, mag = 0;
@@ -85,11 +98,12 @@ static void check(const char* name, std::vector<Shape> sh, int grid, std::mt1993
 	const Run runs[3] = {run(sh, w, off, x0, CHAIN_PLAIN, grid), run(sh, w, off, x0, CHAIN_PDL, grid), run(sh, w, off, x0, CHAIN_ACROSS, grid)};
 	bool same = true, signalled = true;
 	for (const auto& r : runs) {
-		for (size_t i = 0; i < sh.size(); i++) same &= std::memcmp(r.ys[i].data(), runs[0].ys[i].data(), 4 * sh[i].rows) == 0;
+		for (size_t i = 0; i < sh.size(); i++)
+			if (!sh[i].lat) same &= std::memcmp(r.ys[i].data(), runs[0].ys[i].data(), 4 * sh[i].rows) == 0;
 		for (unsigned d : r.done) signalled &= d == (unsigned)grid;
 	}
 	const double e = worst(sh, w, off, x0, runs[0]);
-	// planted: one weight of the last op changed after the run
+	// planted: one weight of the last op (a matvec) changed after the run
 	const size_t at = off.back() + (size_t)(sh.back().rows / 2) * sh.back().cols + 3;
 	w[at] = __float2half_rn(__half2float(w[at]) + 0.5f);
 	const bool caught = worst(sh, w, off, x0, runs[0]) > 1;
@@ -103,10 +117,13 @@ int main() {
 	std::mt19937_64 rng(27);
 	// rows below, at and above a tile (8 rows of 2048 columns, 16 of 1024, 4 of 4000); columns not a
 	// multiple of 256; an op with fewer rows than blocks; two ops reading one output.
-	const std::vector<Shape> chained = {{640, 512, -1}, {300, 640, 0}, {7, 8, 1},     {1000, 296, 1},
-	                                    {64, 1000, 3},  {2000, 64, 4}, {9, 4000, -1}, {33, 1000, 3}};
+	// 2,048 and 512 columns take the register path (x in registers), the others the shared one; latency
+	// ops between matvecs (the op after one reads the matvec before it).
+	const std::vector<Shape> chained = {mv(640, 512, -1), mv(300, 640, 0), mv(7, 8, 1),     mv(1000, 296, 1), mv(64, 1000, 3),
+	                                    mv(2000, 64, 4),  mv(9, 4000, -1), mv(33, 1000, 3), mv(40, 2048, -1), lat(8),
+	                                    Shape{2048, 40, 8, 9, false},      lat(10),         mv(20, 2048, 10)};
 	std::vector<Shape> indep = chained;
-	for (auto& s : indep) s.src = -1;
+	for (auto& s : indep) s.src = -1, s.dep = -1;
 	for (int build : {0, 1, 2}) {
 		g_build = build;
 		check("chained", chained, 1, rng);

@@ -58,11 +58,15 @@ const (
 )
 
 // chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
-// once every block has finished op dep (-1: none).
+// once every block has finished op dep (-1: none). An op with w == 0 is a
+// latency op: one row, no x, spin nanoseconds on the block owning the row.
 type chainOp struct {
 	w, x, y    cu.DevicePtr // w: [rows, cols] FP16; x: [cols] FP32; y: [rows] FP32
 	rows, cols int32
-	dep, _     int32
+	dep        int32
+	rpt        int32 // rows a tile; newChain sets it
+	spin       int32
+	_          int32
 }
 
 // chainProgram is a program uploaded for chain_matvec_f16: its ops, one
@@ -83,8 +87,14 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 	if len(ops) == 0 {
 		return nil, fmt.Errorf("chain probe: no ops")
 	}
-	for i, op := range ops {
+	ops = append([]chainOp(nil), ops...)
+	for i := range ops {
+		op := &ops[i]
 		switch {
+		case op.w == 0 && (op.rows != 1 || op.x != 0 || op.spin < 0):
+			return nil, fmt.Errorf("chain probe: op %d: a latency op (no weights) has one row, no x and spin >= 0", i)
+		case op.w != 0 && op.spin != 0:
+			return nil, fmt.Errorf("chain probe: op %d: a matvec does not spin", i)
 		case op.rows < 1 || op.cols < 8 || op.cols%8 != 0:
 			return nil, fmt.Errorf("chain probe: op %d: %dx%d: want rows >= 1 and cols a positive multiple of 8", i, op.rows, op.cols)
 		case int(op.cols) > chainBuilds[chainS5].xmax || 2*int(op.cols) > chainPage:
@@ -94,6 +104,7 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 		case op.dep >= int32(i) || op.dep < -1:
 			return nil, fmt.Errorf("chain probe: op %d depends on op %d: want an earlier op or -1", i, op.dep)
 		}
+		op.rpt = int32(chainPage / (2 * int(op.cols)))
 	}
 	maxCols := 0
 	for _, op := range ops {

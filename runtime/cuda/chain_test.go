@@ -15,14 +15,20 @@ import (
 )
 
 // chainShape is one op of a test or benchmark program: rows x cols, reading
-// the first cols outputs of op src (-1: the program's input x0).
+// the first cols outputs of op src (-1: the program's input x0), after op
+// dep; with spin > 0 a latency op (no weights, one row) of spin ns.
 type chainShape struct {
-	rows, cols, src int
+	rows, cols, src, dep, spin int
 }
+
+// mv is a matvec reading op src and depending on it; latOp a latency op of
+// ns nanoseconds after op dep.
+func mv(rows, cols, src int) chainShape { return chainShape{rows, cols, src, src, 0} }
+func latOp(dep, ns int) chainShape      { return chainShape{1, 8, -1, dep, ns} }
 
 // buildChain allocates a program's weights (one buffer, N(0, 1/cols) FP16
 // values when host is true, else random FP16-safe bits), its input and
-// one output an op, and returns the ops with every op depending on its source.
+// one output an op, and returns the ops.
 type chainBuilt struct {
 	ops     []chainOp
 	shapes  []chainShape
@@ -41,9 +47,12 @@ func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 	offs := make([]int, len(shapes))
 	for i, s := range shapes {
 		offs[i] = total
+		if s.spin > 0 {
+			continue
+		}
 		total += s.rows * s.cols
 		c.maxCols = max(c.maxCols, s.cols)
-		if s.src >= i || (s.src >= 0 && shapes[s.src].rows < s.cols) {
+		if s.src >= i || (s.src >= 0 && (shapes[s.src].rows < s.cols || shapes[s.src].spin > 0)) {
 			tb.Fatalf("chain shape %d reads %d values of op %d", i, s.cols, s.src)
 		}
 	}
@@ -68,20 +77,25 @@ func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 		}
 		tb.Cleanup(func() { _ = be.Free(y) })
 		c.ys = append(c.ys, y.(*Tensor))
-		x, dep := c.x0.ptr, int32(-1)
+		if s.spin > 0 {
+			c.ops = append(c.ops, chainOp{y: c.ys[i].ptr, rows: 1, cols: int32(s.cols), dep: int32(s.dep), spin: int32(s.spin)})
+			continue
+		}
+		x := c.x0.ptr
 		if s.src >= 0 {
-			x, dep = c.ys[s.src].ptr, int32(s.src)
+			x = c.ys[s.src].ptr
 		}
 		c.ops = append(c.ops, chainOp{w: c.w.ptr + cu.DevicePtr(2*offs[i]), x: x, y: c.ys[i].ptr,
-			rows: int32(s.rows), cols: int32(s.cols), dep: dep})
+			rows: int32(s.rows), cols: int32(s.cols), dep: int32(s.dep)})
 	}
 	return c
 }
 
-// TestChainMatVec: the chain probe (both ring depths) computes every op of
-// a program with mixed shapes (ops with fewer rows than blocks, two ops
+// TestChainMatVec: the chain probe (each build) computes every op of a
+// program with mixed shapes (ops with fewer rows than blocks, two ops
 // reading one output, columns not a multiple of 256, one, two and four rows
-// a warp) within float64's bound from the outputs it read, gives the same
+// a warp, x in registers at 2,048 columns, matvecs after latency ops) within
+// float64's bound from the outputs it read, gives the same
 // bits under each strategy, and never reads an output before its op
 // finished: each launch starts from a new input with every output poisoned
 // (NaN). The last launch of each build also writes its trace: every op a
@@ -97,8 +111,9 @@ func TestChainMatVec(t *testing.T) {
 			wide = 4000
 		}
 		shapes := []chainShape{
-			{6144, 2048, -1}, {2048, 2048, 0}, {64, 2048, 1}, {11264, 2048, 1}, {2048, wide, 3},
-			{7, 8, 4}, {1000, 1024, 4}, {3000, 1000, 6}, {133, 3000, 7}, {2048, 128, 8},
+			mv(6144, 2048, -1), mv(2048, 2048, 0), mv(64, 2048, 1), mv(11264, 2048, 1), mv(2048, wide, 3),
+			mv(7, 8, 4), mv(1000, 1024, 4), mv(3000, 1000, 6), mv(133, 3000, 7), mv(2048, 128, 8),
+			latOp(9, 2000), {6144, 2048, 1, 10, 0}, latOp(11, 500), mv(2048, 2048, 11),
 		}
 		t.Run(cb.name, func(t *testing.T) { checkChain(t, be, shapes, kb) })
 	}
@@ -148,6 +163,9 @@ func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int) {
 			outs[i] = mustRead(t, be, c.ys[i])
 		}
 		for i, s := range shapes {
+			if s.spin > 0 {
+				continue
+			}
 			x := x0
 			if s.src >= 0 {
 				x = outs[s.src]
@@ -211,34 +229,40 @@ func flatten(v [][]float32) []float32 {
 
 // chainPrograms are BenchmarkChain's programs: the dense FP16 matvecs of a
 // decode step (q|k|v, o_proj; Qwen also the shared expert's gate|up|mix
-// and down), each op reading the one before it, and OLMoE's ops again with
+// and down), each op reading the one before it; OLMoE's ops again with
 // every op reading x0 (no op waits for another: the ring's streaming rate
-// without dependencies).
+// without dependencies); and an OLMoE-shaped layer with its latency: q|k|v,
+// 6 µs for norm, RoPE and attention, o_proj, 9 µs for route, then FP16
+// stand-ins of the 8 routed experts' bytes (gate|up 4,096 x 2,048, down
+// 2,048 x 2,048), 16 layers.
 func chainPrograms() []struct {
 	name   string
 	shapes []chainShape
 } {
-	olmoe, indep, qwen := []chainShape{}, []chainShape{}, []chainShape{}
+	olmoe, indep, qwen, layer := []chainShape{}, []chainShape{}, []chainShape{}, []chainShape{}
 	for range 16 {
 		n := len(olmoe)
-		olmoe = append(olmoe, chainShape{6144, 2048, n - 1}, chainShape{2048, 2048, n})
-		indep = append(indep, chainShape{6144, 2048, -1}, chainShape{2048, 2048, -1})
+		olmoe = append(olmoe, mv(6144, 2048, n-1), mv(2048, 2048, n))
+		indep = append(indep, mv(6144, 2048, -1), mv(2048, 2048, -1))
+		n = len(layer)
+		layer = append(layer, mv(6144, 2048, n-1), latOp(n, 6000), chainShape{2048, 2048, n, n + 1, 0}, latOp(n+2, 9000),
+			chainShape{4096, 2048, n + 2, n + 3, 0}, mv(2048, 2048, n+4))
 	}
 	for range 24 {
 		n := len(qwen)
-		qwen = append(qwen, chainShape{6144, 2048, n - 1}, chainShape{2048, 2048, n}, chainShape{11265, 2048, n + 1}, chainShape{2048, 5632, n + 2})
+		qwen = append(qwen, mv(6144, 2048, n-1), mv(2048, 2048, n), mv(11265, 2048, n+1), mv(2048, 5632, n+2))
 	}
 	return []struct {
 		name   string
 		shapes []chainShape
-	}{{"olmoe-dense-16x2", olmoe}, {"olmoe-indep-16x2", indep}, {"qwen-dense-24x4", qwen}}
+	}{{"olmoe-dense-16x2", olmoe}, {"olmoe-indep-16x2", indep}, {"olmoe-layer-16x6", layer}, {"qwen-dense-24x4", qwen}}
 }
 
 // BenchmarkChain measures issue 14's premise on the dense matvecs of a
-// decode step (537 MB for OLMoE's 32 ops, 2.47 GB for Qwen's 96): the same
-// weight bytes read by
+// decode step (537 MB for OLMoE's 32 ops, 2.47 GB for Qwen's 96) and on
+// OLMoE-shaped layers with latency ops (940 MB): the same weight bytes read by
 //
-//	launched          one matvec_f16 launch an op, plain launches
+//	launched          one matvec_f16 launch an op (spin_ns for a latency op), plain launches
 //	launched-pdl      the same as programmatic dependent launches
 //	chain-plain       one chain_matvec_f16 launch, weights copied after each dependency wait
 //	chain-pdl         the same, an op's first tiles copying before its wait
@@ -291,7 +315,13 @@ func BenchmarkChain(b *testing.B) {
 				be.pdl, be.pdlPrev = pdl, false
 				defer func() { be.pdl, be.pdlPrev = pdl0, prev0 }()
 				for _, op := range c.ops {
-					if err := be.matvecF16LaunchGrid(0, op.y, op.w, op.x, 0, 0, int(op.rows), int(op.cols), normSpec{}); err != nil {
+					var err error
+					if op.w == 0 {
+						err = be.launch(be.k.spin, 1, 1, 0, uint64(op.spin))
+					} else {
+						err = be.matvecF16LaunchGrid(0, op.y, op.w, op.x, 0, 0, int(op.rows), int(op.cols), normSpec{})
+					}
+					if err != nil {
 						return err
 					}
 				}
