@@ -33,7 +33,8 @@
 // launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
 // Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
 // 2·cols <= CHAIN_PAGE; runtime/cuda checks them. chain_matvec_f16_s6 is
-// the same body with a sixth page (cols <= CHAIN6_XMAX), and
+// the same body with a sixth page (cols <= CHAIN6_XMAX),
+// chain_matvec_f16_p64 with three 64 KB pages (two rows a warp), and
 // chain_matvec_f16_t512 with 512 threads. With a trace
 // buffer each block also records, per op, the SM cycles it waited for the
 // op's dependency and the cycles its tiles took (chain_body).
@@ -85,8 +86,9 @@ __device__ __forceinline__ void chain_seek(ChainCur& c, const ChainOp* ops, int 
 	}
 }
 
-__device__ __forceinline__ void chain_next(ChainCur& c, const ChainOp* ops, int n) {
-	c.r += __ldg(&ops[c.i].rpt);
+// mul: the build's page over CHAIN_PAGE (its tiles hold mul·rpt rows).
+__device__ __forceinline__ void chain_next(ChainCur& c, const ChainOp* ops, int n, int mul) {
+	c.r += mul * __ldg(&ops[c.i].rpt);
 	if (c.r < c.e) return;
 	c.i++;
 	chain_seek(c, ops, n);
@@ -94,11 +96,11 @@ __device__ __forceinline__ void chain_next(ChainCur& c, const ChainOp* ops, int 
 
 // chain_issue starts copying tile c into page p: its rows are contiguous
 // (a latency op's tile is an empty copy group).
-__device__ __forceinline__ void chain_issue(const ChainCur& c, const ChainOp* ops, __half* page) {
+__device__ __forceinline__ void chain_issue(const ChainCur& c, const ChainOp* ops, __half* page, int mul) {
 	const __half* w = ops[c.i].w;
 	if (w != nullptr) {
 		const int cols = __ldg(&ops[c.i].cols);
-		const int nr = min(__ldg(&ops[c.i].rpt), c.e - c.r);
+		const int nr = min(mul * __ldg(&ops[c.i].rpt), c.e - c.r);
 		const uint4* src = reinterpret_cast<const uint4*>(w + (size_t)c.r * cols);
 		uint4* dst = reinterpret_cast<uint4*>(page);
 		const int n16 = nr * cols / 8;
@@ -151,12 +153,13 @@ __device__ __forceinline__ void chain_signal(unsigned* done, int from, int to) {
 // rows of: trace[2(i·G + b)] = SM cycles from entering op i to the end of
 // its dependency wait, trace[2(i·G + b) + 1] = cycles from there to its
 // signal (its tiles' copies and dots).
-template <int STAGES>
+template <int STAGES, int PAGE = CHAIN_PAGE>
 __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode,
                                            long long* trace) {
 	extern __shared__ __align__(16) unsigned char xs_smem[];
+	constexpr int mul = PAGE / CHAIN_PAGE;
 	__half* ring = reinterpret_cast<__half*>(xs_smem);
-	float* xs = reinterpret_cast<float*>(xs_smem + STAGES * CHAIN_PAGE);
+	float* xs = reinterpret_cast<float*>(xs_smem + STAGES * PAGE);
 	const unsigned want = (unsigned)(epoch + 1) * gridDim.x;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 
@@ -171,8 +174,8 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 		__syncthreads();  // every warp finished tile t-1: its page and xs are free
 		if (mode != CHAIN_PLAIN)
 			for (; ic.i < n && ni < t + STAGES && (mode == CHAIN_ACROSS || ic.i == cc.i); ni++) {
-				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (CHAIN_PAGE / 2));
-				chain_next(ic, ops, n);
+				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (PAGE / 2), mul);
+				chain_next(ic, ops, n, mul);
 			}
 		const bool enter = cc.i != xop;
 		if (enter) {
@@ -193,8 +196,8 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 		}
 		if (mode == CHAIN_PLAIN)
 			for (; ic.i < n && ni < t + STAGES && ic.i == cc.i; ni++) {
-				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (CHAIN_PAGE / 2));
-				chain_next(ic, ops, n);
+				chain_issue(ic, ops, ring + (size_t)(ni % STAGES) * (PAGE / 2), mul);
+				chain_next(ic, ops, n, mul);
 			}
 		const int cols = __ldg(&ops[cc.i].cols);
 		const ChainOp* op = &ops[cc.i];
@@ -221,34 +224,55 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 		if (op->w == nullptr) {
 			if (threadIdx.x == 0) chain_spin(__ldg(&op->spin));
 		} else {
-			const __half* page = ring + (size_t)(t % STAGES) * (CHAIN_PAGE / 2);
-			const int nr = min(__ldg(&op->rpt), cc.e - cc.r);
+			const __half* page = ring + (size_t)(t % STAGES) * (PAGE / 2);
+			const int nr = min(mul * __ldg(&op->rpt), cc.e - cc.r);
 			float* y = op->y;
-			for (int r = warp; r < nr; r += nw) {
-				const __half* row = page + (size_t)r * cols;
-				float acc;
-				if (K > 0) {
-					uint4 q[CHAIN_REGX];
-#pragma unroll
-					for (int k = 0; k < CHAIN_REGX; k++)
-						if (k < K) q[k] = *reinterpret_cast<const uint4*>(row + lane * 8 + 256 * k);
-					float s2[2] = {0.0f, 0.0f};
+			if (K > 0) {
+				// Rows r and r + nw together (a 64 KB page's 16 rows: two a warp), each
+				// with the single row's sums, so the bits do not depend on the page.
+				for (int r = warp; r < nr; r += 2 * nw) {
+					const bool two = r + nw < nr;
+					const __half* row0 = page + (size_t)r * cols;
+					const __half* row1 = page + (size_t)(two ? r + nw : r) * cols;
+					uint4 q0[CHAIN_REGX], q1[CHAIN_REGX];
 #pragma unroll
 					for (int k = 0; k < CHAIN_REGX; k++)
 						if (k < K) {
-							const __half2* h = reinterpret_cast<const __half2*>(&q[k]);
-							float a = s2[k & 1];
+							q0[k] = *reinterpret_cast<const uint4*>(row0 + lane * 8 + 256 * k);
+							q1[k] = *reinterpret_cast<const uint4*>(row1 + lane * 8 + 256 * k);
+						}
+					float s0[2] = {0.0f, 0.0f}, s1[2] = {0.0f, 0.0f};
+#pragma unroll
+					for (int k = 0; k < CHAIN_REGX; k++)
+						if (k < K) {
+							const __half2* h0 = reinterpret_cast<const __half2*>(&q0[k]);
+							const __half2* h1 = reinterpret_cast<const __half2*>(&q1[k]);
+							float a = s0[k & 1], b = s1[k & 1];
 #pragma unroll
 							for (int j = 0; j < 4; j++) {
-								const float2 f = __half22float2(h[j]);
+								const float2 f = __half22float2(h0[j]), g = __half22float2(h1[j]);
 								a = __fmaf_rn(f.x, xr[k][2 * j], a);
+								b = __fmaf_rn(g.x, xr[k][2 * j], b);
 								a = __fmaf_rn(f.y, xr[k][2 * j + 1], a);
+								b = __fmaf_rn(g.y, xr[k][2 * j + 1], b);
 							}
-							s2[k & 1] = a;
+							s0[k & 1] = a, s1[k & 1] = b;
 						}
-					acc = s2[0] + s2[1];
-				} else {
-					acc = 0.0f;
+					float acc0 = s0[0] + s0[1], acc1 = s1[0] + s1[1];
+#pragma unroll
+					for (int o = 16; o > 0; o >>= 1) {
+						acc0 += __shfl_xor_sync(FULL_MASK, acc0, o);
+						acc1 += __shfl_xor_sync(FULL_MASK, acc1, o);
+					}
+					if (lane == 0) {
+						y[cc.r + r] = acc0;
+						if (two) y[cc.r + r + nw] = acc1;
+					}
+				}
+			} else {
+				for (int r = warp; r < nr; r += nw) {
+					const __half* row = page + (size_t)r * cols;
+					float acc = 0.0f;
 					for (int c = lane * 8; c < cols; c += 256) {
 						const uint4 q = *reinterpret_cast<const uint4*>(row + c);
 						const float4 xa = *reinterpret_cast<const float4*>(xs + c);
@@ -265,13 +289,13 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 						acc = __fmaf_rn(h3.x, xb.z, acc);
 						acc = __fmaf_rn(h3.y, xb.w, acc);
 					}
-				}
 #pragma unroll
-				for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
-				if (lane == 0) y[cc.r + r] = acc;
+					for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+					if (lane == 0) y[cc.r + r] = acc;
+				}
 			}
 		}
-		chain_next(cc, ops, n);
+		chain_next(cc, ops, n, mul);
 		t++;
 	}
 	__syncthreads();
@@ -287,6 +311,13 @@ extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
 extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
     chain_matvec_f16_s6(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
 	chain_body<CHAIN6_STAGES>(ops, n, done, epoch, mode, trace);
+}
+
+// chain_matvec_f16_p64: three 64 KB pages (16 rows of 2,048 columns a
+// tile, two a warp), x at most 8,192 values (224 KB).
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16_p64(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
+	chain_body<3, 2 * CHAIN_PAGE>(ops, n, done, epoch, mode, trace);
 }
 
 // chain_matvec_f16_t512: chain_matvec_f16 with 16 warps (each copies half

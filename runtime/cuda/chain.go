@@ -32,22 +32,23 @@ const (
 const chainPage = 32768
 
 // chainKernel is one kernel of chain.cu: the same body with a ring of pages
-// pages, xmax staged x values (dynamic shared memory smem) and threads
-// threads a block.
+// pages of page bytes, xmax staged x values (dynamic shared memory smem) and
+// threads threads a block.
 type chainKernel struct {
-	name                       string
-	pages, xmax, smem, threads int
+	name                             string
+	pages, page, xmax, smem, threads int
 }
 
-func newChainKernel(name string, pages, xmax, threads int) chainKernel {
-	return chainKernel{name: name, pages: pages, xmax: xmax, smem: pages*chainPage + 4*xmax, threads: threads}
+func newChainKernel(name string, pages, page, xmax, threads int) chainKernel {
+	return chainKernel{name: name, pages: pages, page: page, xmax: xmax, smem: pages*page + 4*xmax, threads: threads}
 }
 
 // chainBuilds are chain.cu's kernels, indexed by the chainS5.. constants.
 var chainBuilds = [...]chainKernel{
-	newChainKernel("chain_matvec_f16", 5, 8192, 256),      // CHAIN_STAGES, CHAIN_XMAX, CHAIN_THREADS
-	newChainKernel("chain_matvec_f16_s6", 6, 4096, 256),   // CHAIN6_STAGES, CHAIN6_XMAX
-	newChainKernel("chain_matvec_f16_t512", 5, 8192, 512), // 2 * CHAIN_THREADS
+	newChainKernel("chain_matvec_f16", 5, chainPage, 8192, 256),      // CHAIN_STAGES, CHAIN_XMAX, CHAIN_THREADS
+	newChainKernel("chain_matvec_f16_s6", 6, chainPage, 4096, 256),   // CHAIN6_STAGES, CHAIN6_XMAX
+	newChainKernel("chain_matvec_f16_t512", 5, chainPage, 8192, 512), // 2 * CHAIN_THREADS
+	newChainKernel("chain_matvec_f16_p64", 3, 2*chainPage, 8192, 256),
 }
 
 // Indices into chainBuilds.
@@ -55,6 +56,7 @@ const (
 	chainS5 = iota
 	chainS6
 	chainT512
+	chainP64
 )
 
 // chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
@@ -157,7 +159,7 @@ func (b *Backend) freeChain(p *chainProgram) error {
 }
 
 // launchChain runs p once with strategy mode on the compute stream, on
-// build kb (chainS5, chainS6, chainT512); with trace != 0 (2·n·grid int64s)
+// build kb (chainS5, chainS6, chainT512, chainP64); with trace != 0 (2·n·grid int64s)
 // each block records its per-op wait and work cycles. Owner thread.
 func (b *Backend) launchChain(p *chainProgram, mode, kb int, trace cu.DevicePtr) error {
 	cb := chainBuilds[kb]

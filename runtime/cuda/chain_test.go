@@ -268,6 +268,7 @@ func chainPrograms() []struct {
 //	chain-pdl         the same, an op's first tiles copying before its wait
 //	chain-across      the same, the next ops' tiles copying through every wait
 //	chain-across-t512 chain-across with 512 threads a block
+//	chain-across-p64  chain-across with three 64 KB pages (two rows a warp)
 //	chain-across-s6   chain-across with a sixth page (programs of at most 4,096 columns)
 //	stream            stream_read over the whole weight buffer, one launch (the ceiling)
 //	stream-1blk       the same with one block an SM (the chain's grid, 8 warps an SM)
@@ -335,7 +336,7 @@ func BenchmarkChain(b *testing.B) {
 			mode, kb int
 		}
 		modes := []chainMode{{"chain-plain", chainPlain, chainS5}, {"chain-pdl", chainPDL, chainS5}, {"chain-across", chainAcross, chainS5},
-			{"chain-across-t512", chainAcross, chainT512}}
+			{"chain-across-t512", chainAcross, chainT512}, {"chain-across-p64", chainAcross, chainP64}}
 		if p.maxCols <= chainBuilds[chainS6].xmax {
 			modes = append(modes, chainMode{"chain-across-s6", chainAcross, chainS6})
 		}
