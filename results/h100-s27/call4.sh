@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session 27, call 4: the chain probe's third round (issue 14): latency ops, x in registers. 1. TestChainMatVec
 # (three builds; 90 s cap, a hang is a dependency bug); 2. BenchmarkChain twice (adds the OLMoE-shaped layer
-# program with its latency); 3. Nsight Compute's full set on one chain-across launch of the OLMoE dense program.
+# program with its latency, and chain-across-p64); 3. Nsight Compute's full set on one chain-across launch of the OLMoE dense program.
 # Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
