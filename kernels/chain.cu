@@ -153,6 +153,47 @@ __device__ __forceinline__ void chain_signal(unsigned* done, int from, int to) {
 // rows of: trace[2(i·G + b)] = SM cycles from entering op i to the end of
 // its dependency wait, trace[2(i·G + b) + 1] = cycles from there to its
 // signal (its tiles' copies and dots).
+// chain_dot_rows dots R rows of a page (r, r + nw, ...) with x held in
+// registers (lane j's columns 8j + 256k, k < K), the rows' loads issued
+// together, two sums alternating over k for each row, and writes y[row].
+// The sums' order is a row's own whatever R, so the bits do not depend on
+// the page.
+template <int R>
+__device__ __forceinline__ void chain_dot_rows(const __half* page, int cols, int K, int r, int nw, int lane,
+                                               const float (&xr)[CHAIN_REGX][8], float* y) {
+	uint4 q[R][CHAIN_REGX];
+#pragma unroll
+	for (int k = 0; k < CHAIN_REGX; k++)
+		if (k < K)
+#pragma unroll
+			for (int i = 0; i < R; i++) q[i][k] = *reinterpret_cast<const uint4*>(page + (size_t)(r + i * nw) * cols + lane * 8 + 256 * k);
+	float s[R][2];
+#pragma unroll
+	for (int i = 0; i < R; i++) s[i][0] = s[i][1] = 0.0f;
+#pragma unroll
+	for (int k = 0; k < CHAIN_REGX; k++)
+		if (k < K) {
+#pragma unroll
+			for (int j = 0; j < 4; j++)
+#pragma unroll
+				for (int i = 0; i < R; i++) {
+					const float2 f = __half22float2(reinterpret_cast<const __half2*>(&q[i][k])[j]);
+					s[i][k & 1] = __fmaf_rn(f.x, xr[k][2 * j], s[i][k & 1]);
+					s[i][k & 1] = __fmaf_rn(f.y, xr[k][2 * j + 1], s[i][k & 1]);
+				}
+		}
+	float acc[R];
+#pragma unroll
+	for (int i = 0; i < R; i++) acc[i] = s[i][0] + s[i][1];
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+		for (int i = 0; i < R; i++) acc[i] += __shfl_xor_sync(FULL_MASK, acc[i], o);
+	if (lane == 0)
+#pragma unroll
+		for (int i = 0; i < R; i++) y[r + i * nw] = acc[i];
+}
+
 template <int STAGES, int PAGE = CHAIN_PAGE>
 __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode,
                                            long long* trace) {
@@ -231,42 +272,10 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 				// Rows r and r + nw together (a 64 KB page's 16 rows: two a warp), each
 				// with the single row's sums, so the bits do not depend on the page.
 				for (int r = warp; r < nr; r += 2 * nw) {
-					const bool two = r + nw < nr;
-					const __half* row0 = page + (size_t)r * cols;
-					const __half* row1 = page + (size_t)(two ? r + nw : r) * cols;
-					uint4 q0[CHAIN_REGX], q1[CHAIN_REGX];
-#pragma unroll
-					for (int k = 0; k < CHAIN_REGX; k++)
-						if (k < K) {
-							q0[k] = *reinterpret_cast<const uint4*>(row0 + lane * 8 + 256 * k);
-							q1[k] = *reinterpret_cast<const uint4*>(row1 + lane * 8 + 256 * k);
-						}
-					float s0[2] = {0.0f, 0.0f}, s1[2] = {0.0f, 0.0f};
-#pragma unroll
-					for (int k = 0; k < CHAIN_REGX; k++)
-						if (k < K) {
-							const __half2* h0 = reinterpret_cast<const __half2*>(&q0[k]);
-							const __half2* h1 = reinterpret_cast<const __half2*>(&q1[k]);
-							float a = s0[k & 1], b = s1[k & 1];
-#pragma unroll
-							for (int j = 0; j < 4; j++) {
-								const float2 f = __half22float2(h0[j]), g = __half22float2(h1[j]);
-								a = __fmaf_rn(f.x, xr[k][2 * j], a);
-								b = __fmaf_rn(g.x, xr[k][2 * j], b);
-								a = __fmaf_rn(f.y, xr[k][2 * j + 1], a);
-								b = __fmaf_rn(g.y, xr[k][2 * j + 1], b);
-							}
-							s0[k & 1] = a, s1[k & 1] = b;
-						}
-					float acc0 = s0[0] + s0[1], acc1 = s1[0] + s1[1];
-#pragma unroll
-					for (int o = 16; o > 0; o >>= 1) {
-						acc0 += __shfl_xor_sync(FULL_MASK, acc0, o);
-						acc1 += __shfl_xor_sync(FULL_MASK, acc1, o);
-					}
-					if (lane == 0) {
-						y[cc.r + r] = acc0;
-						if (two) y[cc.r + r + nw] = acc1;
+					if (r + nw < nr) {
+						chain_dot_rows<2>(page, cols, K, r, nw, lane, xr, y + cc.r);
+					} else {
+						chain_dot_rows<1>(page, cols, K, r, nw, lane, xr, y + cc.r);
 					}
 				}
 			} else {
