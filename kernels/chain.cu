@@ -29,7 +29,11 @@
 // 8·j, step 256; x in registers for up to 2,048 columns, CHAIN_REGX) and
 // reduced by shuffles, so the sums' order depends on cols only, not on the
 // mode or the grid. Latency ops (ChainOp) stand for the instructions of a
-// step that read no weights: across them the ring keeps streaming. The counters are never reset:
+// step that read no weights: across them the ring keeps streaming.
+//
+// The counters are never reset: a launch is passed their value before it
+// (base, the same for every op) and waits for done[dep] to reach base plus
+// what one launch adds (G blocks; chain_matvec_f16_regs: every warp). The counters are never reset:
 // launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
 // Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
 // 2·cols <= CHAIN_PAGE; runtime/cuda checks them. chain_matvec_f16_s6 is
@@ -195,13 +199,13 @@ __device__ __forceinline__ void chain_dot_rows(const __half* page, int cols, int
 }
 
 template <int STAGES, int PAGE = CHAIN_PAGE>
-__device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode,
+__device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode,
                                            long long* trace) {
 	extern __shared__ __align__(16) unsigned char xs_smem[];
 	constexpr int mul = PAGE / CHAIN_PAGE;
 	__half* ring = reinterpret_cast<__half*>(xs_smem);
 	float* xs = reinterpret_cast<float*>(xs_smem + STAGES * PAGE);
-	const unsigned want = (unsigned)(epoch + 1) * gridDim.x;
+	const unsigned want = base + gridDim.x;
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 
 	ChainCur cc{0, 0, 0}, ic;  // the tile to compute, the next tile to issue
@@ -313,25 +317,163 @@ __device__ __forceinline__ void chain_body(const ChainOp* __restrict__ ops, int 
 }
 
 extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
-    chain_matvec_f16(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
-	chain_body<CHAIN_STAGES>(ops, n, done, epoch, mode, trace);
+    chain_matvec_f16(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chain_body<CHAIN_STAGES>(ops, n, done, base, mode, trace);
 }
 
 extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
-    chain_matvec_f16_s6(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
-	chain_body<CHAIN6_STAGES>(ops, n, done, epoch, mode, trace);
+    chain_matvec_f16_s6(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chain_body<CHAIN6_STAGES>(ops, n, done, base, mode, trace);
 }
 
 // chain_matvec_f16_p64: three 64 KB pages (16 rows of 2,048 columns a
 // tile, two a warp), x at most 8,192 values (224 KB).
 extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
-    chain_matvec_f16_p64(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
-	chain_body<3, 2 * CHAIN_PAGE>(ops, n, done, epoch, mode, trace);
+    chain_matvec_f16_p64(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chain_body<3, 2 * CHAIN_PAGE>(ops, n, done, base, mode, trace);
 }
 
 // chain_matvec_f16_t512: chain_matvec_f16 with 16 warps (each copies half
 // as many pieces of a tile; 8 of them compute, one row each).
 extern "C" __global__ void __launch_bounds__(2 * CHAIN_THREADS, 1)
-    chain_matvec_f16_t512(const ChainOp* __restrict__ ops, int n, unsigned* done, int epoch, int mode, long long* trace) {
-	chain_body<CHAIN_STAGES>(ops, n, done, epoch, mode, trace);
+    chain_matvec_f16_t512(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chain_body<CHAIN_STAGES>(ops, n, done, base, mode, trace);
+}
+
+// chain_matvec_f16_regs: the same program without shared memory, every warp
+// on its own. The rows of each op are split over all G·8 warps; a warp
+// keeps its next two rows' words in registers (ldg_stream), loaded before
+// it waits for the next op's dependency, so a boundary costs no weight
+// latency (the across strategy: mode is not read). A warp waits on and
+// signals the counters itself (done[i] counts warps), stages x in registers
+// straight from global memory, and dots each row as chain_dot_rows<1> does
+// (the same bits). Rows of at most CHAIN_REGX·256 columns, a multiple of
+// 256 (runtime/cuda checks them). The trace holds warp 0's cycles of each
+// block.
+__device__ __forceinline__ void chainw_seek(ChainCur& c, const ChainOp* ops, int n, int gw, int nwarps) {
+	for (; c.i < n; c.i++) {
+		const long long rows = __ldg(&ops[c.i].rows);
+		c.r = (int)(rows * gw / nwarps);
+		c.e = (int)(rows * (gw + 1) / nwarps);
+		if (c.r < c.e) return;
+	}
+}
+
+__device__ __forceinline__ void chainw_next(ChainCur& c, const ChainOp* ops, int n, int gw, int nwarps) {
+	if (++c.r < c.e) return;
+	c.i++;
+	chainw_seek(c, ops, n, gw, nwarps);
+}
+
+// chainw_load issues the loads of lane's words of row c (nothing for a
+// latency op or past the program).
+__device__ __forceinline__ void chainw_load(const ChainCur& c, const ChainOp* ops, int n, int lane, uint4 (&q)[CHAIN_REGX]) {
+	if (c.i >= n) return;
+	const __half* w = ops[c.i].w;
+	if (w == nullptr) return;
+	const int cols = __ldg(&ops[c.i].cols), K = cols / 256;
+	const __half* row = w + (size_t)c.r * cols + lane * 8;
+#pragma unroll
+	for (int k = 0; k < CHAIN_REGX; k++)
+		if (k < K) q[k] = ldg_stream(row + 256 * k);
+}
+
+struct ChainWarp {
+	int xop, sig;
+	long long t_enter, t_ready;
+};
+
+// chainw_row computes row cc from q: at a new op, signals the ops before
+// it, waits for its dependency and stages x.
+__device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* ops, unsigned* done, unsigned want, int lane,
+                                           const uint4 (&q)[CHAIN_REGX], float (&xr)[CHAIN_REGX][8], ChainWarp& st,
+                                           long long* trace, bool tracer) {
+	const ChainOp* op = &ops[cc.i];
+	const int K = __ldg(&op->cols) / 256;
+	if (cc.i != st.xop) {
+		__syncwarp();
+		if (tracer) {
+			st.t_enter = clock64();
+			if (st.xop >= 0 && lane == 0) trace[2 * ((size_t)st.xop * gridDim.x + blockIdx.x) + 1] = st.t_enter - st.t_ready;
+		}
+		if (lane == 0 && st.sig < cc.i) {
+			__threadfence();
+			for (int j = st.sig; j < cc.i; j++) atomicAdd(&done[j], 1u);
+		}
+		st.sig = cc.i;
+		const int dep = __ldg(&op->dep);
+		if (dep >= 0 && lane == 0)
+			while ((int)(ld_acquire(&done[dep]) - want) < 0) __nanosleep(32);
+		__syncwarp();
+		const float* x = op->x;
+		if (x != nullptr) {
+#pragma unroll
+			for (int k = 0; k < CHAIN_REGX; k++)
+				if (k < K) {
+					const float4 a = __ldcg(reinterpret_cast<const float4*>(x + lane * 8 + 256 * k));
+					const float4 b = __ldcg(reinterpret_cast<const float4*>(x + lane * 8 + 256 * k + 4));
+					xr[k][0] = a.x, xr[k][1] = a.y, xr[k][2] = a.z, xr[k][3] = a.w;
+					xr[k][4] = b.x, xr[k][5] = b.y, xr[k][6] = b.z, xr[k][7] = b.w;
+				}
+		}
+		st.xop = cc.i;
+		if (tracer) {
+			st.t_ready = clock64();
+			if (lane == 0) trace[2 * ((size_t)cc.i * gridDim.x + blockIdx.x)] = st.t_ready - st.t_enter;
+		}
+	}
+	if (op->w == nullptr) {
+		if (lane == 0) chain_spin(__ldg(&op->spin));
+		return;
+	}
+	float s[2] = {0.0f, 0.0f};
+#pragma unroll
+	for (int k = 0; k < CHAIN_REGX; k++)
+		if (k < K) {
+#pragma unroll
+			for (int j = 0; j < 4; j++) {
+				const float2 f = __half22float2(reinterpret_cast<const __half2*>(&q[k])[j]);
+				s[k & 1] = __fmaf_rn(f.x, xr[k][2 * j], s[k & 1]);
+				s[k & 1] = __fmaf_rn(f.y, xr[k][2 * j + 1], s[k & 1]);
+			}
+		}
+	float acc = s[0] + s[1];
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(FULL_MASK, acc, o);
+	if (lane == 0) op->y[cc.r] = acc;
+}
+
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16_regs(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+	const int gw = blockIdx.x * nw + (threadIdx.x >> 5), nwarps = gridDim.x * nw;
+	const unsigned want = base + nwarps;
+	const bool tracer = trace != nullptr && (threadIdx.x >> 5) == 0;
+	ChainCur cc{0, 0, 0};
+	chainw_seek(cc, ops, n, gw, nwarps);
+	ChainCur pf = cc;  // the next row to load
+	uint4 qa[CHAIN_REGX], qb[CHAIN_REGX];
+	float xr[CHAIN_REGX][8];
+	chainw_load(pf, ops, n, lane, qa);
+	if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
+	chainw_load(pf, ops, n, lane, qb);
+	if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
+	ChainWarp st{-1, 0, 0, 0};
+	while (cc.i < n) {
+		chainw_row(cc, ops, done, want, lane, qa, xr, st, trace, tracer);
+		chainw_load(pf, ops, n, lane, qa);
+		if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
+		chainw_next(cc, ops, n, gw, nwarps);
+		if (cc.i >= n) break;
+		chainw_row(cc, ops, done, want, lane, qb, xr, st, trace, tracer);
+		chainw_load(pf, ops, n, lane, qb);
+		if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
+		chainw_next(cc, ops, n, gw, nwarps);
+	}
+	__syncwarp();
+	if (tracer && st.xop >= 0 && lane == 0) trace[2 * ((size_t)st.xop * gridDim.x + blockIdx.x) + 1] = clock64() - st.t_ready;
+	if (lane == 0 && st.sig < n) {
+		__threadfence();
+		for (int j = st.sig; j < n; j++) atomicAdd(&done[j], 1u);
+	}
 }

@@ -1,5 +1,5 @@
 // ch.cpp: chain.cu's persistent matvec chain (issue 14's probe) on the
-// emulator, each build (chain_matvec_f16, _s6, _t512, _p64). The emulator runs blocks one after another, so a block that
+// emulator, each build (chain_matvec_f16, _s6, _t512, _p64, _regs). The emulator runs blocks one after another, so a block that
 // waits for another would spin for ever: a chained program (each op reads
 // the op before it) runs as one block, and the row split across blocks is
 // checked with a program of independent ops (every op reads x0) on 7
@@ -31,8 +31,8 @@ static Shape mv(int rows, int cols, int src) { return Shape{rows, cols, src, src
 static Shape lat(int dep) { return Shape{1, 8, -1, dep, true}; }
 
 static int failures = 0;
-static int g_build = 0;  // 0 chain_matvec_f16, 1 chain_matvec_f16_s6, 2 chain_matvec_f16_t512, 3 chain_matvec_f16_p64
-static const char* g_names[4] = {"s5", "s6", "t512", "p64"};
+static int g_build = 0;  // 0 chain_matvec_f16, 1 _s6, 2 _t512, 3 _p64, 4 _regs
+static const char* g_names[5] = {"s5", "s6", "t512", "p64", "regs"};
 
 struct Run {
 	std::vector<std::vector<float>> ys;
@@ -60,6 +60,8 @@ static Run run(const std::vector<Shape>& sh, const std::vector<__half>& w, const
 	if (g_build == 1)
 		emu_launch(grid, CHAIN_THREADS, CHAIN6_STAGES * CHAIN_PAGE + CHAIN6_XMAX * 4,
 		           [&] { chain_matvec_f16_s6(ops.data(), (int)ops.size(), r.done.data(), 0, mode, nullptr); });
+	else if (g_build == 4)
+		emu_launch(grid, CHAIN_THREADS, 0, [&] { chain_matvec_f16_regs(ops.data(), (int)ops.size(), r.done.data(), 0, CHAIN_ACROSS, nullptr); });
 	else if (g_build == 3)
 		emu_launch(grid, CHAIN_THREADS, 3 * 2 * CHAIN_PAGE + CHAIN_XMAX * 4,
 		           [&] { chain_matvec_f16_p64(ops.data(), (int)ops.size(), r.done.data(), 0, mode, nullptr); });
@@ -108,7 +110,7 @@ static void check(const char* name, std::vector<Shape> sh, int grid, unsigned se
 	for (const auto& r : runs) {
 		for (size_t i = 0; i < sh.size(); i++)
 			if (!sh[i].lat) same &= std::memcmp(r.ys[i].data(), runs[0].ys[i].data(), 4 * sh[i].rows) == 0;
-		for (unsigned d : r.done) signalled &= d == (unsigned)grid;
+		for (unsigned d : r.done) signalled &= d == (unsigned)(g_build == 4 ? grid * CHAIN_THREADS / 32 : grid);
 	}
 	const double e = worst(sh, w, off, x0, runs[0]);
 	// planted: one weight of the last op (a matvec) changed after the run
@@ -124,7 +126,7 @@ static void check(const char* name, std::vector<Shape> sh, int grid, unsigned se
 	same &= sameBuild;
 	const bool ok = same && signalled && e <= 1 && caught;
 	if (!ok) failures++;
-	std::printf("%-4s %-4s %-12s %2zu ops, %d block(s): strategies and builds %s, counters %s, worst %.3g of the bound, planted %s\n", ok ? "ok" : "FAIL", g_names[g_build], name,
+	std::printf("%-4s %-4s %-13s %2zu ops, %d block(s): strategies and builds %s, counters %s, worst %.3g of the bound, planted %s\n", ok ? "ok" : "FAIL", g_names[g_build], name,
 	            sh.size(), grid, same ? "same bits" : "DIFFER", signalled ? "all signalled" : "WRONG", e, caught ? "caught" : "NOT CAUGHT");
 }
 
@@ -143,6 +145,18 @@ int main() {
 		g_build = build;
 		check("chained", chained, 1, 27);
 		check("independent", indep, 7, 28);
+	}
+	// chain_matvec_f16_regs takes rows of 256 to 2,048 columns, a multiple of 256: its own program,
+	// which the five-page build runs too (the same bits). A warp waits for the block's other warps.
+	const std::vector<Shape> regs = {mv(600, 256, -1), mv(300, 512, 0),  mv(2048, 256, 1),      mv(20, 2048, 2), lat(3),
+	                                 Shape{64, 2048, 2, 4, false},       mv(1030, 1024, 2),     mv(7, 1024, 6),  lat(7),
+	                                 Shape{33, 512, 6, 8, false}};
+	std::vector<Shape> regsIndep = regs;
+	for (auto& s : regsIndep) s.src = -1, s.dep = -1;
+	for (int build : {0, 4}) {
+		g_build = build;
+		check("regs-chained", regs, 1, 29);
+		check("regs-indep", regsIndep, 3, 30);
 	}
 	if (failures) {
 		std::printf("ch: %d case(s) failed\n", failures);

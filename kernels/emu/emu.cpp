@@ -98,6 +98,11 @@ void init_fiber(Fiber& f) {
 }
 }  // namespace
 
+// emu_yield lets the other fibers run (a spin's __nanosleep): a fiber that
+// waits for another warp's counter would otherwise spin for ever.
+void emu_yield() { yield(); }
+void emu_progress() { progress++; }
+
 void __syncthreads() { arrive(block_bar, blockDim.x); }
 void __syncwarp(unsigned) { arrive(warp_bar[cur->tid >> 5], 32); }
 unsigned emu_ballot(int p) {

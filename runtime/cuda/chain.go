@@ -33,10 +33,14 @@ const chainPage = 32768
 
 // chainKernel is one kernel of chain.cu: the same body with a ring of pages
 // pages of page bytes, xmax staged x values (dynamic shared memory smem) and
-// threads threads a block.
+// threads threads a block; or, perWarp, chain_matvec_f16_regs (no shared
+// memory: every warp streams its rows into registers, waits and signals on
+// its own, rows of 256 to 2,048 columns, a multiple of 256, the across
+// strategy only).
 type chainKernel struct {
 	name                             string
 	pages, page, xmax, smem, threads int
+	perWarp                          bool
 }
 
 func newChainKernel(name string, pages, page, xmax, threads int) chainKernel {
@@ -49,6 +53,7 @@ var chainBuilds = [...]chainKernel{
 	newChainKernel("chain_matvec_f16_s6", 6, chainPage, 4096, 256),   // CHAIN6_STAGES, CHAIN6_XMAX
 	newChainKernel("chain_matvec_f16_t512", 5, chainPage, 8192, 512), // 2 * CHAIN_THREADS
 	newChainKernel("chain_matvec_f16_p64", 3, 2*chainPage, 8192, 256),
+	{name: "chain_matvec_f16_regs", xmax: 2048, threads: 256, perWarp: true}, // CHAIN_REGX * 256
 }
 
 // Indices into chainBuilds.
@@ -57,6 +62,7 @@ const (
 	chainS6
 	chainT512
 	chainP64
+	chainRegs
 )
 
 // chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
@@ -71,14 +77,16 @@ type chainOp struct {
 	_          int32
 }
 
-// chainProgram is a program uploaded for chain_matvec_f16: its ops, one
-// done counter an op, and how many launches it has had (the counters are
-// never reset: launch e waits for (e+1)·grid).
+// chainProgram is a program uploaded for chain.cu: its ops, one done
+// counter an op, and the counters' common value after the launches so far
+// (they are never reset: a launch is passed it as base and waits for
+// base plus what one launch adds: grid blocks, or every warp).
 type chainProgram struct {
 	ops, done *Tensor
 	n, grid   int
 	maxCols   int
-	launches  int
+	regsOK    bool // every matvec fits chain_matvec_f16_regs
+	count     uint32
 }
 
 // newChain checks ops against chain.cu's limits and uploads them.
@@ -108,16 +116,19 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 		}
 		op.rpt = int32(chainPage / (2 * int(op.cols)))
 	}
-	maxCols := 0
+	maxCols, regsOK := 0, true
 	for _, op := range ops {
 		maxCols = max(maxCols, int(op.cols))
+		if op.w != 0 && (op.cols%256 != 0 || int(op.cols) > chainBuilds[chainRegs].xmax) {
+			regsOK = false
+		}
 	}
 	raw := unsafe.Slice((*byte)(unsafe.Pointer(&ops[0])), len(ops)*int(unsafe.Sizeof(chainOp{})))
 	t, err := b.AllocBytes(len(raw))
 	if err != nil {
 		return nil, fmt.Errorf("chain probe: %w", err)
 	}
-	p := &chainProgram{ops: t.(*Tensor), n: len(ops), maxCols: maxCols}
+	p := &chainProgram{ops: t.(*Tensor), n: len(ops), maxCols: maxCols, regsOK: regsOK}
 	if err := b.WriteBytes(p.ops, 0, raw); err != nil {
 		_ = b.Free(p.ops)
 		return nil, fmt.Errorf("chain probe: %w", err)
@@ -159,16 +170,26 @@ func (b *Backend) freeChain(p *chainProgram) error {
 }
 
 // launchChain runs p once with strategy mode on the compute stream, on
-// build kb (chainS5, chainS6, chainT512, chainP64); with trace != 0 (2·n·grid int64s)
-// each block records its per-op wait and work cycles. Owner thread.
+// build kb (chainS5 .. chainRegs); with trace != 0 (2·n·grid int64s) each
+// block records its per-op wait and work cycles (chainRegs: its warp 0's).
+// Owner thread.
 func (b *Backend) launchChain(p *chainProgram, mode, kb int, trace cu.DevicePtr) error {
 	cb := chainBuilds[kb]
-	if p.maxCols > cb.xmax {
+	switch {
+	case cb.perWarp && !p.regsOK:
+		return fmt.Errorf("chain probe: %s takes rows of 256 to %d columns, a multiple of 256", cb.name, cb.xmax)
+	case cb.perWarp && mode != chainAcross:
+		return fmt.Errorf("chain probe: %s streams across every wait; strategy %d is not its own", cb.name, mode)
+	case p.maxCols > cb.xmax && !cb.perWarp:
 		return fmt.Errorf("chain probe: %d columns: %s stages at most %d", p.maxCols, cb.name, cb.xmax)
 	}
-	e := p.launches
-	p.launches++
-	return b.launch(b.k.chain[kb], p.grid, cb.threads, cb.smem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), argInt(e), argInt(mode), argPtr(trace))
+	base := p.count
+	if cb.perWarp {
+		p.count += uint32(p.grid * cb.threads / 32)
+	} else {
+		p.count += uint32(p.grid)
+	}
+	return b.launch(b.k.chain[kb], p.grid, cb.threads, cb.smem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), uint64(base), argInt(mode), argPtr(trace))
 }
 
 // errChainSmem: a chain.cu build's shared memory is over the device's limit.

@@ -99,13 +99,19 @@ func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 // bits under each strategy, and never reads an output before its op
 // finished: each launch starts from a new input with every output poisoned
 // (NaN). The last launch of each build also writes its trace: every op a
-// block owns rows of took cycles.
+// block owns rows of took cycles. chain_matvec_f16_regs (rows of 256 to
+// 2,048 columns, the across strategy only) runs its own program, and gives
+// the five-page build's bits on it.
 func TestChainMatVec(t *testing.T) {
 	be := testBE
 	if !be.k.chainOK {
 		t.Skip(errChainSmem)
 	}
+	all := []int{chainPlain, chainPlain, chainPDL, chainPDL, chainAcross, chainAcross}
 	for kb, cb := range chainBuilds {
+		if cb.perWarp {
+			continue
+		}
 		wide := 5632 // chain_matvec_f16_s6 stages at most 4,096 values
 		if wide > cb.xmax {
 			wide = 4000
@@ -115,11 +121,28 @@ func TestChainMatVec(t *testing.T) {
 			mv(7, 8, 4), mv(1000, 1024, 4), mv(3000, 1000, 6), mv(133, 3000, 7), mv(2048, 128, 8),
 			latOp(9, 2000), {6144, 2048, 1, 10, 0}, latOp(11, 500), mv(2048, 2048, 11),
 		}
-		t.Run(cb.name, func(t *testing.T) { checkChain(t, be, shapes, kb) })
+		t.Run(cb.name, func(t *testing.T) { checkChain(t, be, shapes, kb, all) })
 	}
+	// Fewer rows than the grid's 1,056 warps, a warp with one row or several, 256 to 2,048 columns.
+	regs := []chainShape{
+		mv(6144, 2048, -1), mv(2048, 2048, 0), mv(64, 2048, 1), mv(4096, 256, 1), mv(1000, 512, 3),
+		latOp(4, 2000), {2048, 1024, 3, 5, 0}, latOp(6, 500), {7, 2048, 6, 7, 0}, mv(3000, 2048, 6),
+	}
+	t.Run(chainBuilds[chainRegs].name, func(t *testing.T) {
+		ref := checkChain(t, be, regs, chainS5, []int{chainAcross, chainAcross})
+		got := checkChain(t, be, regs, chainRegs, []int{chainAcross, chainAcross, chainAcross, chainAcross})
+		for j := range ref {
+			if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
+				t.Fatalf("output value %d is %g, the five-page build's %g", j, got[j], ref[j])
+			}
+		}
+	})
 }
 
-func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int) {
+// checkChain runs build kb once per mode in modes (inputs alternating
+// between two seeds) and checks each launch; it returns the first launch's
+// outputs, flattened.
+func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int, modes []int) []float32 {
 	c := buildChain(t, be, shapes, true, 11)
 	p, err := be.newChain(c.ops)
 	if err != nil {
@@ -135,8 +158,7 @@ func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int) {
 	for i := range nan {
 		nan[i] = float32(math.NaN())
 	}
-	modes := []int{chainPlain, chainPlain, chainPDL, chainPDL, chainAcross, chainAcross}
-	var first [][]float32 // each launch's outputs under chainPlain, by input seed
+	var first [][]float32 // the first two launches' outputs, by input seed
 	for round, mode := range modes {
 		seed := uint64(round%2 + 20)
 		if err := be.WriteF32(c.x0, randF32(rand.New(rand.NewPCG(seed, 8)), c.maxCols, 1)); err != nil {
@@ -191,19 +213,26 @@ func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int) {
 		want := first[round%2]
 		for j, v := range flatten(outs) {
 			if math.Float32bits(v) != math.Float32bits(want[j]) {
-				t.Fatalf("mode %d round %d: output value %d is %g, the plain strategy's %g", mode, round, j, v, want[j])
+				t.Fatalf("mode %d round %d: output value %d is %g, the first launch's %g", mode, round, j, v, want[j])
 			}
 		}
 	}
 	cyc := readChainTrace(t, be, tr.(*Tensor), p)
+	units, per := p.grid, 1 // who owns rows: blocks, or (chain_matvec_f16_regs) warps, of which block blk's warp 0 traces
+	if cb := chainBuilds[kb]; cb.perWarp {
+		per = cb.threads / 32
+		units *= per
+	}
 	for i, s := range shapes {
 		for blk := range p.grid {
-			owns := s.rows*(blk+1)/p.grid > s.rows*blk/p.grid
+			u := blk * per
+			owns := s.rows*(u+1)/units > s.rows*u/units
 			if w, k := cyc[2*(i*p.grid+blk)], cyc[2*(i*p.grid+blk)+1]; owns && (w < 0 || k <= 0) {
 				t.Fatalf("trace: op %d block %d: waited %d cycles, worked %d", i, blk, w, k)
 			}
 		}
 	}
+	return first[0]
 }
 
 func readChainTrace(t testing.TB, be *Backend, tr *Tensor, p *chainProgram) []int64 {
@@ -270,6 +299,8 @@ func chainPrograms() []struct {
 //	chain-across-t512 chain-across with 512 threads a block
 //	chain-across-p64  chain-across with three 64 KB pages (two rows a warp)
 //	chain-across-s6   chain-across with a sixth page (programs of at most 4,096 columns)
+//	chain-regs        chain_matvec_f16_regs: no shared memory, every warp streams its next
+//	                  two rows into registers across the waits (rows of at most 2,048 columns)
 //	stream            stream_read over the whole weight buffer, one launch (the ceiling)
 //	stream-1blk       the same with one block an SM (the chain's grid, 8 warps an SM)
 //
@@ -339,6 +370,9 @@ func BenchmarkChain(b *testing.B) {
 			{"chain-across-t512", chainAcross, chainT512}, {"chain-across-p64", chainAcross, chainP64}}
 		if p.maxCols <= chainBuilds[chainS6].xmax {
 			modes = append(modes, chainMode{"chain-across-s6", chainAcross, chainS6})
+		}
+		if p.regsOK {
+			modes = append(modes, chainMode{"chain-regs", chainAcross, chainRegs})
 		}
 		for _, m := range modes {
 			run(m.name, 8, func() error { return be.launchChain(p, m.mode, m.kb, 0) }, func(b *testing.B) {

@@ -66,8 +66,11 @@ template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }
 // __threadfence orders a thread's global writes; fibers share one memory and switch only at collectives.
 inline void __threadfence() {}
-// __nanosleep: a spin's pause; the emulator has no other block to wait for.
-inline void __nanosleep(unsigned) {}
+// __nanosleep: a spin's pause; it lets the block's other fibers run (a warp
+// may wait for another warp's counter). The emulator runs blocks one after
+// another, so a wait for another block still spins for ever.
+void emu_yield();
+inline void __nanosleep(unsigned) { emu_yield(); }
 // clock64: an SM's cycle counter; the emulator does not model time.
 inline long long clock64() { return 0; }
 
@@ -104,14 +107,19 @@ void emu_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]
 unsigned emu_ballot(int p);
 inline unsigned __ballot_sync(unsigned, int p) { return emu_ballot(p); }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
+// An atomic add counts as progress for the deadlock check: a warp spinning
+// on a counter (__nanosleep yields) waits for exactly such adds.
+void emu_progress();
 inline int atomicAdd(int* p, int v) {
 	const int old = *p;
 	*p = old + v;
+	emu_progress();
 	return old;
 }
 inline unsigned atomicAdd(unsigned* p, unsigned v) {
 	const unsigned old = *p;
 	*p = old + v;
+	emu_progress();
 	return old;
 }
 unsigned emu_shfl(unsigned v, int src);
