@@ -33,8 +33,7 @@
 //
 // The counters are never reset: a launch is passed their value before it
 // (base, the same for every op) and waits for done[dep] to reach base plus
-// what one launch adds (G blocks; chain_matvec_f16_regs: every warp). The counters are never reset:
-// launch e (from 0) of a program waits for done[dep] to reach (e+1)·G.
+// what one launch adds (G blocks).
 // Needs cols % 8 == 0, 16-byte aligned W rows, cols <= CHAIN_XMAX and
 // 2·cols <= CHAIN_PAGE; runtime/cuda checks them. chain_matvec_f16_s6 is
 // the same body with a sixth page (cols <= CHAIN6_XMAX),
@@ -345,7 +344,8 @@ extern "C" __global__ void __launch_bounds__(2 * CHAIN_THREADS, 1)
 // keeps its next two rows' words in registers (ldg_stream), loaded before
 // it waits for the next op's dependency, so a boundary costs no weight
 // latency (the across strategy: mode is not read). A warp waits on and
-// signals the counters itself (done[i] counts warps), stages x in registers
+// signals the counters itself (chainw_signal: done has n·(1 + G) counters,
+// done[op] counting blocks as in the other builds), stages x in registers
 // straight from global memory, and dots each row as chain_dot_rows<1> does
 // (the same bits). Rows of at most CHAIN_REGX·256 columns, a multiple of
 // 256 (runtime/cuda checks them). The trace holds warp 0's cycles of each
@@ -378,14 +378,40 @@ __device__ __forceinline__ void chainw_load(const ChainCur& c, const ChainOp* op
 		if (k < K) q[k] = ldg_stream(row + 256 * k);
 }
 
+// chainw_signal marks ops [from, to) done by the calling warp (lane 0,
+// after its last store to them): it counts the warp in the block's counter
+// of each op (done[n + op·G + block]), and the block's last warp of this
+// launch (a launch adds exactly one count a warp, so the old value is
+// nw - 1 modulo nw) counts the block in done[op]. So done[] counts blocks,
+// as the shared-memory builds' does, and only G atomics a launch meet on
+// one op's counter, not G·nw. The fence before the block count releases
+// this warp's stores; the one after it acquires the other warps' (their
+// counts were read by this atomic) before the block is counted.
+__device__ __forceinline__ void chainw_signal(unsigned* done, int n, int from, int to) {
+	if (from >= to) return;
+	const unsigned nw = blockDim.x >> 5;
+	__threadfence();
+	for (int j = from; j < to; j++) {
+		const unsigned old = atomicAdd(&done[n + (size_t)j * gridDim.x + blockIdx.x], 1u);
+		if (old % nw == nw - 1) {
+			__threadfence();
+			atomicAdd(&done[j], 1u);
+		}
+	}
+}
+
 struct ChainWarp {
 	int xop, sig;
 	long long t_enter, t_ready;
 };
 
 // chainw_row computes row cc from q: at a new op, signals the ops before
-// it, waits for its dependency and stages x.
-__device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* ops, unsigned* done, unsigned want, int lane,
+// it, waits for its dependency and stages x (XREG: in registers; else each
+// row reads its x words again, plain loads that L1 keeps after the first
+// row: they follow lane 0's acquire and the warp barrier, so no stale line
+// of an earlier launch is read).
+template <bool XREG>
+__device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* ops, int n, unsigned* done, unsigned want, int lane,
                                            const uint4 (&q)[CHAIN_REGX], float (&xr)[CHAIN_REGX][8], ChainWarp& st,
                                            long long* trace, bool tracer) {
 	const ChainOp* op = &ops[cc.i];
@@ -396,17 +422,14 @@ __device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* op
 			st.t_enter = clock64();
 			if (st.xop >= 0 && lane == 0) trace[2 * ((size_t)st.xop * gridDim.x + blockIdx.x) + 1] = st.t_enter - st.t_ready;
 		}
-		if (lane == 0 && st.sig < cc.i) {
-			__threadfence();
-			for (int j = st.sig; j < cc.i; j++) atomicAdd(&done[j], 1u);
-		}
+		if (lane == 0) chainw_signal(done, n, st.sig, cc.i);
 		st.sig = cc.i;
 		const int dep = __ldg(&op->dep);
 		if (dep >= 0 && lane == 0)
 			while ((int)(ld_acquire(&done[dep]) - want) < 0) __nanosleep(32);
 		__syncwarp();
 		const float* x = op->x;
-		if (x != nullptr) {
+		if (XREG && x != nullptr) {
 #pragma unroll
 			for (int k = 0; k < CHAIN_REGX; k++)
 				if (k < K) {
@@ -427,14 +450,24 @@ __device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* op
 		return;
 	}
 	float s[2] = {0.0f, 0.0f};
+	const float* xg = op->x + lane * 8;
 #pragma unroll
 	for (int k = 0; k < CHAIN_REGX; k++)
 		if (k < K) {
+			float xv[8];
+			if (XREG) {
+#pragma unroll
+				for (int j = 0; j < 8; j++) xv[j] = xr[k][j];
+			} else {
+				const float4 a = *reinterpret_cast<const float4*>(xg + 256 * k);
+				const float4 b = *reinterpret_cast<const float4*>(xg + 256 * k + 4);
+				xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w, xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+			}
 #pragma unroll
 			for (int j = 0; j < 4; j++) {
 				const float2 f = __half22float2(reinterpret_cast<const __half2*>(&q[k])[j]);
-				s[k & 1] = __fmaf_rn(f.x, xr[k][2 * j], s[k & 1]);
-				s[k & 1] = __fmaf_rn(f.y, xr[k][2 * j + 1], s[k & 1]);
+				s[k & 1] = __fmaf_rn(f.x, xv[2 * j], s[k & 1]);
+				s[k & 1] = __fmaf_rn(f.y, xv[2 * j + 1], s[k & 1]);
 			}
 		}
 	float acc = s[0] + s[1];
@@ -443,11 +476,11 @@ __device__ __forceinline__ void chainw_row(const ChainCur& cc, const ChainOp* op
 	if (lane == 0) op->y[cc.r] = acc;
 }
 
-extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
-    chain_matvec_f16_regs(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+template <bool XREG>
+__device__ __forceinline__ void chainw_body(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, long long* trace) {
 	const int lane = threadIdx.x & 31, nw = blockDim.x >> 5;
 	const int gw = blockIdx.x * nw + (threadIdx.x >> 5), nwarps = gridDim.x * nw;
-	const unsigned want = base + nwarps;
+	const unsigned want = base + gridDim.x;
 	const bool tracer = trace != nullptr && (threadIdx.x >> 5) == 0;
 	ChainCur cc{0, 0, 0};
 	chainw_seek(cc, ops, n, gw, nwarps);
@@ -460,20 +493,30 @@ extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
 	if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
 	ChainWarp st{-1, 0, 0, 0};
 	while (cc.i < n) {
-		chainw_row(cc, ops, done, want, lane, qa, xr, st, trace, tracer);
+		chainw_row<XREG>(cc, ops, n, done, want, lane, qa, xr, st, trace, tracer);
 		chainw_load(pf, ops, n, lane, qa);
 		if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
 		chainw_next(cc, ops, n, gw, nwarps);
 		if (cc.i >= n) break;
-		chainw_row(cc, ops, done, want, lane, qb, xr, st, trace, tracer);
+		chainw_row<XREG>(cc, ops, n, done, want, lane, qb, xr, st, trace, tracer);
 		chainw_load(pf, ops, n, lane, qb);
 		if (pf.i < n) chainw_next(pf, ops, n, gw, nwarps);
 		chainw_next(cc, ops, n, gw, nwarps);
 	}
 	__syncwarp();
 	if (tracer && st.xop >= 0 && lane == 0) trace[2 * ((size_t)st.xop * gridDim.x + blockIdx.x) + 1] = clock64() - st.t_ready;
-	if (lane == 0 && st.sig < n) {
-		__threadfence();
-		for (int j = st.sig; j < n; j++) atomicAdd(&done[j], 1u);
-	}
+	if (lane == 0) chainw_signal(done, n, st.sig, n);
+}
+
+extern "C" __global__ void __launch_bounds__(CHAIN_THREADS, 1)
+    chain_matvec_f16_regs(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chainw_body<true>(ops, n, done, base, trace);
+}
+
+// chain_matvec_f16_regs16: the same with 16 warps a block and x read again
+// for every row (L1) instead of held in registers, so that twice the warps
+// fit an SM (the launched matvec_f16 kernels run 16 warps an SM).
+extern "C" __global__ void __launch_bounds__(2 * CHAIN_THREADS, 1)
+    chain_matvec_f16_regs16(const ChainOp* __restrict__ ops, int n, unsigned* done, unsigned base, int mode, long long* trace) {
+	chainw_body<false>(ops, n, done, base, trace);
 }

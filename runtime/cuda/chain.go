@@ -33,10 +33,10 @@ const chainPage = 32768
 
 // chainKernel is one kernel of chain.cu: the same body with a ring of pages
 // pages of page bytes, xmax staged x values (dynamic shared memory smem) and
-// threads threads a block; or, perWarp, chain_matvec_f16_regs (no shared
-// memory: every warp streams its rows into registers, waits and signals on
-// its own, rows of 256 to 2,048 columns, a multiple of 256, the across
-// strategy only).
+// threads threads a block; or, perWarp, chain_matvec_f16_regs and _regs16
+// (no shared memory: every warp streams its rows into registers, waits and
+// signals on its own, rows of 256 to 2,048 columns, a multiple of 256, the
+// across strategy only).
 type chainKernel struct {
 	name                             string
 	pages, page, xmax, smem, threads int
@@ -53,7 +53,8 @@ var chainBuilds = [...]chainKernel{
 	newChainKernel("chain_matvec_f16_s6", 6, chainPage, 4096, 256),   // CHAIN6_STAGES, CHAIN6_XMAX
 	newChainKernel("chain_matvec_f16_t512", 5, chainPage, 8192, 512), // 2 * CHAIN_THREADS
 	newChainKernel("chain_matvec_f16_p64", 3, 2*chainPage, 8192, 256),
-	{name: "chain_matvec_f16_regs", xmax: 2048, threads: 256, perWarp: true}, // CHAIN_REGX * 256
+	{name: "chain_matvec_f16_regs", xmax: 2048, threads: 256, perWarp: true},   // CHAIN_REGX * 256
+	{name: "chain_matvec_f16_regs16", xmax: 2048, threads: 512, perWarp: true}, // x read again every row
 }
 
 // Indices into chainBuilds.
@@ -63,6 +64,7 @@ const (
 	chainT512
 	chainP64
 	chainRegs
+	chainRegs16
 )
 
 // chainOp is kernels/chain.cu's ChainOp: y[rows] = w[rows, cols] · x[cols]
@@ -78,9 +80,9 @@ type chainOp struct {
 }
 
 // chainProgram is a program uploaded for chain.cu: its ops, one done
-// counter an op, and the counters' common value after the launches so far
-// (they are never reset: a launch is passed it as base and waits for
-// base plus what one launch adds: grid blocks, or every warp).
+// counter an op (then one an op and block, the per-warp builds' block
+// counts), and the op counters' common value after the launches so far
+// (never reset: a launch is passed it as base and waits for base + grid).
 type chainProgram struct {
 	ops, done *Tensor
 	n, grid   int
@@ -133,13 +135,14 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 		_ = b.Free(p.ops)
 		return nil, fmt.Errorf("chain probe: %w", err)
 	}
-	d, err := b.AllocBytes(4 * len(ops))
+	counters := len(ops) * (1 + b.sms)
+	d, err := b.AllocBytes(4 * counters)
 	if err != nil {
 		_ = b.Free(p.ops)
 		return nil, fmt.Errorf("chain probe: %w", err)
 	}
 	p.done = d.(*Tensor)
-	if err := b.WriteBytes(p.done, 0, make([]byte, 4*len(ops))); err != nil {
+	if err := b.WriteBytes(p.done, 0, make([]byte, 4*counters)); err != nil {
 		_ = b.freeChain(p)
 		return nil, fmt.Errorf("chain probe: %w", err)
 	}
@@ -170,7 +173,7 @@ func (b *Backend) freeChain(p *chainProgram) error {
 }
 
 // launchChain runs p once with strategy mode on the compute stream, on
-// build kb (chainS5 .. chainRegs); with trace != 0 (2·n·grid int64s) each
+// build kb (chainS5 .. chainRegs16); with trace != 0 (2·n·grid int64s) each
 // block records its per-op wait and work cycles (chainRegs: its warp 0's).
 // Owner thread.
 func (b *Backend) launchChain(p *chainProgram, mode, kb int, trace cu.DevicePtr) error {
@@ -184,11 +187,7 @@ func (b *Backend) launchChain(p *chainProgram, mode, kb int, trace cu.DevicePtr)
 		return fmt.Errorf("chain probe: %d columns: %s stages at most %d", p.maxCols, cb.name, cb.xmax)
 	}
 	base := p.count
-	if cb.perWarp {
-		p.count += uint32(p.grid * cb.threads / 32)
-	} else {
-		p.count += uint32(p.grid)
-	}
+	p.count += uint32(p.grid)
 	return b.launch(b.k.chain[kb], p.grid, cb.threads, cb.smem, argPtr(p.ops.ptr), argInt(p.n), argPtr(p.done.ptr), uint64(base), argInt(mode), argPtr(trace))
 }
 

@@ -99,9 +99,9 @@ func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 // bits under each strategy, and never reads an output before its op
 // finished: each launch starts from a new input with every output poisoned
 // (NaN). The last launch of each build also writes its trace: every op a
-// block owns rows of took cycles. chain_matvec_f16_regs (rows of 256 to
-// 2,048 columns, the across strategy only) runs its own program, and gives
-// the five-page build's bits on it.
+// block owns rows of took cycles. chain_matvec_f16_regs and _regs16 (rows
+// of 256 to 2,048 columns, the across strategy only) run their own program,
+// and give the five-page build's bits on it.
 func TestChainMatVec(t *testing.T) {
 	be := testBE
 	if !be.k.chainOK {
@@ -128,15 +128,17 @@ func TestChainMatVec(t *testing.T) {
 		mv(6144, 2048, -1), mv(2048, 2048, 0), mv(64, 2048, 1), mv(4096, 256, 1), mv(1000, 512, 3),
 		latOp(4, 2000), {2048, 1024, 3, 5, 0}, latOp(6, 500), {7, 2048, 6, 7, 0}, mv(3000, 2048, 6),
 	}
-	t.Run(chainBuilds[chainRegs].name, func(t *testing.T) {
-		ref := checkChain(t, be, regs, chainS5, []int{chainAcross, chainAcross})
-		got := checkChain(t, be, regs, chainRegs, []int{chainAcross, chainAcross, chainAcross, chainAcross})
-		for j := range ref {
-			if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
-				t.Fatalf("output value %d is %g, the five-page build's %g", j, got[j], ref[j])
+	for _, kb := range []int{chainRegs, chainRegs16} {
+		t.Run(chainBuilds[kb].name, func(t *testing.T) {
+			ref := checkChain(t, be, regs, chainS5, []int{chainAcross, chainAcross})
+			got := checkChain(t, be, regs, kb, []int{chainAcross, chainAcross, chainAcross, chainAcross})
+			for j := range ref {
+				if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
+					t.Fatalf("output value %d is %g, the five-page build's %g", j, got[j], ref[j])
+				}
 			}
-		}
-	})
+		})
+	}
 }
 
 // checkChain runs build kb once per mode in modes (inputs alternating
@@ -301,6 +303,7 @@ func chainPrograms() []struct {
 //	chain-across-s6   chain-across with a sixth page (programs of at most 4,096 columns)
 //	chain-regs        chain_matvec_f16_regs: no shared memory, every warp streams its next
 //	                  two rows into registers across the waits (rows of at most 2,048 columns)
+//	chain-regs16      the same with 16 warps a block, x read again every row
 //	stream            stream_read over the whole weight buffer, one launch (the ceiling)
 //	stream-1blk       the same with one block an SM (the chain's grid, 8 warps an SM)
 //
@@ -372,7 +375,7 @@ func BenchmarkChain(b *testing.B) {
 			modes = append(modes, chainMode{"chain-across-s6", chainAcross, chainS6})
 		}
 		if p.regsOK {
-			modes = append(modes, chainMode{"chain-regs", chainAcross, chainRegs})
+			modes = append(modes, chainMode{"chain-regs", chainAcross, chainRegs}, chainMode{"chain-regs16", chainAcross, chainRegs16})
 		}
 		for _, m := range modes {
 			run(m.name, 8, func() error { return be.launchChain(p, m.mode, m.kb, 0) }, func(b *testing.B) {

@@ -407,7 +407,7 @@ var moduleFuncs = map[string][]string{
 	"router":            {"router_topk"},
 	"embed_argmax":      {"embed_gather", "argmax_masked", "embed_rows"},
 	"bench":             {"spin_ns", "stream_read", "empty_kernel", "probe_store"},
-	"chain":             {"chain_matvec_f16", "chain_matvec_f16_s6", "chain_matvec_f16_t512", "chain_matvec_f16_p64", "chain_matvec_f16_regs"},
+	"chain":             {"chain_matvec_f16", "chain_matvec_f16_s6", "chain_matvec_f16_t512", "chain_matvec_f16_p64", "chain_matvec_f16_regs", "chain_matvec_f16_regs16"},
 	"prefetch":          {"prefetch_l2"},
 	"decode": {"step_set", "embed_step", "qk_norm_step", "rope_kv_step", "attention_step", "attention_in_step", "route_step",
 		"argmax_step", "add_gated_resid_step", "qk_norm_rope_kv_step", "await_step", "router_route_step",
