@@ -431,13 +431,7 @@ func BenchmarkExperts(b *testing.B) {
 // one launch of that size costs anyway (ramp-up, tail, launch gap).
 func BenchmarkStream(b *testing.B) {
 	be := testBE
-	var sink *Tensor
-	if t, err := be.Alloc(32); err != nil {
-		b.Fatal(err)
-	} else {
-		sink = t.(*Tensor)
-	}
-	b.Cleanup(func() { _ = be.Free(sink) })
+	sink := streamSink(b, be)
 	var grid int
 	if err := be.o.do(func() error { grid = be.residentBlocks(be.k.streamRead, 0); return nil }); err != nil {
 		b.Fatal(err)
@@ -467,6 +461,16 @@ func BenchmarkStream(b *testing.B) {
 			return be.o.async(func() error { return be.launch(be.k.empty, 2*be.sms, block, 0) })
 		})
 	})
+}
+
+// streamSink is stream_read's sink word (freed when the benchmark ends).
+func streamSink(b *testing.B, be *Backend) *Tensor {
+	t, err := be.Alloc(32)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = be.Free(t) })
+	return t.(*Tensor)
 }
 
 // BenchmarkIssue measures the host side: wall time per asynchronous op

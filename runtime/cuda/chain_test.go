@@ -317,13 +317,7 @@ func BenchmarkChain(b *testing.B) {
 	if !be.k.chainOK {
 		b.Skip(errChainSmem)
 	}
-	var sink *Tensor
-	if t, err := be.Alloc(32); err != nil {
-		b.Fatal(err)
-	} else {
-		sink = t.(*Tensor)
-	}
-	b.Cleanup(func() { _ = be.Free(sink) })
+	sink := streamSink(b, be)
 	for _, pr := range chainPrograms() {
 		c := buildChain(b, be, pr.shapes, false, 1) // freed when the whole benchmark ends
 		p, err := be.newChain(c.ops)
