@@ -86,8 +86,9 @@ type Backend struct {
 	// launched op by op (tests read them).
 	pdlFns        map[cu.Function]bool
 	pdl           bool
-	pdlPrev       bool // the capture has launched a kernel already
-	inPrefill     bool // between BeginPrefill and EndPrefill
+	pdlPrev       bool             // the capture has launched a kernel already
+	timelines     []*instrTimeline // the live steppers' timelines (tuning.timeline; step_timeline.go)
+	inPrefill     bool             // between BeginPrefill and EndPrefill
 	pdlLaunches   int
 	pdlOpLaunches int
 	// moeLaunches counts launches of the fused routed-experts kernel
@@ -228,6 +229,7 @@ type tuning struct {
 	waitPrefetch  uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
 	tcDecode      int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
 	noMatmulTC    bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
+	timeline      bool   // graph-full steps record a device event after every body instruction and at the end of each shared-expert branch (step_timeline.go; the kernel after an event is a plain launch, so read it with noPDL; a measuring aid, the same bits)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

@@ -14,6 +14,7 @@ import (
 
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/plan"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
@@ -205,6 +206,9 @@ func decodeModes() []decodeMode {
 		{"graph-full-sforkgum2", engine.StepGraphFull, tuning{sharedForkNR: 2, sharedForkGUM: true}},
 		{"graph-full-sfork2", engine.StepGraphFull, tuning{sharedForkNR: 2}},
 		{"graph-full-nosfork-nopdl", engine.StepGraphFull, tuning{noSharedFork: true, noPDL: true}},
+		// With a timeline of the last step's instructions (BenchmarkDecodeDepth reports it).
+		{"graph-full-nopdl-tl", engine.StepGraphFull, tuning{noPDL: true, timeline: true}},
+		{"graph-full-nosfork-nopdl-tl", engine.StepGraphFull, tuning{noSharedFork: true, noPDL: true, timeline: true}},
 		{"graph-full-ropeqkv", engine.StepGraphFull, tuning{ropeInQKV: true}},
 		{"graph-full-attpf32", engine.StepGraphFull, tuning{attPrefetch: 32}},
 		{"graph-full-attpf64", engine.StepGraphFull, tuning{attPrefetch: 64}},
@@ -325,6 +329,9 @@ func BenchmarkDecodeDepth(b *testing.B) {
 									depthModeOf[key] = m.name
 								}
 							}
+							if m.tn.timeline {
+								reportTimeline(b)
+							}
 							b.ReportMetric(res.DecodeTokS(), "tok/s")
 							b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
 						})
@@ -381,4 +388,71 @@ func benchDepths(b *testing.B, def []int) []int {
 		depths = append(depths, d)
 	}
 	return depths
+}
+
+// reportTimeline reports the instruction timeline of the last decode step
+// (tuning.timeline): per instruction kind, the µs its instructions took
+// (from the end of the one before), and for the layers whose shared expert
+// ran on the branch, the mean µs from attn-out's end to the branch's end
+// (branch-us), to the routed experts' end (main-us), and by how much the
+// branch ended after them (join-wait-us).
+func reportTimeline(b *testing.B) {
+	spans := readTimeline(b)
+	sums := map[plan.Op]float64{}
+	var order []plan.Op
+	attnOut, experts := map[int]float64{}, map[int]float64{}
+	var branch, main, wait float64
+	forks := 0
+	for _, sp := range spans {
+		if _, ok := sums[sp.op]; !ok {
+			order = append(order, sp.op)
+		}
+		sums[sp.op] += sp.took
+		switch sp.op {
+		case plan.OpAttnOut:
+			attnOut[sp.layer] = sp.end
+		case plan.OpRoutedExperts:
+			experts[sp.layer] = sp.end
+		case plan.OpSharedExpert:
+			if sp.branchFork {
+				a, e := attnOut[sp.layer], experts[sp.layer]
+				branch += sp.branchEnd - a
+				main += e - a
+				wait += max(0, sp.branchEnd-e)
+				forks++
+			}
+		}
+	}
+	for _, op := range order {
+		b.ReportMetric(sums[op], op.String()+"-us")
+	}
+	b.ReportMetric(spans[len(spans)-1].end, "body-us")
+	if forks > 0 {
+		b.ReportMetric(branch/float64(forks), "branch-us")
+		b.ReportMetric(main/float64(forks), "main-us")
+		b.ReportMetric(wait/float64(forks), "join-wait-us")
+	}
+}
+
+// readTimeline reads the one live stepper's timeline (tuning.timeline)
+// after its last step.
+func readTimeline(tb testing.TB) []instrSpan {
+	tb.Helper()
+	be := testBE
+	var spans []instrSpan
+	err := be.o.do(func() error {
+		if len(be.timelines) != 1 {
+			return fmt.Errorf("%d live timelines, want 1", len(be.timelines))
+		}
+		if err := be.compute.Synchronize(); err != nil {
+			return err
+		}
+		var err error
+		spans, err = be.timelines[0].read()
+		return err
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return spans
 }

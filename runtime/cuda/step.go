@@ -85,6 +85,7 @@ type stepper struct {
 	// sfork is graph-full's shared-expert branch (step_shared_fork.go);
 	// nil when tuning.noSharedFork is set or the model has no shared expert.
 	sfork *sharedBranch
+	tl    *instrTimeline // tuning.timeline (step_timeline.go)
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -387,6 +388,9 @@ func (s *stepper) setup() error {
 		}
 	}
 	if err := s.setupSharedFork(); err != nil {
+		return err
+	}
+	if err := s.setupTimeline(); err != nil {
 		return err
 	}
 	if s.mode != device.StepPersistent {
@@ -730,7 +734,7 @@ func (s *stepper) Close() error {
 		}
 		s.body, s.segs, s.rest, s.heads, s.headsTimed, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, [2][2]*graph{}, nil
 		errs = append(errs, s.closeTiming())
-		errs = append(errs, s.closePrefetch(), s.closeSharedFork())
+		errs = append(errs, s.closePrefetch(), s.closeSharedFork(), s.closeTimeline())
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

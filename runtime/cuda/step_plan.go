@@ -17,6 +17,12 @@ import (
 // gateUp the first instruction, a routed-experts, leaves out its group's
 // gate/up (overlap issued it outside the segment: gateUpRuns).
 func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
+	timeline := s.timelineOn() && lo == 0 && hi == len(s.prog.body)
+	if timeline {
+		if err := s.timelineMark(s.tl.start, s.b.compute); err != nil {
+			return err
+		}
+	}
 	for i := lo; i < hi; i++ {
 		in := s.prog.body[i]
 		if err := s.forkPrefetch(i); err != nil {
@@ -48,6 +54,11 @@ func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 		}
 		if err != nil {
 			return fmt.Errorf("instruction %d (%s): %w", i, in.Op, err)
+		}
+		if timeline {
+			if err := s.timelineMark(s.tl.ends[i], s.b.compute); err != nil {
+				return fmt.Errorf("instruction %d (%s): %w", i, in.Op, err)
+			}
 		}
 	}
 	return nil

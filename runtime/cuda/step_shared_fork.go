@@ -128,6 +128,12 @@ func (s *stepper) forkShared(j int) error {
 	if err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
+	if s.timelineOn() {
+		if err := s.timelineMark(s.tl.branch[l], br.stream); err != nil {
+			return fmt.Errorf("shared-expert fork: %w", err)
+		}
+		s.tl.forked[l] = true
+	}
 	if err := br.mark(); err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/cpu"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
+	"github.com/horizon-runmap/horizon/runtime/plan"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
@@ -105,6 +106,8 @@ func TestStepperTunings(t *testing.T) {
 		{"att-pipe", tuning{attPipe: true}},
 		{"att-pipe-prefetch", tuning{attPipe: true, attPrefetch: 16}},
 		{"att-ring", tuning{attRing: true}},
+		{"timeline", tuning{timeline: true}},
+		{"timeline-nopdl", tuning{timeline: true, noPDL: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -587,4 +590,58 @@ func backendCount(t *testing.T, read func(*Backend) int) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestStepTimeline: a graph-full step with tuning.timeline records every
+// body instruction's end in order, after the step's start, and on the Qwen
+// shape every layer's shared-expert branch, which ends after its layer's
+// attn-out and before the layer's shared-expert instruction (the join)
+// ends. The bits are TestStepperTunings' concern.
+func TestStepTimeline(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		t.Run(arch, func(t *testing.T) {
+			art := testArtifact(t, arch, qpack.SchemeInt4)
+			cfg, err := art.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			withTuning(t, testBE, tuning{timeline: true, noPDL: true})
+			l := loadEngine(t, art, engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepGraphFull})
+			if _, err := l.Generate(engine.Request{Prompt: promptIDs("A timeline."), Tokens: 8, SuppressEOS: true}); err != nil {
+				t.Fatal(err)
+			}
+			spans := readTimeline(t)
+			prev, forks := 0.0, 0
+			attnOut := map[int]float64{}
+			for i, sp := range spans {
+				if sp.end < prev || sp.took < 0 {
+					t.Fatalf("instruction %d (%s L%d) ends at %.3f µs, before the one ahead of it (%.3f)", i, sp.op, sp.layer, sp.end, prev)
+				}
+				prev = sp.end
+				switch sp.op {
+				case plan.OpAttnOut:
+					attnOut[sp.layer] = sp.end
+				case plan.OpSharedExpert:
+					if !sp.branchFork {
+						continue
+					}
+					forks++
+					if sp.branchEnd < attnOut[sp.layer] || sp.branchEnd > sp.end {
+						t.Fatalf("layer %d's branch ends at %.3f µs, outside attn-out's end %.3f .. the join's %.3f", sp.layer, sp.branchEnd, attnOut[sp.layer], sp.end)
+					}
+				}
+			}
+			if prev <= 0 {
+				t.Fatalf("the body took %.3f µs", prev)
+			}
+			if want := 0; cfg.HasSharedExpert() {
+				want = cfg.NumLayers
+				if forks != want {
+					t.Fatalf("%d branches timed, want %d (one a layer)", forks, want)
+				}
+			} else if forks != want {
+				t.Fatalf("%d branches timed on a model without a shared expert", forks)
+			}
+		})
+	}
 }
