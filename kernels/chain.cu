@@ -69,7 +69,7 @@ struct ChainOp {
 	int dep;   // op whose every block must finish first; -1: none
 	int rpt;   // rows a tile: CHAIN_PAGE / (2 cols)
 	int spin;  // a latency op's nanoseconds
-	int pad;
+	int excl;  // blocks at the grid's end that own none of this op's rows (a block kept for latency ops)
 };
 
 // ChainCur walks one block's tiles in program order: op i, next row r, the
@@ -78,13 +78,25 @@ struct ChainCur {
 	int i, r, e;
 };
 
+// chain_share sets [r, e) to unit u's rows of op: rows split evenly over
+// the first units - excl·per units (per units a block: 1, or its warps),
+// none for the units after them.
+__device__ __forceinline__ void chain_share(ChainCur& c, const ChainOp* op, int u, int units, int per) {
+	const long long rows = __ldg(&op->rows);
+	const int owners = max(units - __ldg(&op->excl) * per, 1);
+	if (u >= owners) {
+		c.r = c.e = 0;
+		return;
+	}
+	c.r = (int)(rows * u / owners);
+	c.e = (int)(rows * (u + 1) / owners);
+}
+
 // chain_seek moves c to the first op >= c.i in which this block owns rows
 // (c.i == n when none is left).
 __device__ __forceinline__ void chain_seek(ChainCur& c, const ChainOp* ops, int n) {
 	for (; c.i < n; c.i++) {
-		const long long rows = __ldg(&ops[c.i].rows);
-		c.r = (int)(rows * blockIdx.x / gridDim.x);
-		c.e = (int)(rows * (blockIdx.x + 1) / gridDim.x);
+		chain_share(c, &ops[c.i], blockIdx.x, gridDim.x, 1);
 		if (c.r < c.e) return;
 	}
 }
@@ -352,9 +364,7 @@ extern "C" __global__ void __launch_bounds__(2 * CHAIN_THREADS, 1)
 // block.
 __device__ __forceinline__ void chainw_seek(ChainCur& c, const ChainOp* ops, int n, int gw, int nwarps) {
 	for (; c.i < n; c.i++) {
-		const long long rows = __ldg(&ops[c.i].rows);
-		c.r = (int)(rows * gw / nwarps);
-		c.e = (int)(rows * (gw + 1) / nwarps);
+		chain_share(c, &ops[c.i], gw, nwarps, blockDim.x >> 5);
 		if (c.r < c.e) return;
 	}
 }

@@ -76,7 +76,7 @@ type chainOp struct {
 	dep        int32
 	rpt        int32 // rows a tile; newChain sets it
 	spin       int32
-	_          int32
+	excl       int32 // blocks at the grid's end that own none of this matvec's rows (1: the last block is kept for latency ops)
 }
 
 // chainProgram is a program uploaded for chain.cu: its ops, one done
@@ -107,6 +107,8 @@ func (b *Backend) newChain(ops []chainOp) (*chainProgram, error) {
 			return nil, fmt.Errorf("chain probe: op %d: a latency op (no weights) has one row, no x and spin >= 0", i)
 		case op.w != 0 && op.spin != 0:
 			return nil, fmt.Errorf("chain probe: op %d: a matvec does not spin", i)
+		case op.excl < 0 || op.excl > 1 || (op.w == 0 && op.excl != 0):
+			return nil, fmt.Errorf("chain probe: op %d: excl %d: a matvec may leave the last block out (1), a latency op nothing", i, op.excl)
 		case op.rows < 1 || op.cols < 8 || op.cols%8 != 0:
 			return nil, fmt.Errorf("chain probe: op %d: %dx%d: want rows >= 1 and cols a positive multiple of 8", i, op.rows, op.cols)
 		case int(op.cols) > chainBuilds[chainS5].xmax || 2*int(op.cols) > chainPage:

@@ -41,6 +41,12 @@ type chainBuilt struct {
 }
 
 func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed uint64) *chainBuilt {
+	return buildChainExcl(tb, be, shapes, host, seed, 0)
+}
+
+// buildChainExcl is buildChain with every matvec's excl set (1: the last
+// block keeps only the latency ops).
+func buildChainExcl(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed uint64, excl int32) *chainBuilt {
 	tb.Helper()
 	c := &chainBuilt{shapes: shapes}
 	var total int
@@ -86,7 +92,7 @@ func buildChain(tb testing.TB, be *Backend, shapes []chainShape, host bool, seed
 			x = c.ys[s.src].ptr
 		}
 		c.ops = append(c.ops, chainOp{w: c.w.ptr + cu.DevicePtr(2*offs[i]), x: x, y: c.ys[i].ptr,
-			rows: int32(s.rows), cols: int32(s.cols), dep: int32(s.dep)})
+			rows: int32(s.rows), cols: int32(s.cols), dep: int32(s.dep), excl: excl})
 	}
 	return c
 }
@@ -128,6 +134,18 @@ func TestChainMatVec(t *testing.T) {
 		mv(6144, 2048, -1), mv(2048, 2048, 0), mv(64, 2048, 1), mv(4096, 256, 1), mv(1000, 512, 3),
 		latOp(4, 2000), {2048, 1024, 3, 5, 0}, latOp(6, 500), {7, 2048, 6, 7, 0}, mv(3000, 2048, 6),
 	}
+	// The last block kept for latency ops (excl): the rows move to the other blocks, the bits stay.
+	for _, kb := range []int{chainS5, chainRegs} {
+		t.Run(chainBuilds[kb].name+"/excl", func(t *testing.T) {
+			ref := checkChain(t, be, regs, kb, []int{chainAcross, chainAcross})
+			got := checkChainExcl(t, be, regs, kb, []int{chainAcross, chainAcross}, 1)
+			for j := range ref {
+				if math.Float32bits(got[j]) != math.Float32bits(ref[j]) {
+					t.Fatalf("output value %d is %g with the last block left out, %g with it", j, got[j], ref[j])
+				}
+			}
+		})
+	}
 	for _, kb := range []int{chainRegs, chainRegs16} {
 		t.Run(chainBuilds[kb].name, func(t *testing.T) {
 			ref := checkChain(t, be, regs, chainS5, []int{chainAcross, chainAcross})
@@ -145,7 +163,11 @@ func TestChainMatVec(t *testing.T) {
 // between two seeds) and checks each launch; it returns the first launch's
 // outputs, flattened.
 func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int, modes []int) []float32 {
-	c := buildChain(t, be, shapes, true, 11)
+	return checkChainExcl(t, be, shapes, kb, modes, 0)
+}
+
+func checkChainExcl(t *testing.T, be *Backend, shapes []chainShape, kb int, modes []int, excl int32) []float32 {
+	c := buildChainExcl(t, be, shapes, true, 11, excl)
 	p, err := be.newChain(c.ops)
 	if err != nil {
 		t.Fatal(err)
@@ -226,9 +248,13 @@ func checkChain(t *testing.T, be *Backend, shapes []chainShape, kb int, modes []
 		units *= per
 	}
 	for i, s := range shapes {
+		owners := units
+		if s.spin == 0 {
+			owners = max(units-int(excl)*per, 1)
+		}
 		for blk := range p.grid {
 			u := blk * per
-			owns := s.rows*(u+1)/units > s.rows*u/units
+			owns := u < owners && s.rows*(u+1)/owners > s.rows*u/owners
 			if w, k := cyc[2*(i*p.grid+blk)], cyc[2*(i*p.grid+blk)+1]; owns && (w < 0 || k <= 0) {
 				t.Fatalf("trace: op %d block %d: waited %d cycles, worked %d", i, blk, w, k)
 			}
@@ -265,10 +291,13 @@ func flatten(v [][]float32) []float32 {
 // without dependencies); and an OLMoE-shaped layer with its latency: q|k|v,
 // 6 µs for norm, RoPE and attention, o_proj, 9 µs for route, then FP16
 // stand-ins of the 8 routed experts' bytes (gate|up 4,096 x 2,048, down
-// 2,048 x 2,048), 16 layers.
+// 2,048 x 2,048), 16 layers; and that layer program with the last block
+// kept for the latency ops (excl), so that no block spinning on one holds
+// rows of the next matvec.
 func chainPrograms() []struct {
 	name   string
 	shapes []chainShape
+	excl   int32
 } {
 	olmoe, indep, qwen, layer := []chainShape{}, []chainShape{}, []chainShape{}, []chainShape{}
 	for range 16 {
@@ -286,7 +315,9 @@ func chainPrograms() []struct {
 	return []struct {
 		name   string
 		shapes []chainShape
-	}{{"olmoe-dense-16x2", olmoe}, {"olmoe-indep-16x2", indep}, {"olmoe-layer-16x6", layer}, {"qwen-dense-24x4", qwen}}
+		excl   int32
+	}{{"olmoe-dense-16x2", olmoe, 0}, {"olmoe-indep-16x2", indep, 0}, {"olmoe-layer-16x6", layer, 0},
+		{"olmoe-layer-excl-16x6", layer, 1}, {"qwen-dense-24x4", qwen, 0}}
 }
 
 // BenchmarkChain measures issue 14's premise on the dense matvecs of a
@@ -319,7 +350,7 @@ func BenchmarkChain(b *testing.B) {
 	}
 	sink := streamSink(b, be)
 	for _, pr := range chainPrograms() {
-		c := buildChain(b, be, pr.shapes, false, 1) // freed when the whole benchmark ends
+		c := buildChainExcl(b, be, pr.shapes, false, 1, pr.excl) // freed when the whole benchmark ends
 		p, err := be.newChain(c.ops)
 		if err != nil {
 			b.Fatal(err)
