@@ -744,7 +744,7 @@ var _ backend.BatchedDefault = (*Backend)(nil)
 // 32 tokens (results/prefill-h200-s16); since session 17 it is 3.5-13x
 // faster from 64 tokens on at full residency (editions/prefill-v1), since
 // session 18 (split-K) 1.7x at 16 (results/prefill-h200-s18), and TTFT on
-// PERF-REAL-v1 went from 72 to 13.4 ms (editions/ttft-v1). The whole CUDA
+// PERF-REAL-v1 went from 72 to 13.4 ms (9.9 in session 28: editions/ttft-v1). The whole CUDA
 // suite passed with it on in sessions 19-20, the tests that assumed token
 // at a time pinned to what they test. Raw records state which rule made
 // them: from editions.RawVersionBatchedAuto a CUDA record's prefill auto
