@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/executor"
@@ -264,8 +265,11 @@ const hbmBytesPerSecond = 4.26e12
 // fp32, so fp16 skips persistent modes. HORIZON_BENCH_PREFILL (token,
 // batched; default auto) picks the depth prompt's prefill. The prompt is
 // the bytes of a fixed sentence repeated to the depth; its prefill is not
-// in the decode rate (the engine's DecodeTokS). Run it with -benchtime=1x,
-// for example:
+// in the decode rate (the engine's DecodeTokS). HORIZON_BENCH_TOKENS is how
+// many tokens each request decodes (default 128); with -test.v each
+// request logs its decode window on the host's clock (the format of
+// nvidia-smi's timestamps), so that clock and power samples taken beside
+// it can be cut to the decode. Run it with -benchtime=1x, for example:
 //
 //	HORIZON_BENCH_ARTIFACTS=/dev/shm/qwen HORIZON_BENCH_DEPTHS=1,2048,8064 HORIZON_BENCH_KV=fp16 \
 //	  HORIZON_BENCH_PREFILL=batched HORIZON_BENCH_MODES=graph-full,graph-full-nosfork \
@@ -285,6 +289,12 @@ func BenchmarkDecodeDepth(b *testing.B) {
 		b.Fatalf("HORIZON_BENCH_MODES: %v", err)
 	}
 	prefill := os.Getenv("HORIZON_BENCH_PREFILL")
+	tokens := 128
+	if s := os.Getenv("HORIZON_BENCH_TOKENS"); s != "" {
+		if tokens, err = strconv.Atoi(s); err != nil || tokens < 1 {
+			b.Fatalf("HORIZON_BENCH_TOKENS: %q is not a positive token count", s)
+		}
+	}
 	text := strings.Repeat("The quick brown fox jumps over the lazy dog. ", 1+slices.Max(depths)/45)
 	for _, dir := range strings.Split(dirs, ":") {
 		art, err := qpack.Open(dir)
@@ -300,7 +310,7 @@ func BenchmarkDecodeDepth(b *testing.B) {
 					withTuning(b, testBE, m.tn)
 					// The KV cache holds the deepest request (beyond the default
 					// when asked; the model's context still bounds it).
-					maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+128)
+					maxSeq := max(engine.DefaultMaxSeq, slices.Max(depths)+tokens)
 					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", StepMode: m.step, MaxSeq: maxSeq, KV: kv, Prefill: prefill})
 					if err != nil {
 						b.Fatal(err)
@@ -312,12 +322,15 @@ func BenchmarkDecodeDepth(b *testing.B) {
 					}
 					for _, d := range depths {
 						b.Run(fmt.Sprintf("depth-%d", d), func(b *testing.B) {
-							req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: 128, SuppressEOS: true}
+							req := engine.Request{Prompt: promptIDs(text[:d]), Tokens: tokens, SuppressEOS: true}
 							var res engine.Result
 							for range b.N {
 								if res, err = l.Generate(req); err != nil {
 									b.Fatal(err)
 								}
+								end := time.Now()
+								const stamp = "2006/01/02 15:04:05.000"
+								b.Logf("decode window %s .. %s (%d tokens)", end.Add(-time.Duration(res.DecodeSeconds*float64(time.Second))).Format(stamp), end.Format(stamp), len(res.Tokens))
 							}
 							key := fmt.Sprintf("%s/%s/%d", filepath.Base(dir), kv, d)
 							if m.tn.tcDecode == 0 {
