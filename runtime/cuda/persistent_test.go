@@ -129,8 +129,9 @@ func BenchmarkDecodeModes(b *testing.B) {
 					rate = res.DecodeTokS()
 					if ref == nil {
 						ref = res.Tokens
-					} else if m.tn.tcDecode != 0 {
-						// other bits (experts_tc.cu): say how far the tokens agree
+					} else if m.tn.tcDecode != 0 || m.tn.attWindow != 0 {
+						// other bits (experts_tc.cu) or a diagnostic that
+						// changes tokens: say how far the tokens agree
 						same := 0
 						for same < len(ref) && same < len(res.Tokens) && res.Tokens[same] == ref[same] {
 							same++
@@ -220,6 +221,10 @@ func decodeModes() []decodeMode {
 		{"graph-full-attpipe-pf128", engine.StepGraphFull, tuning{attPipe: true, attPrefetch: 128}},
 		{"graph-full-nosfork-attpipe", engine.StepGraphFull, tuning{noSharedFork: true, attPipe: true}},
 		{"graph-full-attring", engine.StepGraphFull, tuning{attRing: true}},
+		// Diagnostics that change tokens (attention over the first 64
+		// positions at any depth; BenchmarkDecodeDepth skips their token check).
+		{"graph-full-attw64", engine.StepGraphFull, tuning{attWindow: 64}},
+		{"graph-full-nosfork-attw64", engine.StepGraphFull, tuning{noSharedFork: true, attWindow: 64}},
 		{"graph-full-nosfork-attring", engine.StepGraphFull, tuning{noSharedFork: true, attRing: true}},
 		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
@@ -333,7 +338,7 @@ func BenchmarkDecodeDepth(b *testing.B) {
 								b.Logf("decode window %s .. %s (%d tokens)", end.Add(-time.Duration(res.DecodeSeconds*float64(time.Second))).Format(stamp), end.Format(stamp), len(res.Tokens))
 							}
 							key := fmt.Sprintf("%s/%s/%d", filepath.Base(dir), kv, d)
-							if m.tn.tcDecode == 0 {
+							if m.tn.tcDecode == 0 && m.tn.attWindow == 0 {
 								if ref, ok := depthTokens[key]; ok && !reflect.DeepEqual(ref, res.Tokens) {
 									b.Fatalf("%s tokens differ from %s's at depth %d (kv %s)", m.name, depthModeOf[key], d, kv)
 								}

@@ -90,6 +90,7 @@ type stepper struct {
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
 	st     cu.DevicePtr // int32[4]: token, position
+	stWin  cu.DevicePtr // int32[4]: the attention's state under tuning.attWindow (position attWindow-1 for ever); 0 without it
 	qkv    cu.DevicePtr // [Hq*hd + 2*Hkv*hd]
 	qn     cu.DevicePtr // [Hq*hd]: normalised, rotated q (qk_norm_rope_kv_step)
 	att    cu.DevicePtr // [Hq*hd]
@@ -320,12 +321,21 @@ func (s *stepper) setup() error {
 	if s.mode == device.StepGraphWait {
 		wants = append(wants, want{&s.need, s.L * 8, backend.Bytes})
 	}
+	if b.tune.attWindow > 0 {
+		wants = append(wants, want{&s.stWin, 16, backend.Bytes})
+	}
 	for _, w := range wants {
 		p, err := alloc(w.n, w.dt)
 		if err != nil {
 			return err
 		}
 		*w.dst = p
+	}
+	if w := b.tune.attWindow; w > 0 {
+		st := [4]int32{0, int32(w - 1)}
+		if err := b.copyIn(s.stWin, unsafe.Pointer(&st[0]), 16); err != nil {
+			return fmt.Errorf("attention window state: %w", err)
+		}
 	}
 	if len(cfg.EOSTokenIDs) > 0 {
 		ids := make([]int32, len(cfg.EOSTokenIDs))

@@ -256,6 +256,10 @@ func (s *stepper) issueAttention(l int) error {
 	if s.headNorms(l) {
 		qa = s.qn
 	}
+	st := s.st
+	if s.stWin != 0 {
+		st = s.stWin // tuning.attWindow: a diagnostic that changes tokens
+	}
 	if b.tune.attRing && b.rec == nil {
 		b.attRingLaunches++
 		smem := 0 // an FP32 cache runs the plain loop
@@ -263,20 +267,20 @@ func (s *stepper) issueAttention(l int) error {
 			smem = attRingSmem
 		}
 		return b.launch(s.kvKernels(l).attentionRingStep, cfg.NumHeads*attSplit, block, smem, argPtr(s.att), argPtr(s.apart),
-			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))
+			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 	}
 	if b.tune.attPipe && b.rec == nil {
 		b.attPipeLaunches++
 		return b.launch(s.kvKernels(l).attentionPipeStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
-			argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd), argInt(b.tune.attPrefetch))
+			argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd), argInt(b.tune.attPrefetch))
 	}
 	if rows := b.tune.attPrefetch; rows > 0 && b.rec == nil {
 		b.attPrefetchLaunches++
 		return b.launch(s.kvKernels(l).attentionPfStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
-			argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd), argInt(rows))
+			argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd), argInt(rows))
 	}
 	return b.launch(s.kvKernels(l).attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
-		argPtr(qa), kc, vc, argPtr(s.st), H, Hkv, argInt(hd))
+		argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 }
 
 // attentionIn: layer l's q/k norm, RoPE and KV append run inside the
