@@ -29,6 +29,34 @@ extern "C" __global__ void embed_step(float* dst, const void* table, int kind, c
 extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* k, const void* qw, const void* kw,
                                                               int w_kind, int nq, int gq, int gk, float eps) { grid_dep_enter(); qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
+// attention_trace_step (tuning.attTrace, a measuring aid) is attention_step
+// that also records, per block, four values at trace[4·bid]: %globaltimer
+// (ns) at its entry and after its dependency wait, %globaltimer at its end,
+// and (%smid << 32) | the SM cycles from the wait to the end. So a step's
+// attention launches show on the device's clock when each block became
+// resident, started, ended and where it ran, without an event node in the
+// graph. The arithmetic is attention_step's: the same bits.
+__device__ __forceinline__ unsigned long long att_trace_now() {
+	unsigned long long t = 0;
+#ifdef __CUDA_ARCH__
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+	return t;
+}
+__device__ __forceinline__ void att_trace_block(unsigned long long* trace, unsigned long long t_in, unsigned long long t_go,
+                                                long long c0) {
+	unsigned sm = 0;
+#ifdef __CUDA_ARCH__
+	asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+#endif
+	const unsigned long long cyc = (unsigned long long)(clock64() - c0) & 0xffffffffull;
+	unsigned long long* t = trace + 4 * (size_t)blockIdx.x;
+	t[0] = t_in;
+	t[1] = t_go;
+	t[2] = att_trace_now();
+	t[3] = ((unsigned long long)sm << 32) | cyc;
+}
+
 // The kernels that store or read the KV cache, once per cache element type
 // KV: over an FP32 cache (no suffix) and over an FP16 one (_kv16: what they
 // store is rounded to binary16 by kv_st, what they read is converted back
@@ -65,6 +93,16 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* 
 		if (rows > 0) att_prefetch_l2(kc, vc, st, n_heads, n_kv, hd, rows, launched_grid().bid);                            \
 		grid_dep_enter();                                                                                                  \
 		attention_step_body<KV, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                  \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256)                                                                      \
+	    attention_trace_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,       \
+	                              const int* st, int n_heads, int n_kv, int hd, unsigned long long* trace) {               \
+		const unsigned long long t_in = att_trace_now();                                                                  \
+		grid_dep_enter();                                                                                                  \
+		const unsigned long long t_go = att_trace_now();                                                                  \
+		const long long c0 = clock64();                                                                                    \
+		attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                            \
+		if (threadIdx.x == 0) att_trace_block(trace, t_in, t_go, c0);                                                      \
 	}                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256)                                                                      \
 	    attention_ring_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,        \

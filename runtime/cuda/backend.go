@@ -88,6 +88,7 @@ type Backend struct {
 	pdl           bool
 	pdlPrev       bool             // the capture has launched a kernel already
 	timelines     []*instrTimeline // the live steppers' timelines (tuning.timeline; step_timeline.go)
+	attTrace      *attTraceBuf     // the last set-up stepper's attention trace (tuning.attTrace; step_att_trace.go)
 	inPrefill     bool             // between BeginPrefill and EndPrefill
 	pdlLaunches   int
 	pdlOpLaunches int
@@ -113,6 +114,9 @@ type Backend struct {
 	// attRingLaunches counts the attention launches of the ring kernel
 	// (tuning.attRing; tests read it).
 	attRingLaunches int
+	// attTraceLaunches counts the attention launches that record the
+	// trace (tuning.attTrace).
+	attTraceLaunches int
 	// tcdLaunches counts launches of experts_tc.cu's kernels
 	// (tuning.tcDecode), for the tests.
 	tcdLaunches int
@@ -205,6 +209,7 @@ type tuning struct {
 	sharedForkNR  int    // the shared-expert branch's matvecs take at most this many blocks an SM (0: sharedForkBlocks)
 	sharedForkGUM bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
 	attPrefetch   int    // captured steps' attention asks L2 for each block's first attPrefetch K/V rows before its dependency wait, while the rope/append kernel before it leaves HBM idle (attention_pf_step; 0, the default: none; the same bits; session 25 on an H100: within ±0.8% on Qwen at depth 8,064, +2.4-2.6% on OLMoE at 2,048-3,968 in one run)
+	attTrace      bool   // captured steps' attention runs as attention_trace_step, whose blocks record their residency, start, end and SM (step_att_trace.go; a measuring aid with no node in the graph; the same bits)
 	attWindow     int    // a diagnostic for benchmarks only, which changes tokens: graph-full and -segmented steps' attention reads the first attWindow positions whatever the depth (a fixed state buffer in place of the step's), so a deep step keeps its KV cache, appends and RoPE but not attention's reads (BenchmarkDecodeDepth's -attw modes: does Qwen's shared-expert branch lose its gain at depth through those reads?)
 	attPipe       bool   // captured steps' attention over an FP16 cache keeps the next round's K/V rows loading while a round computes (attention_pipe_step, with attPrefetch's rows; the same bits; session 25 on an H100: +1.3% on Qwen at depth 8,064 with 128 rows)
 	attRing       bool   // captured steps' attention over an FP16 cache (hd <= 128, hd % 8 == 0) copies each warp's next two rounds of K/V rows into a shared-memory ring with cp.async while a round computes (attention_ring_step; the same bits; session 26 on an H100: 12-14% slower than attention_step alone at depths 2,048 and 8,064, results/h100-s26)

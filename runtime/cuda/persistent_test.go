@@ -225,6 +225,11 @@ func decodeModes() []decodeMode {
 		// positions at any depth; BenchmarkDecodeDepth skips their token check).
 		{"graph-full-attw64", engine.StepGraphFull, tuning{attWindow: 64}},
 		{"graph-full-nosfork-attw64", engine.StepGraphFull, tuning{noSharedFork: true, attWindow: 64}},
+		// With the attention trace (BenchmarkDecodeDepth reports it).
+		{"graph-full-atr", engine.StepGraphFull, tuning{attTrace: true}},
+		{"graph-full-nosfork-atr", engine.StepGraphFull, tuning{noSharedFork: true, attTrace: true}},
+		{"graph-full-nopdl-atr", engine.StepGraphFull, tuning{noPDL: true, attTrace: true}},
+		{"graph-full-nosfork-nopdl-atr", engine.StepGraphFull, tuning{noSharedFork: true, noPDL: true, attTrace: true}},
 		{"graph-full-nosfork-attring", engine.StepGraphFull, tuning{noSharedFork: true, attRing: true}},
 		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},
@@ -350,6 +355,9 @@ func BenchmarkDecodeDepth(b *testing.B) {
 							if m.tn.timeline {
 								reportTimeline(b)
 							}
+							if m.tn.attTrace {
+								reportAttTrace(b)
+							}
 							b.ReportMetric(res.DecodeTokS(), "tok/s")
 							b.ReportMetric(float64(d)/res.TTFTSeconds, "ttft-prompt-tok/s")
 						})
@@ -406,6 +414,39 @@ func benchDepths(b *testing.B, def []int) []int {
 		depths = append(depths, d)
 	}
 	return depths
+}
+
+// reportAttTrace reports the attention trace of the last decode step
+// (tuning.attTrace), summed over its layers: the launches' spans from the
+// first block's residency to the last block's end (att-span-us) and from
+// the first start to the last end (att-run-us), and the mean block's run
+// (att-block-us); the blocks that became resident only after another block
+// of their launch had ended (att-late) and the most blocks of one launch on
+// one SM (att-max-sm).
+func reportAttTrace(b *testing.B) {
+	b.Helper()
+	var launches []attLaunch
+	if err := testBE.o.do(func() error {
+		if err := testBE.compute.Synchronize(); err != nil {
+			return err
+		}
+		var err error
+		launches, err = testBE.readAttTrace()
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	var span, run, blk float64
+	late, maxSM := 0, 0
+	for _, a := range launches {
+		span, run, blk = span+a.span, run+a.run, blk+a.blockMean
+		late, maxSM = late+a.late, max(maxSM, a.maxPerSM)
+	}
+	b.ReportMetric(span, "att-span-us")
+	b.ReportMetric(run, "att-run-us")
+	b.ReportMetric(blk, "att-block-us")
+	b.ReportMetric(float64(late), "att-late")
+	b.ReportMetric(float64(maxSM), "att-max-sm")
 }
 
 // reportTimeline reports the instruction timeline of the last decode step

@@ -91,6 +91,7 @@ type stepper struct {
 	bufs   []*Tensor
 	st     cu.DevicePtr // int32[4]: token, position
 	stWin  cu.DevicePtr // int32[4]: the attention's state under tuning.attWindow (position attWindow-1 for ever); 0 without it
+	atr    cu.DevicePtr // tuning.attTrace: [L][heads x attSplit][attTraceWords] uint64 (step_att_trace.go); 0 without it
 	qkv    cu.DevicePtr // [Hq*hd + 2*Hkv*hd]
 	qn     cu.DevicePtr // [Hq*hd]: normalised, rotated q (qk_norm_rope_kv_step)
 	att    cu.DevicePtr // [Hq*hd]
@@ -324,6 +325,9 @@ func (s *stepper) setup() error {
 	if b.tune.attWindow > 0 {
 		wants = append(wants, want{&s.stWin, 16, backend.Bytes})
 	}
+	if b.tune.attTrace && s.mode != device.StepPersistent {
+		wants = append(wants, want{&s.atr, 8 * s.attTraceLen(), backend.Bytes})
+	}
 	for _, w := range wants {
 		p, err := alloc(w.n, w.dt)
 		if err != nil {
@@ -402,6 +406,9 @@ func (s *stepper) setup() error {
 	}
 	if err := s.setupTimeline(); err != nil {
 		return err
+	}
+	if s.atr != 0 {
+		s.registerAttTrace()
 	}
 	if s.mode != device.StepPersistent {
 		if err := s.setupTiming(); err != nil {
@@ -745,6 +752,7 @@ func (s *stepper) Close() error {
 		s.body, s.segs, s.rest, s.heads, s.headsTimed, s.ahead = [2]*graph{}, nil, nil, [2][2]*graph{}, [2][2]*graph{}, nil
 		errs = append(errs, s.closeTiming())
 		errs = append(errs, s.closePrefetch(), s.closeSharedFork(), s.closeTimeline())
+		s.dropAttTrace()
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

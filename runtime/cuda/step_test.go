@@ -5,6 +5,7 @@ package cuda
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/horizon-runmap/horizon/runtime/cpu"
@@ -108,6 +109,7 @@ func TestStepperTunings(t *testing.T) {
 		{"att-ring", tuning{attRing: true}},
 		{"timeline", tuning{timeline: true}},
 		{"timeline-nopdl", tuning{timeline: true, noPDL: true}},
+		{"att-trace", tuning{attTrace: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -648,6 +650,73 @@ func TestStepTimeline(t *testing.T) {
 				}
 			} else if forks != want {
 				t.Fatalf("%d branches timed on a model without a shared expert", forks)
+			}
+		})
+	}
+}
+
+// TestAttTrace: with tuning.attTrace every captured attention launch of a
+// graph-full step records its blocks: each layer has heads x attSplit of
+// them, each became resident before it started and started before it
+// ended, on an SM of this GPU, within the step; and the tokens are those
+// without the trace.
+func TestAttTrace(t *testing.T) {
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		t.Run(arch, func(t *testing.T) {
+			art := testArtifact(t, arch, qpack.SchemeInt4)
+			cfg, err := art.Config()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req := engine.Request{Prompt: promptIDs("An attention trace."), Tokens: 8, SuppressEOS: true}
+			o := engine.LoadOptions{Executor: "grouped-v1", StepMode: engine.StepGraphFull}
+			want, err := loadEngine(t, art, o).Generate(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n0 := backendCount(t, func(b *Backend) int { return b.attTraceLaunches })
+			withTuning(t, testBE, tuning{attTrace: true})
+			got, err := loadEngine(t, art, o).Generate(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got.Tokens, want.Tokens) {
+				t.Fatalf("tokens with the trace %v, without %v", got.Tokens, want.Tokens)
+			}
+			if n := backendCount(t, func(b *Backend) int { return b.attTraceLaunches }) - n0; n < cfg.NumLayers {
+				t.Fatalf("%d traced attention launches captured, want at least %d", n, cfg.NumLayers)
+			}
+			var launches []attLaunch
+			var sms int
+			if err := testBE.o.do(func() error {
+				if err := testBE.compute.Synchronize(); err != nil {
+					return err
+				}
+				sms = testBE.sms
+				var err error
+				launches, err = testBE.readAttTrace()
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if len(launches) != cfg.NumLayers {
+				t.Fatalf("%d traced launches, want %d (one a layer)", len(launches), cfg.NumLayers)
+			}
+			for l, a := range launches {
+				if len(a.blocks) != cfg.NumHeads*attSplit {
+					t.Fatalf("layer %d: %d blocks, want %d", l, len(a.blocks), cfg.NumHeads*attSplit)
+				}
+				for i, bl := range a.blocks {
+					if bl.entry == 0 || bl.entry > bl.start || bl.start > bl.end || bl.sm < 0 || bl.sm >= sms {
+						t.Fatalf("layer %d block %d: entry %d, start %d, end %d (ns), SM %d of %d", l, i, bl.entry, bl.start, bl.end, bl.sm, sms)
+					}
+				}
+				if a.span <= 0 || a.run > a.span || a.maxPerSM < 1 || a.sms < 1 {
+					t.Fatalf("layer %d: span %.3f µs, run %.3f, %d blocks at most an SM on %d SMs", l, a.span, a.run, a.maxPerSM, a.sms)
+				}
+				if l > 0 && a.blocks[0].entry < launches[l-1].blocks[0].entry {
+					t.Fatalf("layer %d's attention was resident before layer %d's", l, l-1)
+				}
 			}
 		})
 	}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Written at the end of session 28 for the next device call (not yet run): the attention trace.
+# Call 7 found that Qwen's shared-expert branch loses its depth-8,064 gain only through the attention's
+# KV reads (with attWindow 64 the branch keeps its whole gain at 8,064): the attention costs ~200 µs
+# more a step with the branch than in line, while it is not concurrent with the branch.
+# tuning.attTrace (attention_trace_step) records every attention block's residency, start, end and SM
+# with no node in the graph, so this call shows whether the attention kernel itself runs longer with the
+# branch (a slower block, a second wave: att-late, att-max-sm) or starts later.
+# 1. TestAttTrace and TestStepperTunings (its att-trace cases) beside the artifacts;
+# 2. BenchmarkDecodeDepth, Qwen at depths 1 and 8,064, with and without the branch, with and without
+#    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), two orders.
+# From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+R=${OUT:-/tmp/out}
+W=/tmp/cn; mkdir -p $W
+DEADLINE=${DEADLINE:-560}
+left() { echo $((DEADLINE - SECONDS)); }
+summary=$R/summary.txt; : > $summary
+. scripts/h200-lib.sh
+h200_unpack
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
+( t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestAttTrace|TestStepperTunings' -test.timeout 145s > $W/tests.log 2>&1; echo "tests: rc=$? ($((SECONDS - t0)) s)" >> $W/tests-rc.txt ) &
+sp=$!
+h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
+q=${arts#*:}
+wait $sp
+cat $W/tests-rc.txt | tee -a $summary
+grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" $W/tests.log | head -20 | tee -a $summary
+grep -E -A6 -- "--- FAIL|panic" $W/tests.log | head -30 | tee -a $summary
+db() { # label art depths modes limit
+	local t0=$SECONDS lim=$(( $5 < $(left) - 5 ? $5 : $(left) - 5 ))
+	[ $lim -gt 20 ] || { echo "$1: skipped (time)" | tee -a $summary; return; }
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$2 HORIZON_BENCH_DEPTHS=$3 HORIZON_BENCH_KV=fp16 HORIZON_BENCH_PREFILL=batched \
+		HORIZON_BENCH_MODES=$4 timeout $lim ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkDecodeDepth -test.benchtime 1x) > $W/$1.log 2>&1
+	echo "$1: rc=$? ($((SECONDS - t0)) s)" | tee -a $summary
+	grep -E "^Benchmark.*tok/s|FAIL|panic|differ" $W/$1.log | sed -E 's/ +/ /g; s/\t/ /g' | tee -a $summary
+}
+qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork
+db qwen-a $q 1,8064 $qm 130
+db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 130
+tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
+echo "done at $SECONDS s" | tee -a $summary

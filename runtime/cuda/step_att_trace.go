@@ -1,0 +1,140 @@
+//go:build cuda
+
+package cuda
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	"gorgonia.org/cu"
+)
+
+// An attention trace of a captured step (tuning.attTrace): every layer's
+// decode attention runs as attention_trace_step (kernels/decode.cu), whose
+// blocks each record on the device's clock when they became resident, when
+// their dependency wait returned, when they ended, and on which SM. Unlike
+// tuning.timeline it adds no node to the graph, so the step keeps its
+// schedule (programmatic dependent launches, Qwen's shared-expert branch);
+// it was written to see why that branch makes the attention ~200 µs slower
+// at depth 8,064 (results/h200-s28, call 7). The arithmetic is
+// attention_step's: the same bits.
+
+// attTraceWords is one block's record: entry, start and end (globaltimer
+// ns) and (SM << 32) | cycles run.
+const attTraceWords = 4
+
+// attTraceBuf is the live stepper's trace buffer: layers x blocks records.
+type attTraceBuf struct {
+	owner          *stepper
+	ptr            cu.DevicePtr
+	layers, blocks int
+}
+
+// attTraceBlocks is one layer's attention blocks (heads x attSplit).
+func (s *stepper) attTraceBlocks() int { return s.cfg.NumHeads * attSplit }
+
+// attTraceLen is the trace buffer's size in uint64 words.
+func (s *stepper) attTraceLen() int { return s.L * s.attTraceBlocks() * attTraceWords }
+
+// attTraceAt is layer l's part of the trace buffer.
+func (s *stepper) attTraceAt(l int) cu.DevicePtr {
+	return s.atr + cu.DevicePtr(8*l*s.attTraceBlocks()*attTraceWords)
+}
+
+// attTraceOn reports whether this stepper's captured attention launches
+// record the trace.
+func (s *stepper) attTraceOn() bool { return s.atr != 0 && s.b.rec == nil }
+
+// registerAttTrace makes s's buffer the one readAttTrace reads; owner
+// thread.
+func (s *stepper) registerAttTrace() {
+	s.b.attTrace = &attTraceBuf{owner: s, ptr: s.atr, layers: s.L, blocks: s.attTraceBlocks()}
+}
+
+// dropAttTrace forgets s's buffer when it is the registered one; owner
+// thread.
+func (s *stepper) dropAttTrace() {
+	if s.b.attTrace != nil && s.b.attTrace.owner == s {
+		s.b.attTrace = nil
+	}
+}
+
+// attBlock is one block's record, read back.
+type attBlock struct {
+	entry, start, end uint64 // ns on the device's globaltimer
+	sm                int
+	cycles            uint32
+}
+
+// attLaunch summarises one layer's attention launch of the last step.
+type attLaunch struct {
+	// span: µs from the first block's entry to the last block's end; run:
+	// from the first block's start (its wait returned) to the last end.
+	span, run float64
+	// blockMean: the mean µs from a block's start to its end.
+	blockMean float64
+	// late: blocks that became resident only after another block of the
+	// launch had ended (a second wave).
+	late int
+	// maxPerSM: the most blocks of the launch on one SM; sms: how many SMs
+	// ran one.
+	maxPerSM, sms int
+	blocks        []attBlock
+}
+
+// readAttTrace reads the registered trace of the last completed step;
+// owner thread, after the step completed.
+func (b *Backend) readAttTrace() ([]attLaunch, error) {
+	tr := b.attTrace
+	if tr == nil {
+		return nil, fmt.Errorf("cuda: no attention trace (tuning.attTrace and a captured step)")
+	}
+	n := tr.layers * tr.blocks * attTraceWords
+	raw, err := b.read(tr.ptr, 8*n)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: attention trace: %w", err)
+	}
+	out := make([]attLaunch, tr.layers)
+	for l := range out {
+		bl := make([]attBlock, tr.blocks)
+		for i := range bl {
+			w := raw[8*attTraceWords*(l*tr.blocks+i):]
+			smc := binary.LittleEndian.Uint64(w[24:])
+			bl[i] = attBlock{entry: binary.LittleEndian.Uint64(w), start: binary.LittleEndian.Uint64(w[8:]),
+				end: binary.LittleEndian.Uint64(w[16:]), sm: int(smc >> 32), cycles: uint32(smc)}
+		}
+		out[l] = summariseAttLaunch(bl)
+	}
+	return out, nil
+}
+
+// summariseAttLaunch computes a launch's attLaunch from its blocks.
+func summariseAttLaunch(bl []attBlock) attLaunch {
+	a := attLaunch{blocks: bl}
+	if len(bl) == 0 {
+		return a
+	}
+	first, firstStart, last, firstEnd := bl[0].entry, bl[0].start, bl[0].end, bl[0].end
+	perSM := map[int]int{}
+	sum := 0.0
+	for _, x := range bl {
+		first, firstStart = min(first, x.entry), min(firstStart, x.start)
+		last, firstEnd = max(last, x.end), min(firstEnd, x.end)
+		perSM[x.sm]++
+		sum += float64(x.end-x.start) / 1e3
+	}
+	for _, x := range bl {
+		if x.entry > firstEnd {
+			a.late++
+		}
+	}
+	counts := make([]int, 0, len(perSM))
+	for _, c := range perSM {
+		counts = append(counts, c)
+	}
+	a.span, a.run = float64(last-first)/1e3, float64(last-firstStart)/1e3
+	a.blockMean = sum / float64(len(bl))
+	a.maxPerSM, a.sms = slices.Max(counts), len(perSM)
+	return a
+}
