@@ -8,7 +8,9 @@
 # branch (a slower block, a second wave: att-late, att-max-sm) or starts later.
 # 1. TestAttTrace and TestStepperTunings (its att-trace cases) beside the artifacts;
 # 2. BenchmarkDecodeDepth, Qwen at depths 1 and 8,064, with and without the branch, with and without
-#    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), two orders.
+#    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), and the
+#    attention's shared-memory carveout at 100% (tuning.attCarveout, a candidate should late blocks
+#    show a second wave), two orders.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -36,8 +38,8 @@ db() { # label art depths modes limit
 	echo "$1: rc=$? ($((SECONDS - t0)) s)" | tee -a $summary
 	grep -E "^Benchmark.*tok/s|FAIL|panic|differ" $W/$1.log | sed -E 's/ +/ /g; s/\t/ /g' | tee -a $summary
 }
-qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork
-db qwen-a $q 1,8064 $qm 130
-db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 130
+qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100
+db qwen-a $q 1,8064 $qm 170
+db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 170
 tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary

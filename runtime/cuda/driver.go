@@ -188,6 +188,17 @@ func setMaxDynamicShared(fn cu.Function, bytes int) error {
 		C.cuFuncSetAttribute(rawFunction(fn), C.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, C.int(bytes)))
 }
 
+// setCarveout sets fn's preferred shared-memory carveout: pct percent of
+// the SM's unified L1/shared storage, or the driver's default for pct < 0.
+func setCarveout(fn cu.Function, pct int) error {
+	v := C.int(pct)
+	if pct < 0 {
+		v = C.CU_SHAREDMEM_CARVEOUT_DEFAULT
+	}
+	return check("cuFuncSetAttribute(PREFERRED_SHARED_MEMORY_CARVEOUT)",
+		C.cuFuncSetAttribute(rawFunction(fn), C.CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, v))
+}
+
 // staticShared is the static shared memory fn declares, in bytes.
 func staticShared(fn cu.Function) (int, error) {
 	var n C.int

@@ -230,6 +230,10 @@ func decodeModes() []decodeMode {
 		{"graph-full-nosfork-atr", engine.StepGraphFull, tuning{noSharedFork: true, attTrace: true}},
 		{"graph-full-nopdl-atr", engine.StepGraphFull, tuning{noPDL: true, attTrace: true}},
 		{"graph-full-nosfork-nopdl-atr", engine.StepGraphFull, tuning{noSharedFork: true, noPDL: true, attTrace: true}},
+		// The attention's preferred shared-memory carveout at 100% and 50%.
+		{"graph-full-co100", engine.StepGraphFull, tuning{attCarveout: 100}},
+		{"graph-full-co50", engine.StepGraphFull, tuning{attCarveout: 50}},
+		{"graph-full-atr-co100", engine.StepGraphFull, tuning{attCarveout: 100, attTrace: true}},
 		{"graph-full-nosfork-attring", engine.StepGraphFull, tuning{noSharedFork: true, attRing: true}},
 		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},

@@ -411,6 +411,11 @@ func (s *stepper) setup() error {
 		s.registerAttTrace()
 	}
 	if s.mode != device.StepPersistent {
+		if err := s.setAttCarveout(); err != nil {
+			return err
+		}
+	}
+	if s.mode != device.StepPersistent {
 		if err := s.setupTiming(); err != nil {
 			return err
 		}

@@ -138,3 +138,22 @@ func summariseAttLaunch(bl []attBlock) attLaunch {
 	a.maxPerSM, a.sms = slices.Max(counts), len(perSM)
 	return a
 }
+
+// setAttCarveout sets the decode attention kernels' preferred shared-memory
+// carveout to tuning.attCarveout percent, or back to the driver's default
+// when it is 0 (the attribute belongs to the function, so every stepper
+// set up sets it); owner thread.
+func (s *stepper) setAttCarveout() error {
+	pct := -1
+	if s.b.tune.attCarveout > 0 {
+		pct = min(s.b.tune.attCarveout, 100)
+	}
+	for _, kv := range s.b.k.kv {
+		for _, fn := range []cu.Function{kv.attentionStep, kv.attentionPfStep, kv.attentionPipeStep, kv.attentionTraceStep} {
+			if err := setCarveout(fn, pct); err != nil {
+				return fmt.Errorf("attention carveout: %w", err)
+			}
+		}
+	}
+	return nil
+}

@@ -110,6 +110,7 @@ func TestStepperTunings(t *testing.T) {
 		{"timeline", tuning{timeline: true}},
 		{"timeline-nopdl", tuning{timeline: true, noPDL: true}},
 		{"att-trace", tuning{attTrace: true}},
+		{"att-carveout", tuning{attCarveout: 100}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
