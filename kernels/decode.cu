@@ -29,6 +29,11 @@ extern "C" __global__ void embed_step(float* dst, const void* table, int kind, c
 extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* k, const void* qw, const void* kw,
                                                               int w_kind, int nq, int gq, int gk, float eps) { grid_dep_enter(); qk_norm_step_body(q, k, qw, kw, w_kind, nq, gq, gk, eps, launched_grid()); }
 
+// attention_b3_step (tuning.attB3) is attention_step compiled for three
+// blocks an SM (at most 85 registers a thread) instead of two, so that an
+// SM holding something else still takes two of a launch's blocks: the
+// same code, so the same bits.
+//
 // attention_trace_step (tuning.attTrace, a measuring aid) is attention_step
 // that also records, per block, four values at trace[4·bid]: %globaltimer
 // (ns) at its entry and after its dependency wait, %globaltimer at its end,
@@ -93,6 +98,12 @@ __device__ __forceinline__ void att_trace_block(unsigned long long* trace, unsig
 		if (rows > 0) att_prefetch_l2(kc, vc, st, n_heads, n_kv, hd, rows, launched_grid().bid);                            \
 		grid_dep_enter();                                                                                                  \
 		attention_step_body<KV, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                  \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256, 3)                                                                   \
+	    attention_b3_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,          \
+	                           const int* st, int n_heads, int n_kv, int hd) {                                             \
+		grid_dep_enter();                                                                                                  \
+		attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                            \
 	}                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256)                                                                      \
 	    attention_trace_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,       \

@@ -6,11 +6,12 @@
 # tuning.attTrace (attention_trace_step) records every attention block's residency, start, end and SM
 # with no node in the graph, so this call shows whether the attention kernel itself runs longer with the
 # branch (a slower block, a second wave: att-late, att-max-sm) or starts later.
-# 1. TestAttTrace and TestStepperTunings (its att-trace cases) beside the artifacts;
+# 1. TestAttTrace, TestStepperTunings (its att-trace, att-carveout, att-b3 cases) and TestKernelResources
+#    beside the artifacts;
 # 2. BenchmarkDecodeDepth, Qwen at depths 1 and 8,064, with and without the branch, with and without
 #    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), and the
-#    attention's shared-memory carveout at 100% (tuning.attCarveout, a candidate should late blocks
-#    show a second wave), two orders.
+#    attention's shared-memory carveout at 100% (tuning.attCarveout) and its three-blocks-an-SM build
+#    (tuning.attB3), the candidates should late blocks show a second wave, two orders.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +23,7 @@ summary=$R/summary.txt; : > $summary
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
-( t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestAttTrace|TestStepperTunings' -test.timeout 145s > $W/tests.log 2>&1; echo "tests: rc=$? ($((SECONDS - t0)) s)" >> $W/tests-rc.txt ) &
+( t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestAttTrace|TestStepperTunings|TestKernelResources' -test.timeout 145s > $W/tests.log 2>&1; echo "tests: rc=$? ($((SECONDS - t0)) s)" >> $W/tests-rc.txt ) &
 sp=$!
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
 q=${arts#*:}
@@ -38,8 +39,8 @@ db() { # label art depths modes limit
 	echo "$1: rc=$? ($((SECONDS - t0)) s)" | tee -a $summary
 	grep -E "^Benchmark.*tok/s|FAIL|panic|differ" $W/$1.log | sed -E 's/ +/ /g; s/\t/ /g' | tee -a $summary
 }
-qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100
-db qwen-a $q 1,8064 $qm 170
-db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 170
+qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100,graph-full-b3,graph-full-nosfork-b3
+db qwen-a $q 1,8064 $qm 200
+db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 200
 tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary

@@ -234,6 +234,8 @@ func decodeModes() []decodeMode {
 		{"graph-full-co100", engine.StepGraphFull, tuning{attCarveout: 100}},
 		{"graph-full-co50", engine.StepGraphFull, tuning{attCarveout: 50}},
 		{"graph-full-atr-co100", engine.StepGraphFull, tuning{attCarveout: 100, attTrace: true}},
+		{"graph-full-b3", engine.StepGraphFull, tuning{attB3: true}},
+		{"graph-full-nosfork-b3", engine.StepGraphFull, tuning{noSharedFork: true, attB3: true}},
 		{"graph-full-nosfork-attring", engine.StepGraphFull, tuning{noSharedFork: true, attRing: true}},
 		{"graph-full-routein", engine.StepGraphFull, tuning{routeIn: true}},
 		{"graph-full-routein-wait", engine.StepGraphFull, tuning{routeIn: true, routeInWait: true}},

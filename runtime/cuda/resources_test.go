@@ -67,6 +67,10 @@ func TestKernelResources(t *testing.T) {
 		// at two blocks an SM.
 		ks = append(ks, kern{"attention_ring_step_kv16", k.kv[1].attentionRingStep, attRingSmem, 0})
 		designed["attention_ring_step_kv16"] = 2
+		// attention_step at two blocks an SM, its b3 build at three
+		// (tuning.attB3).
+		ks = append(ks, kern{"attention_step_kv16", k.kv[1].attentionStep, 0, 0}, kern{"attention_b3_step_kv16", k.kv[1].attentionB3Step, 0, 0})
+		designed["attention_step_kv16"], designed["attention_b3_step_kv16"] = 2, 3
 		for _, kk := range ks {
 			regs, err := kk.fn.Attribute(cu.NumRegs)
 			if err != nil {

@@ -149,7 +149,7 @@ func (s *stepper) setAttCarveout() error {
 		pct = min(s.b.tune.attCarveout, 100)
 	}
 	for _, kv := range s.b.k.kv {
-		for _, fn := range []cu.Function{kv.attentionStep, kv.attentionPfStep, kv.attentionPipeStep, kv.attentionTraceStep} {
+		for _, fn := range []cu.Function{kv.attentionStep, kv.attentionPfStep, kv.attentionPipeStep, kv.attentionTraceStep, kv.attentionB3Step} {
 			if err := setCarveout(fn, pct); err != nil {
 				return fmt.Errorf("attention carveout: %w", err)
 			}

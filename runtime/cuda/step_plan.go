@@ -234,7 +234,8 @@ func (s *stepper) headNorms(l int) bool {
 // round's K/V rows while it computes a round (same bits: the arithmetic is
 // att_round's either way), after the same prefetch when attPrefetch is set.
 // With tuning.attTrace (before all of these) it is attention_trace_step,
-// attention_step recording each block's times and SM (step_att_trace.go).
+// attention_step recording each block's times and SM (step_att_trace.go);
+// with tuning.attB3, attention_b3_step (three blocks an SM).
 // With tuning.attRing (before attPipe) it is attention_ring_step: each warp
 // keeps its next two rounds' K/V rows copying into shared memory while it
 // computes one (an FP16 cache up to hd 128; the same bits).
@@ -266,6 +267,11 @@ func (s *stepper) issueAttention(l int) error {
 		b.attTraceLaunches++
 		return b.launch(s.kvKernels(l).attentionTraceStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
 			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd), argPtr(s.attTraceAt(l)))
+	}
+	if b.tune.attB3 && b.rec == nil {
+		b.attB3Launches++
+		return b.launch(s.kvKernels(l).attentionB3Step, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
+			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 	}
 	if b.tune.attRing && b.rec == nil {
 		b.attRingLaunches++

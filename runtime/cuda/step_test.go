@@ -111,6 +111,7 @@ func TestStepperTunings(t *testing.T) {
 		{"timeline-nopdl", tuning{timeline: true, noPDL: true}},
 		{"att-trace", tuning{attTrace: true}},
 		{"att-carveout", tuning{attCarveout: 100}},
+		{"att-b3", tuning{attB3: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
