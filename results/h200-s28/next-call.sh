@@ -11,7 +11,8 @@
 # 2. BenchmarkDecodeDepth, Qwen at depths 1 and 8,064, with and without the branch, with and without
 #    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), and the
 #    attention's shared-memory carveout at 100% (tuning.attCarveout) and its three-blocks-an-SM build
-#    (tuning.attB3), the candidates should late blocks show a second wave, two orders.
+#    (tuning.attB3), the candidates should late blocks show a second wave, two orders;
+# 3. OLMoE at 1 and 2,048: graph-full traced, untraced and b3.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -26,7 +27,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format
 ( t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestAttTrace|TestStepperTunings|TestKernelResources' -test.timeout 145s > $W/tests.log 2>&1; echo "tests: rc=$? ($((SECONDS - t0)) s)" >> $W/tests-rc.txt ) &
 sp=$!
 h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
-q=${arts#*:}
+o=${arts%%:*}; q=${arts#*:}
 wait $sp
 cat $W/tests-rc.txt | tee -a $summary
 grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" $W/tests.log | head -20 | tee -a $summary
@@ -42,5 +43,6 @@ db() { # label art depths modes limit
 qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100,graph-full-b3,graph-full-nosfork-b3
 db qwen-a $q 1,8064 $qm 200
 db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 200
+db olmoe $o 1,2048 graph-full-atr,graph-full,graph-full-b3 60
 tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary
