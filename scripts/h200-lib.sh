@@ -9,6 +9,11 @@
 #   h200_artifacts ROOT ARCH:SEED... INT4 artifacts of the synthetic presets under ROOT (kept there
 #                                    on a warm machine; the missing ones made side by side), their
 #                                    directories ':'-separated in $arts
+#   h200_depth LABEL ART DEPTHS MODES SECONDS
+#                                    BenchmarkDecodeDepth (FP16 KV, batched prefill, 1x) on artifact
+#                                    ART at DEPTHS in MODES (comma-separated) into $W/LABEL.log, its
+#                                    result lines to $summary; at most SECONDS, and no later than
+#                                    DEADLINE s into the script (skipped with under 20 s left)
 
 h200_unpack() {
 	[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
@@ -48,4 +53,15 @@ h200_artifacts() {
 		arts="$arts${arts:+:}$art"
 	done
 	[ -z "$pids" ] || wait $pids
+}
+
+h200_depth() {
+	local label=$1 art=$2 depths=$3 modes=$4 t0=$SECONDS lim=$5
+	local left=$((${DEADLINE:-100000} - SECONDS - 5))
+	[ "$lim" -lt "$left" ] || lim=$left
+	[ "$lim" -gt 20 ] || { echo "$label: skipped (time)" | tee -a "$summary"; return; }
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$art HORIZON_BENCH_DEPTHS=$depths HORIZON_BENCH_KV=fp16 HORIZON_BENCH_PREFILL=batched \
+		HORIZON_BENCH_MODES=$modes timeout "$lim" ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkDecodeDepth -test.benchtime 1x) >"$W/$label.log" 2>&1
+	echo "$label: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+	grep -E "^Benchmark.*tok/s|FAIL|panic|differ" "$W/$label.log" | sed -E 's/ +/ /g; s/\t/ /g' | tee -a "$summary"
 }

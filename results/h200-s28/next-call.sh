@@ -19,7 +19,6 @@ cd "$(dirname "$0")/../.."
 R=${OUT:-/tmp/out}
 W=/tmp/cn; mkdir -p $W
 DEADLINE=${DEADLINE:-560}
-left() { echo $((DEADLINE - SECONDS)); }
 summary=$R/summary.txt; : > $summary
 . scripts/h200-lib.sh
 h200_unpack
@@ -32,17 +31,9 @@ wait $sp
 cat $W/tests-rc.txt | tee -a $summary
 grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" $W/tests.log | head -20 | tee -a $summary
 grep -E -A6 -- "--- FAIL|panic" $W/tests.log | head -30 | tee -a $summary
-db() { # label art depths modes limit
-	local t0=$SECONDS lim=$(( $5 < $(left) - 5 ? $5 : $(left) - 5 ))
-	[ $lim -gt 20 ] || { echo "$1: skipped (time)" | tee -a $summary; return; }
-	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$2 HORIZON_BENCH_DEPTHS=$3 HORIZON_BENCH_KV=fp16 HORIZON_BENCH_PREFILL=batched \
-		HORIZON_BENCH_MODES=$4 timeout $lim ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkDecodeDepth -test.benchtime 1x) > $W/$1.log 2>&1
-	echo "$1: rc=$? ($((SECONDS - t0)) s)" | tee -a $summary
-	grep -E "^Benchmark.*tok/s|FAIL|panic|differ" $W/$1.log | sed -E 's/ +/ /g; s/\t/ /g' | tee -a $summary
-}
 qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100,graph-full-b3,graph-full-nosfork-b3
-db qwen-a $q 1,8064 $qm 200
-db qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 200
-db olmoe $o 1,2048 graph-full-atr,graph-full,graph-full-b3 60
+h200_depth qwen-a $q 1,8064 $qm 200
+h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 200
+h200_depth olmoe $o 1,2048 graph-full-atr,graph-full,graph-full-b3,graph-full-attpipe-pf128 70
 tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary
