@@ -660,8 +660,9 @@ func TestStepTimeline(t *testing.T) {
 // TestAttTrace: with tuning.attTrace every captured attention launch of a
 // graph-full step records its blocks: each layer has heads x attSplit of
 // them, each became resident before it started and started before it
-// ended, on an SM of this GPU, within the step; and the tokens are those
-// without the trace.
+// ended, on an SM id below twice the SM count (ids need not be
+// contiguous), layer after layer; and the tokens are those without the
+// trace.
 func TestAttTrace(t *testing.T) {
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
 		t.Run(arch, func(t *testing.T) {
@@ -709,8 +710,9 @@ func TestAttTrace(t *testing.T) {
 					t.Fatalf("layer %d: %d blocks, want %d", l, len(a.blocks), cfg.NumHeads*attSplit)
 				}
 				for i, bl := range a.blocks {
-					if bl.entry == 0 || bl.entry > bl.start || bl.start > bl.end || bl.sm < 0 || bl.sm >= sms {
-						t.Fatalf("layer %d block %d: entry %d, start %d, end %d (ns), SM %d of %d", l, i, bl.entry, bl.start, bl.end, bl.sm, sms)
+					// %smid need not be contiguous: bounded loosely by the SM count.
+					if bl.entry == 0 || bl.entry > bl.start || bl.start > bl.end || bl.sm < 0 || bl.sm >= 2*sms {
+						t.Fatalf("layer %d block %d: entry %d, start %d, end %d (ns), SM %d (%d SMs)", l, i, bl.entry, bl.start, bl.end, bl.sm, sms)
 					}
 				}
 				if a.span <= 0 || a.run > a.span || a.maxPerSM < 1 || a.sms < 1 {
