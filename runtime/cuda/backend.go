@@ -120,6 +120,8 @@ type Backend struct {
 	// attB3Launches counts the attention launches of the three-blocks-an-SM
 	// build (tuning.attB3).
 	attB3Launches int
+	// attFences counts the event nodes tuning.attFence captured.
+	attFences int
 	// tcdLaunches counts launches of experts_tc.cu's kernels
 	// (tuning.tcDecode), for the tests.
 	tcdLaunches int
@@ -213,6 +215,7 @@ type tuning struct {
 	sharedForkGUM bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
 	attPrefetch   int    // captured steps' attention asks L2 for each block's first attPrefetch K/V rows before its dependency wait, while the rope/append kernel before it leaves HBM idle (attention_pf_step; 0, the default: none; the same bits; session 25 on an H100: within ±0.8% on Qwen at depth 8,064, +2.4-2.6% on OLMoE at 2,048-3,968 in one run)
 	attCarveout   int    // captured steps' decode attention kernels prefer this percent of the SM's L1/shared storage as shared memory (cuFuncSetAttribute, set when a stepper is set up; 0: the driver's default): a candidate should the attention trace show its blocks in a second wave behind a shared-memory configuration (results/h200-s28); the same bits
+	attFence      int    // captured steps get an event record node next to each attention instruction (1 before it, 2 after it, 3 both; step_att_trace.go): the timeline's nodes removed the branch's depth penalty from the attention (results/h200-s28), so this asks whether one node a layer does; the same bits
 	attB3         bool   // captured steps' decode attention is attention_b3_step, attention_step built for three blocks an SM (80 registers, a few spilled), a candidate should the attention trace show a second wave of blocks (results/h200-s28); the same bits
 	attTrace      bool   // captured steps' attention runs as attention_trace_step, whose blocks record their residency, start, end and SM (step_att_trace.go; a measuring aid with no node in the graph; the same bits)
 	attWindow     int    // a diagnostic for benchmarks only, which changes tokens: graph-full and -segmented steps' attention reads the first attWindow positions whatever the depth (a fixed state buffer in place of the step's), so a deep step keeps its KV cache, appends and RoPE but not attention's reads (BenchmarkDecodeDepth's -attw modes: does Qwen's shared-expert branch lose its gain at depth through those reads?)

@@ -86,6 +86,7 @@ type stepper struct {
 	// nil when tuning.noSharedFork is set or the model has no shared expert.
 	sfork *sharedBranch
 	tl    *instrTimeline // tuning.timeline (step_timeline.go)
+	fence cu.Event       // tuning.attFence's event (step_att_trace.go); the zero Event without it
 
 	// Device buffers the stepper owns.
 	bufs   []*Tensor
@@ -409,6 +410,9 @@ func (s *stepper) setup() error {
 	}
 	if s.atr != 0 {
 		s.registerAttTrace()
+	}
+	if err := s.setupAttFence(); err != nil {
+		return err
 	}
 	if s.mode != device.StepPersistent {
 		if err := s.setAttCarveout(); err != nil {
@@ -758,6 +762,7 @@ func (s *stepper) Close() error {
 		errs = append(errs, s.closeTiming())
 		errs = append(errs, s.closePrefetch(), s.closeSharedFork(), s.closeTimeline())
 		s.dropAttTrace()
+		errs = append(errs, s.closeAttFence())
 		for _, t := range s.bufs {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

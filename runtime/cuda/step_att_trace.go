@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"gorgonia.org/cu"
+
+	"github.com/horizon-runmap/horizon/runtime/device"
 )
 
 // An attention trace of a captured step (tuning.attTrace): every layer's
@@ -155,5 +157,44 @@ func (s *stepper) setAttCarveout() error {
 			}
 		}
 	}
+	return nil
+}
+
+// setupAttFence makes tuning.attFence's event for a captured mode; owner
+// thread.
+func (s *stepper) setupAttFence() error {
+	if s.b.tune.attFence == 0 || s.mode == device.StepPersistent {
+		return nil
+	}
+	ev, err := cu.MakeEvent(cu.DisableTiming)
+	if err != nil {
+		return fmt.Errorf("attention fence event: %w", err)
+	}
+	s.fence = ev
+	return nil
+}
+
+// closeAttFence frees the fence event.
+func (s *stepper) closeAttFence() error {
+	if s.fence == (cu.Event{}) {
+		return nil
+	}
+	err := cu.DestroyEvent(&s.fence)
+	s.fence = cu.Event{}
+	return err
+}
+
+// attFenceMark records an event node on the compute stream of the capture
+// in progress when tuning.attFence has bit `at` (1 before an attention
+// instruction, 2 after it); the kernel after it is a plain launch.
+func (s *stepper) attFenceMark(at int) error {
+	if s.fence == (cu.Event{}) || s.b.tune.attFence&at == 0 || !s.b.capturing || s.b.rec != nil {
+		return nil
+	}
+	if err := recordEventExternal(s.fence, s.b.compute); err != nil {
+		return fmt.Errorf("attention fence: %w", err)
+	}
+	s.b.pdlPrev = false
+	s.b.attFences++
 	return nil
 }

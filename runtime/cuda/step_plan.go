@@ -38,7 +38,13 @@ func (s *stepper) issueBody(lo, hi int, gateUp bool) error {
 		case plan.OpAttnIn:
 			err = s.issueAttnIn(in.Layer)
 		case plan.OpAttention:
-			err = s.issueAttention(in.Layer)
+			err = s.attFenceMark(1)
+			if err == nil {
+				err = s.issueAttention(in.Layer)
+			}
+			if err == nil {
+				err = s.attFenceMark(2)
+			}
 		case plan.OpAttnOut:
 			err = s.issueAttnOut(in.Layer)
 		case plan.OpRoute:

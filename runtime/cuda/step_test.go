@@ -112,6 +112,7 @@ func TestStepperTunings(t *testing.T) {
 		{"att-trace", tuning{attTrace: true}},
 		{"att-carveout", tuning{attCarveout: 100}},
 		{"att-b3", tuning{attB3: true}},
+		{"att-fence", tuning{attFence: 3}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
