@@ -12,7 +12,9 @@
 #    PDL, traced, plus graph-full and -nosfork untraced (does the trace change the rate?), and the
 #    attention's shared-memory carveout at 100% (tuning.attCarveout) and its three-blocks-an-SM build
 #    (tuning.attB3), the candidates should late blocks show a second wave, and an event node before
-#    or after each attention (tuning.attFence: the timeline's nodes removed the penalty), two orders;
+#    or after each attention (tuning.attFence: the timeline's nodes removed the penalty); and a control,
+#    the branch's fork and join with an empty kernel on it and the shared expert in line
+#    (tuning.sharedForkEmpty: is it the graph's shape or the branch's work?), two orders;
 # 3. OLMoE at 1 and 2,048: graph-full traced, untraced and b3.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
@@ -32,9 +34,9 @@ wait $sp
 cat $W/tests-rc.txt | tee -a $summary
 grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" $W/tests.log | head -20 | tee -a $summary
 grep -E -A6 -- "--- FAIL|panic" $W/tests.log | head -30 | tee -a $summary
-qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-co100,graph-full-atr-co100,graph-full-b3,graph-full-fence1,graph-full-fence2
-h200_depth qwen-a $q 1,8064 $qm 210
-h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 210
+qm=graph-full-atr,graph-full-nosfork-atr,graph-full-nopdl-atr,graph-full-nosfork-nopdl-atr,graph-full,graph-full-nosfork,graph-full-sfempty,graph-full-sfempty-atr,graph-full-co100,graph-full-b3,graph-full-fence1,graph-full-fence2
+h200_depth qwen-a $q 1,8064 $qm 220
+h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 220
 h200_depth olmoe $o 1,2048 graph-full-atr,graph-full,graph-full-b3,graph-full-attpipe-pf128 70
 tar -C $W -czf $R/logs-cn.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary

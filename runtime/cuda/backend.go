@@ -191,59 +191,60 @@ const (
 // mean the built-in heuristics. Benchmarks set it (on the owner thread) to
 // compare variants in one run; it is read on the owner thread only.
 type tuning struct {
-	f16NR         int    // FP16 matvec rows per warp task: 1, 2 or 4
-	w4NR          int    // int4 matvec rows per warp task: 1, 2, 4 or 8
-	gateUpNRP     int    // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
-	downVariant   int    // grouped down: 1 + index into downVariants
-	downTile      int    // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
-	noMapped      bool   // TopK/Argmax read results back with a copy even when mapped memory works
-	traceUnits    bool   // persistent steps record each unit's timestamps (persistentProfile)
-	noPrefetch    bool   // persistent programs prefetch nothing into L2
-	keepGrids     bool   // persistent programs keep every launch's grid (no regrid)
-	noPDL         bool   // captured steps launch every kernel plainly (no programmatic dependent launch)
-	l2Prefetch    bool   // captured steps run the L2 prefetch branch (step_prefetch.go; off by default: slower on the H200)
-	l2Budget      int    // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
-	l2Normal      bool   // prefetched lines keep the normal eviction priority, not evict_last
-	l2Grid        int    // the prefetch kernel's grid (0: l2PrefetchGrid)
-	l2Empty       bool   // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
-	fusedMoE      bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
-	downLate      bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
-	routeFused    bool   // captured steps run the router matvec and route_step as one router_route_step launch
-	ropeInQKV     bool   // a layer without q/k norms runs RoPE and the KV append in its q|k|v matvec's epilogue (matvec_f16_rope_kv), not in rope_kv_step (ropeInQKV; the same bits; not yet measured)
-	noSharedFork  bool   // graph-full steps run a shared expert in line on the compute stream, not on the side branch (step_shared_fork.go; the branch is the default since session 23: Qwen decode +14%, results/h200-s23)
-	sharedForkNR  int    // the shared-expert branch's matvecs take at most this many blocks an SM (0: sharedForkBlocks)
-	sharedForkGUM bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
-	attPrefetch   int    // captured steps' attention asks L2 for each block's first attPrefetch K/V rows before its dependency wait, while the rope/append kernel before it leaves HBM idle (attention_pf_step; 0, the default: none; the same bits; session 25 on an H100: within ±0.8% on Qwen at depth 8,064, +2.4-2.6% on OLMoE at 2,048-3,968 in one run)
-	attCarveout   int    // captured steps' decode attention kernels prefer this percent of the SM's L1/shared storage as shared memory (cuFuncSetAttribute, set when a stepper is set up; 0: the driver's default): a candidate should the attention trace show its blocks in a second wave behind a shared-memory configuration (results/h200-s28); the same bits
-	attFence      int    // captured steps get an event record node next to each attention instruction (1 before it, 2 after it, 3 both; step_att_trace.go): the timeline's nodes removed the branch's depth penalty from the attention (results/h200-s28), so this asks whether one node a layer does; the same bits
-	attB3         bool   // captured steps' decode attention is attention_b3_step, attention_step built for three blocks an SM (80 registers, a few spilled), a candidate should the attention trace show a second wave of blocks (results/h200-s28); the same bits
-	attTrace      bool   // captured steps' attention runs as attention_trace_step, whose blocks record their residency, start, end and SM (step_att_trace.go; a measuring aid with no node in the graph; the same bits)
-	attWindow     int    // a diagnostic for benchmarks only, which changes tokens: graph-full and -segmented steps' attention reads the first attWindow positions whatever the depth (a fixed state buffer in place of the step's), so a deep step keeps its KV cache, appends and RoPE but not attention's reads (BenchmarkDecodeDepth's -attw modes: does Qwen's shared-expert branch lose its gain at depth through those reads?)
-	attPipe       bool   // captured steps' attention over an FP16 cache keeps the next round's K/V rows loading while a round computes (attention_pipe_step, with attPrefetch's rows; the same bits; session 25 on an H100: +1.3% on Qwen at depth 8,064 with 128 rows)
-	attRing       bool   // captured steps' attention over an FP16 cache (hd <= 128, hd % 8 == 0) copies each warp's next two rounds of K/V rows into a shared-memory ring with cp.async while a round computes (attention_ring_step; the same bits; session 26 on an H100: 12-14% slower than attention_step alone at depths 2,048 and 8,064, results/h100-s26)
-	noSharedDown  bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
-	moeFlags      int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
-	attnIn        bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
-	downGlobal    bool   // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
-	routeIn       bool   // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
-	routeInWait   bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
-	tcNoPreSplit  bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
-	tcNoRing      bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
-	tcRing2       bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
-	noPrefillPDL  bool   // kernels launched op by op (a batched prefill's) are plain launches; by default they use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; the default since session 26 (+5-8% prompt tok/s at 64 tokens, +1-3% at 512 on an H100: results/h100-s26)
-	noRouteDevice bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
-	tcFDSplitK    bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
-	partsFused    bool   // MatMulParts (a batched prefill's fused q|k|v projection) runs one split-K launch and one reduce into the three outputs where partsSplit allows, instead of three MatMuls (two launches each); the same bits; off until measured
-	attTiled32    bool   // a batched prefill's attention (AttentionRows) runs the 32-query tiled kernel (attention_tiled32_rows_f32: each K and V value read from shared memory serves 4 queries of a warp, not 2); the same bits as the 16-query kernel (a row's arithmetic is fixed by its position); off until measured
-	tcFDAlways    bool   // every grouped int4 launch with pre-split activations runs the fragment-direct kernel (matmul_tc_grouped_pre_fd_w4a16), not only those tcGroupedFD picks
-	tcNoFD        bool   // no grouped launch runs the fragment-direct kernel (the int4 ring instead)
-	tcNarrow      bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
-	tcRingF16     bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
-	tcNoSplitK    bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
-	waitPrefetch  uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
-	tcDecode      int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
-	noMatmulTC    bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
-	timeline      bool   // graph-full steps record a device event after every body instruction and at the end of each shared-expert branch (step_timeline.go; the kernel after an event is a plain launch, so read it with noPDL; a measuring aid, the same bits)
+	f16NR           int    // FP16 matvec rows per warp task: 1, 2 or 4
+	w4NR            int    // int4 matvec rows per warp task: 1, 2, 4 or 8
+	gateUpNRP       int    // grouped gate/up: 2 or 4 (gate rows, and as many up rows, per task)
+	downVariant     int    // grouped down: 1 + index into downVariants
+	downTile        int    // grouped down: output rows per block (rounded up to a multiple of the variant's NR)
+	noMapped        bool   // TopK/Argmax read results back with a copy even when mapped memory works
+	traceUnits      bool   // persistent steps record each unit's timestamps (persistentProfile)
+	noPrefetch      bool   // persistent programs prefetch nothing into L2
+	keepGrids       bool   // persistent programs keep every launch's grid (no regrid)
+	noPDL           bool   // captured steps launch every kernel plainly (no programmatic dependent launch)
+	l2Prefetch      bool   // captured steps run the L2 prefetch branch (step_prefetch.go; off by default: slower on the H200)
+	l2Budget        int    // bytes one prefetch fork takes at most (0: l2PrefetchBudget)
+	l2Normal        bool   // prefetched lines keep the normal eviction priority, not evict_last
+	l2Grid          int    // the prefetch kernel's grid (0: l2PrefetchGrid)
+	l2Empty         bool   // the branch is captured, but its kernels prefetch 0 bytes (what the branch alone costs)
+	fusedMoE        bool   // captured steps run a grouped-v1 int4 group as one experts_moe_int4_t launch (off by default: slower on the H200)
+	downLate        bool   // the _t down kernels wait (grid_dep_enter) before their first weight loads, as before early loads were the default
+	routeFused      bool   // captured steps run the router matvec and route_step as one router_route_step launch
+	ropeInQKV       bool   // a layer without q/k norms runs RoPE and the KV append in its q|k|v matvec's epilogue (matvec_f16_rope_kv), not in rope_kv_step (ropeInQKV; the same bits; not yet measured)
+	noSharedFork    bool   // graph-full steps run a shared expert in line on the compute stream, not on the side branch (step_shared_fork.go; the branch is the default since session 23: Qwen decode +14%, results/h200-s23)
+	sharedForkNR    int    // the shared-expert branch's matvecs take at most this many blocks an SM (0: sharedForkBlocks)
+	sharedForkEmpty bool   // a control for the branch's depth penalty: graph-full forks and joins the branch as usual but runs only an empty kernel on it, and the shared expert in line (the graph's shape without the branch's work; results/h200-s28)
+	sharedForkGUM   bool   // the branch runs only the shared expert's gate|up|mix matvec, and SiLU·up, down and the gated add follow the join in line (session 22's first variant: 2% slower than the whole branch, results/h200-s23)
+	attPrefetch     int    // captured steps' attention asks L2 for each block's first attPrefetch K/V rows before its dependency wait, while the rope/append kernel before it leaves HBM idle (attention_pf_step; 0, the default: none; the same bits; session 25 on an H100: within ±0.8% on Qwen at depth 8,064, +2.4-2.6% on OLMoE at 2,048-3,968 in one run)
+	attCarveout     int    // captured steps' decode attention kernels prefer this percent of the SM's L1/shared storage as shared memory (cuFuncSetAttribute, set when a stepper is set up; 0: the driver's default): a candidate should the attention trace show its blocks in a second wave behind a shared-memory configuration (results/h200-s28); the same bits
+	attFence        int    // captured steps get an event record node next to each attention instruction (1 before it, 2 after it, 3 both; step_att_trace.go): the timeline's nodes removed the branch's depth penalty from the attention (results/h200-s28), so this asks whether one node a layer does; the same bits
+	attB3           bool   // captured steps' decode attention is attention_b3_step, attention_step built for three blocks an SM (80 registers, a few spilled), a candidate should the attention trace show a second wave of blocks (results/h200-s28); the same bits
+	attTrace        bool   // captured steps' attention runs as attention_trace_step, whose blocks record their residency, start, end and SM (step_att_trace.go; a measuring aid with no node in the graph; the same bits)
+	attWindow       int    // a diagnostic for benchmarks only, which changes tokens: graph-full and -segmented steps' attention reads the first attWindow positions whatever the depth (a fixed state buffer in place of the step's), so a deep step keeps its KV cache, appends and RoPE but not attention's reads (BenchmarkDecodeDepth's -attw modes: does Qwen's shared-expert branch lose its gain at depth through those reads?)
+	attPipe         bool   // captured steps' attention over an FP16 cache keeps the next round's K/V rows loading while a round computes (attention_pipe_step, with attPrefetch's rows; the same bits; session 25 on an H100: +1.3% on Qwen at depth 8,064 with 128 rows)
+	attRing         bool   // captured steps' attention over an FP16 cache (hd <= 128, hd % 8 == 0) copies each warp's next two rounds of K/V rows into a shared-memory ring with cp.async while a round computes (attention_ring_step; the same bits; session 26 on an H100: 12-14% slower than attention_step alone at depths 2,048 and 8,064, results/h100-s26)
+	noSharedDown    bool   // a shared expert's SiLU·up, down and gated residual run as three launches (silu_mul_f32, the matvec, add_gated_resid_step), not one shared_down_f16 (sharedDownFused)
+	moeFlags        int    // experts_moe_int4_t's diagnostic flags (BenchmarkExperts only: 1 no prefetch, 2 no down, 4 no barrier)
+	attnIn          bool   // captured steps run the q/k norm, RoPE and KV append inside the attention launch (attention_in_step; off by default: slower on the H200)
+	downGlobal      bool   // grouped down kernels read the A activation vectors from global memory (_g: x' and chunk sums made on the fly) instead of staging them in shared memory
+	routeIn         bool   // graph-full steps route inside the gate/up and down kernels (experts_routed.cu): no route_step launch
+	routeInWait     bool   // with routeIn, the down kernel reads the group table gate/up's block 0 wrote, after its wait (the _t kernel, early off), instead of routing itself
+	tcNoPreSplit    bool   // the tensor-core matmuls split activations in every row tile, not once per op (tc_split_rows, the default since session 18; the same bits)
+	tcNoRing        bool   // the grouped int4 expert matmul of batched prefill runs the two-stage kernel, not its cp.async ring (12 slots, 11 chunks in flight a thread, m16 tiles of padding tokens alone skipped; the default since session 20: prefill 7-18% faster at 16-64 prompt tokens, results/h200-s20); the same bits (tcGroupedRing)
+	tcRing2         bool   // the grouped int4 ring kernels stage two chunks a barrier (_ring2: one ring wait, barrier and activation round trip for every two chunks, 10 slots; the same bits): session 20 measured the ring loop at ~1.4 µs a chunk whatever the bytes in flight; off until measured
+	noPrefillPDL    bool   // kernels launched op by op (a batched prefill's) are plain launches; by default they use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; the default since session 26 (+5-8% prompt tok/s at 64 tokens, +1-3% at 512 on an H100: results/h100-s26)
+	noRouteDevice   bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
+	tcFDSplitK      bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
+	partsFused      bool   // MatMulParts (a batched prefill's fused q|k|v projection) runs one split-K launch and one reduce into the three outputs where partsSplit allows, instead of three MatMuls (two launches each); the same bits; off until measured
+	attTiled32      bool   // a batched prefill's attention (AttentionRows) runs the 32-query tiled kernel (attention_tiled32_rows_f32: each K and V value read from shared memory serves 4 queries of a warp, not 2); the same bits as the 16-query kernel (a row's arithmetic is fixed by its position); off until measured
+	tcFDAlways      bool   // every grouped int4 launch with pre-split activations runs the fragment-direct kernel (matmul_tc_grouped_pre_fd_w4a16), not only those tcGroupedFD picks
+	tcNoFD          bool   // no grouped launch runs the fragment-direct kernel (the int4 ring instead)
+	tcNarrow        bool   // a grouped int4 ring launch whose entries all hold at most 32 pairs (a short prompt's experts) runs the narrow twins: all 8 warps on a block's first 32 tokens, 2 n8 tiles each, where the default mapping idles the 4 warps of tokens 32..63 (tcGroupedNarrow; the same bits; off until measured)
+	tcRingF16       bool   // batched prefill's FP16 tensor-core projections (split-K and pre-split) stream their matrix through a 6-slot cp.async ring; the same bits; off: 10-21% slower on Qwen's shared expert from 64 tokens on (results/h200-s20; tcDenseRing)
+	tcNoSplitK      bool   // an FP16 batched matmul of too few blocks to fill the GPU runs unsplit (split along its columns by tcSplit is the default since session 18)
+	waitPrefetch    uint32 // bytes of weight rows each FP16 matvec warp asks L2 for before its dependency wait (matvec_f16.cu hz_wait_prefetch, written by setTuning; 0, the default: none; the same bits; measured 3-12% slower at 8-128 KB, results/h200-s19)
+	tcDecode        int    // captured steps run the int4 grouped experts on the tensor cores (experts_tc.cu): 1 + an index into tcDecodeVariants; 0: off, the default (other bits; an experiment of issue 14)
+	noMatmulTC      bool   // the batched ops run on the row kernels only (matmul.cu: token-at-a-time prefill's bits), never on the tensor cores (matmul_tc.cu, the default: tcMatmul, tcExperts)
+	timeline        bool   // graph-full steps record a device event after every body instruction and at the end of each shared-expert branch (step_timeline.go; the kernel after an event is a plain launch, so read it with noPDL; a measuring aid, the same bits)
 }
 
 // smemStaticRoom is the shared memory smemMax leaves below the opt-in

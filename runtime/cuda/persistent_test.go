@@ -236,6 +236,8 @@ func decodeModes() []decodeMode {
 		{"graph-full-atr-co100", engine.StepGraphFull, tuning{attCarveout: 100, attTrace: true}},
 		{"graph-full-b3", engine.StepGraphFull, tuning{attB3: true}},
 		{"graph-full-nosfork-b3", engine.StepGraphFull, tuning{noSharedFork: true, attB3: true}},
+		{"graph-full-sfempty", engine.StepGraphFull, tuning{sharedForkEmpty: true}},
+		{"graph-full-sfempty-atr", engine.StepGraphFull, tuning{sharedForkEmpty: true, attTrace: true}},
 		{"graph-full-fence1", engine.StepGraphFull, tuning{attFence: 1}},
 		{"graph-full-fence2", engine.StepGraphFull, tuning{attFence: 2}},
 		{"graph-full-nosfork-fence1", engine.StepGraphFull, tuning{noSharedFork: true, attFence: 1}},

@@ -568,6 +568,9 @@ func (s *stepper) issueSharedExpert(i, l int) error {
 	if err != nil {
 		return err
 	}
+	if forked && b.tune.sharedForkEmpty {
+		forked = false // the branch ran an empty kernel: the shared expert runs in line
+	}
 	if !forked {
 		if err := b.matvecF16Launch(s.sgum, ptr(lw.SharedGUM), x, 0, 0, 2*S+1, D, xn); err != nil {
 			return err

@@ -107,6 +107,23 @@ func (s *stepper) forkShared(j int) error {
 	if err := br.forkFrom(b.compute); err != nil {
 		return fmt.Errorf("shared-expert fork: %w", err)
 	}
+	if b.tune.sharedForkEmpty {
+		// The control: one empty kernel on the branch, so that the graph
+		// has the fork and the join, and the shared expert in line.
+		main, prev := b.compute, b.pdlPrev
+		b.compute, b.pdlPrev = br.stream, false
+		err := b.launch(b.k.empty, 1, 32, 0)
+		b.compute, b.pdlPrev = main, prev
+		if err == nil {
+			err = br.mark()
+		}
+		if err != nil {
+			return fmt.Errorf("shared-expert fork (empty): %w", err)
+		}
+		br.layer = l
+		b.sharedForks++
+		return nil
+	}
 	D, S := s.cfg.HiddenSize, s.cfg.SharedFFN
 	nr := sharedForkBlocks
 	if b.tune.sharedForkNR > 0 {

@@ -113,6 +113,7 @@ func TestStepperTunings(t *testing.T) {
 		{"att-carveout", tuning{attCarveout: 100}},
 		{"att-b3", tuning{attB3: true}},
 		{"att-fence", tuning{attFence: 3}},
+		{"shared-fork-empty", tuning{sharedForkEmpty: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
 	}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
@@ -159,6 +160,8 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	t.Helper()
 	pdl0, op0, pf0, moe0, ri0, sf0, rq0, ap0, pp0 := pdlLaunches(t), pdlOpLaunches(t), prefetchLaunches(t), moeLaunches(t), routeInLaunches(t), sharedForks(t), ropeInQKVLaunches(t), attPrefetchLaunches(t), attPipeLaunches(t)
 	ar0 := attRingLaunches(t)
+	atr0, ab30, af0 := backendCount(t, func(b *Backend) int { return b.attTraceLaunches }),
+		backendCount(t, func(b *Backend) int { return b.attB3Launches }), backendCount(t, func(b *Backend) int { return b.attFences })
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -293,6 +296,21 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 		t.Fatalf("%s: no ring attention launch", mode)
 	case !ring && n != 0:
 		t.Fatalf("%s (attRing %v): %d ring attention launches", mode, tn.attRing, n)
+	}
+	// tuning.attTrace (before every other attention build), attB3 and
+	// attFence act in the captured modes only.
+	for _, c := range []struct {
+		what string
+		want bool
+		n    int
+	}{
+		{"traced attention launches", graph && tn.attTrace && !tn.attnIn, backendCount(t, func(b *Backend) int { return b.attTraceLaunches }) - atr0},
+		{"three-blocks-an-SM attention launches", graph && tn.attB3 && !tn.attTrace && !tn.attnIn, backendCount(t, func(b *Backend) int { return b.attB3Launches }) - ab30},
+		{"attention fences", graph && tn.attFence != 0, backendCount(t, func(b *Backend) int { return b.attFences }) - af0},
+	} {
+		if c.want != (c.n > 0) {
+			t.Fatalf("%s (attTrace %v, attB3 %v, attFence %d): %d %s", mode, tn.attTrace, tn.attB3, tn.attFence, c.n, c.what)
+		}
 	}
 	c := l.Cache.Counters()
 	return res, [3]int64{c.Hits, c.Misses, c.H2DBytes}
