@@ -431,9 +431,11 @@ func benchDepths(b *testing.B, def []int) []int {
 // (tuning.attTrace), summed over its layers: the launches' spans from the
 // first block's residency to the last block's end (att-span-us) and from
 // the first start to the last end (att-run-us), and the mean block's run
-// (att-block-us); the blocks that became resident only after another block
-// of their launch had ended (att-late) and the most blocks of one launch on
-// one SM (att-max-sm).
+// (att-block-us); the spread of the blocks' starts (att-start-spread-us:
+// a second wave starts late) and of their ends (att-end-spread-us); the
+// blocks that became resident only after another block of their launch had
+// ended (att-late), the most blocks of one launch on one SM (att-max-sm)
+// and the mean count of SMs a launch ran on (att-sms).
 func reportAttTrace(b *testing.B) {
 	b.Helper()
 	var launches []attLaunch
@@ -447,17 +449,23 @@ func reportAttTrace(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
-	var span, run, blk float64
+	var span, run, blk, ss, es, sms float64
 	late, maxSM := 0, 0
 	for _, a := range launches {
 		span, run, blk = span+a.span, run+a.run, blk+a.blockMean
+		ss, es, sms = ss+a.startSpread, es+a.endSpread, sms+float64(a.sms)
 		late, maxSM = late+a.late, max(maxSM, a.maxPerSM)
 	}
 	b.ReportMetric(span, "att-span-us")
 	b.ReportMetric(run, "att-run-us")
 	b.ReportMetric(blk, "att-block-us")
+	b.ReportMetric(ss, "att-start-spread-us")
+	b.ReportMetric(es, "att-end-spread-us")
 	b.ReportMetric(float64(late), "att-late")
 	b.ReportMetric(float64(maxSM), "att-max-sm")
+	if len(launches) > 0 {
+		b.ReportMetric(sms/float64(len(launches)), "att-sms")
+	}
 }
 
 // reportTimeline reports the instruction timeline of the last decode step

@@ -5,7 +5,6 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 
 	"gorgonia.org/cu"
 
@@ -62,29 +61,6 @@ func (s *stepper) dropAttTrace() {
 	}
 }
 
-// attBlock is one block's record, read back.
-type attBlock struct {
-	entry, start, end uint64 // ns on the device's globaltimer
-	sm                int
-	cycles            uint32
-}
-
-// attLaunch summarises one layer's attention launch of the last step.
-type attLaunch struct {
-	// span: µs from the first block's entry to the last block's end; run:
-	// from the first block's start (its wait returned) to the last end.
-	span, run float64
-	// blockMean: the mean µs from a block's start to its end.
-	blockMean float64
-	// late: blocks that became resident only after another block of the
-	// launch had ended (a second wave).
-	late int
-	// maxPerSM: the most blocks of the launch on one SM; sms: how many SMs
-	// ran one.
-	maxPerSM, sms int
-	blocks        []attBlock
-}
-
 // readAttTrace reads the registered trace of the last completed step;
 // owner thread, after the step completed.
 func (b *Backend) readAttTrace() ([]attLaunch, error) {
@@ -109,36 +85,6 @@ func (b *Backend) readAttTrace() ([]attLaunch, error) {
 		out[l] = summariseAttLaunch(bl)
 	}
 	return out, nil
-}
-
-// summariseAttLaunch computes a launch's attLaunch from its blocks.
-func summariseAttLaunch(bl []attBlock) attLaunch {
-	a := attLaunch{blocks: bl}
-	if len(bl) == 0 {
-		return a
-	}
-	first, firstStart, last, firstEnd := bl[0].entry, bl[0].start, bl[0].end, bl[0].end
-	perSM := map[int]int{}
-	sum := 0.0
-	for _, x := range bl {
-		first, firstStart = min(first, x.entry), min(firstStart, x.start)
-		last, firstEnd = max(last, x.end), min(firstEnd, x.end)
-		perSM[x.sm]++
-		sum += float64(x.end-x.start) / 1e3
-	}
-	for _, x := range bl {
-		if x.entry > firstEnd {
-			a.late++
-		}
-	}
-	counts := make([]int, 0, len(perSM))
-	for _, c := range perSM {
-		counts = append(counts, c)
-	}
-	a.span, a.run = float64(last-first)/1e3, float64(last-firstStart)/1e3
-	a.blockMean = sum / float64(len(bl))
-	a.maxPerSM, a.sms = slices.Max(counts), len(perSM)
-	return a
 }
 
 // setAttCarveout sets the decode attention kernels' preferred shared-memory
