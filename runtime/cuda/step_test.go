@@ -708,19 +708,7 @@ func TestAttTrace(t *testing.T) {
 			if n := backendCount(t, func(b *Backend) int { return b.attTraceLaunches }) - n0; n < cfg.NumLayers {
 				t.Fatalf("%d traced attention launches captured, want at least %d", n, cfg.NumLayers)
 			}
-			var launches []attLaunch
-			var sms int
-			if err := testBE.o.do(func() error {
-				if err := testBE.compute.Synchronize(); err != nil {
-					return err
-				}
-				sms = testBE.sms
-				var err error
-				launches, err = testBE.readAttTrace()
-				return err
-			}); err != nil {
-				t.Fatal(err)
-			}
+			launches, sms := readAttTraceNow(t)
 			if len(launches) != cfg.NumLayers {
 				t.Fatalf("%d traced launches, want %d (one a layer)", len(launches), cfg.NumLayers)
 			}
@@ -743,4 +731,24 @@ func TestAttTrace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readAttTraceNow waits for the compute stream and reads the registered
+// attention trace (tuning.attTrace); it also returns the GPU's SM count.
+func readAttTraceNow(tb testing.TB) ([]attLaunch, int) {
+	tb.Helper()
+	var launches []attLaunch
+	var sms int
+	if err := testBE.o.do(func() error {
+		if err := testBE.compute.Synchronize(); err != nil {
+			return err
+		}
+		sms = testBE.sms
+		var err error
+		launches, err = testBE.readAttTrace()
+		return err
+	}); err != nil {
+		tb.Fatal(err)
+	}
+	return launches, sms
 }
