@@ -34,6 +34,11 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* 
 // SM holding something else still takes two of a launch's blocks: the
 // same code, so the same bits.
 //
+// attention_cs_step (tuning.attStream) is attention_step with its K/V
+// loads streaming (ld.global.cs: evict-first in L1 and L2), so that a deep
+// cache read does not push the lines other kernels reuse out of L2: the
+// same arithmetic, so the same bits.
+//
 // attention_trace_step (tuning.attTrace, a measuring aid) is attention_step
 // that also records, per block, four values at trace[4·bid]: %globaltimer
 // (ns) at its entry and after its dependency wait, %globaltimer at its end,
@@ -114,6 +119,12 @@ __device__ __forceinline__ void att_trace_block(unsigned long long* trace, unsig
 		const long long c0 = clock64();                                                                                    \
 		attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                            \
 		if (threadIdx.x == 0) att_trace_block(trace, t_in, t_go, c0);                                                      \
+	}                                                                                                                      \
+	extern "C" __global__ void __launch_bounds__(256)                                                                      \
+	    attention_cs_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,          \
+	                           const int* st, int n_heads, int n_kv, int hd) {                                             \
+		grid_dep_enter();                                                                                                  \
+		attention_step_body<KV, false, false, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());    \
 	}                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256)                                                                      \
 	    attention_ring_step##SUF(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc, const KV* vc,        \

@@ -181,11 +181,11 @@ __device__ __forceinline__ void att_prefetch_l2(const KV* kc, const KV* vc, cons
 	}
 }
 
-template <typename KV, bool PIPE = false, bool RING = false>
+template <typename KV, bool PIPE = false, bool RING = false, bool CS = false>
 __device__ __forceinline__ void attention_step_body(float* dst, float* part, unsigned* cnt, const float* q,
                                                     const KV* kc, const KV* vc, const int* st, int n_heads,
                                                     int n_kv, int hd, VGrid vg) {
-	attention_split<KV, PIPE, RING>(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
+	attention_split<KV, PIPE, RING, CS>(dst, part, cnt, q, kc, vc, st[1] + 1, n_heads, n_kv, hd, vg.bid);
 }
 
 // route_step: softmax over logits[E] and top-k with one warp (E <= 256):

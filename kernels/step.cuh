@@ -117,6 +117,10 @@ __device__ __forceinline__ float4 kv_cvt4(uint2 u) {
 	return make_float4(a.x, a.y, b.x, b.y);
 }
 __device__ __forceinline__ float4 kv_ld4(const __half* p) { return kv_cvt4(kv_raw4(p)); }
+// kv_ld4_cs is kv_ld4 through ld.global.cs (evict-first in L1 and L2: a
+// streaming read), for attention_cs_step: the same values.
+__device__ __forceinline__ float4 kv_ld4_cs(const float* p) { return __ldcs(reinterpret_cast<const float4*>(p)); }
+__device__ __forceinline__ float4 kv_ld4_cs(const __half* p) { return kv_cvt4(__ldcs(reinterpret_cast<const uint2*>(p))); }
 __device__ __forceinline__ void kv_st(float* p, float v) { *p = v; }
 __device__ __forceinline__ void kv_st(__half* p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ float* kv_f32(float* p) { return p; }
@@ -196,7 +200,7 @@ __device__ __forceinline__ void att_round(const float4 (&qv)[J], float4 (&acc)[J
 // bytes) while it computes a round from there (attention_ring_step). The
 // arithmetic is att_round's in every loop, on the same values: the same
 // bits.
-template <int J, int U, typename KV, bool PIPE = false, bool RING = false>
+template <int J, int U, typename KV, bool PIPE = false, bool RING = false, bool CS = false>
 __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                   const KV* vc, int n, int n_heads, int n_kv, int hd, int h, int s,
                                                   AttShared& sh, bool q_smem) {
@@ -308,8 +312,13 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 					const int i = 4 * lane + 128 * j;
 					const bool ok = t < t1 && i < hd;
 					const size_t at = (size_t)t * kv_dim + off + i;
-					kr[u][j] = ok ? kv_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
-					vr[u][j] = ok ? kv_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+					if constexpr (CS) {
+						kr[u][j] = ok ? kv_ld4_cs(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+						vr[u][j] = ok ? kv_ld4_cs(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+					} else {
+						kr[u][j] = ok ? kv_ld4(kc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+						vr[u][j] = ok ? kv_ld4(vc + at) : make_float4(0.f, 0.f, 0.f, 0.f);
+					}
 				}
 			}
 			att_round<J, U>(qv, acc, m, l, tb, t1, scale, [&](int u, int j) { return kr[u][j]; },
@@ -371,16 +380,17 @@ __device__ __forceinline__ void attention_split_t(float* dst, float* part, unsig
 // ATT_SPLIT, bid % ATT_SPLIT): 8 positions a round per warp up to hd 128,
 // 4 above. KV: the cache's element type (float or __half); PIPE: the
 // pipelined loop, RING: the shared-memory ring (FP16 only, the ring up to
-// hd 128; the same bits).
-template <typename KV, bool PIPE = false, bool RING = false>
+// hd 128; the same bits); CS: the plain loop's K/V loads are streaming
+// (ld.global.cs, evict-first; the same bits).
+template <typename KV, bool PIPE = false, bool RING = false, bool CS = false>
 __device__ __forceinline__ void attention_split(float* dst, float* part, unsigned* cnt, const float* q, const KV* kc,
                                                 const KV* vc, int n, int n_heads, int n_kv, int hd, int bid) {
 	__shared__ __align__(16) AttShared sh;
 	const int h = bid / ATT_SPLIT, s = bid % ATT_SPLIT;
 	if (hd <= 128)
-		attention_split_t<1, 8, KV, PIPE, RING>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+		attention_split_t<1, 8, KV, PIPE, RING, CS>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 	else
-		attention_split_t<2, 4, KV, PIPE>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
+		attention_split_t<2, 4, KV, PIPE, false, CS>(dst, part, cnt, q, kc, vc, n, n_heads, n_kv, hd, h, s, sh, false);
 }
 
 // attention_in_row writes head hh of the projection x (q or k), RMS-normed

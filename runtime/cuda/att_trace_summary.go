@@ -29,7 +29,22 @@ type attLaunch struct {
 	// start (a second wave starts late); endSpread: from the first block's
 	// end to the last's (the tail the last block merges in).
 	startSpread, endSpread float64
-	blocks                 []attBlock
+	// firstStart, lastEnd: the device clock (ns) at the first block's start
+	// and the last block's end, so that consecutive layers' launches give
+	// the time between them (the rest of the layer).
+	firstStart, lastEnd uint64
+	blocks              []attBlock
+}
+
+// attBetween is the µs from each launch's last end to the next launch's
+// first start, summed: the step's time outside its attention launches,
+// between the first layer's and the last layer's.
+func attBetween(ls []attLaunch) float64 {
+	sum := 0.0
+	for i := 1; i < len(ls); i++ {
+		sum += float64(int64(ls[i].firstStart-ls[i-1].lastEnd)) / 1e3
+	}
+	return sum
 }
 
 // summariseAttLaunch computes a launch's attLaunch from its blocks.
@@ -60,5 +75,6 @@ func summariseAttLaunch(bl []attBlock) attLaunch {
 	a.blockMean = sum / float64(len(bl))
 	a.maxPerSM, a.sms = slices.Max(counts), len(perSM)
 	a.startSpread, a.endSpread = float64(lastStart-firstStart)/1e3, float64(last-firstEnd)/1e3
+	a.firstStart, a.lastEnd = firstStart, last
 	return a
 }

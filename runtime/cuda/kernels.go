@@ -224,7 +224,8 @@ func (b *Backend) loadKernels() error {
 		k.kv[i] = kvKernels{append: get(names[0]), attention: get(names[1]), attentionRows: get(names[2]), ropeKVStep: get(names[3]),
 			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7]),
 			matvecRopeKV: get(names[8]), attentionPfStep: get(names[9]), attentionPipeStep: get(names[10]), attentionTiled32: get(names[11]),
-			attentionRingStep: get(names[12]), attentionTraceStep: get(names[13]), attentionB3Step: get(names[14])}
+			attentionRingStep: get(names[12]), attentionTraceStep: get(names[13]), attentionB3Step: get(names[14]),
+			attentionCsStep: get(names[15])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")
@@ -414,7 +415,7 @@ var moduleFuncs = map[string][]string{
 		"rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16", "attention_step_kv16", "attention_in_step_kv16",
 		"attention_pf_step", "attention_pf_step_kv16", "attention_pipe_step", "attention_pipe_step_kv16",
 		"attention_ring_step", "attention_ring_step_kv16", "attention_trace_step", "attention_trace_step_kv16",
-		"attention_b3_step", "attention_b3_step_kv16"},
+		"attention_b3_step", "attention_b3_step_kv16", "attention_cs_step", "attention_cs_step_kv16"},
 	"persistent": persistentBuilds[:],
 }
 

@@ -46,6 +46,9 @@ type kvKernels struct {
 	// attentionB3Step is attentionStep built for three blocks an SM
 	// (decode.cu attention_b3_step; tuning.attB3).
 	attentionB3Step cu.Function
+	// attentionCsStep is attentionStep with streaming K/V loads
+	// (decode.cu attention_cs_step; tuning.attStream).
+	attentionCsStep cu.Function
 }
 
 // attRingSmem is step.cuh's ATT_RING_SMEM: the ring's dynamic shared
@@ -53,14 +56,14 @@ type kvKernels struct {
 const attRingSmem = 8 * 3 * 2 * 8 * 128 * 2
 
 // kvKernelNames lists kvKernels' functions in field order, per cache type.
-var kvKernelNames = [2][15]string{
+var kvKernelNames = [2][16]string{
 	{"kv_append_f32", "attention_f32", "attention_rows_f32", "rope_kv_step", "qk_norm_rope_kv_step", "attention_step", "attention_in_step",
 		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step", "attention_pipe_step", "attention_tiled32_rows_f32",
-		"attention_ring_step", "attention_trace_step", "attention_b3_step"},
+		"attention_ring_step", "attention_trace_step", "attention_b3_step", "attention_cs_step"},
 	{"kv_append_f16", "attention_f32_kv16", "attention_rows_f32_kv16", "rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16",
 		"attention_step_kv16", "attention_in_step_kv16", "attention_tiled_rows_f32_kv16", "matvec_f16_rope_kv_kv16", "attention_pf_step_kv16",
 		"attention_pipe_step_kv16", "attention_tiled32_rows_f32_kv16", "attention_ring_step_kv16", "attention_trace_step_kv16",
-		"attention_b3_step_kv16"},
+		"attention_b3_step_kv16", "attention_cs_step_kv16"},
 }
 
 // kvIndex is a cache element type's index in kernelSet.kv.

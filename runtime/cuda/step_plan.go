@@ -241,7 +241,10 @@ func (s *stepper) headNorms(l int) bool {
 // att_round's either way), after the same prefetch when attPrefetch is set.
 // With tuning.attTrace (before all of these) it is attention_trace_step,
 // attention_step recording each block's times and SM (step_att_trace.go);
-// with tuning.attB3, attention_b3_step (three blocks an SM).
+// with tuning.attB3, attention_b3_step (three blocks an SM); with
+// tuning.attStream, attention_cs_step (streaming K/V loads). Under the
+// diagnostic tuning.attAliasKV every layer's attention reads layer 0's
+// cache.
 // With tuning.attRing (before attPipe) it is attention_ring_step: each warp
 // keeps its next two rounds' K/V rows copying into shared memory while it
 // computes one (an FP16 cache up to hd 128; the same bits).
@@ -249,6 +252,9 @@ func (s *stepper) issueAttention(l int) error {
 	b, cfg, lw := s.b, s.cfg, &s.spec.Weights.Layers[l]
 	hd, Q, KV := cfg.HeadDim(), cfg.NumHeads*cfg.HeadDim(), cfg.KVDim()
 	kc, vc := argPtr(ptr(s.spec.KCache[l])), argPtr(ptr(s.spec.VCache[l]))
+	if b.tune.attAliasKV && b.rec == nil && !s.attentionIn(l) {
+		kc, vc = argPtr(ptr(s.spec.KCache[0])), argPtr(ptr(s.spec.VCache[0])) // a diagnostic that changes tokens
+	}
 	H, Hkv := argInt(cfg.NumHeads), argInt(cfg.NumKVHeads)
 	if s.attentionIn(l) {
 		q, k, v := s.qkv, s.qkv+cu.DevicePtr(4*Q), s.qkv+cu.DevicePtr(4*(Q+KV))
@@ -277,6 +283,11 @@ func (s *stepper) issueAttention(l int) error {
 	if b.tune.attB3 && b.rec == nil {
 		b.attB3Launches++
 		return b.launch(s.kvKernels(l).attentionB3Step, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
+			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
+	}
+	if b.tune.attStream && b.rec == nil {
+		b.attCsLaunches++
+		return b.launch(s.kvKernels(l).attentionCsStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
 			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 	}
 	if b.tune.attRing && b.rec == nil {

@@ -112,6 +112,7 @@ func TestStepperTunings(t *testing.T) {
 		{"att-trace", tuning{attTrace: true}},
 		{"att-carveout", tuning{attCarveout: 100}},
 		{"att-b3", tuning{attB3: true}},
+		{"att-stream", tuning{attStream: true}},
 		{"att-fence", tuning{attFence: 3}},
 		{"shared-fork-empty", tuning{sharedForkEmpty: true}},
 		{"all", tuning{fusedMoE: true, routeFused: true, downLate: true, attnIn: true}},
@@ -162,6 +163,7 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	ar0 := attRingLaunches(t)
 	atr0, ab30, af0 := backendCount(t, func(b *Backend) int { return b.attTraceLaunches }),
 		backendCount(t, func(b *Backend) int { return b.attB3Launches }), backendCount(t, func(b *Backend) int { return b.attFences })
+	acs0 := backendCount(t, func(b *Backend) int { return b.attCsLaunches })
 	l := loadEngine(t, art, o)
 	if l.StepMode() != mode {
 		t.Fatalf("step mode %s, want %s", l.StepMode(), mode)
@@ -297,8 +299,8 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	case !ring && n != 0:
 		t.Fatalf("%s (attRing %v): %d ring attention launches", mode, tn.attRing, n)
 	}
-	// tuning.attTrace (before every other attention build), attB3 and
-	// attFence act in the captured modes only.
+	// tuning.attTrace (before every other attention build), attB3,
+	// attStream and attFence act in the captured modes only.
 	for _, c := range []struct {
 		what string
 		want bool
@@ -306,6 +308,7 @@ func generateMode(t *testing.T, art *qpack.Artifact, o engine.LoadOptions, req e
 	}{
 		{"traced attention launches", graph && tn.attTrace && !tn.attnIn, backendCount(t, func(b *Backend) int { return b.attTraceLaunches }) - atr0},
 		{"three-blocks-an-SM attention launches", graph && tn.attB3 && !tn.attTrace && !tn.attnIn, backendCount(t, func(b *Backend) int { return b.attB3Launches }) - ab30},
+		{"streaming attention launches", graph && tn.attStream && !tn.attB3 && !tn.attTrace && !tn.attnIn, backendCount(t, func(b *Backend) int { return b.attCsLaunches }) - acs0},
 		{"attention fences", graph && tn.attFence != 0, backendCount(t, func(b *Backend) int { return b.attFences }) - af0},
 	} {
 		if c.want != (c.n > 0) {
