@@ -9,6 +9,10 @@
 #   h200_artifacts ROOT ARCH:SEED... INT4 artifacts of the synthetic presets under ROOT (kept there
 #                                    on a warm machine; the missing ones made side by side), their
 #                                    directories ':'-separated in $arts
+#   h200_tests_beside_artifacts PATTERN ARCH:SEED...
+#                                    the GPU tests matching PATTERN (carry/cuda.test, at most 150 s)
+#                                    while h200_artifacts makes the artifacts under /dev/shm/persistent;
+#                                    the tests' result and failures to $summary, the log in $W/tests.log
 #   h200_depth LABEL ART DEPTHS MODES SECONDS
 #                                    BenchmarkDecodeDepth (FP16 KV, batched prefill, 1x) on artifact
 #                                    ART at DEPTHS in MODES (comma-separated) into $W/LABEL.log, its
@@ -53,6 +57,19 @@ h200_artifacts() {
 		arts="$arts${arts:+:}$art"
 	done
 	[ -z "$pids" ] || wait $pids
+}
+
+h200_tests_beside_artifacts() {
+	local pattern=$1
+	shift
+	( local t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run "$pattern" -test.timeout 145s > "$W/tests.log" 2>&1
+	  echo "tests: rc=$? ($((SECONDS - t0)) s)" > "$W/tests-rc.txt" ) &
+	local sp=$!
+	h200_artifacts /dev/shm/persistent "$@"
+	wait $sp
+	tee -a "$summary" < "$W/tests-rc.txt"
+	grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" "$W/tests.log" | head -20 | tee -a "$summary"
+	grep -E -A6 -- "--- FAIL|panic" "$W/tests.log" | head -30 | tee -a "$summary"
 }
 
 h200_depth() {

@@ -17,14 +17,8 @@ summary=$R/summary.txt; : > $summary
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
-( t0=$SECONDS; cd runtime/cuda && timeout 150 ../../carry/cuda.test -test.v -test.run 'TestStepperTunings|TestKernelResources|TestAttTrace' -test.timeout 145s > $W/tests.log 2>&1; echo "tests: rc=$? ($((SECONDS - t0)) s)" >> $W/tests-rc.txt ) &
-sp=$!
-h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
+h200_tests_beside_artifacts 'TestStepperTunings|TestKernelResources|TestAttTrace' olmoe-1b-7b:924 qwen15-moe-a27b:1
 o=${arts%%:*}; q=${arts#*:}
-wait $sp
-cat $W/tests-rc.txt | tee -a $summary
-grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" $W/tests.log | head -20 | tee -a $summary
-grep -E -A6 -- "--- FAIL|panic" $W/tests.log | head -30 | tee -a $summary
 qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph-full-alias,graph-full-nosfork-alias,graph-full-attw2048,graph-full-nosfork-attw2048,graph-full-attw4096,graph-full-nosfork-attw4096,graph-full-atr,graph-full-nosfork-atr
 h200_depth qwen-a $q 1,8064 $qm 220
 h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 220
