@@ -115,8 +115,9 @@ type Configuration struct {
 	// Placement and Policy default to the contract's.
 	Placement string `yaml:"placement" json:"placement"`
 	Policy    string `yaml:"policy" json:"policy"`
-	// Spares and Staging are the unpublished rows per layer and the staging
-	// ring; 0 means top-k (staging: none with the registered transport).
+	// Spares and Staging are the unpublished rows the layers share (one
+	// pool) and the staging ring; 0 means top-k (staging: none with the
+	// registered transport).
 	Spares  int `yaml:"spares" json:"spares"`
 	Staging int `yaml:"staging" json:"staging"`
 	// Transport is how a miss copies a record to the device (cache

@@ -239,7 +239,7 @@ type Model struct {
 type Setup struct {
 	Model     Model  `json:"model"`
 	Capacity  int    `json:"capacity"` // published expert rows per routed layer
-	Spares    int    `json:"spares"`
+	Spares    int    `json:"spares"`   // unpublished spare rows (session 29 on: one pool the layers share; before: per layer)
 	Staging   int    `json:"staging"`
 	Executor  string `json:"executor"`  // ours: scalar-v1, grouped-v1, fused-topk-v1
 	Placement string `json:"placement"` // canonical, strided

@@ -27,8 +27,8 @@ import (
 //   - A lease event is the lease and its serve, with no other call on the
 //     layer between them.
 //   - No spare-row shortage (ErrNoSpare) happens: every retired row is
-//     unleased and reclaimable when a transaction reserves rows, and a
-//     layer holds at least a group's worth of spares.
+//     unleased and reclaimable when a transaction reserves rows, and the
+//     spare pool the layers share holds at least a group's worth.
 //   - No device error: every copy completes and is counted.
 //
 // Every layer has its own state, so only the order of events within a

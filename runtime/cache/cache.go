@@ -44,10 +44,12 @@ type Options struct {
 	// Capacity is the number of published rows per routed layer, in
 	// 1..experts. The caller checks Capacity >= top-k.
 	Capacity int
-	// Spares is the number of unpublished rows per layer; at least
-	// GroupSize so that a whole routed group can miss at once. At full
-	// residency (Capacity equal to the expert count) no miss can happen
-	// and no spare row is allocated, whatever Spares says.
+	// Spares is the number of unpublished rows the layers share (one
+	// pool: misses are serialised, so one transaction at a time takes
+	// rows from it, and a victim's row returns to it once its readers are
+	// done); at least GroupSize so that a whole routed group can miss at
+	// once. At full residency (Capacity equal to the expert count) no miss
+	// can happen and no spare row is allocated, whatever Spares says.
 	Spares int
 	// Staging is the number of pinned staging buffers (one record each) in
 	// the transfer ring shared by all layers: at least 1 with the staged
@@ -107,7 +109,7 @@ func (o Options) validate(experts int) (Options, error) {
 	case o.GroupSize < 1 || o.GroupSize > o.Capacity:
 		return o, fmt.Errorf("group size %d outside 1..%d (capacity): a routed group must fit in the published rows", o.GroupSize, o.Capacity)
 	case o.Spares < o.GroupSize:
-		return o, fmt.Errorf("%d spare rows per layer, need at least the group size %d so that a whole routed group can miss", o.Spares, o.GroupSize)
+		return o, fmt.Errorf("%d spare rows, need at least the group size %d so that a whole routed group can miss", o.Spares, o.GroupSize)
 	case o.Transport == TransportStaged && o.Staging < 1:
 		return o, fmt.Errorf("%d staging buffers: staging too small, need at least 1", o.Staging)
 	case o.Transport == TransportRegistered && o.Staging != 0:
@@ -131,6 +133,13 @@ type Cache struct {
 	size   int // record bytes
 	nexp   int
 	layers []*layer
+	// rows is every physical row: each layer's capacity rows, then the
+	// spare pool (partial residency only). A row belongs to one layer or
+	// to the pool (row.owner); every layer's rows field is this slice, so
+	// a generation's row indices are indices here. A layer's lock guards
+	// the fields of the rows it owns; missMu guards the pool's rows and
+	// every change of owner.
+	rows []*row
 
 	// missMu serialises miss transactions (and Close). It guards ring and
 	// unregister.
@@ -174,6 +183,11 @@ type faultBox struct{ err error }
 //	  ^                   |                                        |
 //	  +------abort--------+            leases == 0 && read event --+
 //	                      +--copy not confirmed--> quarantined (never reused)
+//
+// A spare row is in the shared pool (owner poolOwner); reserve hands it to
+// the layer that loads it, and it returns to the pool when it becomes
+// spare again. The initial placement's rows start published in their
+// layer.
 type rowState uint8
 
 const (
@@ -188,10 +202,14 @@ func (s rowState) String() string {
 	return [...]string{"spare", "loading", "published", "retired", "quarantined"}[s]
 }
 
-// row is one physical device row of a layer.
+// poolOwner is row.owner for a row in the shared spare pool.
+const poolOwner = -1
+
+// row is one physical device row.
 type row struct {
 	dev    Row
 	tensor backend.Tensor
+	owner  int // the layer it belongs to, or poolOwner
 	state  rowState
 	expert int // the expert it holds while published or retired, else -1
 	leases int // outstanding leases (any generation)
@@ -226,9 +244,9 @@ type layer struct {
 	index int
 	gen   atomic.Pointer[generation] // written under mu, read anywhere
 
-	mu      sync.Mutex // guards everything below and row fields
-	rows    []*row
-	retired []int // row indices in retirement order
+	mu      sync.Mutex // guards everything below and the fields of the rows it owns
+	rows    []*row     // the cache's rows (Cache.rows): the layer's are those it owns
+	retired []int      // row indices in retirement order
 	policy  Policy
 	closed  bool
 
@@ -270,59 +288,93 @@ func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, e
 	if err := c.allocStaging(); err != nil {
 		return nil, err
 	}
-	perLayer := o.Capacity + o.Spares
+	spares := o.Spares
 	if o.Capacity == experts {
 		// Full residency publishes every expert and can never miss, so a
 		// spare row would never be written: none is allocated (the device
 		// memory goes to nothing else).
-		perLayer = o.Capacity
+		spares = 0
 	}
 	for l := 0; l < layers; l++ {
 		pol, err := NewPolicy(o.Policy, experts)
 		if err != nil {
 			return nil, fmt.Errorf("cache: %w", err)
 		}
-		ly := &layer{index: l, policy: pol}
-		c.layers = append(c.layers, ly)
-		var batch []Row
-		if ra, ok := dev.(RowsAllocator); ok {
-			if batch, err = ra.AllocRows(c.size, perLayer); err != nil {
-				return nil, fmt.Errorf("cache: %s: allocate the %d rows of layer %d (%d bytes each: capacity %d + %d spares): %w; lower the capacity or spares, or free device memory",
-					dev.Name(), perLayer, l, c.size, o.Capacity, perLayer-o.Capacity, err)
-			}
-			// Every row handed out is the layer's from here, so that a
-			// failure below frees them all.
-			for _, dr := range batch {
-				ly.rows = append(ly.rows, &row{dev: dr, tensor: dr.Tensor(), expert: -1})
-			}
-			if len(batch) != perLayer {
-				return nil, fmt.Errorf("cache: %s: asked for %d rows of layer %d, got %d", dev.Name(), perLayer, l, len(batch))
-			}
-			for r, rw := range ly.rows {
-				if rw.tensor == nil || rw.tensor.Len() < c.size {
-					return nil, fmt.Errorf("cache: %s: row %d of layer %d is %d bytes, a record needs %d", dev.Name(), r, l, lenOf(rw.tensor), c.size)
-				}
-			}
-			continue
+		c.layers = append(c.layers, &layer{index: l, policy: pol})
+		if err := c.allocRows(l, o.Capacity, fmt.Sprintf("the %d rows of layer %d", o.Capacity, l)); err != nil {
+			return nil, err
 		}
-		for r := 0; r < perLayer; r++ {
-			dr, err := dev.AllocRow(c.size)
-			if err != nil {
-				return nil, fmt.Errorf("cache: %s: allocate row %d of layer %d (%d rows of %d bytes per layer: capacity %d + %d spares): %w; lower the capacity or spares, or free device memory",
-					dev.Name(), r, l, perLayer, c.size, o.Capacity, perLayer-o.Capacity, err)
-			}
-			t := dr.Tensor()
-			ly.rows = append(ly.rows, &row{dev: dr, tensor: t, expert: -1})
-			if t == nil || t.Len() < c.size {
-				return nil, fmt.Errorf("cache: %s: row %d of layer %d is %d bytes, a record needs %d", dev.Name(), r, l, lenOf(t), c.size)
-			}
+	}
+	if spares > 0 {
+		if err := c.allocRows(poolOwner, spares, fmt.Sprintf("the %d spare rows the layers share", spares)); err != nil {
+			return nil, err
 		}
+	}
+	for _, ly := range c.layers {
+		ly.rows = c.rows
 	}
 	if err := c.loadInitial(placed); err != nil {
 		return nil, err
 	}
 	ok = true
 	return c, nil
+}
+
+// allocRows appends n rows of c.size bytes owned by owner (a layer, or
+// poolOwner) to c.rows, in one batch when the device can (RowsAllocator).
+// what names them in errors.
+func (c *Cache) allocRows(owner, n int, what string) error {
+	dev, o := c.dev, c.opts
+	hint := fmt.Sprintf("%d bytes each; capacity %d per layer + %d spare rows shared", c.size, o.Capacity, o.Spares)
+	if ra, ok := dev.(RowsAllocator); ok {
+		batch, err := ra.AllocRows(c.size, n)
+		if err != nil {
+			return fmt.Errorf("cache: %s: allocate %s (%s): %w; lower the capacity or spares, or free device memory", dev.Name(), what, hint, err)
+		}
+		// Every row handed out is the cache's from here, so that a
+		// failure below frees them all.
+		for _, dr := range batch {
+			c.rows = append(c.rows, &row{dev: dr, tensor: dr.Tensor(), owner: owner, expert: -1})
+		}
+		if len(batch) != n {
+			return fmt.Errorf("cache: %s: asked for %s, got %d rows", dev.Name(), what, len(batch))
+		}
+		for _, rw := range c.rows[len(c.rows)-n:] {
+			if rw.tensor == nil || rw.tensor.Len() < c.size {
+				return fmt.Errorf("cache: %s: a row of %s is %d bytes, a record needs %d", dev.Name(), what, lenOf(rw.tensor), c.size)
+			}
+		}
+		return nil
+	}
+	for r := 0; r < n; r++ {
+		dr, err := dev.AllocRow(c.size)
+		if err != nil {
+			return fmt.Errorf("cache: %s: allocate row %d of %s (%s): %w; lower the capacity or spares, or free device memory", dev.Name(), r, what, hint, err)
+		}
+		t := dr.Tensor()
+		c.rows = append(c.rows, &row{dev: dr, tensor: t, owner: owner, expert: -1})
+		if t == nil || t.Len() < c.size {
+			return fmt.Errorf("cache: %s: row %d of %s is %d bytes, a record needs %d", dev.Name(), r, what, lenOf(t), c.size)
+		}
+	}
+	return nil
+}
+
+// ownRows returns the indices of the rows layer l owns, in order.
+func (c *Cache) ownRows(l int) []int {
+	var out []int
+	for i, r := range c.rows {
+		if r.owner == l {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// toPool makes row r spare and returns it to the shared pool. The lock of
+// the layer that owned it (if any) and missMu are held.
+func (c *Cache) toPool(r *row) {
+	r.state, r.owner, r.expert, r.read = rowSpare, poolOwner, -1, nil
 }
 
 func lenOf(t backend.Tensor) int {
@@ -366,14 +418,15 @@ func (c *Cache) allocStaging() error {
 	return nil
 }
 
-// loadInitial copies the placement into rows 0..c-1 of every layer and
-// publishes generation 1.
+// loadInitial copies the placement into the capacity rows of every layer
+// and publishes generation 1.
 func (c *Cache) loadInitial(placed []int) error {
 	for _, l := range c.layers {
+		own := c.ownRows(l.index)
 		jobs := make([]copyJob, len(placed))
 		for i, e := range placed {
-			jobs[i] = copyJob{layer: l, row: i, expert: e}
-			l.rows[i].state = rowLoading
+			jobs[i] = copyJob{layer: l, row: own[i], expert: e}
+			l.rows[own[i]].state = rowLoading
 		}
 		if err := c.load(jobs); err != nil {
 			return fmt.Errorf("cache: initial placement of layer %d: %w", l.index, err)
@@ -382,14 +435,10 @@ func (c *Cache) loadInitial(placed []int) error {
 		for i := range g.rowOf {
 			g.rowOf[i] = -1
 		}
-		rows := make([]int, len(placed))
-		for i := range rows {
-			rows[i] = i
-		}
-		g = g.with(nil, placed, rows)
+		g = g.with(nil, placed, own[:len(placed)])
 		l.mu.Lock()
 		for i, e := range placed {
-			l.rows[i].state, l.rows[i].expert = rowPublished, e
+			l.rows[own[i]].state, l.rows[own[i]].expert = rowPublished, e
 			l.policy.Insert(e)
 		}
 		l.gen.Store(g)
@@ -404,14 +453,15 @@ func (c *Cache) free() error {
 	var errs []error
 	for _, l := range c.layers {
 		l.mu.Lock()
-		for _, r := range l.rows {
-			if err := c.dev.FreeRow(r.dev); err != nil {
-				errs = append(errs, fmt.Errorf("free row of layer %d: %w", l.index, err))
-			}
-		}
 		l.rows = nil
 		l.mu.Unlock()
 	}
+	for i, r := range c.rows {
+		if err := c.dev.FreeRow(r.dev); err != nil {
+			errs = append(errs, fmt.Errorf("free row %d (%s): %w", i, ownerName(r.owner), err))
+		}
+	}
+	c.rows = nil
 	for _, s := range c.ring.slots {
 		if err := c.dev.FreeStaging(s.buf); err != nil {
 			errs = append(errs, fmt.Errorf("free staging buffer %d: %w", s.index, err))
@@ -488,6 +538,14 @@ func (c *Cache) checkGroup(layer int, ids []int) (*layer, error) {
 	return c.layers[layer], nil
 }
 
+// ownerName names a row's owner in messages.
+func ownerName(owner int) string {
+	if owner == poolOwner {
+		return "the spare pool"
+	}
+	return fmt.Sprintf("layer %d", owner)
+}
+
 // fullResidency reports whether every expert of every layer is published
 // for good (Capacity equals the expert count): no miss can happen, so no
 // row is ever retired, reclaimed or rewritten, and the layers' snapshots
@@ -516,6 +574,9 @@ func (c *Cache) Close() error {
 		}
 		l.closed = true
 		for _, r := range l.rows {
+			if r.owner != l.index {
+				continue
+			}
 			leased += r.leases
 			if r.read != nil {
 				events = append(events, r.read)

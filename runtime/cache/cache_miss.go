@@ -12,9 +12,10 @@ import (
 //  1. Under the layer lock: capture the published generation g; compute the
 //     missing experts; choose victims with the policy among published
 //     experts that are neither in the group nor leased.
-//  2. Find spare rows: free spares first, then retired rows whose leases
-//     are all released, after waiting (outside the lock) for the compute
-//     event of their last release.
+//  2. Find spare rows in the pool the layers share: free spares first,
+//     then retired rows (of any layer) whose leases are all released,
+//     after waiting (outside the locks) for the compute event of their
+//     last release.
 //  3. Copy authority -> staging -> spare rows (staged transport) or
 //     authority -> spare rows (registered) on the copy stream (load),
 //     waiting for every copy's completion event.
@@ -85,7 +86,7 @@ func (c *Cache) miss(s *lease) (hits, misses int, err error) {
 		// A release failed while we copied: do not publish into a
 		// faulted cache.
 		for _, r := range targets {
-			l.rows[r].state = rowSpare
+			c.toPool(l.rows[r])
 		}
 		return 0, 0, err
 	}
@@ -139,8 +140,9 @@ func (c *Cache) discard(l *layer, r int) {
 	l.retired = append(l.retired, r)
 }
 
-// reclaimFinishedLocked turns retired rows without leases whose last
-// compute event completed into spares, without blocking. l.mu is held.
+// reclaimFinishedLocked turns retired rows of l without leases whose last
+// compute event completed into spares of the shared pool, without
+// blocking. l.mu and missMu are held.
 func (c *Cache) reclaimFinishedLocked(l *layer) error {
 	kept := l.retired[:0]
 	var firstErr error
@@ -160,7 +162,7 @@ func (c *Cache) reclaimFinishedLocked(l *layer) error {
 			}
 		}
 		if done {
-			r.state, r.expert, r.read = rowSpare, -1, nil
+			c.toPool(r)
 		} else {
 			kept = append(kept, ri)
 		}
@@ -169,41 +171,47 @@ func (c *Cache) reclaimFinishedLocked(l *layer) error {
 	return firstErr
 }
 
-// reserve returns n spare rows of l marked loading. When too few are free
-// it reclaims retired rows without leases, oldest first, waiting for their
-// compute events outside the layer lock. A failed wait leaves the row
-// retired. Only the miss transaction (c.missMu) moves rows out of spare
-// or retired, so what reserve sees stays true while it waits.
+// reserve takes n spare rows from the shared pool for l, marked loading
+// and owned by l. When too few are free it reclaims retired rows without
+// leases from every layer (l's first, then the others in order, oldest
+// first in each), waiting for their compute events outside the layer
+// locks. A failed wait leaves the row retired. Only a transaction
+// (c.missMu, held) moves rows out of spare or retired or between owners,
+// so what reserve sees stays true while it waits.
 func (c *Cache) reserve(l *layer, n int) ([]int, error) {
-	l.mu.Lock()
 	free := 0
-	for _, r := range l.rows {
-		if r.state == rowSpare {
+	for _, r := range c.rows {
+		if r.owner == poolOwner && r.state == rowSpare {
 			free++
 		}
 	}
 	type pending struct {
+		l   *layer
 		row int
 		ev  Event
 	}
 	var waits []pending
 	leased, quarantined := 0, 0
-	for _, ri := range l.retired {
-		r := l.rows[ri]
-		switch {
-		case free+len(waits) >= n:
-		case r.leases > 0:
-			leased++
-		default:
-			waits = append(waits, pending{ri, r.read})
+	order := append([]*layer{l}, slices.DeleteFunc(slices.Clone(c.layers), func(x *layer) bool { return x == l })...)
+	for _, ly := range order {
+		ly.mu.Lock()
+		for _, ri := range ly.retired {
+			r := c.rows[ri]
+			switch {
+			case free+len(waits) >= n:
+			case r.leases > 0:
+				leased++
+			default:
+				waits = append(waits, pending{ly, ri, r.read})
+			}
 		}
+		ly.mu.Unlock()
 	}
-	for _, r := range l.rows {
-		if r.state == rowQuarantined {
+	for _, r := range c.rows {
+		if r.state == rowQuarantined { // states change only under missMu
 			quarantined++
 		}
 	}
-	l.mu.Unlock()
 	if free+len(waits) < n {
 		return nil, fmt.Errorf("%d spare rows needed, %d free, %d retired rows reclaimable, %d retired rows still leased, %d quarantined: %w",
 			n, free, len(waits), leased, quarantined, ErrNoSpare)
@@ -213,23 +221,24 @@ func (c *Cache) reserve(l *layer, n int) ([]int, error) {
 			continue
 		}
 		if err := w.ev.Wait(); err != nil {
-			return nil, fmt.Errorf("reclaim retired row %d: compute event: %w", w.row, err)
+			return nil, fmt.Errorf("reclaim retired row %d of layer %d: compute event: %w", w.row, w.l.index, err)
 		}
+	}
+	for _, w := range waits {
+		w.l.mu.Lock()
+		c.toPool(c.rows[w.row])
+		w.l.retired = slices.DeleteFunc(w.l.retired, func(x int) bool { return x == w.row })
+		w.l.mu.Unlock()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, w := range waits {
-		r := l.rows[w.row]
-		r.state, r.expert, r.read = rowSpare, -1, nil
-		l.retired = slices.DeleteFunc(l.retired, func(x int) bool { return x == w.row })
-	}
 	out := make([]int, 0, n)
-	for ri, r := range l.rows {
+	for ri, r := range c.rows {
 		if len(out) == n {
 			break
 		}
-		if r.state == rowSpare {
-			r.state = rowLoading
+		if r.owner == poolOwner && r.state == rowSpare {
+			r.state, r.owner = rowLoading, l.index
 			out = append(out, ri)
 		}
 	}
@@ -347,9 +356,9 @@ func (c *Cache) load(jobs []copyJob) error {
 		l := j.layer
 		l.mu.Lock()
 		if j.err != nil {
-			l.rows[j.row].state = rowQuarantined
+			l.rows[j.row].state = rowQuarantined // it stays l's, never reused
 		} else {
-			l.rows[j.row].state = rowSpare
+			c.toPool(l.rows[j.row])
 		}
 		l.mu.Unlock()
 	}

@@ -393,6 +393,19 @@ func checkRows(t *testing.T, step int, c *Cache, li int, rl refLayer) {
 	}
 	published := 0
 	for ri, row := range l.rows {
+		if row.owner == poolOwner {
+			// the shared pool: spare, unleased, holding nothing
+			if row.state != rowSpare || row.leases != 0 || row.expert != -1 || row.read != nil {
+				t.Fatalf("step %d: pool row %d in state %v with %d leases, expert %d", step, ri, row.state, row.leases, row.expert)
+			}
+			continue
+		}
+		if row.owner != li {
+			continue
+		}
+		if row.state == rowSpare {
+			t.Fatalf("step %d layer %d: row %d is spare outside the pool", step, li, ri)
+		}
 		if row.state == rowPublished {
 			published++
 		}

@@ -11,10 +11,12 @@
 // also fits on the device, and it is the only source the cache copies from.
 // Writing to it after that kills the process (SIGSEGV).
 //
-// Rows. Each routed layer owns Capacity published rows plus Spares
-// unpublished rows on the device, one record each; with the staged
-// transport one ring of Staging pinned host buffers serves the transfers
-// of all layers. All of it is allocated in New, before admission, and New
+// Rows. Each routed layer owns Capacity published rows on the device, one
+// record each, and one pool of Spares unpublished rows serves the misses
+// of all layers (a reserved row joins the layer it is loaded for; a
+// victim's row returns to the pool once its readers are done; none is
+// allocated at full residency); with the staged transport one ring of
+// Staging pinned host buffers serves the transfers of all layers. All of it is allocated in New, before admission, and New
 // fails with an error naming what could not be allocated. Spares and staging are physical allocations,
 // not residency: Capacity counts published rows only, and partial residency
 // (Capacity < experts) and full residency (Capacity = experts) run the same

@@ -381,14 +381,19 @@ func (f *faultDevice) set(fn func(f *faultDevice)) {
 	fn(f)
 }
 
-// rowStates counts a layer's rows by state.
+// rowStates counts by state the rows a layer owns and the shared pool's
+// (spare) rows.
 func rowStates(c *Cache, layer int) map[rowState]int {
+	c.missMu.Lock() // owners change only under missMu
+	defer c.missMu.Unlock()
 	l := c.layers[layer]
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := map[rowState]int{}
 	for _, r := range l.rows {
-		out[r.state]++
+		if r.owner == layer || r.owner == poolOwner {
+			out[r.state]++
+		}
 	}
 	return out
 }

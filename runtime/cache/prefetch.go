@@ -214,7 +214,7 @@ func (c *Cache) prefetch(l *layer, ids []int) error {
 	defer l.mu.Unlock()
 	if err := c.faultErr(); err != nil || l.closed {
 		for _, r := range targets {
-			l.rows[r].state = rowSpare
+			c.toPool(l.rows[r])
 		}
 		return nil
 	}

@@ -17,7 +17,7 @@ type LoadOptions struct {
 	Capacity  int    // published expert rows per layer; 0 means every expert (full residency)
 	Placement string // initial placement; "" means canonical (experts 0..c-1)
 	Policy    string // eviction policy; "" means lru
-	Spares    int    // unpublished spare rows per layer; 0 means top-k
+	Spares    int    // unpublished spare rows, one pool the layers share; 0 means top-k
 	Staging   int    // staging buffers in the ring; 0 means top-k (staged transport; the registered transport has none)
 	Transport string // miss copy path, "staged" or "registered" (cache.Transports); "" means staged
 	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
