@@ -23,5 +23,17 @@ qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph
 h200_depth qwen-a $q 1,8064 $qm 180
 h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
 h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
+# The shared spare pool (341e6bf): the process's device memory at partial and full residency, Qwen,
+# FP16 KV sized to 8,192 positions as in depth-v1 (nvidia-smi's per-process reading every 100 ms).
+for cap in 30 60; do
+	[ $((DEADLINE - SECONDS)) -gt 45 ] || { echo "vram c$cap: skipped (time)" | tee -a $summary; continue; }
+	( while sleep 0.1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done ) > $W/smi-c$cap.txt 2>&1 &
+	smp=$!
+	timeout 60 carry/horizon-bench-cuda generate --artifact $q --device cuda --executor grouped-v1 --capacity $cap --kv fp16 \
+		--max-context 8192 --prompt "The quick brown fox" --tokens 16 --json > $W/gen-c$cap.json 2> $W/gen-c$cap.err
+	rc=$?
+	kill $smp 2>/dev/null
+	echo "vram c$cap: generate rc=$rc, process peak $(awk -F', *' '{print $2}' $W/smi-c$cap.txt | sort -n | tail -1) MiB" | tee -a $summary
+done
 tar -C $W -czf $R/logs-c2.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary
