@@ -21,8 +21,6 @@ h200_tests_beside_artifacts 'TestStepperTunings|TestKernelResources|TestAttTrace
 o=${arts%%:*}; q=${arts#*:}
 qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph-full-alias,graph-full-nosfork-alias,graph-full-attw4096,graph-full-nosfork-attw4096,graph-full-atr,graph-full-nosfork-atr
 h200_depth qwen-a $q 1,8064 $qm 180
-h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
-h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
 # The shared spare pool (341e6bf): the process's device memory at partial and full residency, Qwen,
 # FP16 KV sized to 8,192 positions as in depth-v1 (nvidia-smi's per-process reading every 100 ms).
 for cap in 30 60; do
@@ -35,5 +33,7 @@ for cap in 30 60; do
 	kill $smp 2>/dev/null
 	echo "vram c$cap: generate rc=$rc, process peak $(awk -F', *' '{print $2}' $W/smi-c$cap.txt | sort -n | tail -1) MiB" | tee -a $summary
 done
+h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
+h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
 tar -C $W -czf $R/logs-c2.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary
