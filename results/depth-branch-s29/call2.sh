@@ -7,6 +7,7 @@
 # they touch (every layer's attention reads layer 0's cache: tuning.attAliasKV, a diagnostic), and how
 # the loss grows with the bytes read (attWindow 4,096 at depth 8,064); att-between-us is the
 # time between consecutive layers' attention launches.
+# LEAN=1 (a short lease): Qwen only, the first six modes, one order, no OLMoE.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -17,9 +18,15 @@ summary=$R/summary.txt; : > $summary
 . scripts/h200-lib.sh
 h200_unpack
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
-h200_tests_beside_artifacts 'TestStepperTunings|TestKernelResources|TestAttTrace|TestExecutorsBitIdentical|TestDeterminism' olmoe-1b-7b:924 qwen15-moe-a27b:1
-o=${arts%%:*}; q=${arts#*:}
-qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph-full-alias,graph-full-nosfork-alias,graph-full-attw4096,graph-full-nosfork-attw4096,graph-full-atr,graph-full-nosfork-atr
+qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph-full-alias,graph-full-nosfork-alias
+if [ "${LEAN:-0}" = 1 ]; then
+	h200_tests_beside_artifacts 'TestStepperTunings' qwen15-moe-a27b:1
+	o= q=$arts
+else
+	h200_tests_beside_artifacts 'TestStepperTunings|TestKernelResources|TestAttTrace|TestExecutorsBitIdentical|TestDeterminism' olmoe-1b-7b:924 qwen15-moe-a27b:1
+	o=${arts%%:*} q=${arts#*:}
+	qm=$qm,graph-full-attw4096,graph-full-nosfork-attw4096,graph-full-atr,graph-full-nosfork-atr
+fi
 h200_depth qwen-a $q 1,8064 $qm 180
 # The shared spare pool (341e6bf): the process's device memory at partial and full residency, Qwen,
 # FP16 KV sized to 8,192 positions as in depth-v1 (nvidia-smi's per-process reading every 100 ms).
@@ -33,7 +40,7 @@ for cap in 30 60; do
 	kill $smp 2>/dev/null
 	echo "vram c$cap: generate rc=$rc, process peak $(awk -F', *' '{print $2}' $W/smi-c$cap.txt | sort -n | tail -1) MiB" | tee -a $summary
 done
-h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
-h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
+[ -z "$o" ] || h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
+[ "${LEAN:-0}" = 1 ] || h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
 tar -C $W -czf $R/logs-c2.tgz . 2>/dev/null
 echo "done at $SECONDS s" | tee -a $summary
