@@ -34,18 +34,20 @@ extern "C" __global__ void __launch_bounds__(256) qk_norm_step(float* q, float* 
 // SM holding something else still takes two of a launch's blocks: the
 // same code, so the same bits.
 //
-// attention_cs_step (tuning.attStream) is attention_step with its K/V
-// loads streaming (ld.global.cs: evict-first in L1 and L2), so that a deep
-// cache read does not push the lines other kernels reuse out of L2: the
-// same arithmetic, so the same bits.
+// attention_cs_step (the captured steps' attention since session 29;
+// tuning.noAttStream: attention_step) is attention_step with its K/V loads
+// streaming (ld.global.cs: evict-first in L1 and L2), so that a deep
+// cache's one-pass read does not push the lines the rest of the layer
+// reuses out of L2: the same arithmetic, so the same bits.
 //
-// attention_trace_step (tuning.attTrace, a measuring aid) is attention_step
-// that also records, per block, four values at trace[4·bid]: %globaltimer
+// attention_trace_step (tuning.attTrace, a measuring aid) is
+// attention_cs_step (the default's streaming loads) that also records, per block, four values at trace[4·bid]: %globaltimer
 // (ns) at its entry and after its dependency wait, %globaltimer at its end,
 // and (%smid << 32) | the SM cycles from the wait to the end. So a step's
 // attention launches show on the device's clock when each block became
 // resident, started, ended and where it ran, without an event node in the
-// graph. The arithmetic is attention_step's: the same bits.
+// graph. The arithmetic is attention_step's: the same bits. (Before
+// session 29 it mirrored attention_step's loads.)
 __device__ __forceinline__ unsigned long long att_trace_now() {
 	unsigned long long t = 0;
 #ifdef __CUDA_ARCH__
@@ -117,7 +119,7 @@ __device__ __forceinline__ void att_trace_block(unsigned long long* trace, unsig
 		grid_dep_enter();                                                                                                  \
 		const unsigned long long t_go = att_trace_now();                                                                  \
 		const long long c0 = clock64();                                                                                    \
-		attention_step_body(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());                            \
+		attention_step_body<KV, false, false, true>(dst, part, cnt, q, kc, vc, st, n_heads, n_kv, hd, launched_grid());    \
 		if (threadIdx.x == 0) att_trace_block(trace, t_in, t_go, c0);                                                      \
 	}                                                                                                                      \
 	extern "C" __global__ void __launch_bounds__(256)                                                                      \

@@ -121,7 +121,7 @@ type Backend struct {
 	// build (tuning.attB3).
 	attB3Launches int
 	// attCsLaunches counts the attention launches of the streaming-load
-	// build (tuning.attStream).
+	// build (the default; tuning.noAttStream turns it off).
 	attCsLaunches int
 	// attFences counts the event nodes tuning.attFence captured.
 	attFences int
@@ -221,7 +221,7 @@ type tuning struct {
 	attCarveout     int    // captured steps' decode attention kernels prefer this percent of the SM's L1/shared storage as shared memory (cuFuncSetAttribute, set when a stepper is set up; 0: the driver's default): a candidate should the attention trace show its blocks in a second wave behind a shared-memory configuration (results/h200-s28); the same bits
 	attFence        int    // captured steps get an event record node next to each attention instruction (1 before it, 2 after it, 3 both; step_att_trace.go): the timeline's nodes removed the branch's depth penalty from the attention (results/h200-s28), so this asks whether one node a layer does; the same bits
 	attB3           bool   // captured steps' decode attention is attention_b3_step, attention_step built for three blocks an SM (80 registers, a few spilled), a candidate should the attention trace show a second wave of blocks (results/h200-s28); the same bits
-	attStream       bool   // captured steps' decode attention is attention_cs_step, whose K/V loads are streaming (ld.global.cs: evict-first in L1 and L2), a candidate should Qwen's branch lose its gain at depth because the deep cache's reads push other kernels' lines out of L2 (results/h100-s29); the same bits
+	noAttStream     bool   // captured steps' decode attention is attention_step (K/V loads through L2 at the normal priority, ld.global.cg), not attention_cs_step, the default since session 29, whose K/V loads are streaming (ld.global.cs: evict-first in L1 and L2), so that the deep cache's one-pass reads do not push out of L2 the lines the rest of the layer reuses: on an H100 Qwen with the shared-expert branch decoded at depth 8,064 at 407.6 tok/s against 372.9 (+9%), in line 376.0 against 367.8, depth 1 within the runs' spread (results/depth-branch-s29); the same bits
 	attAliasKV      bool   // a diagnostic for benchmarks only, which changes tokens: captured steps' attention reads layer 0's K/V cache in every layer (the same bytes a step over 1/layers of the footprint: do the deep reads cost through L2 traffic or through the pages they touch?)
 	attTrace        bool   // captured steps' attention runs as attention_trace_step, whose blocks record their residency, start, end and SM (step_att_trace.go; a measuring aid with no node in the graph; the same bits)
 	attWindow       int    // a diagnostic for benchmarks only, which changes tokens: graph-full and -segmented steps' attention reads the first attWindow positions whatever the depth (a fixed state buffer in place of the step's), so a deep step keeps its KV cache, appends and RoPE but not attention's reads (BenchmarkDecodeDepth's -attw modes: does Qwen's shared-expert branch lose its gain at depth through those reads?)

@@ -47,7 +47,8 @@ type kvKernels struct {
 	// (decode.cu attention_b3_step; tuning.attB3).
 	attentionB3Step cu.Function
 	// attentionCsStep is attentionStep with streaming K/V loads
-	// (decode.cu attention_cs_step; tuning.attStream).
+	// (decode.cu attention_cs_step; the captured steps' default,
+	// tuning.noAttStream: attentionStep).
 	attentionCsStep cu.Function
 }
 

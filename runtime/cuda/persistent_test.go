@@ -241,11 +241,13 @@ func decodeModes() []decodeMode {
 		{"graph-full-atr-co100", engine.StepGraphFull, tuning{attCarveout: 100, attTrace: true}},
 		{"graph-full-b3", engine.StepGraphFull, tuning{attB3: true}},
 		{"graph-full-nosfork-b3", engine.StepGraphFull, tuning{noSharedFork: true, attB3: true}},
-		// Streaming K/V loads (evict-first in L2), and the diagnostic that
-		// aliases every layer's attention reads to layer 0's cache.
-		{"graph-full-attcs", engine.StepGraphFull, tuning{attStream: true}},
-		{"graph-full-nosfork-attcs", engine.StepGraphFull, tuning{noSharedFork: true, attStream: true}},
-		{"graph-full-attcs-atr", engine.StepGraphFull, tuning{attStream: true, attTrace: true}},
+		// The attention's K/V loads at the normal L2 priority (the default
+		// streams them since session 29; session 29's call 2 ran the
+		// streaming build as -attcs modes over this one), and the
+		// diagnostic that aliases every layer's attention reads to layer 0's
+		// cache.
+		{"graph-full-noattcs", engine.StepGraphFull, tuning{noAttStream: true}},
+		{"graph-full-nosfork-noattcs", engine.StepGraphFull, tuning{noSharedFork: true, noAttStream: true}},
 		{"graph-full-alias", engine.StepGraphFull, tuning{attAliasKV: true}},
 		{"graph-full-nosfork-alias", engine.StepGraphFull, tuning{noSharedFork: true, attAliasKV: true}},
 		{"graph-full-attw2048", engine.StepGraphFull, tuning{attWindow: 2048}},

@@ -242,7 +242,8 @@ func (s *stepper) headNorms(l int) bool {
 // With tuning.attTrace (before all of these) it is attention_trace_step,
 // attention_step recording each block's times and SM (step_att_trace.go);
 // with tuning.attB3, attention_b3_step (three blocks an SM); with
-// tuning.attStream, attention_cs_step (streaming K/V loads). Under the
+// none of these, attention_cs_step (streaming K/V loads: the default;
+// tuning.noAttStream, or a persistent program being recorded: attention_step). Under the
 // diagnostic tuning.attAliasKV every layer's attention reads layer 0's
 // cache.
 // With tuning.attRing (before attPipe) it is attention_ring_step: each warp
@@ -285,11 +286,6 @@ func (s *stepper) issueAttention(l int) error {
 		return b.launch(s.kvKernels(l).attentionB3Step, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
 			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 	}
-	if b.tune.attStream && b.rec == nil {
-		b.attCsLaunches++
-		return b.launch(s.kvKernels(l).attentionCsStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
-			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
-	}
 	if b.tune.attRing && b.rec == nil {
 		b.attRingLaunches++
 		smem := 0 // an FP32 cache runs the plain loop
@@ -308,6 +304,11 @@ func (s *stepper) issueAttention(l int) error {
 		b.attPrefetchLaunches++
 		return b.launch(s.kvKernels(l).attentionPfStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
 			argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd), argInt(rows))
+	}
+	if !b.tune.noAttStream && b.rec == nil {
+		b.attCsLaunches++
+		return b.launch(s.kvKernels(l).attentionCsStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart),
+			argPtr(s.acnt), argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
 	}
 	return b.launch(s.kvKernels(l).attentionStep, cfg.NumHeads*attSplit, block, 0, argPtr(s.att), argPtr(s.apart), argPtr(s.acnt),
 		argPtr(qa), kc, vc, argPtr(st), H, Hkv, argInt(hd))
