@@ -1,6 +1,9 @@
 # h200-lib.sh: what the GPU-machine scripts share; source it after setting
 # OUT and summary (the file each step's one-line result is appended to).
 #
+#   h200_begin WORKDIR               a call script's start: R=$OUT (or /tmp/out), W=WORKDIR (made),
+#                                    DEADLINE (560 unless set), summary=$R/summary.txt (emptied),
+#                                    h200_unpack, and the GPU's name, driver and clocks to $summary
 #   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB)
 #   h200_suite SECONDS               the whole CUDA suite (carry/cuda.test) into $OUT/cuda-test.log
 #                                    (session 20: ~145 s of tests and ~45 s of start on a fresh
@@ -13,11 +16,26 @@
 #                                    the GPU tests matching PATTERN (carry/cuda.test, at most 150 s)
 #                                    while h200_artifacts makes the artifacts under /dev/shm/persistent;
 #                                    the tests' result and failures to $summary, the log in $W/tests.log
+#   h200_vram ART CAP...             for each capacity CAP, a short `generate` on artifact ART (grouped-v1, FP16
+#                                    KV sized to 8,192 positions) while nvidia-smi samples the process's
+#                                    device memory every 100 ms; the peak (MiB) to $summary; each needs
+#                                    45 s before DEADLINE
 #   h200_depth LABEL ART DEPTHS MODES SECONDS
 #                                    BenchmarkDecodeDepth (FP16 KV, batched prefill, 1x) on artifact
 #                                    ART at DEPTHS in MODES (comma-separated) into $W/LABEL.log, its
 #                                    result lines to $summary; at most SECONDS, and no later than
 #                                    DEADLINE s into the script (skipped with under 20 s left)
+
+h200_begin() {
+	R=${OUT:-/tmp/out}
+	W=$1
+	mkdir -p "$W"
+	DEADLINE=${DEADLINE:-560}
+	summary=$R/summary.txt
+	: > "$summary"
+	h200_unpack
+	nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$summary"
+}
 
 h200_unpack() {
 	[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
@@ -70,6 +88,21 @@ h200_tests_beside_artifacts() {
 	tee -a "$summary" < "$W/tests-rc.txt"
 	grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" "$W/tests.log" | head -20 | tee -a "$summary"
 	grep -E -A6 -- "--- FAIL|panic" "$W/tests.log" | head -30 | tee -a "$summary"
+}
+
+h200_vram() {
+	local art=$1 cap rc smp
+	shift
+	for cap in "$@"; do
+		[ $((${DEADLINE:-100000} - SECONDS)) -gt 45 ] || { echo "vram c$cap: skipped (time)" | tee -a "$summary"; continue; }
+		( while sleep 0.1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done ) > "$W/smi-c$cap.txt" 2>&1 &
+		smp=$!
+		timeout 60 carry/horizon-bench-cuda generate --artifact "$art" --device cuda --executor grouped-v1 --capacity "$cap" --kv fp16 \
+			--max-context 8192 --prompt "The quick brown fox" --tokens 16 --json > "$W/gen-c$cap.json" 2> "$W/gen-c$cap.err"
+		rc=$?
+		kill $smp 2>/dev/null
+		echo "vram c$cap: generate rc=$rc, process peak $(awk -F', *' '{print $2}' "$W/smi-c$cap.txt" | sort -n | tail -1) MiB" | tee -a "$summary"
+	done
 }
 
 h200_depth() {

@@ -7,17 +7,14 @@
 # they touch (every layer's attention reads layer 0's cache: tuning.attAliasKV, a diagnostic), and how
 # the loss grows with the bytes read (attWindow 4,096 at depth 8,064); att-between-us is the
 # time between consecutive layers' attention launches.
+# It ran with build 46bb539, where -attcs was tuning.attStream; from 473025f on the streaming loads
+# are the default (graph-full) and the old loads are the -noattcs modes, so rerun next-call.sh instead.
 # LEAN=1 (a short lease): Qwen only, the first six modes, one order, no OLMoE.
 # From the repository root on the GPU machine, after `make gpu-bins` here. Wall deadline DEADLINE s.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-R=${OUT:-/tmp/out}
-W=/tmp/c2; mkdir -p $W
-DEADLINE=${DEADLINE:-560}
-summary=$R/summary.txt; : > $summary
 . scripts/h200-lib.sh
-h200_unpack
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a $summary
+h200_begin /tmp/c2
 qm=graph-full,graph-full-nosfork,graph-full-attcs,graph-full-nosfork-attcs,graph-full-alias,graph-full-nosfork-alias
 if [ "${LEAN:-0}" = 1 ]; then
 	h200_tests_beside_artifacts 'TestStepperTunings' qwen15-moe-a27b:1
@@ -30,16 +27,7 @@ fi
 h200_depth qwen-a $q 1,8064 $qm 180
 # The shared spare pool (341e6bf): the process's device memory at partial and full residency, Qwen,
 # FP16 KV sized to 8,192 positions as in depth-v1 (nvidia-smi's per-process reading every 100 ms).
-for cap in 30 60; do
-	[ $((DEADLINE - SECONDS)) -gt 45 ] || { echo "vram c$cap: skipped (time)" | tee -a $summary; continue; }
-	( while sleep 0.1; do nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits; done ) > $W/smi-c$cap.txt 2>&1 &
-	smp=$!
-	timeout 60 carry/horizon-bench-cuda generate --artifact $q --device cuda --executor grouped-v1 --capacity $cap --kv fp16 \
-		--max-context 8192 --prompt "The quick brown fox" --tokens 16 --json > $W/gen-c$cap.json 2> $W/gen-c$cap.err
-	rc=$?
-	kill $smp 2>/dev/null
-	echo "vram c$cap: generate rc=$rc, process peak $(awk -F', *' '{print $2}' $W/smi-c$cap.txt | sort -n | tail -1) MiB" | tee -a $summary
-done
+h200_vram $q 30 60
 [ -z "$o" ] || h200_depth olmoe $o 1,2048 graph-full,graph-full-attcs,graph-full-atr 50
 [ "${LEAN:-0}" = 1 ] || h200_depth qwen-b $q 1,8064 $(echo $qm | tr ',' '\n' | tac | paste -sd,) 180
 tar -C $W -czf $R/logs-c2.tgz . 2>/dev/null
