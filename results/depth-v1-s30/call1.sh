@@ -13,8 +13,9 @@ t0=$SECONDS
 bash scripts/device-campaign.sh depth --budget "${CAMPAIGN_BUDGET:-440}" --reserve 110 --out "$R"
 echo "depth campaign: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 # The campaign's artifacts (runs/artifact-cache), one per architecture.
-art_of() { grep -l "\"$1\"" $(find runs/artifact-cache -maxdepth 4 -name artifact.json) 2>/dev/null | head -1 | xargs -r dirname; }
-o=$(art_of olmoe-1b-7b) q=$(art_of qwen15-moe-a27b)
+# (artifact.json's identity.arch is the checkpoint's model_type).
+art_of() { grep -lE "\"arch\": ?\"$1\"" $(find runs/artifact-cache -maxdepth 4 -name artifact.json) 2>/dev/null | head -1 | xargs -r dirname | sed "s#^#$PWD/#"; }
+o=$(art_of olmoe) q=$(art_of qwen2_moe)
 echo "artifacts: olmoe=$o qwen=$q" | tee -a "$summary"
 if [ $((DEADLINE - SECONDS)) -gt 100 ]; then
 	lim=$((DEADLINE - SECONDS - 60)); [ "$lim" -le 140 ] || lim=140
