@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/c1
 t0=$SECONDS
-bash scripts/device-campaign.sh depth --budget "${CAMPAIGN_BUDGET:-440}" --reserve 110 --out "$R"
+bash scripts/device-campaign.sh depth --budget "${CAMPAIGN_BUDGET:-440}" --reserve 60 --out "$R"
 echo "depth campaign: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 # The campaign's artifacts (runs/artifact-cache), one per architecture.
 # (artifact.json's identity.arch is the checkpoint's model_type).
