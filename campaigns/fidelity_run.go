@@ -1,12 +1,9 @@
 package campaigns
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -126,58 +123,18 @@ func LoadFidelity(campaignPath string, cat Catalog) (*Campaign, *contracts.Fidel
 
 // FidelityContractDoc freezes a fidelity contract for contract.json.
 func FidelityContractDoc(k *contracts.Fidelity) (editions.ContractDoc, error) {
-	b, err := k.JSON()
-	if err != nil {
-		return editions.ContractDoc{}, err
-	}
-	sum, err := k.SHA256()
-	if err != nil {
-		return editions.ContractDoc{}, err
-	}
-	return editions.ContractDoc{Schema: editions.SchemaFidelityContract, Version: editions.Version, ID: k.ID, SHA256: sum, Contract: b}, nil
+	return builtinContractDoc(k, editions.SchemaFidelityContract)
 }
 
 // LoadFrozenFidelity reads the frozen campaign and fidelity contract a
 // runner wrote for its workers, checking both hashes.
 func LoadFrozenFidelity(campaignPath, contractPath string) (*Campaign, *contracts.Fidelity, string, error) {
-	var kd editions.ContractDoc
-	if err := readJSONStrict(contractPath, &kd); err != nil {
-		return nil, nil, "", err
-	}
-	k, err := contracts.FidelityFromJSON(kd.Contract)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", contractPath, err)
-	}
-	if sum, err := k.SHA256(); err != nil || sum != kd.SHA256 {
-		return nil, nil, "", fmt.Errorf("%s: the contract's canonical hash is %s, the document says %s (%v)", contractPath, sum, kd.SHA256, err)
-	}
-	var cd editions.CampaignDoc
-	if err := readJSONStrict(campaignPath, &cd); err != nil {
-		return nil, nil, "", err
-	}
-	c, err := FromDoc(cd, "")
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", campaignPath, err)
-	}
-	if c.Contract.ID != k.ID || c.Contract.SHA256 != kd.SHA256 {
-		return nil, nil, "", fmt.Errorf("%s runs contract %s %s, %s is %s %s", campaignPath, c.Contract.ID, c.Contract.SHA256, contractPath, k.ID, kd.SHA256)
-	}
-	return c, k, kd.SHA256, nil
+	return loadFrozenBuiltin(campaignPath, contractPath, contracts.FidelityFromJSON)
 }
 
 // ReadFidelityShard reads a fidelity shard record strictly.
 func ReadFidelityShard(path string) (*editions.FidelityShard, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s editions.FidelityShard
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &s, nil
+	return readShard[editions.FidelityShard](path)
 }
 
 // RunFidelity runs a fidelity campaign end to end, as RunIFEval runs an
@@ -220,7 +177,7 @@ func RunFidelity(ctx context.Context, o RunOptions) (RunResult, error) {
 		return res, err
 	}
 	defer rs.unlock()
-	runDir, j, artSHA := rs.runDir, rs.j, rs.artSHA
+	runDir, artSHA := rs.runDir, rs.artSHA
 	shards := k.Shards()
 	if rs.left > 0 {
 		res.Workers = len(pairs) * shards
@@ -239,8 +196,7 @@ func RunFidelity(ctx context.Context, o RunOptions) (RunResult, error) {
 		}
 		return s, nil
 	}
-	var plan, todo []worker
-	var todoPrompts int64
+	var plan []worker
 	for _, p := range pairs {
 		cfgIndex := slices.IndexFunc(c.Configurations, func(x Configuration) bool { return x.ID == p.Treatment.ID })
 		for s := 1; s <= shards; s++ {
@@ -249,45 +205,25 @@ func RunFidelity(ctx context.Context, o RunOptions) (RunResult, error) {
 				return res, err
 			}
 			plan = append(plan, w)
-			if _, err := check(w); !j.finished(runDir, w.key, w.rel) || err != nil {
-				todo = append(todo, w)
-				lo, hi := k.Generation().ShardRange(s)
-				todoPrompts += int64(hi - lo)
-			}
 		}
 	}
-	res.Workers = len(plan)
-	if sp, ok := prog.(ShardProgress); ok {
-		sp.Shards()
-	}
-	// An upper bound on tokens: each prompt runs up to max_new_tokens three
-	// times (the reference, the treatment, the treatment forced).
-	prog.Start(len(pairs), len(plan), len(plan)-len(todo), 3*todoPrompts*int64(k.MaxNewTokens))
-	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "shard", shards, func(w worker) error {
-		_, err := check(w)
-		return err
-	})
-	res.Ran = ran
+	err = shardRun[editions.FidelityShard]{
+		plan:  plan,
+		check: check,
+		prompts: func(w worker) int64 {
+			lo, hi := k.Generation().ShardRange(w.block)
+			return int64(hi - lo)
+		},
+		// An upper bound: each prompt runs up to max_new_tokens three
+		// times (the reference, the treatment, the treatment forced).
+		tokens: 3 * int64(k.MaxNewTokens),
+		arms:   len(pairs),
+		say:    "scoring, pairing and writing the edition",
+		write: func(dir string, records map[string][]*editions.FidelityShard) error {
+			return report.WriteFidelityEdition(dir, report.FidelityInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Shards: records, RunDir: runDir})
+		},
+	}.run(ctx, o, prog, c, rs, &res, shards)
 	if err != nil {
-		return res, err
-	}
-	records := map[string][]*editions.FidelityShard{}
-	for _, w := range plan {
-		if !j.finished(runDir, w.key, w.rel) {
-			return res, fmt.Errorf("record %s changed after it was journaled; run again to redo it", w.rel)
-		}
-		s, err := check(w)
-		if err != nil {
-			return res, err
-		}
-		records[w.cfg.ID] = append(records[w.cfg.ID], s)
-	}
-	prog.Say("scoring, pairing and writing the edition")
-	in := report.FidelityInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Shards: records, RunDir: runDir}
-	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteFidelityEdition(dir, in) }); err != nil {
-		return res, err
-	}
-	if err := clearRun(runDir); err != nil {
 		return res, err
 	}
 	res.Elapsed = time.Since(start)

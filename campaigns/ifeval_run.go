@@ -1,12 +1,9 @@
 package campaigns
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -74,58 +71,18 @@ func LoadIFEval(campaignPath string, cat Catalog) (*Campaign, *contracts.IFEval,
 
 // IFEvalContractDoc freezes an IFEval contract for contract.json.
 func IFEvalContractDoc(k *contracts.IFEval) (editions.ContractDoc, error) {
-	b, err := k.JSON()
-	if err != nil {
-		return editions.ContractDoc{}, err
-	}
-	sum, err := k.SHA256()
-	if err != nil {
-		return editions.ContractDoc{}, err
-	}
-	return editions.ContractDoc{Schema: editions.SchemaIFEvalContract, Version: editions.Version, ID: k.ID, SHA256: sum, Contract: b}, nil
+	return builtinContractDoc(k, editions.SchemaIFEvalContract)
 }
 
 // LoadFrozenIFEval reads the frozen campaign and IFEval contract a runner
 // wrote for its workers, checking both hashes.
 func LoadFrozenIFEval(campaignPath, contractPath string) (*Campaign, *contracts.IFEval, string, error) {
-	var kd editions.ContractDoc
-	if err := readJSONStrict(contractPath, &kd); err != nil {
-		return nil, nil, "", err
-	}
-	k, err := contracts.IFEvalFromJSON(kd.Contract)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", contractPath, err)
-	}
-	if sum, err := k.SHA256(); err != nil || sum != kd.SHA256 {
-		return nil, nil, "", fmt.Errorf("%s: the contract's canonical hash is %s, the document says %s (%v)", contractPath, sum, kd.SHA256, err)
-	}
-	var cd editions.CampaignDoc
-	if err := readJSONStrict(campaignPath, &cd); err != nil {
-		return nil, nil, "", err
-	}
-	c, err := FromDoc(cd, "")
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("%s: %w", campaignPath, err)
-	}
-	if c.Contract.ID != k.ID || c.Contract.SHA256 != kd.SHA256 {
-		return nil, nil, "", fmt.Errorf("%s runs contract %s %s, %s is %s %s", campaignPath, c.Contract.ID, c.Contract.SHA256, contractPath, k.ID, kd.SHA256)
-	}
-	return c, k, kd.SHA256, nil
+	return loadFrozenBuiltin(campaignPath, contractPath, contracts.IFEvalFromJSON)
 }
 
 // ReadIFEvalShard reads a shard record strictly.
 func ReadIFEvalShard(path string) (*editions.IFEvalShard, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s editions.IFEvalShard
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &s, nil
+	return readShard[editions.IFEvalShard](path)
 }
 
 // RunIFEval runs an IFEval campaign end to end, as Run runs a residency
@@ -164,7 +121,7 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 		return res, err
 	}
 	defer rs.unlock()
-	runDir, j, artSHA := rs.runDir, rs.j, rs.artSHA
+	runDir, artSHA := rs.runDir, rs.artSHA
 	shards := k.Shards()
 	if rs.left > 0 {
 		res.Workers = len(c.Configurations) * shards
@@ -177,8 +134,7 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 		}
 		return s, report.CheckIFEvalShard(k, ksum, ins, w.cfg.ID, w.block, s)
 	}
-	var plan, todo []worker
-	var todoPrompts int64
+	var plan []worker
 	for i := range c.Configurations {
 		cfg := &c.Configurations[i]
 		for s := 1; s <= shards; s++ {
@@ -187,45 +143,24 @@ func RunIFEval(ctx context.Context, o RunOptions) (RunResult, error) {
 				return res, err
 			}
 			plan = append(plan, w)
-			if _, err := check(w); !j.finished(runDir, w.key, w.rel) || err != nil {
-				todo = append(todo, w)
-				lo, hi := k.ShardRange(s)
-				todoPrompts += int64(hi - lo)
-			}
 		}
 	}
-	res.Workers = len(plan)
-	// The token total is an upper bound (every response at max_new_tokens):
-	// a response that ends at EOS ends early.
-	if sp, ok := prog.(ShardProgress); ok {
-		sp.Shards()
-	}
-	prog.Start(len(c.Configurations), len(plan), len(plan)-len(todo), todoPrompts*int64(k.MaxNewTokens))
-	ran, err := rs.runTodo(ctx, o, prog, c, plan, todo, "shard", shards, func(w worker) error {
-		_, err := check(w)
-		return err
-	})
-	res.Ran = ran
+	err = shardRun[editions.IFEvalShard]{
+		plan:  plan,
+		check: check,
+		prompts: func(w worker) int64 {
+			lo, hi := k.ShardRange(w.block)
+			return int64(hi - lo)
+		},
+		// An upper bound: a response that ends at EOS ends early.
+		tokens: int64(k.MaxNewTokens),
+		arms:   len(c.Configurations),
+		say:    "scoring and writing the edition",
+		write: func(dir string, records map[string][]*editions.IFEvalShard) error {
+			return report.WriteIFEvalEdition(dir, report.IFEvalInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Shards: records, RunDir: runDir})
+		},
+	}.run(ctx, o, prog, c, rs, &res, shards)
 	if err != nil {
-		return res, err
-	}
-	records := map[string][]*editions.IFEvalShard{}
-	for _, w := range plan {
-		if !j.finished(runDir, w.key, w.rel) {
-			return res, fmt.Errorf("record %s changed after it was journaled; run again to redo it", w.rel)
-		}
-		s, err := check(w)
-		if err != nil {
-			return res, err
-		}
-		records[w.cfg.ID] = append(records[w.cfg.ID], s)
-	}
-	prog.Say("scoring and writing the edition")
-	in := report.IFEvalInput{CampaignDoc: campDoc, ContractDoc: contractDoc, Shards: records, RunDir: runDir}
-	if err := publish(res.Dir, o.Force, func(dir string) error { return report.WriteIFEvalEdition(dir, in) }); err != nil {
-		return res, err
-	}
-	if err := clearRun(runDir); err != nil {
 		return res, err
 	}
 	res.Elapsed = time.Since(start)

@@ -472,32 +472,5 @@ func fidelitySchemaOf(p string) string {
 // checkFidelitySchemas validates every JSON document of a fidelity edition
 // (the manifest has its own check) against the schema its path calls for.
 func checkFidelitySchemas(v *view, fs *findings) {
-	for _, p := range v.e.paths {
-		d := v.e.docs[p]
-		if d == nil || p == editions.ManifestFile {
-			continue
-		}
-		if d.parseErr != nil {
-			fs.add(IDSchemaMalformed, p, "", "one JSON value", nil, "%v", d.parseErr)
-			continue
-		}
-		want := fidelitySchemaOf(p)
-		if want == "" {
-			fs.add(IDSchemaUnknownName, p, "", "a document a fidelity edition has", p, "%s is not a document of a fidelity edition", p)
-			continue
-		}
-		if got := d.str("/schema"); got != want {
-			fs.add(IDSchemaWrongName, p, "/schema", want, got, "%s must be a %s document", p, want)
-			continue
-		}
-		if v.opts.Schemas == nil {
-			fs.add(IDSchemaUnavailable, p, "", nil, nil, "no JSON Schema set: %s was not validated", p)
-			continue
-		}
-		if err := v.opts.Schemas.Validate(want, d.tree); err != nil {
-			for _, x := range violations(err) {
-				fs.add(IDSchemaInvalid, p, x.Pointer, nil, nil, "%s", x.Message)
-			}
-		}
-	}
+	checkSchemasByPath(v, fs, fidelitySchemaOf, "a fidelity edition")
 }

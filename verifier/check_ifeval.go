@@ -455,32 +455,5 @@ func ifevalSchemaOf(p string) string {
 // checkIFEvalSchemas validates every JSON document of an IFEval edition
 // (the manifest has its own check) against the schema its path calls for.
 func checkIFEvalSchemas(v *view, fs *findings) {
-	for _, p := range v.e.paths {
-		d := v.e.docs[p]
-		if d == nil || p == editions.ManifestFile {
-			continue
-		}
-		if d.parseErr != nil {
-			fs.add(IDSchemaMalformed, p, "", "one JSON value", nil, "%v", d.parseErr)
-			continue
-		}
-		want := ifevalSchemaOf(p)
-		if want == "" {
-			fs.add(IDSchemaUnknownName, p, "", "a document an IFEval edition has", p, "%s is not a document of an IFEval edition", p)
-			continue
-		}
-		if got := d.str("/schema"); got != want {
-			fs.add(IDSchemaWrongName, p, "/schema", want, got, "%s must be a %s document", p, want)
-			continue
-		}
-		if v.opts.Schemas == nil {
-			fs.add(IDSchemaUnavailable, p, "", nil, nil, "no JSON Schema set: %s was not validated", p)
-			continue
-		}
-		if err := v.opts.Schemas.Validate(want, d.tree); err != nil {
-			for _, x := range violations(err) {
-				fs.add(IDSchemaInvalid, p, x.Pointer, nil, nil, "%s", x.Message)
-			}
-		}
-	}
+	checkSchemasByPath(v, fs, ifevalSchemaOf, "an IFEval edition")
 }

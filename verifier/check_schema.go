@@ -101,3 +101,39 @@ func orAny(s string) any {
 	}
 	return s
 }
+
+// checkSchemasByPath is the schema check of an edition kind whose every
+// document's schema follows from its path (schemaOf: "" for a path the
+// kind, named by kind as "an IFEval edition", does not have): each JSON
+// document but the manifest (it has its own check) parses, names the
+// schema its path calls for and validates against it.
+func checkSchemasByPath(v *view, fs *findings, schemaOf func(string) string, kind string) {
+	for _, p := range v.e.paths {
+		d := v.e.docs[p]
+		if d == nil || p == editions.ManifestFile {
+			continue
+		}
+		if d.parseErr != nil {
+			fs.add(IDSchemaMalformed, p, "", "one JSON value", nil, "%v", d.parseErr)
+			continue
+		}
+		want := schemaOf(p)
+		if want == "" {
+			fs.add(IDSchemaUnknownName, p, "", "a document "+kind+" has", p, "%s is not a document of %s", p, kind)
+			continue
+		}
+		if got := d.str("/schema"); got != want {
+			fs.add(IDSchemaWrongName, p, "/schema", want, got, "%s must be a %s document", p, want)
+			continue
+		}
+		if v.opts.Schemas == nil {
+			fs.add(IDSchemaUnavailable, p, "", nil, nil, "no JSON Schema set: %s was not validated", p)
+			continue
+		}
+		if err := v.opts.Schemas.Validate(want, d.tree); err != nil {
+			for _, x := range violations(err) {
+				fs.add(IDSchemaInvalid, p, x.Pointer, nil, nil, "%s", x.Message)
+			}
+		}
+	}
+}
