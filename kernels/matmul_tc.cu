@@ -811,8 +811,14 @@ MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 
 #define TC_FD_PD 8                       // chunks of int4 codes a warp has in flight
 #define TC_FD_PD16 4                     // chunks of FP16 weights a warp has in flight (4 words a chunk and n8 tile)
 #define TC_FD_LD (TC_FD_SL * TC_BK + 8)  // halves a staged token row: 68 words, rows 4 banks apart
-#define TC_FD_STAGE (2 * TC_BM * TC_FD_LD * 2 + TC_FD_SL * TC_BM * 4)
+#define TC_FD_STAGE_OF(BM) (2 * (BM) * TC_FD_LD * 2 + TC_FD_SL * (BM) * 4)
+#define TC_FD_STAGE TC_FD_STAGE_OF(TC_BM)
 #define TC_SMEM_FD (2 * TC_FD_STAGE)
+// The small-entry build (matmul_tc_grouped_pre_fd16_w4a16): entries of at
+// most TC_FD16_BM pairs (one m16 tile), so a stage holds 16 token rows and
+// a lane 8 accumulators; three blocks an SM.
+#define TC_FD16_BM 16
+#define TC_SMEM_FD16 (2 * TC_FD_STAGE_OF(TC_FD16_BM))
 static_assert(TC_FD_PD % TC_FD_SL == 0 && TC_FD_PD16 % TC_FD_SL == 0 && TC_SCALE_CHUNKS % TC_FD_PD == 0,
               "slices tile the pipelines, the int4 pipeline tiles the scale blocks");
 static_assert(TC_THREADS / 32 * 16 == TC_BN, "8 warps of 16 rows make a row tile");
@@ -836,13 +842,14 @@ __device__ __forceinline__ int tc_fd_xrow(const int* __restrict__ xrows, int t0,
 
 // tc_fd_stage copies slice s (chunks c0 + s * TC_FD_SL .., before c1) of
 // the block's T tokens' pre-split halves and 2^-s into stage st: hi, lo
-// [TC_BM][TC_FD_LD] halves, then inv [TC_FD_SL][TC_BM] floats; cp.async,
+// [BM][TC_FD_LD] halves, then inv [TC_FD_SL][BM] floats; cp.async,
 // the caller commits. nck is the pre-split rows' chunk count.
+template <int BM = TC_BM>
 __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int t0, int T,
                                             int nck, int c0, int c1, int s, int tid) {
 	__half* hs = reinterpret_cast<__half*>(st);
-	__half* ls = hs + TC_BM * TC_FD_LD;
-	float* is = reinterpret_cast<float*>(ls + TC_BM * TC_FD_LD);
+	__half* ls = hs + BM * TC_FD_LD;
+	float* is = reinterpret_cast<float*>(ls + BM * TC_FD_LD);
 	const int cs = c0 + s * TC_FD_SL, nc = min(TC_FD_SL, c1 - cs);
 	if (nc <= 0) return;
 	const int pieces = nc * (TC_BK / 8);  // 16-byte pieces of a token's slice row
@@ -853,7 +860,7 @@ __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, con
 	}
 	for (int i = tid; i < T * nc; i += TC_THREADS) {
 		const int t = i / nc, cc = i - t * nc;
-		cp_async4(is + cc * TC_BM + t, sx.inv + (size_t)tc_fd_xrow(xrows, t0, t) * nck + cs + cc);
+		cp_async4(is + cc * BM + t, sx.inv + (size_t)tc_fd_xrow(xrows, t0, t) * nck + cs + cc);
 	}
 }
 
@@ -894,16 +901,21 @@ __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const
 	}
 }
 
-// tc_fd_body computes a block's 128 rows from n0 for T <= TC_BM tokens
+// tc_fd_body computes a block's 128 rows from n0 for T <= BM tokens
 // (pre-split row tc_fd_xrow(xrows, t0, t) of token t) over chunks [c0, c1)
 // of the matrix, into y[yrows[t] or t0 + t][r]. INT4 needs c0 = 0 (its
 // scale pipeline starts at block 0). The dynamic shared memory is
-// TC_SMEM_FD.
-template <bool INT4, int PD>
+// TC_SMEM_FD (BM = TC_BM) or TC_SMEM_FD16 (BM = TC_FD16_BM: one m16 tile,
+// the small-entry build). BM changes only how many m16 tiles a lane may
+// hold and the staging's row count, not any output's products or order:
+// the same bits.
+template <bool INT4, int PD, int BM = TC_BM>
 __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
                                            int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
                                            const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx) {
 	static_assert(PD % TC_FD_SL == 0, "a slice starts at a pipeline step");
+	static_assert(BM % 16 == 0 && BM <= TC_BM, "whole m16 tiles, at most four");
+	constexpr int MTM = BM / 16;  // the m16 tiles a lane may hold
 	constexpr int NW = INT4 ? 1 : 4;  // words a lane loads per chunk and n8 tile
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int MT = (T + 15) / 16;
@@ -916,12 +928,12 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	const int pad = 16 * MT - T;
 	for (int i = tid; i < 2 * pad * TC_FD_LD; i += TC_THREADS) {
 		const int st = i / (pad * TC_FD_LD), r = i - st * pad * TC_FD_LD;
-		__half* hs = reinterpret_cast<__half*>(smem + st * TC_FD_STAGE);
+		__half* hs = reinterpret_cast<__half*>(smem + st * TC_FD_STAGE_OF(BM));
 		const int t = T + r / TC_FD_LD, k = r % TC_FD_LD;
 		hs[t * TC_FD_LD + k] = __float2half_rn(0.0f);
-		hs[TC_BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
+		hs[BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
 	}
-	tc_fd_stage(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
+	tc_fd_stage<BM>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
 	cp_async_commit();
 
 	// Lane (g, q)'s rows: n8 tile ni's row g, from word q (int4) or word q
@@ -942,9 +954,9 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	float sc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, scn[2][2];
 	if (INT4) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, c0 / TC_SCALE_CHUNKS);
 
-	float acc[4][2][4];
+	float acc[MTM][2][4];
 #pragma unroll
-	for (int mi = 0; mi < 4; mi++)
+	for (int mi = 0; mi < MTM; mi++)
 #pragma unroll
 		for (int ni = 0; ni < 2; ni++)
 #pragma unroll
@@ -963,7 +975,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 				cp_async_wait<0>();
 				__syncthreads();
 				const int s = (c - c0) / TC_FD_SL;
-				tc_fd_stage(smem + ((s + 1) & 1) * TC_FD_STAGE, sx, xrows, t0, T, nck, c0, c1, s + 1, tid);
+				tc_fd_stage<BM>(smem + ((s + 1) & 1) * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + 1, tid);
 				cp_async_commit();
 			}
 			if (INT4 && c % TC_SCALE_CHUNKS == 0) {
@@ -986,13 +998,13 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 				}
 			}
 			tc_fd_load<INT4>(raw[j], rb, rok, c + PD, c1, cols, q);
-			const uint8_t* st = smem + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE;
+			const uint8_t* st = smem + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE_OF(BM);
 			const __half* hs = reinterpret_cast<const __half*>(st);
-			const __half* ls = hs + TC_BM * TC_FD_LD;
-			const float* is = reinterpret_cast<const float*>(ls + TC_BM * TC_FD_LD) + ((c - c0) % TC_FD_SL) * TC_BM;
+			const __half* ls = hs + BM * TC_FD_LD;
+			const float* is = reinterpret_cast<const float*>(ls + BM * TC_FD_LD) + ((c - c0) % TC_FD_SL) * BM;
 			const int k0 = ((c - c0) % TC_FD_SL) * TC_BK + 2 * q;
 #pragma unroll
-			for (int mi = 0; mi < 4; mi++) {
+			for (int mi = 0; mi < MTM; mi++) {
 				if (mi >= MT) break;  // m16 tiles of padding tokens alone
 				float part[2][4];
 #pragma unroll
@@ -1025,7 +1037,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	cp_async_wait<0>();  // an empty last slice's group
 
 #pragma unroll
-	for (int mi = 0; mi < 4; mi++) {
+	for (int mi = 0; mi < MTM; mi++) {
 		if (mi >= MT) break;
 #pragma unroll
 		for (int e2 = 0; e2 < 2; e2++) {
@@ -1054,6 +1066,26 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
 	tc_fd_body<true, TC_FD_PD>(y, gr.mat, rows, cols, cols_padded, scales_offset, gr.count, xrows + gr.pair0, yrows + gr.pair0,
 	                           0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30, TcSplitX{hi, lo, inv});
+}
+
+// matmul_tc_grouped_pre_fd16_w4a16 (tuning.tcFD16): the same kernel for a
+// table whose entries hold at most TC_FD16_BM pairs (an expert's pairs cut
+// in sixteens: runtime/cuda tcGroupedFD16), built for one m16 tile: a
+// quarter of the staging (TC_SMEM_FD16) and a quarter of the accumulators,
+// so three blocks an SM instead of two (Nsight Compute, results/depth-v1-s30:
+// the 64-token launches ran at 2 blocks of 8 warps an SM, one warp in four
+// eligible to issue). Every pair's products and order are the other
+// fragment-direct kernel's: the same bits.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                     int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                     const int* yrows) {
+	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
+	const tc_group gr = groups[blockIdx.x / tiles];
+	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
+	tc_fd_body<true, TC_FD_PD, TC_FD16_BM>(y, gr.mat, rows, cols, cols_padded, scales_offset, min(gr.count, TC_FD16_BM),
+	                                       xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
+	                                       TcSplitX{hi, lo, inv});
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

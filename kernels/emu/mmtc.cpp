@@ -75,6 +75,8 @@ extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long l
                                 int*, int*, tc_group*);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
+                                                 int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -105,6 +107,7 @@ static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
 // The fragment-direct kernel's (TC_SMEM_FD): two stages of 64 tokens' hi
 // and lo over 4 chunks (rows of 136 halves) and their 2^-s.
 static const size_t kSmemFD = 2 * (2 * 64 * 136 * 2 + 4 * 64 * 4);
+static const size_t kSmemFD16 = 2 * (2 * 16 * 136 * 2 + 4 * 16 * 4);  // TC_SMEM_FD16
 
 static int failures = 0;
 
@@ -402,6 +405,24 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 				failures++;
 				return;
 			}
+			// Its small-entry build (tuning.tcFD16) over the same pairs in
+			// entries of at most 16 (one m16 tile, a 16-row staging).
+			std::vector<tc_group> g16;
+			for (const tc_group& gr : groups)
+				for (int i = 0; i < gr.count; i += 16) g16.push_back({gr.mat, gr.pair0 + i, std::min(16, gr.count - i)});
+			std::vector<float> y16((size_t)P * rows, -12345.0f);
+			emu_launch((unsigned)g16.size() * tiles, kThreads, kSmemFD16, [&] {
+				matmul_tc_grouped_pre_fd16_w4a16(y16.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g16.data(), tiles, rows, cols,
+				                                 cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			if (std::memcmp(y16.data(), y.data(), 4 * y.size()) != 0) {
+				size_t i = 0;
+				while (i < y.size() && std::memcmp(&y16[i], &y[i], 4) == 0) i++;
+				fprintf(stderr, "FAIL %s: the small-entry fragment-direct kernel's outputs differ from the two-stage kernel's (first at pair %zu row %zu: %g, want %g)\n",
+				        name, i / rows, i % rows, y16[i], y[i]);
+				failures++;
+				return;
+			}
 		}
 	}
 	auto fn = int4 ? matmul_tc_w4a16 : matmul_tc_f16;
@@ -427,12 +448,13 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 // check_route_groups runs tc_route_groups (one block of 1024 threads) over
 // random ids (with an id out of range when bad) and compares its pairs and
 // its gate/up/down tables with the grouping built here: experts in id
-// order, each one's slots increasing, an entry per 64 pairs, entries of
-// count 0 after.
-static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng) {
+// order, each one's slots increasing, an entry per tile pairs (64, or 16
+// for the small-entry fragment-direct kernel's tables), entries of count 0
+// after.
+static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng, int tile = kTile) {
 	char name[96];
-	snprintf(name, sizeof name, "route groups T=%d k=%d E=%d bad=%d", T, k, E, bad);
-	const int P = T * k, maxE = P / kTile + std::min(E, P);
+	snprintf(name, sizeof name, "route groups T=%d k=%d E=%d bad=%d tile=%d", T, k, E, bad, tile);
+	const int P = T * k, maxE = P / tile + std::min(E, P);
 	std::vector<int> ids(P);
 	for (int& id : ids) id = (int)(rng() % (unsigned)E);
 	if (bad) ids[P / 2] = E;
@@ -442,7 +464,7 @@ static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng)
 	std::vector<int> tok(P, -1), slot(P, -1), iden(P, -1);
 	std::vector<tc_group> tab(3 * maxE, tc_group{reinterpret_cast<const uint8_t*>(1), -9, -9});
 	emu_launch(1, 1024, (3 * 256 + 2) * 4, [&] {
-		tc_route_groups(ids.data(), P, k, E, bases.data(), off[0], off[1], off[2], kTile, maxE, tok.data(), slot.data(), iden.data(),
+		tc_route_groups(ids.data(), P, k, E, bases.data(), off[0], off[1], off[2], tile, maxE, tok.data(), slot.data(), iden.data(),
 		                tab.data());
 	});
 	std::vector<int> wtok, wslot;
@@ -452,9 +474,9 @@ static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng)
 		for (int s = 0; s < P; s++)
 			if (ids[s] == e) wtok.push_back(s / k), wslot.push_back(s);
 		const int n = (int)wslot.size() - base;
-		for (int p0 = 0; p0 < n; p0 += kTile)
+		for (int p0 = 0; p0 < n; p0 += tile)
 			for (int w = 0; w < 3; w++)
-				wtab[w].push_back(tc_group{reinterpret_cast<const uint8_t*>(bases[e] + off[w]), base + p0, std::min(kTile, n - p0)});
+				wtab[w].push_back(tc_group{reinterpret_cast<const uint8_t*>(bases[e] + off[w]), base + p0, std::min(tile, n - p0)});
 	}
 	const int placed = (int)wslot.size();
 	for (int p = 0; p < P; p++) {
@@ -521,6 +543,8 @@ int main(int argc, char** argv) {
 		check_route_groups(37, 8, 64, false, rng);
 		check_route_groups(512, 8, 64, false, rng);
 		check_route_groups(57, 4, 60, true, rng);
+		check_route_groups(64, 8, 64, false, rng, 16);
+		check_route_groups(57, 4, 60, true, rng, 16);
 		fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 		return failures ? 1 : 0;
 	}
@@ -560,6 +584,9 @@ int main(int argc, char** argv) {
 	check_route_groups(37, 8, 64, false, rng);
 	check_route_groups(512, 8, 64, false, rng);
 	check_route_groups(57, 4, 60, true, rng);
+	// The small-entry kernel's tables (entries of at most 16 pairs).
+	check_route_groups(64, 8, 64, false, rng, 16);
+	check_route_groups(57, 4, 60, true, rng, 16);
 	fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

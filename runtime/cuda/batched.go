@@ -195,16 +195,18 @@ const tcGroupBytes = 16
 
 // matmulTCGrouped launches the tensor-core kernel once for calls (one
 // layout, one output, one input): a table entry per 64 pairs of each
-// expert, then every pair's input rows and output rows, in one upload. A
+// expert (per 16 for the small-entry kernel: tcGroupTile), then every pair's input rows and output rows, in one upload. A
 // table that does not fit an upload slot runs as one launch per expert.
 // Owner thread only.
 func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) error {
 	if len(calls) == 0 {
 		return nil
 	}
+	fn, smem := b.tcGroupedKernel(calls)
+	tile := b.tcGroupTile(fn)
 	entries, pairs := 0, 0
 	for _, a := range calls {
-		entries += (len(a.xr) + tcTile - 1) / tcTile
+		entries += (len(a.xr) + tile - 1) / tile
 		pairs += len(a.xr)
 	}
 	buf := make([]byte, tcGroupBytes*entries+8*pairs)
@@ -219,11 +221,11 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	xo, yo := tcGroupBytes*entries, tcGroupBytes*entries+4*pairs
 	e, p := 0, 0
 	for _, a := range calls {
-		for i := 0; i < len(a.xr); i += tcTile {
+		for i := 0; i < len(a.xr); i += tile {
 			ent := buf[tcGroupBytes*e:]
 			binary.LittleEndian.PutUint64(ent, uint64(a.mat))
 			binary.LittleEndian.PutUint32(ent[8:], uint32(p+i))
-			binary.LittleEndian.PutUint32(ent[12:], uint32(min(tcTile, len(a.xr)-i)))
+			binary.LittleEndian.PutUint32(ent[12:], uint32(min(tile, len(a.xr)-i)))
 			e++
 		}
 		for i := range a.xr {
@@ -239,7 +241,6 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	tiles := (m.Rows + tcRowTile - 1) / tcRowTile
 	b.tcLaunches++
 	a := calls[0]
-	fn, smem := b.tcGroupedKernel(calls)
 	if !b.tune.tcNoPreSplit {
 		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
 		if err != nil {
@@ -328,6 +329,11 @@ const (
 	// and lo halves over 4 chunks (rows of 136 halves) and their 2^-s (the
 	// fragment-direct kernel, tcGroupedFD).
 	tcSmemFD = 2 * (2*tcTile*136*2 + 4*tcTile*4)
+	// tcFD16Tile is the most pairs an entry of the small-entry
+	// fragment-direct kernel holds (TC_FD16_BM), tcSmemFD16 its
+	// TC_SMEM_FD16: the same stages for tcFD16Tile tokens.
+	tcFD16Tile = 16
+	tcSmemFD16 = 2 * (2*tcFD16Tile*136*2 + 4*tcFD16Tile*4)
 	// tcNarrowTile is the most pairs a narrow grouped kernel's entry holds
 	// (matmul_tc.cu's NARROW mapping covers a block's first 32 tokens).
 	tcNarrowTile = 32
@@ -415,6 +421,25 @@ func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
 	return b.tune.tcFDAlways || pairs <= tcFDPairsPerExpert*experts
 }
 
+// tcGroupedFD16 is the kernel-choice predicate of the small-entry
+// fragment-direct kernel (matmul_tc_grouped_pre_fd16_w4a16, the same bits):
+// under tuning.tcFD16, a launch tcGroupedFD picks whose pairs average at
+// most tcFD16Tile an expert. Its table's entries hold at most tcFD16Tile
+// pairs (tcGroupTile), so an expert with more is read once per sixteen.
+// Like tcGroupedFD it depends on the launch's pairs and experts alone.
+func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
+	return b.tune.tcFD16 && b.tcGroupedFD(kind, pairs, experts) && pairs <= tcFD16Tile*experts
+}
+
+// tcGroupTile is the most pairs a grouped launch's table entry holds for
+// kernel fn: tcFD16Tile for the small-entry kernel, else tcTile.
+func (b *Backend) tcGroupTile(fn cu.Function) int {
+	if fn == b.k.matmulTCGroupedFD16 {
+		return tcFD16Tile
+	}
+	return tcTile
+}
+
 // tcDenseFD says whether an FP16 split-K matmul of cols columns runs the
 // fragment-direct twin (matmul_tc_f16_pre_splitk_fd, on the pre-split
 // activations; its weight words need even columns): under
@@ -456,6 +481,8 @@ func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 		pairs += len(a.xr)
 	}
 	switch ring2, narrow := b.tune.tcRing2, b.tcGroupedNarrow(calls); {
+	case b.tcGroupedFD16(kind, pairs, len(calls)):
+		return b.k.matmulTCGroupedFD16, tcSmemFD16
 	case b.tcGroupedFD(kind, pairs, len(calls)):
 		return b.k.matmulTCGroupedFD, tcSmemFD
 	case !b.tcGroupedRing(kind):

@@ -86,6 +86,8 @@ type kernelSet struct {
 	// tcGroupedFD): codes loaded straight into B fragments, activations
 	// staged in slices.
 	matmulTCGroupedFD cu.Function
+	// and its small-entry build (at most 16 pairs an entry; tcGroupedFD16).
+	matmulTCGroupedFD16 cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
@@ -216,6 +218,7 @@ func (b *Backend) loadKernels() error {
 		{get("matmul_tc_grouped_ring_narrow_w4a16"), get("matmul_tc_grouped_pre_ring_narrow_w4a16")},
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
 	k.matmulTCGroupedFD, k.matmulTCSplitKFD = get("matmul_tc_grouped_pre_fd_w4a16"), get("matmul_tc_f16_pre_splitk_fd")
+	k.matmulTCGroupedFD16 = get("matmul_tc_grouped_pre_fd16_w4a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.routeGroups = get("tc_route_groups")
@@ -314,6 +317,9 @@ func (b *Backend) loadKernels() error {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
 		}
+	}
+	if err := setMaxDynamicShared(k.matmulTCGroupedFD16, tcSmemFD16); err != nil {
+		return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
 	}
 	for i := range k.kv {
 		if err := setMaxDynamicShared(k.kv[i].attentionTiled32, attTiledSmem(32)); err != nil {

@@ -372,6 +372,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-readback (each layer's routing read back: tuning.noRouteDevice),
 // batched-tc-nofd and batched-tc-fdall (the fragment-direct grouped kernel
 // never, tuning.tcNoFD, or for every launch, tuning.tcFDAlways),
+// batched-tc-fd16 (its small-entry build where the pairs average at most
+// 16 an expert: tuning.tcFD16),
 // batched-tc-readback-nofd (both: session 24's default), batched-tc-fdk
 // (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-nopdl
 // (plain launches op by op: tuning.noPrefillPDL; programmatic dependent
@@ -416,6 +418,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-readback", engine.PrefillBatched, tuning{noRouteDevice: true}},
 		{"batched-tc-nofd", engine.PrefillBatched, tuning{tcNoFD: true}},
 		{"batched-tc-fdall", engine.PrefillBatched, tuning{tcFDAlways: true}},
+		{"batched-tc-fd16", engine.PrefillBatched, tuning{tcFD16: true}},
 		{"batched-tc-readback-nofd", engine.PrefillBatched, tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true}},
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-nopdl", engine.PrefillBatched, tuning{noPrefillPDL: true}},
@@ -561,8 +564,10 @@ func TestTCPreSplitSameBits(t *testing.T) {
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
 		// Pair counts at and above a 64-pair tile, and a short prompt's
-		// (every expert at most 32 pairs: the narrow kernels' launches).
-		for _, counts := range [][]int{{70, 5, 64, 1}, {7, 32, 1, 19}} {
+		// (every expert at most 32 pairs: the narrow kernels' launches;
+		// at most 16 on average: the small-entry kernel's, an expert of
+		// 17 or more cut into entries of 16).
+		for _, counts := range [][]int{{70, 5, 64, 1}, {7, 32, 1, 19}, {16, 17, 2, 9}} {
 			for _, sh := range []struct{ rows, cols int }{{1024, 2048}, {2048, 1408}} {
 				t.Run(fmt.Sprintf("ExpertMatMulGroup/%s/%dx%d/%v", scheme, sh.rows, sh.cols, counts), func(t *testing.T) {
 					layout, err := qpack.NewRecordLayout(scheme, sh.cols, sh.rows)
@@ -591,6 +596,8 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					// expert has at most 32 pairs), the two-stage kernel
 					// (tuning.tcNoRing), with either split, and the
 					// fragment-direct kernel (tuning.tcFDAlways, pre-split only)
+					// and its small-entry build (tuning.tcFD16, where the pairs
+					// average at most 16 an expert; entries cut at 16 pairs)
 					// give the same bits.
 					same(t, func() []float32 {
 						dst := mustF32(t, be, make([]float32, total*sh.rows))
@@ -600,7 +607,8 @@ func TestTCPreSplitSameBits(t *testing.T) {
 						return mustRead(t, be, dst)
 					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
-						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true})
+						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true}, tuning{tcFD16: true},
+						tuning{tcFD16: true, tcFDAlways: true})
 				})
 			}
 		}
@@ -610,7 +618,8 @@ func TestTCPreSplitSameBits(t *testing.T) {
 // TestTCGroupedKernelChoice: the grouped launch's kernel follows the
 // tunings and the launch's pairs: FP16 matrices the two-stage kernels; int4
 // the fragment-direct kernel where the pairs average at most 32 an expert
-// (tcGroupedFD), else the ring, two chunks a stage under tcRing2, the
+// (tcGroupedFD; its small-entry build under tcFD16 where they average at
+// most 16, tcGroupedFD16), else the ring, two chunks a stage under tcRing2, the
 // narrow twins under tcNarrow only where every expert has at most 32 pairs;
 // each pre-split unless tcNoPreSplit.
 func TestTCGroupedKernelChoice(t *testing.T) {
@@ -647,6 +656,11 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"fragment-direct over the ring tunings", tuning{tcFDAlways: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD, tcSmemFD},
 		{"fragment-direct, fp16", tuning{tcFDAlways: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
 		{"fragment-direct needs the pre-split", tuning{tcFDAlways: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
+		{"small-entry off by default", tuning{}, calls(0, 7, 9), k.matmulTCGroupedFD, tcSmemFD},
+		{"small-entry at 16 an expert", tuning{tcFD16: true}, calls(0, 7, 25), k.matmulTCGroupedFD16, tcSmemFD16},
+		{"small-entry over 16 an expert", tuning{tcFD16: true}, calls(0, 7, 26), k.matmulTCGroupedFD, tcSmemFD},
+		{"small-entry, fp16", tuning{tcFD16: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
+		{"small-entry under tcNoFD", tuning{tcFD16: true, tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)

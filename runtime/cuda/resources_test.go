@@ -14,7 +14,8 @@ import (
 // shared-memory size): the build machine's ptxas 11.8 numbers in
 // kernels/NOTES.md are a guide, these are the ones that set occupancy.
 // The tensor-core prefill kernels are designed for 2 blocks an SM (their
-// shared memory is sized for it: matmul_tc.cu); one that gets fewer fails.
+// shared memory is sized for it: matmul_tc.cu), the small-entry
+// fragment-direct build for 3; one that gets fewer fails.
 func TestKernelResources(t *testing.T) {
 	be := testBE
 	type kern struct {
@@ -62,6 +63,10 @@ func TestKernelResources(t *testing.T) {
 				designed[kk.name] = 2
 			}
 		}
+		// The small-entry fragment-direct build (tuning.tcFD16) is built for
+		// three (80 registers on ptxas 11.8, 17.5 KB of staging).
+		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads})
+		designed["matmul_tc_grouped_pre_fd16_w4a16"] = 3
 		// The decode attention's ring (tuning.attRing): heads x attSplit
 		// blocks are 256 on the Qwen1.5-MoE and OLMoE shapes, one wave only
 		// at two blocks an SM.

@@ -20,8 +20,9 @@ import (
 // layer's expert matmuls without waiting for the read back TopKRows makes.
 // The ids are copied to pinned host memory behind the grouping, for the
 // engine to count the leases once the batch has been issued (IDs). The
-// tables are sized for any routing: floor(P / tcTile) + min(E, P) entries
-// for P = T x k pairs, those past the layer's own of count 0 (a block of
+// tables are sized for any routing: floor(P / tile) + min(E, P) entries
+// for P = T x k pairs (tile: tcTile pairs an entry, tcFD16Tile where the
+// small-entry kernel runs), those past the layer's own of count 0 (a block of
 // such an entry returns at once). A pair's products depend on its
 // activations and its expert's matrix alone, so its bits are the
 // read-back path's.
@@ -44,6 +45,7 @@ type routing struct {
 	b                  *Backend
 	bufs               *routeBufs // set on the owner thread by RouteRows' launch
 	T, k, E, P, maxE   int
+	tile               int // the most pairs a table entry holds: tcTile, or tcFD16Tile for the small-entry kernel (tcGroupedFD16)
 	lay                qpack.RecordLayout
 	ids, w, tok, slot  cu.DevicePtr
 	iden, tab, bases   cu.DevicePtr
@@ -141,8 +143,12 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 		*(*uint64)(unsafe.Pointer(&bases[8*e])) = uint64(r.ptr)
 	}
 	P := T * k
-	maxE := P/tcTile + min(E, P)
-	rt := &routing{b: b, T: T, k: k, E: E, P: P, maxE: maxE, lay: lay}
+	tile := tcTile
+	if b.tcGroupedFD16(0, P, E) {
+		tile = tcFD16Tile
+	}
+	maxE := P/tile + min(E, P)
+	rt := &routing{b: b, T: T, k: k, E: E, P: P, maxE: maxE, tile: tile, lay: lay}
 	offs, size := routeLayout(P, maxE, E)
 	return rt, b.o.async(func() error {
 		rb, err := b.takeRoute(size, 4*P)
@@ -159,7 +165,7 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
 		}
 		if err := b.launch(b.k.routeGroups, 1, routeThreads, routeSmem, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
-			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(tcTile),
+			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(rt.tile),
 			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: group: %w", err)
 		}
@@ -238,7 +244,10 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 			return err
 		}
 		fn, smem := b.k.matmulTCGroupedRing[1], tcSmemRing
-		if b.tcGroupedFD(0, rt.P, rt.E) {
+		switch {
+		case rt.tile == tcFD16Tile:
+			fn, smem = b.k.matmulTCGroupedFD16, tcSmemFD16
+		case b.tcGroupedFD(0, rt.P, rt.E):
 			fn, smem = b.k.matmulTCGroupedFD, tcSmemFD
 		}
 		xr, yr := rt.tok, rt.iden

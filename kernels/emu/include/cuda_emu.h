@@ -64,6 +64,7 @@ inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) { return
 
 template <class T> inline T __ldg(const T* p) { return *p; }
 template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }  // a streaming load: the same value
 // __threadfence orders a thread's global writes; fibers share one memory and switch only at collectives.
 inline void __threadfence() {}
 // __nanosleep: a spin's pause; it lets the block's other fibers run (a warp
