@@ -1055,17 +1055,27 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	}
 }
 
+// tc_grouped_pre_fd is a grouped fragment-direct launch's block b: row
+// tile b % tiles of table entry b / tiles, for entries of at most BM pairs.
+template <int BM>
+__device__ __forceinline__ void tc_grouped_pre_fd(float* y, const __half* hi, const __half* lo, const float* inv,
+                                                  const tc_group* groups, int tiles, int rows, int cols, int cols_padded,
+                                                  int scales_offset, const int* xrows, const int* yrows) {
+	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
+	const tc_group gr = groups[blockIdx.x / tiles];
+	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
+	tc_fd_body<true, TC_FD_PD, BM>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
+	                               xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
+	                               TcSplitX{hi, lo, inv});
+}
+
 // matmul_tc_grouped_pre_fd_w4a16: the grouped int4 ring kernels' table,
 // pairs and bits (block b: row tile b % tiles of entry b / tiles).
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
     matmul_tc_grouped_pre_fd_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
                                    int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
                                    const int* yrows) {
-	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
-	const tc_group gr = groups[blockIdx.x / tiles];
-	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	tc_fd_body<true, TC_FD_PD>(y, gr.mat, rows, cols, cols_padded, scales_offset, gr.count, xrows + gr.pair0, yrows + gr.pair0,
-	                           0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30, TcSplitX{hi, lo, inv});
+	tc_grouped_pre_fd<TC_BM>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
 }
 
 // matmul_tc_grouped_pre_fd16_w4a16 (tuning.tcFD16): the same kernel for a
@@ -1080,12 +1090,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
     matmul_tc_grouped_pre_fd16_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
                                      int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
                                      const int* yrows) {
-	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
-	const tc_group gr = groups[blockIdx.x / tiles];
-	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	tc_fd_body<true, TC_FD_PD, TC_FD16_BM>(y, gr.mat, rows, cols, cols_padded, scales_offset, min(gr.count, TC_FD16_BM),
-	                                       xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
-	                                       TcSplitX{hi, lo, inv});
+	tc_grouped_pre_fd<TC_FD16_BM>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

@@ -195,8 +195,9 @@ const tcGroupBytes = 16
 
 // matmulTCGrouped launches the tensor-core kernel once for calls (one
 // layout, one output, one input): a table entry per 64 pairs of each
-// expert (per 16 for the small-entry kernel: tcGroupTile), then every pair's input rows and output rows, in one upload. A
-// table that does not fit an upload slot runs as one launch per expert.
+// expert (per 16 for the small-entry kernel: tcGroupTile), then every
+// pair's input rows and output rows, in one upload. A table that does not
+// fit an upload slot runs as one launch per expert.
 // Owner thread only.
 func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) error {
 	if len(calls) == 0 {
