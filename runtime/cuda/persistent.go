@@ -22,10 +22,6 @@ import (
 // the device tables of pinned rows, the host's reading of the routed ids
 // and the cache's counters) is graph-full's.
 
-// persistentBuilds are the interpreter's builds (kernels/persistent.cu),
-// one per expert format: INT4 experts and FP16 experts.
-var persistentBuilds = [2]string{"decode_persistent", "decode_persistent_f16x"}
-
 // persistentBuild is the build for records of scheme s.
 func persistentBuild(s qpack.Scheme) int {
 	if s == qpack.SchemeFP16 {
