@@ -826,12 +826,16 @@ static_assert(TC_THREADS / 32 * 16 == TC_BN, "8 warps of 16 rows make a row tile
 // tc_fd_transpose: the four lanes q = 0..3 of a row hold words 0..3 of its
 // chunk (w = word q); each gets byte q of every word (byte j of the result
 // = byte q of word j): a 4 x 4 byte transpose over lanes xor 1, then xor 2.
-// Every lane of the warp takes part.
-__device__ __forceinline__ unsigned tc_fd_transpose(unsigned w, int q) {
+// Every lane of the warp takes part. The byte selectors depend on q alone
+// (tc_fd_sel1, tc_fd_sel2), so a lane computes them once and each step is
+// one PRMT instead of two and a select.
+__device__ __forceinline__ unsigned tc_fd_sel1(int q) { return (q & 1) ? 0x3715u : 0x6240u; }
+__device__ __forceinline__ unsigned tc_fd_sel2(int q) { return (q & 2) ? 0x3276u : 0x5410u; }
+__device__ __forceinline__ unsigned tc_fd_transpose(unsigned w, unsigned sel1, unsigned sel2) {
 	const unsigned p1 = (unsigned)__shfl_xor_sync(0xffffffffu, (int)w, 1);
-	const unsigned r1 = (q & 1) ? __byte_perm(w, p1, 0x3715u) : __byte_perm(w, p1, 0x6240u);
+	const unsigned r1 = __byte_perm(w, p1, sel1);
 	const unsigned p2 = (unsigned)__shfl_xor_sync(0xffffffffu, (int)r1, 2);
-	return (q & 2) ? __byte_perm(r1, p2, 0x3276u) : __byte_perm(r1, p2, 0x5410u);
+	return __byte_perm(r1, p2, sel2);
 }
 
 // tc_fd_xrow is the pre-split row of the block's token t: xrows[t], or
@@ -880,17 +884,19 @@ __device__ __forceinline__ void tc_fd_scales(float (&sc)[2][2], const uint8_t* _
 }
 
 // tc_fd_load loads chunk c of this lane's B words into w[ni][]: int4, word
-// q of the chunk of row g of n8 tile ni (codes 8, zero, past the last row or
-// chunk); FP16, the four words its fragments take at values 2q, 2q + 8,
-// 2q + 16 and 2q + 24 of the chunk (zero past the last row or column: the
-// columns are even).
+// q of the chunk of row g of n8 tile ni, nothing past the last chunk (w
+// keeps what it held: such a chunk is never used), and row 0's past the
+// last row (rb points there: that column's outputs are never written, and
+// an mma's output column depends on its own B column alone); FP16, the four
+// words its fragments take at values 2q, 2q + 8, 2q + 16 and 2q + 24 of the
+// chunk (zero past the last row or column: the columns are even).
 template <bool INT4>
 __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const unsigned* const (&rb)[2], const bool (&rok)[2],
                                            int c, int c1, int cols, int q) {
 #pragma unroll
 	for (int ni = 0; ni < 2; ni++) {
 		if (INT4) {
-			w[ni][0] = rok[ni] && c < c1 ? __ldg(rb[ni] + 4 * c) : 0x88888888u;
+			if (c < c1) w[ni][0] = __ldg(rb[ni] + 4 * c);
 		} else {
 #pragma unroll
 			for (int u = 0; u < 4; u++) {
@@ -950,6 +956,13 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	unsigned raw[PD][2][NW];
 #pragma unroll
 	for (int j = 0; j < PD; j++) tc_fd_load<INT4>(raw[j], rb, rok, c0 + j, c1, cols, q);
+	const unsigned sel1 = tc_fd_sel1(q), sel2 = tc_fd_sel2(q);
+	// ldmatrix_x4's address of this lane's A row in stage 0 (the chunk and
+	// the stage add constants to it).
+	const tc_saddr a_lane = tc_shared_addr(smem) + ((lane & 15) * TC_FD_LD + 8 * (lane >> 4)) * 2;
+	// Int4: the rows' words at chunk cb (the pipeline's next loads are at
+	// constant offsets from them; advanced PD chunks an iteration).
+	const unsigned* rbc[2] = {rb[0] + 4 * c0, rb[1] + 4 * c0};
 	const int nrow0 = n0 + wn + 2 * q;  // the first output row of this lane's accumulators
 	float sc[2][2] = {{0.0f, 0.0f}, {0.0f, 0.0f}}, scn[2][2];
 	if (INT4) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, c0 / TC_SCALE_CHUNKS);
@@ -989,7 +1002,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 #pragma unroll
 			for (int ni = 0; ni < 2; ni++) {
 				if (INT4) {
-					const unsigned w = tc_fd_transpose(raw[j][ni][0], q);
+					const unsigned w = tc_fd_transpose(raw[j][ni][0], sel1, sel2);
 					bf[0][ni][0] = tc_codes(w, 0), bf[0][ni][1] = tc_codes(w, 1);
 					bf[1][ni][0] = tc_codes(w, 2), bf[1][ni][1] = tc_codes(w, 3);
 				} else {
@@ -997,12 +1010,20 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 					bf[1][ni][0] = raw[j][ni][NW > 2 ? 2 : 0], bf[1][ni][1] = raw[j][ni][NW > 3 ? 3 : 0];
 				}
 			}
-			tc_fd_load<INT4>(raw[j], rb, rok, c + PD, c1, cols, q);
+			if (INT4) {
+				if (c + PD < c1) {
+#pragma unroll
+					for (int ni = 0; ni < 2; ni++) raw[j][ni][0] = __ldg(rbc[ni] + 4 * (j + PD));
+				}
+			} else {
+				tc_fd_load<INT4>(raw[j], rb, rok, c + PD, c1, cols, q);
+			}
 			const uint8_t* st = smem + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE_OF(BM);
-			const __half* hs = reinterpret_cast<const __half*>(st);
-			const __half* ls = hs + BM * TC_FD_LD;
-			const float* is = reinterpret_cast<const float*>(ls + BM * TC_FD_LD) + ((c - c0) % TC_FD_SL) * BM;
-			const int k0 = ((c - c0) % TC_FD_SL) * TC_BK + 2 * q;
+			const float* is = reinterpret_cast<const float*>(st + 2 * BM * TC_FD_LD * 2) + ((c - c0) % TC_FD_SL) * BM;
+			// This chunk's columns of the stage's hi rows (a_lane: lane l's row
+			// l % 16 and column 8 (l / 16)); lo is BM rows further.
+			const tc_saddr a_chunk = a_lane + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE_OF(BM) +
+			                         ((c - c0) % TC_FD_SL) * TC_BK * 2;
 #pragma unroll
 			for (int mi = 0; mi < MTM; mi++) {
 				if (mi >= MT) break;  // m16 tiles of padding tokens alone
@@ -1011,11 +1032,8 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 				for (int ks = 0; ks < 2; ks++)
 #pragma unroll
 					for (int pi = 0; pi < 2; pi++) {
-						const __half* ar = (pi == 0 ? hs : ls) + (16 * mi + g) * TC_FD_LD + k0 + 16 * ks;
-						const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar),
-						                        *reinterpret_cast<const unsigned*>(ar + 8 * TC_FD_LD),
-						                        *reinterpret_cast<const unsigned*>(ar + 8),
-						                        *reinterpret_cast<const unsigned*>(ar + 8 * TC_FD_LD + 8)};
+						unsigned af[4];
+						ldmatrix_x4(af, a_chunk + ((pi * BM + 16 * mi) * TC_FD_LD + 16 * ks) * 2);
 #pragma unroll
 						for (int ni = 0; ni < 2; ni++) {
 							if (ks == 0 && pi == 0)
@@ -1033,6 +1051,8 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 					}
 			}
 		}
+#pragma unroll
+		for (int ni = 0; ni < 2; ni++) rbc[ni] += 4 * PD;
 	}
 	cp_async_wait<0>();  // an empty last slice's group
 

@@ -35,6 +35,39 @@ __device__ __forceinline__ void mma_16816_z(float (&d)[4], const unsigned (&a)[4
 #endif
 }
 
+// tc_saddr is a shared-memory address as ldmatrix takes it: 32 bits on the
+// device (computed once, so a loop does not redo the generic-to-shared
+// conversion at every load), the pointer itself in the emulator.
+#ifdef __CUDA_ARCH__
+typedef unsigned tc_saddr;
+__device__ __forceinline__ tc_saddr tc_shared_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+#else
+typedef unsigned long long tc_saddr;
+inline tc_saddr tc_shared_addr(const void* p) { return (unsigned long long)p; }
+#endif
+
+// ldmatrix_x4 loads four 8 x 8 FP16 matrices from shared memory in one
+// warp instruction: lanes 8i..8i+7 give the 16-byte rows of matrix i (a,
+// 16-byte aligned), and r[i] of lane (g, q) is word q of matrix i's row g.
+// With lane l addressing row l % 16 and column 8 (l / 16) of an m16 x k16
+// tile it is that tile's A fragment (mma_16816's a0..a3), read with one
+// instruction instead of four 4-byte loads. The emulator gathers the same
+// words through shuffles of the lanes' addresses.
+__device__ __forceinline__ void ldmatrix_x4(unsigned (&r)[4], tc_saddr a) {
+#ifdef __CUDA_ARCH__
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(a));
+#else
+	const int lane = threadIdx.x & 31;
+	for (int i = 0; i < 4; i++) {
+		const int src = 8 * i + (lane >> 2);
+		const unsigned long long lo = emu_shfl((unsigned)a, src), hi = emu_shfl((unsigned)(a >> 32), src);
+		r[i] = reinterpret_cast<const unsigned*>((hi << 32) | lo)[lane & 3];
+	}
+#endif
+}
+
 // tc_pack packs two FP16 values into one register, a in the low half.
 __device__ __forceinline__ unsigned tc_pack(__half a, __half b) {
 	return (unsigned)__half_as_ushort(a) | ((unsigned)__half_as_ushort(b) << 16);
@@ -56,8 +89,12 @@ __device__ __forceinline__ float tc_pow2(int s) { return __uint_as_float((unsign
 // gives the integers u - 8, which FP16 holds exactly (3 instructions a
 // byte instead of two integer-to-FP16 conversions).
 __device__ __forceinline__ unsigned tc_codes(unsigned w, int p) {
-	const unsigned t = (__byte_perm(w, 0u, 0x4040u | (unsigned)p | ((unsigned)p << 8)) & 0x00F0000Fu) | 0x64006400u;
+	const unsigned b = __byte_perm(w, 0u, 0x4040u | (unsigned)p | ((unsigned)p << 8));
 #ifdef __CUDA_ARCH__
+	// (b & 0x00F0000F) | 0x64006400 in one LOP3 (0xEA: (a & b) | c); the C
+	// expression compiles to two, each taking its own immediate.
+	unsigned t;
+	asm("lop3.b32 %0, %1, %2, %3, 0xEA;" : "=r"(t) : "r"(b), "n"(0x00F0000F), "n"(0x64006400));
 	const __half2 r = __hfma2(*reinterpret_cast<const __half2*>(&t), __floats2half2_rn(1.0f, 0.0625f),
 	                          __floats2half2_rn(-1032.0f, -72.0f));
 	return *reinterpret_cast<const unsigned*>(&r);
@@ -65,6 +102,7 @@ __device__ __forceinline__ unsigned tc_codes(unsigned w, int p) {
 	// The emulator runs the same bit patterns through the same FMA (its
 	// products and sums are exact in FP32), so it checks the selector and
 	// the masks.
+	const unsigned t = (b & 0x00F0000Fu) | 0x64006400u;
 	__half h0, h1;
 	h0.x = (unsigned short)(t & 0xffffu), h1.x = (unsigned short)(t >> 16);
 	return tc_pack(__float2half_rn(__fmaf_rn(__half2float(h0), 1.0f, -1032.0f)),
