@@ -424,12 +424,12 @@ func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
 
 // tcGroupedFD16 is the kernel-choice predicate of the small-entry
 // fragment-direct kernel (matmul_tc_grouped_pre_fd16_w4a16, the same bits):
-// under tuning.tcFD16, a launch tcGroupedFD picks whose pairs average at
-// most tcFD16Tile an expert. Its table's entries hold at most tcFD16Tile
+// a launch tcGroupedFD picks whose pairs average at most tcFD16Tile an
+// expert (tuning.tcNoFD16: none). Its table's entries hold at most tcFD16Tile
 // pairs (tcGroupTile), so an expert with more is read once per sixteen.
 // Like tcGroupedFD it depends on the launch's pairs and experts alone.
 func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
-	return b.tune.tcFD16 && b.tcGroupedFD(kind, pairs, experts) && pairs <= tcFD16Tile*experts
+	return !b.tune.tcNoFD16 && b.tcGroupedFD(kind, pairs, experts) && pairs <= tcFD16Tile*experts
 }
 
 // tcGroupTile is the most pairs a grouped launch's table entry holds for

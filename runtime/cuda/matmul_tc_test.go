@@ -361,7 +361,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (HORIZON_BENCH_PREFILL_MODES, comma-separated, keeps some of the modes:
 // token, batched, batched-tc (the default: split-K and the pre-split, the
 // routing kept on the device at full residency, the fragment-direct grouped
-// kernel for small launches), batched-tc-splitk (no pre-split,
+// kernel for small launches, its small-entry build where the pairs average
+// at most 16 an expert), batched-tc-splitk (no pre-split,
 // tuning.tcNoPreSplit), batched-tc-presplit (no split-K, tuning.tcNoSplitK),
 // batched-tc-plain (neither), batched-tc-noring (the int4 experts'
 // two-stage kernel, not their cp.async ring: tuning.tcNoRing),
@@ -372,8 +373,7 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-readback (each layer's routing read back: tuning.noRouteDevice),
 // batched-tc-nofd and batched-tc-fdall (the fragment-direct grouped kernel
 // never, tuning.tcNoFD, or for every launch, tuning.tcFDAlways),
-// batched-tc-fd16 (its small-entry build where the pairs average at most
-// 16 an expert: tuning.tcFD16),
+// batched-tc-nofd16 (not the small-entry build: tuning.tcNoFD16),
 // batched-tc-readback-nofd (both: session 24's default), batched-tc-fdk
 // (the fragment-direct FP16 split-K: tuning.tcFDSplitK), batched-tc-nopdl
 // (plain launches op by op: tuning.noPrefillPDL; programmatic dependent
@@ -418,7 +418,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-readback", engine.PrefillBatched, tuning{noRouteDevice: true}},
 		{"batched-tc-nofd", engine.PrefillBatched, tuning{tcNoFD: true}},
 		{"batched-tc-fdall", engine.PrefillBatched, tuning{tcFDAlways: true}},
-		{"batched-tc-fd16", engine.PrefillBatched, tuning{tcFD16: true}},
+		{"batched-tc-nofd16", engine.PrefillBatched, tuning{tcNoFD16: true}},
 		{"batched-tc-readback-nofd", engine.PrefillBatched, tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true}},
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-nopdl", engine.PrefillBatched, tuning{noPrefillPDL: true}},
@@ -596,9 +596,9 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					// expert has at most 32 pairs), the two-stage kernel
 					// (tuning.tcNoRing), with either split, and the
 					// fragment-direct kernel (tuning.tcFDAlways, pre-split only)
-					// and its small-entry build (tuning.tcFD16, where the pairs
-					// average at most 16 an expert; entries cut at 16 pairs)
-					// give the same bits.
+					// and its small-entry build (the default where the pairs
+					// average at most 16 an expert, entries cut at 16 pairs;
+					// tuning.tcNoFD16 turns it off) give the same bits.
 					same(t, func() []float32 {
 						dst := mustF32(t, be, make([]float32, total*sh.rows))
 						if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
@@ -607,8 +607,8 @@ func TestTCPreSplitSameBits(t *testing.T) {
 						return mustRead(t, be, dst)
 					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
-						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true}, tuning{tcFD16: true},
-						tuning{tcFD16: true, tcFDAlways: true})
+						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true}, tuning{tcNoFD16: true},
+						tuning{tcNoFD16: true, tcFDAlways: true})
 				})
 			}
 		}
@@ -618,8 +618,8 @@ func TestTCPreSplitSameBits(t *testing.T) {
 // TestTCGroupedKernelChoice: the grouped launch's kernel follows the
 // tunings and the launch's pairs: FP16 matrices the two-stage kernels; int4
 // the fragment-direct kernel where the pairs average at most 32 an expert
-// (tcGroupedFD; its small-entry build under tcFD16 where they average at
-// most 16, tcGroupedFD16), else the ring, two chunks a stage under tcRing2, the
+// (tcGroupedFD; its small-entry build where they average at most 16,
+// tcGroupedFD16, unless tcNoFD16), else the ring, two chunks a stage under tcRing2, the
 // narrow twins under tcNarrow only where every expert has at most 32 pairs;
 // each pre-split unless tcNoPreSplit.
 func TestTCGroupedKernelChoice(t *testing.T) {
@@ -644,7 +644,7 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"int4 ring", tuning{}, calls(0, 7, 60), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"int4 ring over 32 an expert", tuning{}, calls(0, 31, 34), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"int4 fragment-direct at 32 an expert", tuning{}, calls(0, 30, 34), k.matmulTCGroupedFD, tcSmemFD},
-		{"int4 fragment-direct, small", tuning{}, calls(0, 7, 9, 1), k.matmulTCGroupedFD, tcSmemFD},
+		{"int4 fragment-direct, small, no small-entry build", tuning{tcNoFD16: true}, calls(0, 7, 9, 1), k.matmulTCGroupedFD, tcSmemFD},
 		{"int4 fragment-direct off", tuning{tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"int4 two-stage", tuning{tcNoRing: true, tcNoFD: true}, calls(0, 7), k.matmulTCGroupedPre[0], tcSmem},
 		{"int4 ring2", tuning{tcRing2: true}, calls(0, 70), k.matmulTCGroupedRing2[1], tcSmemRing2},
@@ -653,14 +653,16 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"narrow ring2 in-kernel split", tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, calls(0, 3), k.matmulTCGroupedNarrow[1][0], tcSmemRing2},
 		{"narrow without the ring", tuning{tcNarrow: true, tcNoRing: true, tcNoFD: true}, calls(0, 3), k.matmulTCGroupedPre[0], tcSmem},
 		{"fragment-direct always", tuning{tcFDAlways: true}, calls(0, 7, 64, 330), k.matmulTCGroupedFD, tcSmemFD},
-		{"fragment-direct over the ring tunings", tuning{tcFDAlways: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD, tcSmemFD},
+		{"fragment-direct over the ring tunings", tuning{tcFDAlways: true, tcRing2: true, tcNarrow: true}, calls(0, 7), k.matmulTCGroupedFD16, tcSmemFD16},
+		{"fragment-direct over the ring tunings, over 16 an expert", tuning{tcFDAlways: true, tcRing2: true, tcNarrow: true}, calls(0, 70), k.matmulTCGroupedFD, tcSmemFD},
 		{"fragment-direct, fp16", tuning{tcFDAlways: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
 		{"fragment-direct needs the pre-split", tuning{tcFDAlways: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
-		{"small-entry off by default", tuning{}, calls(0, 7, 9), k.matmulTCGroupedFD, tcSmemFD},
-		{"small-entry at 16 an expert", tuning{tcFD16: true}, calls(0, 7, 25), k.matmulTCGroupedFD16, tcSmemFD16},
-		{"small-entry over 16 an expert", tuning{tcFD16: true}, calls(0, 7, 26), k.matmulTCGroupedFD, tcSmemFD},
-		{"small-entry, fp16", tuning{tcFD16: true}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
-		{"small-entry under tcNoFD", tuning{tcFD16: true, tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"small-entry by default", tuning{}, calls(0, 7, 9, 1), k.matmulTCGroupedFD16, tcSmemFD16},
+		{"small-entry off", tuning{tcNoFD16: true}, calls(0, 7, 9), k.matmulTCGroupedFD, tcSmemFD},
+		{"small-entry at 16 an expert", tuning{}, calls(0, 7, 25), k.matmulTCGroupedFD16, tcSmemFD16},
+		{"small-entry over 16 an expert", tuning{}, calls(0, 7, 26), k.matmulTCGroupedFD, tcSmemFD},
+		{"small-entry, fp16", tuning{}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
+		{"small-entry under tcNoFD", tuning{tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)

@@ -63,7 +63,7 @@ func TestKernelResources(t *testing.T) {
 				designed[kk.name] = 2
 			}
 		}
-		// The small-entry fragment-direct build (tuning.tcFD16) is built for
+		// The small-entry fragment-direct build (tcGroupedFD16) is built for
 		// three (80 registers on ptxas 11.8, 17.5 KB of staging).
 		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads})
 		designed["matmul_tc_grouped_pre_fd16_w4a16"] = 3
