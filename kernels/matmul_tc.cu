@@ -400,24 +400,32 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][NI][4], const uint8_t* 
 
 	// The chunk's sums: hi and lo of each m16 tile against each n8 tile
 	// (the first mma of each starts from zero).
+	// Fragments with ldmatrix_x4 (one instruction for what took four 4-byte
+	// loads): lane l addresses A row l % 16, column 8 (l / 16) of an m16
+	// tile, and B (rows n, k contiguous) row 8 ((l / 16) & 1) + l % 8,
+	// column 8 ((l / 8) & 1) of an n8 pair: b0, b1 of n8 tile ni, then of
+	// ni + 1. The same words in the same registers as the loads before.
+	const int lane = 4 * g + q;
+	const __half* al_lane = ah + (wm + (lane & 15)) * TC_LD + 8 * (lane >> 4);
+	const __half* bl_lane = bs + (wn + 8 * ((lane >> 4) & 1) + (lane & 7)) * TC_LD + 8 * ((lane >> 3) & 1);
+	static_assert(NI % 2 == 0, "n8 tiles in pairs");
 	float part[2][NI][4];
 #pragma unroll
 	for (int ks = 0; ks < TC_BK; ks += 16) {
 		unsigned bf[NI][2];
 #pragma unroll
-		for (int ni = 0; ni < NI; ni++) {
-			const __half* br = bs + (wn + 8 * ni + g) * TC_LD + ks + 2 * q;
-			bf[ni][0] = *reinterpret_cast<const unsigned*>(br);
-			bf[ni][1] = *reinterpret_cast<const unsigned*>(br + 8);
+		for (int ni = 0; ni < NI; ni += 2) {
+			unsigned b4[4];
+			ldmatrix_x4(b4, tc_shared_addr(bl_lane + 8 * ni * TC_LD + ks));
+			bf[ni][0] = b4[0], bf[ni][1] = b4[1], bf[ni + 1][0] = b4[2], bf[ni + 1][1] = b4[3];
 		}
 #pragma unroll
 		for (int mi = 0; mi < 2; mi++) {
 			if (SKIP && t0 + wm + 16 * mi >= T) continue;  // an m16 tile of padding tokens alone
 #pragma unroll
 			for (int part_i = 0; part_i < 2; part_i++) {
-				const __half* ar = (part_i == 0 ? ah : al) + (wm + 16 * mi + g) * TC_LD + ks + 2 * q;
-				const unsigned af[4] = {*reinterpret_cast<const unsigned*>(ar), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD),
-				                        *reinterpret_cast<const unsigned*>(ar + 8), *reinterpret_cast<const unsigned*>(ar + 8 * TC_LD + 8)};
+				unsigned af[4];
+				ldmatrix_x4(af, tc_shared_addr(al_lane + (part_i * TC_BM + 16 * mi) * TC_LD + ks));
 #pragma unroll
 				for (int ni = 0; ni < NI; ni++) {
 					if (ks == 0 && part_i == 0)

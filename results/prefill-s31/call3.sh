@@ -1,26 +1,30 @@
 #!/usr/bin/env bash
-# Session 31's third device call (issue 15): does the lean fragment-direct body now beat the ring
-# at 256-1,024 prompt tokens (tuning.tcFDAlways, mode batched-tc-fdall, against the default, which
-# runs the ring where the pairs average over 32 an expert), and where does a 512-token OLMoE
-# prefill's time go (Nsight Compute, every kernel)?
+# Session 31's third device call (issue 15): the ring and two-stage kernels' fragments by ldmatrix
+# (tc_chunk; the same bits) against the build before (carry/old/cuda.test.xz, d5ea237), and does
+# the lean fragment-direct body now beat the ring at 256 and 512 prompt tokens (tuning.tcFDAlways,
+# mode batched-tc-fdall, against the default, which runs the ring where the pairs average over 32
+# an expert)? Then where a 512-token OLMoE prefill's time goes (Nsight Compute, every kernel).
 # From the repository root on the GPU machine, after `make gpu-bins` here;
-# carry ["carry/bins.tar.xz"].
-#   DEADLINE=480 bash results/prefill-s31/call3.sh
+# carry ["carry/bins.tar.xz", "carry/old"].
+#   DEADLINE=450 bash results/prefill-s31/call3.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s31c3
-h200_artifacts /dev/shm/persistent olmoe-1b-7b:924 qwen15-moe-a27b:1
-bench() { # LABEL SECONDS
+xz -dc carry/old/cuda.test.xz > carry/old/cuda.test && chmod +x carry/old/cuda.test
+# The kernels' GPU tests (new build) beside the artifacts.
+h200_tests_beside_artifacts 'TestMatmulTC|TestBatchedPrefillTensorCores|TestTCPreSplitSameBits|TestKernelResources|TestExpertMatMulGroupTC' olmoe-1b-7b:924 qwen15-moe-a27b:1
+bench() { # LABEL BINARY SECONDS
 	local t0=$SECONDS
-	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=${LENGTHS:-256,512,1024} \
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=${LENGTHS:-256,512} \
 		HORIZON_BENCH_PREFILL_MODES=${MODES:-batched-tc,batched-tc-fdall} \
-		timeout "$2" ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$R/bench-$1.log" 2>&1
+		timeout "$3" "$2" -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$R/bench-$1.log" 2>&1
 	echo "bench $1: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 	grep -E "prompt-tok/s|within" "$R/bench-$1.log" | tee -a "$summary"
 }
-bench c3a 110
-bench c3b 110
+bench new-a ../../carry/cuda.test 90
+bench old ../../carry/old/cuda.test 90
+bench new-b ../../carry/cuda.test 90
 left=$((DEADLINE - SECONDS - 10))
 if [ "$left" -gt 60 ]; then
 	t0=$SECONDS
@@ -28,4 +32,5 @@ if [ "$left" -gt 60 ]; then
 	echo "ncu 512: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
 	head -30 "$R/ncu512/summary.txt" 2>/dev/null | tee -a "$summary"
 fi
+cp "$W/tests.log" "$R/tests.log" 2>/dev/null
 echo "done at $SECONDS s" | tee -a "$summary"
