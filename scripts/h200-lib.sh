@@ -20,6 +20,14 @@
 #                                    KV sized to 8,192 positions) while nvidia-smi samples the process's
 #                                    device memory every 100 ms; the peak (MiB) to $summary; each needs
 #                                    45 s before DEADLINE
+#   h200_prefill_bench LABEL BINARY SECONDS
+#                                    BenchmarkPrefillModes (full residency, 1x) of test binary BINARY (a path
+#                                    from runtime/cuda: ../../carry/cuda.test, or another build's) on $arts
+#                                    at LENGTHS (comma-separated) in MODES into $R/bench-LABEL.log, at most
+#                                    SECONDS; its prompt tok/s lines to $summary. Two builds' lines compare
+#                                    only from one call (carry the other's cuda.test as carry/old/cuda.test.xz
+#                                    and unpack it with h200_old_bins)
+#   h200_old_bins                    carry/old/cuda.test.xz -> carry/old/cuda.test
 #   h200_depth LABEL ART DEPTHS MODES SECONDS
 #                                    BenchmarkDecodeDepth (FP16 KV, batched prefill, 1x) on artifact
 #                                    ART at DEPTHS in MODES (comma-separated) into $W/LABEL.log, its
@@ -40,6 +48,18 @@ h200_begin() {
 h200_unpack() {
 	[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
 	return 0
+}
+
+h200_prefill_bench() {
+	local t0=$SECONDS
+	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=$LENGTHS HORIZON_BENCH_PREFILL_MODES=$MODES \
+		timeout "$3" "$2" -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$R/bench-$1.log" 2>&1
+	echo "bench $1: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
+	grep -E "prompt-tok/s|within" "$R/bench-$1.log" | tee -a "$summary"
+}
+
+h200_old_bins() {
+	xz -dc carry/old/cuda.test.xz >carry/old/cuda.test && chmod +x carry/old/cuda.test
 }
 
 h200_suite() {

@@ -6,25 +6,18 @@
 # an expert)? Then where a 512-token OLMoE prefill's time goes (Nsight Compute, every kernel).
 # From the repository root on the GPU machine, after `make gpu-bins` here;
 # carry ["carry/bins.tar.xz", "carry/old"].
-#   DEADLINE=450 bash results/prefill-s31/call3.sh
+#   DEADLINE=360 bash results/prefill-s31/call3.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s31c3
-xz -dc carry/old/cuda.test.xz > carry/old/cuda.test && chmod +x carry/old/cuda.test
+h200_old_bins
 # The kernels' GPU tests (new build) beside the artifacts.
 h200_tests_beside_artifacts 'TestMatmulTC|TestBatchedPrefillTensorCores|TestTCPreSplitSameBits|TestKernelResources|TestExpertMatMulGroupTC' olmoe-1b-7b:924 qwen15-moe-a27b:1
-bench() { # LABEL BINARY SECONDS
-	local t0=$SECONDS
-	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS=$arts HORIZON_BENCH_PROMPTS=${LENGTHS:-256,512} \
-		HORIZON_BENCH_PREFILL_MODES=${MODES:-batched-tc,batched-tc-fdall} \
-		timeout "$3" "$2" -test.run '^$' -test.bench BenchmarkPrefillModes -test.benchtime 1x -test.v) >"$R/bench-$1.log" 2>&1
-	echo "bench $1: rc=$? ($((SECONDS - t0)) s)" | tee -a "$summary"
-	grep -E "prompt-tok/s|within" "$R/bench-$1.log" | tee -a "$summary"
-}
-bench new-a ../../carry/cuda.test 90
-bench old ../../carry/old/cuda.test 90
-bench new-b ../../carry/cuda.test 90
+LENGTHS=${LENGTHS:-256,512} MODES=${MODES:-batched-tc,batched-tc-fdall}
+h200_prefill_bench new-a ../../carry/cuda.test 90
+h200_prefill_bench old ../../carry/old/cuda.test 90
+h200_prefill_bench new-b ../../carry/cuda.test 90
 left=$((DEADLINE - SECONDS - 10))
 if [ "$left" -gt 60 ]; then
 	t0=$SECONDS
