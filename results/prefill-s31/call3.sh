@@ -17,10 +17,10 @@ h200_tests_beside_artifacts 'TestMatmulTC|TestBatchedPrefillTensorCores|TestTCPr
 LENGTHS=${LENGTHS:-256,512} MODES=${MODES:-batched-tc,batched-tc-fdall}
 # Each run's share of what is left (at most 90 s): new, old, new.
 per=$(((DEADLINE - SECONDS - 10) / 3)); [ "$per" -le 90 ] || per=90
-[ "$per" -gt 30 ] && h200_prefill_bench new-a ../../carry/cuda.test "$per"
-[ "$per" -gt 30 ] && h200_prefill_bench old ../../carry/old/cuda.test "$per"
+[ "$per" -gt 20 ] && h200_prefill_bench new-a ../../carry/cuda.test "$per"
+[ "$per" -gt 20 ] && h200_prefill_bench old ../../carry/old/cuda.test "$per"
 left=$((DEADLINE - SECONDS - 10)); [ "$left" -le 90 ] || left=90
-[ "$left" -gt 30 ] && h200_prefill_bench new-b ../../carry/cuda.test "$left"
+[ "$left" -gt 20 ] && h200_prefill_bench new-b ../../carry/cuda.test "$left"
 left=$((DEADLINE - SECONDS - 10))
 if [ "$left" -gt 60 ]; then
 	t0=$SECONDS
