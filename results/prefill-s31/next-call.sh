@@ -2,7 +2,7 @@
 # Written at the end of session 31 for the next device call (not yet run), whichever card comes.
 # On an H200: editions/depth-v1 re-made alone (results/depth-v1-s30/call1.sh; commit it with
 # `make unpack-edition` after removing the old edition). On an H100 (no edition is made there):
-# call3.sh, the GPU tests of tc_chunk's ldmatrix fragments (5e5ae6d, never run on a GPU) and the
+# call3.sh, the GPU tests of tc_chunk's ldmatrix fragments (5e5ae6d; they passed in call 4) and the
 # prefill at 256 and 512 tokens against the build before (carry/old/cuda.test.xz: the cuda.test
 # of `make gpu-bins` at d5ea237, xz-compressed; keep carry/bins.tar.xz aside while making it), and
 # the fragment-direct kernel against the ring there.
