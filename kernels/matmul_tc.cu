@@ -652,6 +652,115 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 	                      tile * TC_BN, s * per, (s + 1) * per);
 }
 
+// matmul_tc_f16_pre_splitk_burst: matmul_tc_f16_splitk's blocks, partials
+// and bits (block b: split b % ks of token group (b / ks) % G of row tile
+// b / (ks G), chunks [s per, (s + 1) per) into part[s][t][r]) on the
+// pre-split activations, with a block's chunks in flight together
+// (tuning.tcBurst; runtime/cuda tcDenseBurst). The two-stage kernel keeps
+// one chunk's loads in flight while it computes the one before, so a
+// block of split-K's usual 4 chunks pays ~5 global round trips one after
+// another (Nsight Compute, results/depth-v1-s30: 17 µs a 2048 x 2048
+// projection at 64 tokens on an H100, ~0.5 TB/s). Here a block copies
+// chunks c .. c + TC_BURST - 2 into TC_BURST stages with cp.async (the
+// matrix's FP16 rows and the tokens' hi, lo and 2^-s, no registers
+// between), so a 4-chunk share is one round trip; the matrix's copies go
+// out before grid_dep_enter (weights are never written, so they need not
+// wait for the kernel ahead). Each stage holds tc_store's layout with the
+// same values (the pre-split is the in-kernel split's bits, and a padding
+// token's halves are zero), tc_chunk computes it in chunk order, and a
+// warp's m16 tiles of padding tokens alone are skipped (their rows never
+// reach part): the same partials, bit for bit. The columns are a multiple
+// of 8 and mat 16-byte aligned (one 16-byte copy a row segment).
+// Dynamic shared memory: TC_SMEM_BURST.
+#define TC_BURST 5
+#define TC_SMEM_BURST (TC_BURST * TC_STAGE)
+
+// tc_burst_put copies chunk c of the block's matrix rows (W) or of its
+// tokens' pre-split halves and 2^-s (X) into stage st: the matrix row
+// segments tc_store's FP16 path would store (zero past rows and cols), the
+// token's quarter hh of its hi and lo and, at hh 0, its 2^-s; a padding
+// token (xi < 0) stages zeros and 2^-126, as tc_load's PRE path.
+template <bool X>
+__device__ __forceinline__ void tc_burst_put(uint8_t* st, const uint8_t* __restrict__ mat, int rows, int cols, int n0,
+                                             const TcSplitX& sx, int xi, int nck, int c, int tid, int sm, int hh) {
+	__half* ah = reinterpret_cast<__half*>(st);
+	__half* al = ah + TC_BM * TC_LD;
+	__half* bs = al + TC_BM * TC_LD;
+	float* inv = reinterpret_cast<float*>(bs + TC_BN * TC_LD);
+	if (X) {
+		__half* hd = ah + sm * TC_LD + hh * 8;
+		__half* ld = al + sm * TC_LD + hh * 8;
+		if (xi >= 0) {
+			const size_t at = (size_t)xi * nck * TC_BK + c * TC_BK + hh * 8;
+			cp_async16(hd, sx.hi + at);
+			cp_async16(ld, sx.lo + at);
+			if (hh == 0) cp_async4(inv + sm, sx.inv + (size_t)xi * nck + c);
+		} else {
+			*reinterpret_cast<uint4*>(hd) = *reinterpret_cast<uint4*>(ld) = make_uint4(0u, 0u, 0u, 0u);
+			if (hh == 0) inv[sm] = tc_pow2(-126);
+		}
+		return;
+	}
+	const __half* W = reinterpret_cast<const __half*>(mat);
+#pragma unroll
+	for (int u = 0; u < 2; u++) {
+		const int idx = tid + TC_THREADS * u, rr = tc_quad_row(idx >> 2), seg = idx & 3;
+		const int row = n0 + rr, kk = c * TC_BK + seg * 8;
+		__half* dst = bs + rr * TC_LD + seg * 8;
+		if (row < rows && kk < cols)
+			cp_async16(dst, W + (size_t)row * cols + kk);
+		else
+			*reinterpret_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_f16_pre_splitk_burst(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
+                                   int rows, int cols, int T, int ks) {
+	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
+	const int nck = (cols + TC_BK - 1) / TC_BK, per = (nck + ks - 1) / ks;
+	const int t0 = g * TC_BM, n0 = tile * TC_BN, c0 = s * per, c1 = min(nck, c0 + per);
+	const TcSplitX sx{hi, lo, inv};
+	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
+	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, gq = lane >> 2, q = lane & 3;
+	const int wm = (warp & 1) * 32, wn = (warp >> 1) * 32;
+	const int sm = tc_quad_row(tid >> 2), hh = tid & 3;  // the token this thread stages, and its quarter
+	const int xi = t0 + sm < T ? t0 + sm : -1;
+	float acc[2][4][4];
+#pragma unroll
+	for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+		for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) acc[mi][ni][e] = 0.0f;
+	// The matrix's first chunks, then (after the kernel ahead) the tokens':
+	// group i holds chunk c0 + i's tokens (group 0 also every matrix copy
+	// made here).
+	for (int i = 0; i < TC_BURST - 1; i++)
+		if (c0 + i < c1) tc_burst_put<false>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
+	grid_dep_enter();
+	for (int i = 0; i < TC_BURST - 1; i++) {
+		if (c0 + i < c1) tc_burst_put<true>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
+		cp_async_commit();
+	}
+	for (int c = c0, it = 0; c < c1; c++, it++) {
+		// This thread's copies of chunk c are done; after the barrier every
+		// thread's are, and every warp has computed chunk c - 1, whose
+		// stage then takes chunk c + TC_BURST - 1.
+		cp_async_wait<TC_BURST - 2>();
+		__syncthreads();
+		const int cn = c + TC_BURST - 1;
+		if (cn < c1) {
+			uint8_t* sn = smem + ((it + TC_BURST - 1) % TC_BURST) * TC_STAGE;
+			tc_burst_put<false>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
+			tc_burst_put<true>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
+		}
+		cp_async_commit();
+		tc_chunk<false, true>(acc, smem + (it % TC_BURST) * TC_STAGE, wm, wn, gq, q, t0, T);
+	}
+	tc_write<4>(part + (size_t)s * T * rows, acc, nullptr, 0, rows, T, nullptr, t0, n0, wm, wn, gq, q);
+}
+
 // matmul_tc_f16_splitk_ring: matmul_tc_f16_splitk with the matrix's chunks
 // streamed through the FP16 cp.async ring (tuning.tcRingF16; dynamic shared
 // memory TC_SMEM_RING_F16): the same partials, bit for bit.
@@ -677,6 +786,24 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 	                                         TcSplitX{hi, lo, inv});
 }
 
+// splitk_sum is output i's ks partials added in split order,
+// ((part[0][i] + part[1][i]) + part[2][i]) + ...: eight partials are
+// loaded before their adds, so a thread has eight loads in flight, not
+// one a dependent add (the adds and their order are the one-at-a-time
+// loop's: the same bits).
+__device__ __forceinline__ float splitk_sum(const float* __restrict__ part, int ks, long long n, long long i) {
+	float v = part[i];
+	for (int s = 1; s < ks; s += 8) {
+		float p[8];
+#pragma unroll
+		for (int j = 0; j < 8; j++) p[j] = s + j < ks ? part[(size_t)(s + j) * n + i] : 0.0f;
+#pragma unroll
+		for (int j = 0; j < 8; j++)
+			if (s + j < ks) v = __fadd_rn(v, p[j]);
+	}
+	return v;
+}
+
 // matmul_splitk_reduce: y[t][r] = ((part[0][t][r] + part[1][t][r]) + ...)
 // + bias[r] (when bias_kind != 0), the ks partials in split order. One
 // thread an output, grid-stride.
@@ -685,8 +812,7 @@ extern "C" __global__ void matmul_splitk_reduce(float* y, const float* part, int
 	grid_dep_enter();
 	const long long n = (long long)T * rows;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-		float v = part[i];
-		for (int s = 1; s < ks; s++) v = __fadd_rn(v, part[(size_t)s * n + i]);
+		float v = splitk_sum(part, ks, n, i);
 		if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, (int)(i % rows)));
 		y[i] = v;
 	}
@@ -704,8 +830,7 @@ extern "C" __global__ void matmul_splitk_reduce_parts(float* y0, float* y1, floa
 	const long long n = (long long)T * rows;
 	const int n2 = rows - n0 - n1;
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-		float v = part[i];
-		for (int s = 1; s < ks; s++) v = __fadd_rn(v, part[(size_t)s * n + i]);
+		float v = splitk_sum(part, ks, n, i);
 		const int r = (int)(i % rows);
 		const long long t = i / rows;
 		if (bias_kind != 0) v = __fadd_rn(v, bias_at(bias, bias_kind, r));

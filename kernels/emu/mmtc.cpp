@@ -71,6 +71,8 @@ extern "C" void matmul_tc_grouped_pre_ring2_narrow_w4a16(float*, const __half*, 
                                                          int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half*, const __half*, const float*, int, int, int,
                                             int);
+extern "C" void matmul_tc_f16_pre_splitk_burst(float*, const uint8_t*, const __half*, const __half*, const float*, int, int,
+                                               int, int);
 extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long long*, long long, long long, long long, int, int, int*,
                                 int*, int*, tc_group*);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
@@ -108,6 +110,8 @@ static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
 // and lo over 4 chunks (rows of 136 halves) and their 2^-s.
 static const size_t kSmemFD = 2 * (2 * 64 * 136 * 2 + 4 * 64 * 4);
 static const size_t kSmemFD16 = 2 * (2 * 16 * 136 * 2 + 4 * 16 * 4);  // TC_SMEM_FD16
+// The burst split-K kernel's (TC_SMEM_BURST): 5 two-stage-kernel stages.
+static const size_t kSmemBurst = 5 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
 
 static int failures = 0;
 
@@ -274,6 +278,31 @@ static void check(const Case& c, std::mt19937& rng) {
 		});
 		if (std::memcmp(yf.data(), y.data(), 4 * y.size()) != 0) {
 			fprintf(stderr, "FAIL %s: the fragment-direct split-K kernel's outputs differ from the split-K kernel's\n", name);
+			failures++;
+			return;
+		}
+		// The burst twin (every chunk of a block's share in flight at once;
+		// columns a multiple of 8, runtime/cuda tcDenseBurst): the same
+		// partials, so the same outputs after the reduce.
+		if (c.cols % 8 != 0) {
+			fprintf(stderr, "ok   %s (no burst twin: columns not a multiple of 8)\n", name);
+			return;
+		}
+		std::vector<float> pb((size_t)c.splitk * c.T * c.rows, -777.0f), yb((size_t)ny * c.rows, -12345.0f);
+		emu_launch(G * tiles * c.splitk, kThreads, kSmemBurst, [&] {
+			matmul_tc_f16_pre_splitk_burst(pb.data(), mat.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), c.rows, c.cols, c.T,
+			                               c.splitk);
+		});
+		if (std::memcmp(pb.data(), part.data(), 4 * part.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the burst split-K kernel's partials differ from the fragment-direct split-K kernel's\n", name);
+			failures++;
+			return;
+		}
+		emu_launch(3, 64, 0, [&] {
+			matmul_splitk_reduce(yb.data(), pb.data(), c.splitk, c.T, c.rows, bias.empty() ? nullptr : bias.data(), c.bias_kind);
+		});
+		if (std::memcmp(yb.data(), y.data(), 4 * y.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the burst split-K kernel's outputs differ from the split-K kernel's\n", name);
 			failures++;
 			return;
 		}

@@ -330,6 +330,9 @@ const (
 	// and lo halves over 4 chunks (rows of 136 halves) and their 2^-s (the
 	// fragment-direct kernel, tcGroupedFD).
 	tcSmemFD = 2 * (2*tcTile*136*2 + 4*tcTile*4)
+	// tcSmemBurst is TC_SMEM_BURST: 5 of the two-stage kernel's stages
+	// (the burst split-K kernel, tcDenseBurst).
+	tcSmemBurst = 5 * (tcSmem / 2)
 	// tcFD16Tile is the most pairs an entry of the small-entry
 	// fragment-direct kernel holds (TC_FD16_BM), tcSmemFD16 its
 	// TC_SMEM_FD16: the same stages for tcFD16Tile tokens.
@@ -449,6 +452,15 @@ func (b *Backend) tcDenseFD(cols int) bool {
 	return b.tune.tcFDSplitK && !b.tune.tcNoPreSplit && cols%2 == 0
 }
 
+// tcDenseBurst says whether an FP16 split-K matmul of cols columns runs
+// the burst twin (matmul_tc_f16_pre_splitk_burst, on the pre-split
+// activations; one 16-byte copy a row segment needs columns a multiple of
+// 8 and the matrix 16-byte aligned): under tuning.tcBurst, with the
+// pre-split on. It comes before tcDenseFD. The same partials, bit for bit.
+func (b *Backend) tcDenseBurst(mat cu.DevicePtr, cols int) bool {
+	return b.tune.tcBurst && !b.tune.tcNoPreSplit && cols%8 == 0 && mat%16 == 0
+}
+
 // tcGroupedNarrow says whether a grouped ring launch of calls runs the
 // narrow twins (tuning.tcNarrow): every expert's pairs fit one entry of at
 // most tcNarrowTile, the tokens the narrow mapping covers.
@@ -562,15 +574,24 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 }
 
 // splitKPartials launches the split-K kernel of a T-token matmul of the
-// FP16 rows x cols matrix mat into ks partials in b.tcPart (the
-// fragment-direct twin where tcDenseFD picks it, the ring twin under
-// tuning.tcRingF16); owner thread only.
+// FP16 rows x cols matrix mat into ks partials in b.tcPart (the burst
+// twin where tcDenseBurst picks it, the fragment-direct twin where
+// tcDenseFD does, the ring twin under tuning.tcRingF16); owner thread
+// only.
 func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) error {
 	if err := b.scratch(&b.tcPart, ks*T*rows); err != nil {
 		return fmt.Errorf("cuda: split-K partials: %w", err)
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
+	if b.tcDenseBurst(mat, cols) {
+		sp, err := b.tcPresplit(x, T, cols)
+		if err != nil {
+			return err
+		}
+		return b.launch(b.k.matmulTCSplitKBurst, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
+			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
+	}
 	if b.tcDenseFD(cols) {
 		sp, err := b.tcPresplit(x, T, cols)
 		if err != nil {

@@ -70,6 +70,7 @@ type kernelSet struct {
 	matmulTCGroupedFD16 cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
+	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (tuning.tcBurst)
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -199,6 +200,7 @@ func (b *Backend) loadKernels() error {
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
 	k.matmulTCGroupedFD, k.matmulTCSplitKFD = get("matmul_tc_grouped_pre_fd_w4a16"), get("matmul_tc_f16_pre_splitk_fd")
 	k.matmulTCGroupedFD16 = get("matmul_tc_grouped_pre_fd16_w4a16")
+	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.routeGroups = get("tc_route_groups")
@@ -292,6 +294,9 @@ func (b *Backend) loadKernels() error {
 		if err := setMaxDynamicShared(f, tcSmemRing); err != nil {
 			return fmt.Errorf("matmul_tc narrow ring kernel: %w", err)
 		}
+	}
+	if err := setMaxDynamicShared(k.matmulTCSplitKBurst, tcSmemBurst); err != nil {
+		return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
 	}
 	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD} {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {

@@ -381,7 +381,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-att32 (the 32-query tiled attention: tuning.attTiled32),
 // batched-tc-qkv (the q|k|v projections in one split-K launch and one
 // reduce: tuning.partsFused),
-// batched-tc-all (fdall and fdk);
+// batched-tc-all (fdall and fdk), batched-tc-burst (the split-K
+// projections' burst twin: tuning.tcBurst), batched-tc-burst-qkv (it and
+// the fused q|k|v launch);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -424,7 +426,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-nopdl", engine.PrefillBatched, tuning{noPrefillPDL: true}},
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
 		{"batched-tc-qkv", engine.PrefillBatched, tuning{partsFused: true}},
-		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true}}}
+		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true}},
+		{"batched-tc-burst", engine.PrefillBatched, tuning{tcBurst: true}},
+		{"batched-tc-burst-qkv", engine.PrefillBatched, tuning{tcBurst: true, partsFused: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -512,7 +516,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 // rows), the real shapes; with the cp.async rings on and off (tuning.tcNoRing, tuning.tcRingF16) too: the
 // dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
 // split; and the fragment-direct kernels (tuning.tcFDAlways, tuning.tcFDSplitK:
-// the split-K T70 runs it, T600 is not split).
+// the split-K T70 runs it, T600 is not split) and the burst split-K twin
+// (tuning.tcBurst, T70).
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -559,7 +564,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					t.Fatal(err)
 				}
 				return mustRead(t, be, dst)
-			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true})
+			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true}, tuning{tcBurst: true})
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {

@@ -56,6 +56,7 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_ring2_narrow_w4a16", k.matmulTCGroupedNarrow[1][1], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_w4a16", k.matmulTCGroupedFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_fd", k.matmulTCSplitKFD, tcSmemFD, tcThreads},
+			kern{"matmul_tc_f16_pre_splitk_burst", k.matmulTCSplitKBurst, tcSmemBurst, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
 			kern{"matmul_tc_f16_splitk_ring", k.matmulTCSplitKRing, tcSmemRingF16, tcThreads})
 		for _, kk := range ks {
