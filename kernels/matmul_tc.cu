@@ -655,23 +655,23 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 // matmul_tc_f16_pre_splitk_burst: matmul_tc_f16_splitk's blocks, partials
 // and bits (block b: split b % ks of token group (b / ks) % G of row tile
 // b / (ks G), chunks [s per, (s + 1) per) into part[s][t][r]) on the
-// pre-split activations, with a block's chunks in flight together
-// (tuning.tcBurst; runtime/cuda tcDenseBurst). The two-stage kernel keeps
-// one chunk's loads in flight while it computes the one before, so a
-// block of split-K's usual 4 chunks pays ~5 global round trips one after
-// another (Nsight Compute, results/depth-v1-s30: 17 µs a 2048 x 2048
-// projection at 64 tokens on an H100, ~0.5 TB/s). Here a block copies
-// chunks c .. c + TC_BURST - 2 into TC_BURST stages with cp.async (the
-// matrix's FP16 rows and the tokens' hi, lo and 2^-s, no registers
-// between), so a 4-chunk share is one round trip; the matrix's copies go
-// out before grid_dep_enter (weights are never written, so they need not
-// wait for the kernel ahead). Each stage holds tc_store's layout with the
-// same values (the pre-split is the in-kernel split's bits, and a padding
-// token's halves are zero), tc_chunk computes it in chunk order, and a
-// warp's m16 tiles of padding tokens alone are skipped (their rows never
-// reach part): the same partials, bit for bit. The columns are a multiple
-// of 8 and mat 16-byte aligned (one 16-byte copy a row segment).
-// Dynamic shared memory: TC_SMEM_BURST.
+// pre-split activations, with a block's chunks in flight together (the
+// default: runtime/cuda tcDenseBurst; tuning.tcNoBurst turns it off). The
+// two-stage kernel keeps one chunk's loads in flight while it computes the
+// one before, so a block of split-K's usual 4 chunks pays ~5 global round
+// trips one after another (Nsight Compute, results/depth-v1-s30: 17 µs a
+// 2048 x 2048 projection at 64 tokens on an H100, ~0.5 TB/s, timed alone).
+// Here a block copies chunks c .. c + TC_BURST - 2 into TC_BURST stages
+// with cp.async (the matrix's FP16 rows and the tokens' hi, lo and 2^-s,
+// no registers between), so a 4-chunk share is one round trip; the
+// matrix's copies go out before grid_dep_enter (weights are never written,
+// so they need not wait for the kernel ahead). Each stage holds tc_store's
+// layout with the same values (the pre-split is the in-kernel split's bits,
+// and a padding token's halves are zero), tc_chunk computes it in chunk
+// order, and a warp's m16 tiles of padding tokens alone are skipped (their
+// rows never reach part): the same partials, bit for bit. The columns are
+// a multiple of 8 and mat 16-byte aligned (one 16-byte copy a row
+// segment). Dynamic shared memory: TC_SMEM_BURST.
 #define TC_BURST 5
 #define TC_SMEM_BURST (TC_BURST * TC_STAGE)
 

@@ -407,7 +407,7 @@ func (b *Backend) tcGroupedRing(kind int) bool { return kind == 0 && !b.tune.tcN
 
 // tcFDPairsPerExpert is the most pairs an expert, on average over a
 // grouped launch's experts, for which the fragment-direct kernel runs.
-const tcFDPairsPerExpert = 32
+const tcFDPairsPerExpert = 64
 
 // tcGroupedFD is the kernel-choice predicate of the fragment-direct
 // grouped kernel (matmul_tc_grouped_pre_fd_w4a16; the same bits as the
@@ -416,8 +416,13 @@ const tcFDPairsPerExpert = 32
 // tuning.tcNoFD: none). On the H100 (results/h100-s25) it was 7-12% faster
 // than the ring at 64-token prompts (8 pairs an expert on the OLMoE-1B-7B
 // shape, 4.3 on Qwen1.5-MoE's) and 2-6% slower at 512 (64 and 34) on the
-// read-back path; the crossover between was not measured. It depends on
-// the launch's pairs and experts alone, not on capacity or step mode.
+// read-back path, so the bound was 32 until session 32. With session 31's
+// leaner body it beat the ring at 512 tokens too (results/prefill-s32, H100:
+// prompt tok/s +6.5% OLMoE, +3.2% Qwen in one run; Nsight Compute, 11.5
+// against 12.7 ms of grouped kernels a 512-token OLMoE prefill), so the
+// bound is 64; above it (1,024 tokens and more) the ring stays, not
+// measured against it. It depends on the launch's pairs and experts alone,
+// not on capacity or step mode.
 func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
 	if kind != 0 || b.tune.tcNoPreSplit || b.tune.tcNoFD {
 		return false
@@ -455,10 +460,15 @@ func (b *Backend) tcDenseFD(cols int) bool {
 // tcDenseBurst says whether an FP16 split-K matmul of cols columns runs
 // the burst twin (matmul_tc_f16_pre_splitk_burst, on the pre-split
 // activations; one 16-byte copy a row segment needs columns a multiple of
-// 8 and the matrix 16-byte aligned): under tuning.tcBurst, with the
-// pre-split on. It comes before tcDenseFD. The same partials, bit for bit.
+// 8 and the matrix 16-byte aligned): the default, with the pre-split on
+// (tuning.tcNoBurst: the two-stage kernel). The opt-in twins
+// (tuning.tcFDSplitK, tuning.tcRingF16) come first. The same partials, bit
+// for bit. Measured on an H100 (results/prefill-s32, two runs) with the
+// fused q|k|v launch, against the two-stage kernel and three q, k, v
+// launches: prompt tok/s +5-9% at 16 tokens, -1.5 to -0.4% at 64 (within
+// the runs' 3% spread), +2-3% at 256 and +2.6-5.5% at 512.
 func (b *Backend) tcDenseBurst(mat cu.DevicePtr, cols int) bool {
-	return b.tune.tcBurst && !b.tune.tcNoPreSplit && cols%8 == 0 && mat%16 == 0
+	return !b.tune.tcNoBurst && !b.tune.tcNoPreSplit && cols%8 == 0 && mat%16 == 0
 }
 
 // tcGroupedNarrow says whether a grouped ring launch of calls runs the
@@ -574,30 +584,30 @@ func (b *Backend) matmulTCSplitK(y, mat, x, bias cu.DevicePtr, biasKind, rows, c
 }
 
 // splitKPartials launches the split-K kernel of a T-token matmul of the
-// FP16 rows x cols matrix mat into ks partials in b.tcPart (the burst
-// twin where tcDenseBurst picks it, the fragment-direct twin where
-// tcDenseFD does, the ring twin under tuning.tcRingF16); owner thread
-// only.
+// FP16 rows x cols matrix mat into ks partials in b.tcPart: the
+// fragment-direct twin where tcDenseFD picks it, the ring twin under
+// tuning.tcRingF16, the burst twin where tcDenseBurst picks it (the
+// default), else the two-stage kernel; owner thread only.
 func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) error {
 	if err := b.scratch(&b.tcPart, ks*T*rows); err != nil {
 		return fmt.Errorf("cuda: split-K partials: %w", err)
 	}
 	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
-	if b.tcDenseBurst(mat, cols) {
-		sp, err := b.tcPresplit(x, T, cols)
-		if err != nil {
-			return err
-		}
-		return b.launch(b.k.matmulTCSplitKBurst, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
-			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
-	}
 	if b.tcDenseFD(cols) {
 		sp, err := b.tcPresplit(x, T, cols)
 		if err != nil {
 			return err
 		}
 		return b.launch(b.k.matmulTCSplitKFD, grid, tcThreads, tcSmemFD, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
+			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
+	}
+	if !b.tcDenseRing(1) && b.tcDenseBurst(mat, cols) {
+		sp, err := b.tcPresplit(x, T, cols)
+		if err != nil {
+			return err
+		}
+		return b.launch(b.k.matmulTCSplitKBurst, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
 			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
 	}
 	fn, smem := b.k.matmulTCSplitK, tcSmem
@@ -609,13 +619,14 @@ func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) err
 }
 
 // partsSplit is the kernel-choice predicate of MatMulParts' one launch
-// (tuning.partsFused, off until measured): at most three blocks, each of
+// (the default since session 32, with the burst twin: tcDenseBurst;
+// tuning.noPartsFused turns it off): at most three blocks, each of
 // whole 128-row tiles, all on the tensor cores' split-K kernel with one
 // split count ks (tcSplit of each block's rows), so that the fused
 // launch's tiles and chunk ranges are each block's own. It depends on T
 // and the shapes alone.
 func (b *Backend) partsSplit(T, cols int, rows []int) (ks int, ok bool) {
-	if !b.tune.partsFused || len(rows) > 3 || !b.tcMatmul(T) {
+	if b.tune.noPartsFused || len(rows) > 3 || !b.tcMatmul(T) {
 		return 0, false
 	}
 	for _, r := range rows {

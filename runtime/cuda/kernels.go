@@ -70,7 +70,7 @@ type kernelSet struct {
 	matmulTCGroupedFD16 cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
-	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (tuning.tcBurst)
+	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).

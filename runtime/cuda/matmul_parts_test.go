@@ -15,7 +15,7 @@ import (
 
 // TestMatMulParts: MatMulParts over a matrix of row blocks gives each block
 // the bits of its own MatMul (on a view of the block and its bias), with
-// the fused launch (tuning.partsFused) and without; the fused launch runs
+// the fused launch (the default) and without (tuning.noPartsFused); the fused launch runs
 // where partsSplit allows (blocks of whole 128-row tiles with one split
 // count: OLMoE's and Qwen's q|k|v at 16 to 512 tokens) and not elsewhere
 // (their 600-token batch is not split, blocks of 200 rows are not whole
@@ -91,10 +91,10 @@ func TestMatMulParts(t *testing.T) {
 					want = append(want, mustRead(t, be, d))
 					off += r
 				}
-				for _, tn := range []tuning{{}, {partsFused: true}} {
+				for _, tn := range []tuning{{}, {noPartsFused: true}} {
 					withTuning(t, be, tn)
 					_, fused := be.partsSplit(T, cols, c.rows)
-					if wantFused := tn.partsFused && slices.Contains(c.fused, T); fused != wantFused {
+					if wantFused := !tn.noPartsFused && slices.Contains(c.fused, T); fused != wantFused {
 						t.Fatalf("%+v: fused launch %v, want %v", tn, fused, wantFused)
 					}
 					dsts := make([]backend.Tensor, len(c.rows))

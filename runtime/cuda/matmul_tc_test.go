@@ -379,11 +379,10 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // (plain launches op by op: tuning.noPrefillPDL; programmatic dependent
 // launch is the default since session 26),
 // batched-tc-att32 (the 32-query tiled attention: tuning.attTiled32),
-// batched-tc-qkv (the q|k|v projections in one split-K launch and one
-// reduce: tuning.partsFused),
-// batched-tc-all (fdall and fdk), batched-tc-burst (the split-K
-// projections' burst twin: tuning.tcBurst), batched-tc-burst-qkv (it and
-// the fused q|k|v launch);
+// batched-tc-all (fdall and fdk), batched-tc-nofuse (the q|k|v
+// projections as three MatMuls: tuning.noPartsFused), batched-tc-noburst
+// (that and the split-K projections' two-stage kernel, tuning.tcNoBurst:
+// session 31's default);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -425,10 +424,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-fdk", engine.PrefillBatched, tuning{tcFDSplitK: true}},
 		{"batched-tc-nopdl", engine.PrefillBatched, tuning{noPrefillPDL: true}},
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
-		{"batched-tc-qkv", engine.PrefillBatched, tuning{partsFused: true}},
 		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true}},
-		{"batched-tc-burst", engine.PrefillBatched, tuning{tcBurst: true}},
-		{"batched-tc-burst-qkv", engine.PrefillBatched, tuning{tcBurst: true, partsFused: true}}}
+		{"batched-tc-nofuse", engine.PrefillBatched, tuning{noPartsFused: true}},
+		{"batched-tc-noburst", engine.PrefillBatched, tuning{tcNoBurst: true, noPartsFused: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -516,8 +514,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 // rows), the real shapes; with the cp.async rings on and off (tuning.tcNoRing, tuning.tcRingF16) too: the
 // dense MatMul split-K (T70) and pre-split (T600), the grouped op on either
 // split; and the fragment-direct kernels (tuning.tcFDAlways, tuning.tcFDSplitK:
-// the split-K T70 runs it, T600 is not split) and the burst split-K twin
-// (tuning.tcBurst, T70).
+// the split-K T70 runs it, T600 is not split); the split-K T70 by default
+// runs the burst twin, and the two-stage kernel under tuning.tcNoBurst.
 func TestTCPreSplitSameBits(t *testing.T) {
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 4))
@@ -564,7 +562,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					t.Fatal(err)
 				}
 				return mustRead(t, be, dst)
-			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true}, tuning{tcBurst: true})
+			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true}, tuning{tcNoBurst: true})
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {
@@ -646,9 +644,9 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 	}{
 		{"fp16", tuning{}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
 		{"fp16 in-kernel split", tuning{tcNoPreSplit: true}, calls(1, 7), k.matmulTCGrouped[1], tcSmem},
-		{"int4 ring", tuning{}, calls(0, 7, 60), k.matmulTCGroupedRing[1], tcSmemRing},
-		{"int4 ring over 32 an expert", tuning{}, calls(0, 31, 34), k.matmulTCGroupedRing[1], tcSmemRing},
-		{"int4 fragment-direct at 32 an expert", tuning{}, calls(0, 30, 34), k.matmulTCGroupedFD, tcSmemFD},
+		{"int4 ring", tuning{}, calls(0, 70, 60), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 ring over 64 an expert", tuning{}, calls(0, 63, 66), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"int4 fragment-direct at 64 an expert", tuning{}, calls(0, 62, 66), k.matmulTCGroupedFD, tcSmemFD},
 		{"int4 fragment-direct, small, no small-entry build", tuning{tcNoFD16: true}, calls(0, 7, 9, 1), k.matmulTCGroupedFD, tcSmemFD},
 		{"int4 fragment-direct off", tuning{tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
 		{"int4 two-stage", tuning{tcNoRing: true, tcNoFD: true}, calls(0, 7), k.matmulTCGroupedPre[0], tcSmem},

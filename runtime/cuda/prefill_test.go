@@ -101,8 +101,8 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // average at most 16 an expert, tables cut at 16 pairs an entry, on the device and on the read
 // back; tuning.tcNoFD16 turns it off), and with programmatic dependent launch
 // of the op-by-op kernels (the default; tuning.noPrefillPDL turns it off, also on the read back),
-// with the fused q|k|v launch (tuning.partsFused), and with the burst split-K twin (tuning.tcBurst,
-// also fused); two chunks on the
+// with and without the fused q|k|v launch (the default; tuning.noPartsFused), and with the
+// split-K projections' two-stage kernel (tuning.tcNoBurst; the burst twin is the default); two chunks on the
 // longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
@@ -143,9 +143,9 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 						}
 						for _, tn := range []tuning{{}, {tcNoFD: true}, {tcFDAlways: true},
 							{tcFDAlways: true, tcFDSplitK: true}, {noRouteDevice: true}, {noRouteDevice: true, noPrefillPDL: true}, {noPrefillPDL: true},
-							{partsFused: true}, {partsFused: true, tcFDSplitK: true, noRouteDevice: true},
+							{noPartsFused: true}, {tcFDSplitK: true, noRouteDevice: true},
 							{tcNoFD16: true}, {tcNoFD16: true, noRouteDevice: true},
-							{tcBurst: true}, {tcBurst: true, partsFused: true}} {
+							{tcNoBurst: true}, {tcNoBurst: true, noPartsFused: true}} {
 							got, gc, gt, gr := run(tn)
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
 							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && !tn.noRouteDevice && gr != want {
