@@ -230,7 +230,9 @@ __device__ __forceinline__ void tc_store(uint8_t* st, const TcRaw& r, int tid, i
 // flight for every thread while the block computes. The ring kernels also skip a
 // warp's m16 tiles that hold padding tokens alone (a grouped entry of ~7
 // pairs leaves 3 of a warp pair's 4 tiles idle; the tile's rows never
-// reach y, and an mma row never mixes with another, so the bits stay).
+// reach y, and an mma row never mixes with another, so the bits stay);
+// since session 32 the two-stage kernels skip them too (a 16-token
+// split-K block computed 4 m16 tiles for 1 of tokens), staging them still.
 // These kernels hold ~120 registers
 // a thread, so 2 blocks share an SM (264 on an H200): one chunk a block is
 // ~0.5 MB in flight on the GPU, 11 are ~5.8 MB, about what 4.26 TB/s at
@@ -569,7 +571,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 				tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + SUB + s, tid, hh);
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
-			if (c + s < nck) tc_chunk<INT4, RING != 0, NI>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
+			if (c + s < nck) tc_chunk<INT4, true, NI>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
 	}
 	tc_write<NI>(y, acc, bias, bias_kind, rows, T, yrows, t0, n0, wm, wn, g, q);
 }

@@ -457,18 +457,28 @@ func (b *Backend) tcDenseFD(cols int) bool {
 	return b.tune.tcFDSplitK && !b.tune.tcNoPreSplit && cols%2 == 0
 }
 
-// tcDenseBurst says whether an FP16 split-K matmul of cols columns runs
-// the burst twin (matmul_tc_f16_pre_splitk_burst, on the pre-split
-// activations; one 16-byte copy a row segment needs columns a multiple of
-// 8 and the matrix 16-byte aligned): the default, with the pre-split on
-// (tuning.tcNoBurst: the two-stage kernel). The opt-in twins
-// (tuning.tcFDSplitK, tuning.tcRingF16) come first. The same partials, bit
-// for bit. Measured on an H100 (results/prefill-s32, two runs) with the
-// fused q|k|v launch, against the two-stage kernel and three q, k, v
-// launches: prompt tok/s +5-9% at 16 tokens, -1.5 to -0.4% at 64 (within
-// the runs' 3% spread), +2-3% at 256 and +2.6-5.5% at 512.
-func (b *Backend) tcDenseBurst(mat cu.DevicePtr, cols int) bool {
-	return !b.tune.tcNoBurst && !b.tune.tcNoPreSplit && cols%8 == 0 && mat%16 == 0
+// tcBurstMinChunks is the fewest chunks a split-K block's share holds for
+// the burst twin to run (tcDenseBurst).
+const tcBurstMinChunks = 8
+
+// tcDenseBurst says whether an FP16 split-K matmul of cols columns in ks
+// splits runs the burst twin (matmul_tc_f16_pre_splitk_burst, on the
+// pre-split activations; one 16-byte copy a row segment needs columns a
+// multiple of 8 and the matrix 16-byte aligned): the default where a
+// block's share is at least tcBurstMinChunks chunks, with the pre-split on
+// (tuning.tcNoBurst: never). The opt-in twins (tuning.tcFDSplitK,
+// tuning.tcRingF16) come first. The same partials, bit for bit. Measured
+// on an H100 (results/prefill-s32, up to three runs), everywhere: prompt
+// tok/s +1-5% at 16 tokens, -5% to +0.5% at 64 (Qwen1.5-MoE -1.3, -4.9 and
+// -3.1% in three runs), +0.2-0.9% at 256 and +1.2-4% at 512, against the
+// two-stage kernel. A 2048-column projection's blocks hold 4 chunks up to
+// 64 tokens (16 splits) and 13-22 from 256 (3-5 splits): the burst pays
+// where a block's chunks are many, not at 4; at 16 tokens the gain was the
+// padding tiles it skipped, which the two-stage kernel now skips too. It
+// depends on the shapes and ks (T, rows and cols) alone.
+func (b *Backend) tcDenseBurst(mat cu.DevicePtr, cols, ks int) bool {
+	per := ((cols+31)/32 + ks - 1) / ks
+	return !b.tune.tcNoBurst && !b.tune.tcNoPreSplit && cols%8 == 0 && mat%16 == 0 && per >= tcBurstMinChunks
 }
 
 // tcGroupedNarrow says whether a grouped ring launch of calls runs the
@@ -602,7 +612,7 @@ func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) err
 		return b.launch(b.k.matmulTCSplitKFD, grid, tcThreads, tcSmemFD, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
 			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
 	}
-	if !b.tcDenseRing(1) && b.tcDenseBurst(mat, cols) {
+	if !b.tcDenseRing(1) && b.tcDenseBurst(mat, cols, ks) {
 		sp, err := b.tcPresplit(x, T, cols)
 		if err != nil {
 			return err
@@ -619,8 +629,9 @@ func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) err
 }
 
 // partsSplit is the kernel-choice predicate of MatMulParts' one launch
-// (the default since session 32, with the burst twin: tcDenseBurst;
-// tuning.noPartsFused turns it off): at most three blocks, each of
+// (the default since session 32; tuning.noPartsFused turns it off; on an
+// H100, results/prefill-s32, with the burst twin everywhere: +1-6% at 16,
+// 256 and 512 tokens, -1.3% to +1% at 64): at most three blocks, each of
 // whole 128-row tiles, all on the tensor cores' split-K kernel with one
 // split count ks (tcSplit of each block's rows), so that the fused
 // launch's tiles and chunk ranges are each block's own. It depends on T

@@ -677,6 +677,40 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 	}
 }
 
+// TestTCDenseBurstChoice: the split-K projections run the burst twin
+// where a block's share is at least tcBurstMinChunks chunks (the split
+// count tcSplit gives for T, rows and cols), the columns a multiple of 8
+// and the matrix 16-byte aligned, and never under tuning.tcNoBurst or
+// without the pre-split.
+func TestTCDenseBurstChoice(t *testing.T) {
+	be := testBE
+	for _, tc := range []struct {
+		name          string
+		tn            tuning
+		T, rows, cols int
+		mat           cu.DevicePtr
+		want          bool
+	}{
+		{"2048x2048 at 64 tokens: 16 splits of 4 chunks", tuning{}, 64, 2048, 2048, 0, false},
+		{"2048x2048 at 16 tokens: 16 splits of 4 chunks", tuning{}, 16, 2048, 2048, 0, false},
+		{"2048x2048 at 70 tokens: 9 splits of 8 chunks", tuning{}, 70, 2048, 2048, 0, true},
+		{"2048x2048 at 512 tokens: 3 splits of 22 chunks", tuning{}, 512, 2048, 2048, 0, true},
+		{"Qwen's shared down at 64 tokens: 17 splits of 11 chunks", tuning{}, 64, 2048, 5632, 0, true},
+		{"tcNoBurst", tuning{tcNoBurst: true}, 512, 2048, 2048, 0, false},
+		{"in-kernel split", tuning{tcNoPreSplit: true}, 512, 2048, 2048, 0, false},
+		{"columns not a multiple of 8", tuning{}, 512, 2048, 2044, 0, false},
+		{"matrix not 16-byte aligned", tuning{}, 512, 2048, 2048, 8, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withTuning(t, be, tc.tn)
+			ks := be.tcSplit(tc.T, tc.rows, tc.cols)
+			if got := be.tcDenseBurst(tc.mat, tc.cols, ks); got != tc.want {
+				t.Fatalf("T %d, %dx%d, %d splits: burst %v, want %v", tc.T, tc.rows, tc.cols, ks, got, tc.want)
+			}
+		})
+	}
+}
+
 // tcGateRecord is an expert record on the test backend whose gate is a
 // random rows x cols matrix in scheme (the layout's other matrices zero).
 func tcGateRecord(t *testing.T, rng *rand.Rand, layout qpack.RecordLayout, scheme qpack.Scheme, rows, cols int) backend.Tensor {
