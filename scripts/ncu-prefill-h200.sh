@@ -7,7 +7,8 @@
 #   OUT=$OUT/ncu bash scripts/ncu-prefill-h200.sh                    # batched-tc and batched-tc-ring2
 #   MODES="batched-tc-noring" PROMPT=512 OUT=... bash scripts/ncu-prefill-h200.sh olmoe-1b-7b:924
 #
-# For each mode of MODES (BenchmarkPrefillModes' names) it runs the benchmark at one PROMPT length
+# For each mode of MODES (BenchmarkPrefillModes' names, separated by spaces or commas: each is
+# profiled in its own run, so two modes' kernels never share a table) it runs the benchmark at one PROMPT length
 # (default 64) under ncu with the kernel filter regex:matmul_tc_grouped, skipping the warm-up
 # prefill's launches (SKIP, default 3 x the layers: gate, up and down of each) and profiling the next COUNT
 # (default 6: two layers). Sections: speed of light, memory workload, warp state (the stall
@@ -40,7 +41,7 @@ SKIP=${SKIP:-$((3 * layers))}
 h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" "$spec"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy
 	--section LaunchStats --section SchedulerStats --section SourceCounters)
-for mode in $MODES; do
+for mode in ${MODES//,/ }; do  # commas or spaces: one profiled run a mode
 	t0=$SECONDS
 	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
 		timeout "${NCU_LIMIT:-240}" ncu --clock-control none --cache-control none "${sections[@]}" --import-source yes \
