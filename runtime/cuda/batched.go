@@ -631,7 +631,7 @@ func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) err
 // partsSplit is the kernel-choice predicate of MatMulParts' one launch
 // (the default since session 32; tuning.noPartsFused turns it off; on an
 // H100, results/prefill-s32, with the burst twin everywhere: +1-6% at 16,
-// 256 and 512 tokens, -1.3% to +1% at 64): at most three blocks, each of
+// 256 and 512 tokens, -1.3% to +1.4% at 64): at most three blocks, each of
 // whole 128-row tiles, all on the tensor cores' split-K kernel with one
 // split count ks (tcSplit of each block's rows), so that the fused
 // launch's tiles and chunk ranges are each block's own. It depends on T
