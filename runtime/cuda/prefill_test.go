@@ -102,7 +102,10 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // back; tuning.tcNoFD16 turns it off), and with programmatic dependent launch
 // of the op-by-op kernels (the default; tuning.noPrefillPDL turns it off, also on the read back),
 // with and without the fused q|k|v launch (the default; tuning.noPartsFused), and with the
-// split-K projections' two-stage kernel (tuning.tcNoBurst; the burst twin is the default); two chunks on the
+// split-K projections' two-stage kernel (tuning.tcNoBurst; since e659b13 the burst twin runs only
+// from 8 chunks a block, which the tiny models' 256 columns in 2 or more splits never reach, so
+// here those cases run the two-stage kernel either way; TestTCPreSplitSameBits' T70 runs the
+// burst twin); two chunks on the
 // longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
