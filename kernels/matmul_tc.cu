@@ -1050,10 +1050,20 @@ __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const
 // the small-entry build). BM changes only how many m16 tiles a lane may
 // hold and the staging's row count, not any output's products or order:
 // the same bits.
-template <bool INT4, int PD, int BM = TC_BM>
+//
+// GU (the gate|up build, int4): the block computes 64 rows from n0 of two
+// matrices of one shape, mat (the gate: warps 0-3) and mat2 (the up: warps
+// 4-7), over the same staged activations, and writes y[..][r] =
+// silu_mul(gate, up) (SiLUMul's expression) instead of either. A warp's
+// loop is the other builds' with its matrix and 16 rows, so each gate and
+// up value has their bits, and so has the product. The up warps hand their
+// accumulators to the gate warps through the stages' shared memory (BM x 64
+// floats) once every warp is done with them.
+template <bool INT4, int PD, int BM = TC_BM, bool GU = false>
 __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
                                            int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
-                                           const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx) {
+                                           const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx,
+                                           const uint8_t* __restrict__ mat2 = nullptr) {
 	static_assert(PD % TC_FD_SL == 0, "a slice starts at a pipeline step");
 	static_assert(BM % 16 == 0 && BM <= TC_BM, "whole m16 tiles, at most four");
 	constexpr int MTM = BM / 16;  // the m16 tiles a lane may hold
@@ -1061,7 +1071,9 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	uint8_t* smem = reinterpret_cast<uint8_t*>(xs_smem);
 	const int MT = (T + 15) / 16;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
-	const int wn = warp * 16;
+	static_assert(!GU || (INT4 && TC_THREADS == 256), "the gate|up build: int4, warps 0-3 gate, 4-7 up");
+	const int wn = GU ? (warp & 3) * 16 : warp * 16;
+	if (GU && warp >= 4) mat = mat2;  // warp-uniform
 	const int nck = (cols + TC_BK - 1) / TC_BK;  // the pre-split rows' chunks
 	c1 = min(c1, nck);
 
@@ -1191,6 +1203,27 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	}
 	cp_async_wait<0>();  // an empty last slice's group
 
+	if (GU) {
+		// The up warps' values into shared memory ([t][64 rows], over the
+		// stages every warp is done with), then the gate warps' products.
+		float* ups = reinterpret_cast<float*>(smem);
+		__syncthreads();
+		if (warp >= 4) {
+#pragma unroll
+			for (int mi = 0; mi < MTM; mi++) {
+				if (mi >= MT) break;
+#pragma unroll
+				for (int e2 = 0; e2 < 2; e2++)
+#pragma unroll
+					for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+						for (int e1 = 0; e1 < 2; e1++)
+							ups[(16 * mi + g + 8 * e2) * 64 + wn + 2 * q + 8 * ni + e1] = acc[mi][ni][2 * e2 + e1];
+			}
+		}
+		__syncthreads();
+		if (warp >= 4) return;
+	}
 #pragma unroll
 	for (int mi = 0; mi < MTM; mi++) {
 		if (mi >= MT) break;
@@ -1199,13 +1232,24 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 			const int t = 16 * mi + g + 8 * e2;
 			if (t >= T) continue;
 			float* yr = y + (size_t)(yrows != nullptr ? yrows[t] : t0 + t) * rows;
+			if (GU) {
+				const float* ur = reinterpret_cast<const float*>(smem) + t * 64 + wn + 2 * q;
 #pragma unroll
-			for (int ni = 0; ni < 2; ni++)
+				for (int ni = 0; ni < 2; ni++)
 #pragma unroll
-				for (int e1 = 0; e1 < 2; e1++) {
-					const int r = nrow0 + 8 * ni + e1;
-					if (r < rows) yr[r] = acc[mi][ni][2 * e2 + e1];
-				}
+					for (int e1 = 0; e1 < 2; e1++) {
+						const int r = nrow0 + 8 * ni + e1;
+						if (r < rows) yr[r] = silu_mul(acc[mi][ni][2 * e2 + e1], ur[8 * ni + e1]);
+					}
+			} else {
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+					for (int e1 = 0; e1 < 2; e1++) {
+						const int r = nrow0 + 8 * ni + e1;
+						if (r < rows) yr[r] = acc[mi][ni][2 * e2 + e1];
+					}
+			}
 		}
 	}
 }
@@ -1246,6 +1290,42 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
                                      int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
                                      const int* yrows) {
 	tc_grouped_pre_fd<TC_FD16_BM>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+
+// tc_grouped_pre_fd_gu is a grouped gate|up launch's block b: rows
+// [64 (b % tiles), +64) of table entry b / tiles of both the gate table and
+// the up table (tc_route_groups' tables 0 and 1: the same pairs, each
+// expert's own matrices), act = silu_mul(gate, up) (tc_fd_body's GU).
+template <int BM>
+__device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* hi, const __half* lo, const float* inv,
+                                                     const tc_group* gate, const tc_group* up, int tiles, int rows, int cols,
+                                                     int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
+	grid_dep_enter();  // the tables may be the kernel before's output (tc_route_groups)
+	const int n = blockIdx.x / tiles;
+	const tc_group gr = gate[n];
+	if (gr.count <= 0) return;  // an unused entry
+	tc_fd_body<true, TC_FD_PD, BM, true>(act, gr.mat, rows, cols, cols_padded, scales_offset,
+	                                     BM == TC_BM ? gr.count : min(gr.count, BM), xrows + gr.pair0, yrows + gr.pair0, 0,
+	                                     (blockIdx.x % tiles) * (TC_BN / 2), 0, 1 << 30, TcSplitX{hi, lo, inv}, up[n].mat);
+}
+
+// matmul_tc_grouped_pre_fd_gu_w4a16 (runtime/cuda RoutedGateUp): the
+// fragment-direct kernel's gate and up launches and SiLUMul in one launch,
+// with the bits of the three (tiles: 64-row tiles of the matrices).
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_gu_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                      const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                      const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_BM>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+
+// matmul_tc_grouped_pre_fd16_gu_w4a16: the same for a table of entries of
+// at most TC_FD16_BM pairs (the small-entry build's), three blocks an SM.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_gu_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                        const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                        const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_FD16_BM>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

@@ -79,6 +79,10 @@ extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __ha
                                                int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                  int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd_gu_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                  const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_gu_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                    const tc_group*, int, int, int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -451,6 +455,54 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 				        name, i / rows, i % rows, y16[i], y[i]);
 				failures++;
 				return;
+			}
+			// The gate|up builds (RoutedGateUp): y's matrices as the gate,
+			// the next expert's as the up, act = silu_mul(gate, up) from the
+			// two-stage kernel's values of each, over both tables.
+			std::vector<tc_group> up64 = groups, up16 = g16;
+			for (auto* tab : {&up64, &up16})
+				for (tc_group& gr : *tab)
+					for (int e = 0; e < E; e++)
+						if (gr.mat == mats[e].data()) {
+							gr.mat = mats[(e + 1) % E].data();
+							break;
+						}
+			std::vector<float> yu((size_t)P * rows, -12345.0f);
+			emu_launch((unsigned)up64.size() * tiles, kThreads, kSmem, [&] {
+				matmul_tc_grouped_pre_w4a16(yu.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), up64.data(), tiles, rows, cols,
+				                            cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			std::vector<float> want(y.size());
+			for (size_t i = 0; i < y.size(); i++) {
+				const float sg = y[i] / (1.0f + expf(-y[i]));  // common.cuh silu_mul
+				want[i] = sg * yu[i];
+			}
+			const int tiles64 = (rows + 63) / 64;
+			using GU = void (*)(float*, const __half*, const __half*, const float*, const tc_group*, const tc_group*, int, int, int,
+			                    int, int, const int*, const int*);
+			const struct {
+				const char* what;
+				GU fn;
+				size_t smem;
+				const std::vector<tc_group>*gate, *up;
+			} gus[] = {
+			    {"gate|up", matmul_tc_grouped_pre_fd_gu_w4a16, kSmemFD, &groups, &up64},
+			    {"small-entry gate|up", matmul_tc_grouped_pre_fd16_gu_w4a16, kSmemFD16, &g16, &up16},
+			};
+			for (const auto& gu : gus) {
+				std::vector<float> ya((size_t)P * rows, -12345.0f);
+				emu_launch((unsigned)gu.gate->size() * tiles64, kThreads, gu.smem, [&] {
+					gu.fn(ya.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), gu.gate->data(), gu.up->data(), tiles64, rows, cols,
+					      cols_padded, scales_offset, xr.data(), yr.data());
+				});
+				if (std::memcmp(ya.data(), want.data(), 4 * want.size()) != 0) {
+					size_t i = 0;
+					while (i < want.size() && std::memcmp(&ya[i], &want[i], 4) == 0) i++;
+					fprintf(stderr, "FAIL %s: the %s kernel's outputs differ from silu_mul of the two-stage kernel's gate and up (first at pair %zu row %zu: %g, want %g)\n",
+					        name, gu.what, i / rows, i % rows, ya[i], want[i]);
+					failures++;
+					return;
+				}
 			}
 		}
 	}

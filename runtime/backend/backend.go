@@ -283,6 +283,12 @@ type DeviceRouting interface {
 	// or dst[s] = M · x[p] (down: x [T*k, cols], the packed activations),
 	// for every pair p = (t, s) of r.
 	RoutedMatMul(dst Tensor, r Routing, m qpack.MatrixLayout, x Tensor, down bool) error
+	// RoutedGateUp is RoutedMatMul of matrix g into gate and of matrix u
+	// into up (down false: x [T, cols]), then SiLUMul(act, gate, up): act[p]
+	// = silu(G · x[t]) * (U · x[t]) for every pair p = (t, s) of r, with
+	// those three ops' bits. gate and up are scratch of act's size: a
+	// backend that runs the three as one pass may leave them unwritten.
+	RoutedGateUp(act, gate, up Tensor, r Routing, g, u qpack.MatrixLayout, x Tensor) error
 	// CombineRouted is CombineRows with r's weights: dst[t] = the k rows
 	// src[t*k + j] weighted and added in slot order from zero.
 	CombineRouted(dst, src Tensor, r Routing) error

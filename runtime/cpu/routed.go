@@ -76,6 +76,18 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 	return b.ExpertMatMulGroup(dst, rt.packd, rt.recs, m, rt.scheme, x, rt.toks)
 }
 
+// RoutedGateUp implements backend.DeviceRouting: the reference, the
+// gate's and up's RoutedMatMul, then SiLUMul.
+func (b *Backend) RoutedGateUp(act, gate, up backend.Tensor, r backend.Routing, g, u qpack.MatrixLayout, x backend.Tensor) error {
+	if err := b.RoutedMatMul(gate, r, g, x, false); err != nil {
+		return err
+	}
+	if err := b.RoutedMatMul(up, r, u, x, false); err != nil {
+		return err
+	}
+	return b.SiLUMul(act, gate, up)
+}
+
 // CombineRouted implements backend.DeviceRouting.
 func (b *Backend) CombineRouted(dst, src backend.Tensor, r backend.Routing) error {
 	rt, ok := r.(*routing)

@@ -62,6 +62,7 @@ type Backend struct {
 	// RoutesOnDevice, which the engine's goroutine asks.
 	routeAll, routeFree []*routeBufs
 	routeLaunches       int // RouteRows launched (tests)
+	gateUpLaunches      int // RoutedGateUp's one-launch builds launched (tests)
 	routeDev            atomic.Bool
 	idxBytes            int
 	maskedN             int        // capacity of masked in ids
@@ -239,6 +240,7 @@ type tuning struct {
 	noPrefillPDL    bool   // kernels launched op by op (a batched prefill's) are plain launches; by default they use programmatic dependent launch as a captured step's do: every kernel of matmul_tc, prefill_rows and prefill_attention calls grid_dep_enter first, so a launch may start while the kernel before it finishes (not after a graph or a copy: launchGraph); the same bits; the default since session 26 (+5-8% prompt tok/s at 64 tokens, +1-3% at 512 on an H100: results/h100-s26)
 	noRouteDevice   bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
 	tcFDSplitK      bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
+	tcNoGateUp      bool   // a device-routed prefill's gate and up run as two grouped launches and SiLUMul (RoutedGateUp's three ops), not the gate|up build of the fragment-direct kernels (matmul_tc_grouped_pre_fd(16)_gu_w4a16: both matrices and silu_mul in one launch on one pre-split, warps 0-3 the gate's rows, 4-7 the up's, over the same staged activations; the same bits: routedGateUpKernel)
 	tcNoBurst       bool   // an FP16 split-K matmul runs the two-stage kernel (matmul_tc_f16_splitk: one chunk's loads in flight while the one before is computed), not the burst twin, the default since session 32 (matmul_tc_f16_pre_splitk_burst: a block's chunks copied into 5 stages with cp.async, up to 4 in flight together, on the pre-split activations; columns a multiple of 8; the same partials and bits: tcDenseBurst)
 	noPartsFused    bool   // MatMulParts (a batched prefill's fused q|k|v projection) runs three MatMuls (two launches each) instead of one split-K launch and one reduce into the three outputs where partsSplit allows (the default since session 32, measured with the burst twin: tcDenseBurst); the same bits
 	attTiled32      bool   // a batched prefill's attention (AttentionRows) runs the 32-query tiled kernel (attention_tiled32_rows_f32: each K and V value read from shared memory serves 4 queries of a warp, not 2); the same bits as the 16-query kernel (a row's arithmetic is fixed by its position); off until measured

@@ -68,6 +68,9 @@ type kernelSet struct {
 	matmulTCGroupedFD cu.Function
 	// and its small-entry build (at most 16 pairs an entry; tcGroupedFD16).
 	matmulTCGroupedFD16 cu.Function
+	// The gate|up builds of both (RoutedGateUp: gate, up and SiLUMul in
+	// one launch): [0] fragment-direct, [1] small-entry.
+	matmulTCGroupedGU [2]cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -200,6 +203,7 @@ func (b *Backend) loadKernels() error {
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
 	k.matmulTCGroupedFD, k.matmulTCSplitKFD = get("matmul_tc_grouped_pre_fd_w4a16"), get("matmul_tc_f16_pre_splitk_fd")
 	k.matmulTCGroupedFD16 = get("matmul_tc_grouped_pre_fd16_w4a16")
+	k.matmulTCGroupedGU = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_w4a16")}
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
@@ -298,13 +302,15 @@ func (b *Backend) loadKernels() error {
 	if err := setMaxDynamicShared(k.matmulTCSplitKBurst, tcSmemBurst); err != nil {
 		return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
 	}
-	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD} {
+	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0]} {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
 		}
 	}
-	if err := setMaxDynamicShared(k.matmulTCGroupedFD16, tcSmemFD16); err != nil {
-		return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
+	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1]} {
+		if err := setMaxDynamicShared(f, tcSmemFD16); err != nil {
+			return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
+		}
 	}
 	for i := range k.kv {
 		if err := setMaxDynamicShared(k.kv[i].attentionTiled32, attTiledSmem(32)); err != nil {

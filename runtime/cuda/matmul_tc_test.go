@@ -382,7 +382,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-all (fdall and fdk), batched-tc-nofuse (the q|k|v
 // projections as three MatMuls: tuning.noPartsFused), batched-tc-noburst
 // (that and the split-K projections' two-stage kernel, tuning.tcNoBurst:
-// session 31's default);
+// session 31's default), batched-tc-nogateup (a device routing's gate, up
+// and SiLUMul as three launches: tuning.tcNoGateUp);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -426,7 +427,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-att32", engine.PrefillBatched, tuning{attTiled32: true}},
 		{"batched-tc-all", engine.PrefillBatched, tuning{tcFDAlways: true, tcFDSplitK: true}},
 		{"batched-tc-nofuse", engine.PrefillBatched, tuning{noPartsFused: true}},
-		{"batched-tc-noburst", engine.PrefillBatched, tuning{tcNoBurst: true, noPartsFused: true}}}
+		{"batched-tc-noburst", engine.PrefillBatched, tuning{tcNoBurst: true, noPartsFused: true}},
+		{"batched-tc-nogateup", engine.PrefillBatched, tuning{tcNoGateUp: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {

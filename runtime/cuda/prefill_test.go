@@ -105,7 +105,8 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // split-K projections' two-stage kernel (tuning.tcNoBurst; since e659b13 the burst twin runs only
 // from 8 chunks a block, which the tiny models' 256 columns in 2 or more splits never reach, so
 // here those cases run the two-stage kernel either way; TestTCPreSplitSameBits' T70 runs the
-// burst twin); two chunks on the
+// burst twin), and with gate, up and SiLUMul as one launch where a
+// fragment-direct kernel runs (the default; tuning.tcNoGateUp: three); two chunks on the
 // longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
@@ -124,11 +125,11 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 				t.Run(fmt.Sprintf("%s/c%d/%s", arch, c, mode), func(t *testing.T) {
 					for _, p := range []string{"A", "Routed on the device, counted after.", long} {
 						req := engine.Request{Prompt: promptIDs(p), Tokens: 8, SuppressEOS: true, LogitSteps: 3}
-						run := func(tn tuning) (engine.Result, any, any, int) {
+						run := func(tn tuning) (engine.Result, any, any, int, int) {
 							withTuning(t, testBE, tn)
 							l := loadEngine(t, art, engine.LoadOptions{Executor: "grouped-v1", Capacity: c, StepMode: mode,
 								Prefill: engine.PrefillBatched, Trace: true})
-							before := testBE.routeLaunches
+							before, gu0 := testBE.routeLaunches, testBE.gateUpLaunches
 							l.Cache.BeginRequest()
 							res, err := l.Generate(req)
 							if err != nil {
@@ -138,9 +139,9 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							if err != nil {
 								t.Fatal(err)
 							}
-							return res, cn, l.Cache.TakeTrace(), testBE.routeLaunches - before
+							return res, cn, l.Cache.TakeTrace(), testBE.routeLaunches - before, testBE.gateUpLaunches - gu0
 						}
-						want, wc, wt, wr := run(tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true})
+						want, wc, wt, wr, _ := run(tuning{noRouteDevice: true, tcNoFD: true, noPrefillPDL: true})
 						if wr != 0 {
 							t.Fatalf("%d device routings read back", wr)
 						}
@@ -148,8 +149,23 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							{tcFDAlways: true, tcFDSplitK: true}, {noRouteDevice: true}, {noRouteDevice: true, noPrefillPDL: true}, {noPrefillPDL: true},
 							{noPartsFused: true}, {tcFDSplitK: true, noRouteDevice: true},
 							{tcNoFD16: true}, {tcNoFD16: true, noRouteDevice: true},
-							{tcNoBurst: true}, {tcNoBurst: true, noPartsFused: true}} {
-							got, gc, gt, gr := run(tn)
+							{tcNoBurst: true}, {tcNoBurst: true, noPartsFused: true},
+							{tcNoGateUp: true}, {tcNoGateUp: true, tcNoFD16: true}} {
+							got, gc, gt, gr, gu := run(tn)
+							// A device routing's gate and up run as one launch where a
+							// fragment-direct kernel takes its table (tcGroupedFD: the
+							// prompt chunk's pairs average at most tcFDPairsPerExpert).
+							wantGU := 0
+							if c == cfg.NumExperts && !tn.noRouteDevice && !tn.tcNoGateUp && !tn.tcNoFD {
+								for rest := len(req.Prompt); rest > 0; rest -= engine.PrefillChunk {
+									if n := min(rest, engine.PrefillChunk); tn.tcFDAlways || n*cfg.TopK <= tcFDPairsPerExpert*cfg.NumExperts {
+										wantGU += cfg.NumLayers
+									}
+								}
+							}
+							if gu != wantGU {
+								t.Fatalf("%d-token prompt, %+v: %d gate|up launches, want %d", len(req.Prompt), tn, gu, wantGU)
+							}
 							chunks := (len(req.Prompt) + engine.PrefillChunk - 1) / engine.PrefillChunk
 							if want := chunks * cfg.NumLayers; c == cfg.NumExperts && !tn.noRouteDevice && gr != want {
 								t.Fatalf("%d-token prompt, %+v: %d device routings, want %d", len(req.Prompt), tn, gr, want)

@@ -55,6 +55,7 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_ring_narrow_w4a16", k.matmulTCGroupedNarrow[0][1], tcSmemRing, tcThreads},
 			kern{"matmul_tc_grouped_pre_ring2_narrow_w4a16", k.matmulTCGroupedNarrow[1][1], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_w4a16", k.matmulTCGroupedFD, tcSmemFD, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd_gu_w4a16", k.matmulTCGroupedGU[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_fd", k.matmulTCSplitKFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_burst", k.matmulTCSplitKBurst, tcSmemBurst, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
@@ -66,8 +67,9 @@ func TestKernelResources(t *testing.T) {
 		}
 		// The small-entry fragment-direct build (tcGroupedFD16) is built for
 		// three (80 registers on ptxas 11.8, 17.5 KB of staging).
-		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads})
-		designed["matmul_tc_grouped_pre_fd16_w4a16"] = 3
+		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_gu_w4a16", k.matmulTCGroupedGU[1], tcSmemFD16, tcThreads})
+		designed["matmul_tc_grouped_pre_fd16_w4a16"], designed["matmul_tc_grouped_pre_fd16_gu_w4a16"] = 3, 3
 		// The decode attention's ring (tuning.attRing): heads x attSplit
 		// blocks are 256 on the Qwen1.5-MoE and OLMoE shapes, one wave only
 		// at two blocks an SM.

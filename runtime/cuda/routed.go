@@ -219,12 +219,7 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 	if err != nil {
 		return err
 	}
-	w := -1
-	for i, mm := range rt.lay.Matrices() {
-		if mm == m {
-			w = i
-		}
-	}
+	w := rt.matrixIndex(m)
 	if w < 0 {
 		return fmt.Errorf("cuda: RoutedMatMul: matrix %+v is not one of the routing's layout", m)
 	}
@@ -260,6 +255,99 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 			argPtr(rt.tab+cu.DevicePtr(w*rt.maxE*tcGroupBytes)), argInt(tiles), argInt(m.Rows), argInt(m.Cols), argInt(m.ColsPadded),
 			argInt(m.ScalesOffset), argPtr(xr), argPtr(yr))
 	})
+}
+
+// RoutedGateUp implements backend.DeviceRouting: where routedGateUpKernel
+// picks a gate|up build, one launch on one pre-split of x over the
+// routing's gate and up tables writes act (gate and up stay unwritten);
+// else the gate's and up's RoutedMatMul and SiLUMul.
+func (b *Backend) RoutedGateUp(act, gate, up backend.Tensor, r backend.Routing, g, u qpack.MatrixLayout, x backend.Tensor) error {
+	rt, err := b.routingOf("RoutedGateUp", r)
+	if err != nil {
+		return err
+	}
+	fn, smem, ok := b.routedGateUpKernel(rt, g, u)
+	if !ok {
+		if err := b.RoutedMatMul(gate, r, g, x, false); err != nil {
+			return err
+		}
+		if err := b.RoutedMatMul(up, r, u, x, false); err != nil {
+			return err
+		}
+		return b.SiLUMul(act, gate, up)
+	}
+	a, err := b.tensorOf("RoutedGateUp", "act", act, backend.F32)
+	if err != nil {
+		return err
+	}
+	xt, err := b.tensorOf("RoutedGateUp", "x", x, backend.F32)
+	if err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		what string
+		t    backend.Tensor
+	}{{"gate", gate}, {"up", up}} {
+		st, err := b.tensorOf("RoutedGateUp", t.what, t.t, backend.F32)
+		if err != nil {
+			return err
+		}
+		if st.n != a.n {
+			return shapeErr("RoutedGateUp", "%s %d values for act's %d", t.what, st.n, a.n)
+		}
+	}
+	if xt.n != rt.T*g.Cols || a.n != rt.P*g.Rows {
+		return shapeErr("RoutedGateUp", "x %d values for %d rows of %d, act %d for %d rows of %d", xt.n, rt.T, g.Cols, a.n, rt.P, g.Rows)
+	}
+	return b.o.async(func() error {
+		if !rt.launched {
+			return errors.New("cuda: RoutedGateUp: the routing was not launched")
+		}
+		sp, err := b.tcPresplit(xt.ptr, rt.T, g.Cols)
+		if err != nil {
+			return err
+		}
+		tiles := (g.Rows + tcGateUpRowTile - 1) / tcGateUpRowTile
+		b.tcLaunches++
+		b.gateUpLaunches++
+		return b.launch(fn, rt.maxE*tiles, tcThreads, smem, argPtr(a.ptr), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv),
+			argPtr(rt.tab+cu.DevicePtr(rt.matrixIndex(g)*rt.maxE*tcGroupBytes)), argPtr(rt.tab+cu.DevicePtr(rt.matrixIndex(u)*rt.maxE*tcGroupBytes)),
+			argInt(tiles), argInt(g.Rows), argInt(g.Cols), argInt(g.ColsPadded), argInt(g.ScalesOffset), argPtr(rt.tok), argPtr(rt.iden))
+	})
+}
+
+// tcGateUpRowTile is the gate|up builds' matrix rows a block (of each
+// matrix: TC_BN / 2).
+const tcGateUpRowTile = tcRowTile / 2
+
+// routedGateUpKernel is the gate|up build for rt's table and its dynamic
+// shared memory, where one runs: the table runs a fragment-direct kernel
+// (the small-entry one: tile tcFD16Tile; else tcGroupedFD), g and u are the
+// routing's gate and up matrices of one shape and scale layout, and not
+// tuning.tcNoGateUp. Else ok is false: the ring kernels have no such
+// build.
+func (b *Backend) routedGateUpKernel(rt *routing, g, u qpack.MatrixLayout) (fn cu.Function, smem int, ok bool) {
+	if b.tune.tcNoGateUp || g != rt.lay.Gate || u != rt.lay.Up || g.Rows != u.Rows || g.Cols != u.Cols ||
+		g.ColsPadded != u.ColsPadded || g.ScalesOffset != u.ScalesOffset {
+		return fn, 0, false
+	}
+	switch {
+	case rt.tile == tcFD16Tile:
+		return b.k.matmulTCGroupedGU[1], tcSmemFD16, true
+	case b.tcGroupedFD(0, rt.P, rt.E):
+		return b.k.matmulTCGroupedGU[0], tcSmemFD, true
+	}
+	return fn, 0, false
+}
+
+// matrixIndex is m's table in the routing (0 gate, 1 up, 2 down), or -1.
+func (rt *routing) matrixIndex(m qpack.MatrixLayout) int {
+	for i, mm := range rt.lay.Matrices() {
+		if mm == m {
+			return i
+		}
+	}
+	return -1
 }
 
 // CombineRouted implements backend.DeviceRouting: combine_rows_f32 with

@@ -709,12 +709,13 @@ func (e *Engine) deviceRouting(l int) (backend.DeviceRouting, []backend.Tensor) 
 }
 
 // routedExpertsDevice is routed-experts over a device routing r: gate and
-// up of every pair (packed in expert order), SiLU·up, down into the
+// up of every pair (packed in expert order) and SiLU·up (one
+// RoutedGateUp, which the backend may run as one pass), down into the
 // pairs' slots and the combine, with no read back. The layer's leases are
 // counted after the batch (countDeviceLeases).
 func (e *Engine) routedExpertsDevice(bt *batch, T int, r backend.Routing) error {
 	dr := e.be.(backend.DeviceRouting)
-	be, bb, lay := e.be, e.batched, e.layout
+	bb, lay := e.batched, e.layout
 	D, A, F := e.cfg.HiddenSize, e.cfg.TopK, lay.Gate.Rows
 	P := T * A
 	xn, err := bb.Rows(bt.xn, D, 0, T)
@@ -736,9 +737,7 @@ func (e *Engine) routedExpertsDevice(bt *batch, T int, r backend.Routing) error 
 		return err
 	}
 	return runSteps([]opStep{
-		{"gate", func() error { return dr.RoutedMatMul(v[1], r, lay.Gate, xn, false) }},
-		{"up", func() error { return dr.RoutedMatMul(v[2], r, lay.Up, xn, false) }},
-		{"act", func() error { return be.SiLUMul(v[0], v[1], v[2]) }},
+		{"gate|up", func() error { return dr.RoutedGateUp(v[0], v[1], v[2], r, lay.Gate, lay.Up, xn) }},
 		{"down", func() error { return dr.RoutedMatMul(outs, r, lay.Down, v[0], true) }},
 		{"combine", func() error { return dr.CombineRouted(moe, outs, r) }},
 	})
