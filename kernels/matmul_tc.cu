@@ -1358,7 +1358,10 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 // (>= floor(P / tile) + min(E, P) covers any routing). A pair's products do not depend on which pairs share its
 // entry, so the grouped kernels give it the bits of the host-built table.
 // An id outside 0..E-1 is left out (the host's read back of the ids fails
-// on it). One block of 1024 threads; E <= TC_ROUTE_EMAX; dynamic shared
+// on it). With ids_host set (mapped host memory) the block then copies ids
+// there, fences (system scope) and writes seq to *seq_host, so the host
+// learns the routing without a copy or an event on the stream. One block
+// of 1024 threads; E <= TC_ROUTE_EMAX; dynamic shared
 // memory TC_ROUTE_SMEM (the emulator's mmtc runs it: it has no static
 // shared arrays).
 #define TC_ROUTE_EMAX 256
@@ -1366,7 +1369,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 extern "C" __global__ void __launch_bounds__(1024)
     tc_route_groups(const int* __restrict__ ids, int P, int k, int E, const unsigned long long* __restrict__ bases,
                     long long off0, long long off1, long long off2, int tile, int max_entries, int* tok, int* slot, int* iden,
-                    tc_group* tab) {
+                    tc_group* tab, int* ids_host, volatile unsigned* seq_host, unsigned seq) {
 	int* cnt = reinterpret_cast<int*>(xs_smem);
 	int* base = cnt + TC_ROUTE_EMAX;
 	int* ebase = base + TC_ROUTE_EMAX + 1;
@@ -1414,4 +1417,10 @@ extern "C" __global__ void __launch_bounds__(1024)
 	for (int n = ebase[E] + tid; n < max_entries; n += blockDim.x)
 		for (int w = 0; w < 3; w++) tab[w * max_entries + n] = tc_group{nullptr, 0, 0};
 	for (int p = tid; p < P; p += blockDim.x) iden[p] = p;
+	if (ids_host != nullptr) {
+		for (int s = tid; s < P; s += blockDim.x) ids_host[s] = ids[s];
+		__threadfence_system();  // this thread's ids before the block's barrier
+		__syncthreads();
+		if (tid == 0) *seq_host = seq;
+	}
 }

@@ -74,7 +74,7 @@ extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half
 extern "C" void matmul_tc_f16_pre_splitk_burst(float*, const uint8_t*, const __half*, const __half*, const float*, int, int,
                                                int, int);
 extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long long*, long long, long long, long long, int, int, int*,
-                                int*, int*, tc_group*);
+                                int*, int*, tc_group*, int*, volatile unsigned*, unsigned);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
@@ -544,10 +544,18 @@ static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng,
 	const long long off[3] = {0, 4096, 8192};
 	std::vector<int> tok(P, -1), slot(P, -1), iden(P, -1);
 	std::vector<tc_group> tab(3 * maxE, tc_group{reinterpret_cast<const uint8_t*>(1), -9, -9});
+	std::vector<int> published(P, -7);
+	volatile unsigned seq = 0;
 	emu_launch(1, 1024, (3 * 256 + 2) * 4, [&] {
 		tc_route_groups(ids.data(), P, k, E, bases.data(), off[0], off[1], off[2], tile, maxE, tok.data(), slot.data(), iden.data(),
-		                tab.data());
+		                tab.data(), published.data(), &seq, 41u);
 	});
+	// The ids published to the host, then the sequence number.
+	if (published != ids || seq != 41u) {
+		fprintf(stderr, "FAIL %s: published ids %s, sequence number %u (want 41)\n", name, published == ids ? "equal" : "differ", seq);
+		failures++;
+		return;
+	}
 	std::vector<int> wtok, wslot;
 	std::vector<tc_group> wtab[3];
 	for (int e = 0; e < E; e++) {

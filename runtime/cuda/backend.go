@@ -61,6 +61,7 @@ type Backend struct {
 	// (with the tensor-core experts and the pre-split it needs) for
 	// RoutesOnDevice, which the engine's goroutine asks.
 	routeAll, routeFree []*routeBufs
+	routeBases          map[string]cu.DevicePtr // the record bases' device copies by their bytes (routeBasesOf)
 	routeLaunches       int // RouteRows launched (tests)
 	gateUpLaunches      int // RoutedGateUp's one-launch builds launched (tests)
 	routeDev            atomic.Bool

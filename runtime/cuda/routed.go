@@ -5,6 +5,8 @@ package cuda
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
@@ -18,8 +20,13 @@ import (
 // tc_route_groups (kernels/matmul_tc.cu) groups its pairs by expert into
 // the grouped tensor-core kernels' tables, so that the host issues the
 // layer's expert matmuls without waiting for the read back TopKRows makes.
-// The ids are copied to pinned host memory behind the grouping, for the
-// engine to count the leases once the batch has been issued (IDs). The
+// tc_route_groups also writes the ids to mapped host memory and then a
+// sequence number (a system fence between), for the engine to count the
+// leases once the batch has been issued (IDs waits for the number): no
+// copy or event sits between the layer's kernels on the stream, so each
+// kernel's programmatic dependent launch overlaps the one before. The
+// experts' record bases are uploaded once for each distinct set
+// (routeBasesOf: a full-residency cache's layers keep their rows). The
 // tables are sized for any routing: floor(P / tile) + min(E, P) entries
 // for P = T x k pairs (tile: tcTile pairs an entry, tcFD16Tile where the
 // small-entry kernel runs), those past the layer's own of count 0 (a block of
@@ -31,14 +38,21 @@ var _ backend.DeviceRouting = (*Backend)(nil)
 
 // routeBufs is one routing's memory: dev holds ids [P] int32, w [P] f32,
 // tok, slot, iden [P] int32, the tables [3][maxE] tc_group and the
-// experts' record bases [E] uint64, each 16-byte aligned; host the ids'
-// copy; ev is recorded behind that copy.
+// experts' record bases [E] uint64, each 16-byte aligned; host (mapped
+// pinned memory, device address hostDev) the sequence number at 0 and the
+// ids' copy from routeIDsAt, both written by tc_route_groups; seq is the
+// number of the buffers' latest routing.
 type routeBufs struct {
-	dev      cu.DevicePtr
-	devBytes int
-	host     pinned
-	ev       cu.Event
+	dev       cu.DevicePtr
+	devBytes  int
+	host      pinned
+	hostDev   cu.DevicePtr
+	hostBytes int
+	seq       uint32
 }
+
+// routeIDsAt is where a routing's mapped host memory holds the ids.
+const routeIDsAt = 64
 
 // routing is a layer's device routing (backend.Routing).
 type routing struct {
@@ -50,6 +64,7 @@ type routing struct {
 	ids, w, tok, slot  cu.DevicePtr
 	iden, tab, bases   cu.DevicePtr
 	launched, released bool
+	seq                uint32 // the sequence number tc_route_groups publishes with the ids
 	readIDs            []int
 }
 
@@ -74,7 +89,7 @@ func routeLayout(P, maxE, E int) (offs [7]int, size int) {
 // new ones; owner thread only.
 func (b *Backend) takeRoute(devBytes, hostBytes int) (*routeBufs, error) {
 	for i, rb := range b.routeFree {
-		if rb.devBytes >= devBytes && rb.host.n >= hostBytes {
+		if rb.devBytes >= devBytes && rb.hostBytes >= hostBytes {
 			b.routeFree = append(b.routeFree[:i], b.routeFree[i+1:]...)
 			return rb, nil
 		}
@@ -85,12 +100,12 @@ func (b *Backend) takeRoute(devBytes, hostBytes int) (*routeBufs, error) {
 	if rb.dev, err = cu.MemAlloc(int64(devBytes)); err != nil {
 		return nil, fmt.Errorf("allocate a routing (%d bytes): %w", devBytes, err)
 	}
-	if rb.host, err = newPinned(hostBytes); err != nil {
+	p, d, err := hostAllocMapped(hostBytes)
+	if err != nil {
 		return nil, errors.Join(err, cu.MemFree(rb.dev))
 	}
-	if rb.ev, err = cu.MakeEvent(cu.DisableTiming); err != nil {
-		return nil, errors.Join(err, cu.MemFree(rb.dev), rb.host.free())
-	}
+	rb.host, rb.hostDev, rb.hostBytes = pinned{p: p, n: hostBytes}, d, hostBytes
+	clear(rb.host.bytes()[:routeIDsAt]) // sequence number 0: no routing yet
 	b.routeAll = append(b.routeAll, rb)
 	return rb, nil
 }
@@ -99,15 +114,50 @@ func (b *Backend) takeRoute(devBytes, hostBytes int) (*routeBufs, error) {
 func (b *Backend) freeRoutes() []error {
 	var errs []error
 	for _, rb := range b.routeAll {
-		errs = append(errs, cu.MemFree(rb.dev), rb.host.free(), cu.DestroyEvent(&rb.ev))
+		errs = append(errs, cu.MemFree(rb.dev), rb.host.free())
 	}
-	b.routeAll, b.routeFree = nil, nil
+	for _, d := range b.routeBases {
+		errs = append(errs, cu.MemFree(d))
+	}
+	b.routeAll, b.routeFree, b.routeBases = nil, nil, nil
 	return errs
 }
 
+// routeBasesMax bounds the record bases' device copies routeBasesOf keeps
+// (a few bytes each, 8 an expert): past it a routing uploads its own.
+const routeBasesMax = 4096
+
+// routeBasesOf returns the device copy of a routing's record bases made for
+// the same bytes before, or a new one uploaded on the compute stream (while
+// fewer than routeBasesMax are kept; else own, uploaded there). The bytes
+// are the copy's key, so a copy is only ever reused for its own values. A
+// full-residency cache's layers keep their rows while it lives, so each
+// layer's bases are uploaded once instead of a copy on the stream before
+// every routing. Owner thread only.
+func (b *Backend) routeBasesOf(bases []byte, own cu.DevicePtr) (cu.DevicePtr, error) {
+	if d, ok := b.routeBases[string(bases)]; ok {
+		return d, nil
+	}
+	dst := own
+	if len(b.routeBases) < routeBasesMax {
+		d, err := cu.MemAlloc(int64(len(bases)))
+		if err != nil {
+			return 0, fmt.Errorf("allocate the record bases (%d bytes): %w", len(bases), err)
+		}
+		if b.routeBases == nil {
+			b.routeBases = make(map[string]cu.DevicePtr)
+		}
+		b.routeBases[string(bases)], dst = d, d
+	}
+	if err := b.ring.upload(b.compute, dst, bases); err != nil {
+		return 0, fmt.Errorf("upload the record bases: %w", err)
+	}
+	return dst, nil
+}
+
 // RouteRows implements backend.DeviceRouting: router_topk_rows into the
-// routing's ids and weights, the experts' record bases uploaded,
-// tc_route_groups, and the ids copied to pinned host memory behind them.
+// routing's ids and weights, then tc_route_groups over the experts' record
+// bases (routeBasesOf), which also publishes the ids to mapped host memory.
 func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tensor, lay qpack.RecordLayout) (backend.Routing, error) {
 	lt, err := b.tensorOf("RouteRows", "logits", logits, backend.F32)
 	if err != nil {
@@ -151,30 +201,27 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 	rt := &routing{b: b, T: T, k: k, E: E, P: P, maxE: maxE, tile: tile, lay: lay}
 	offs, size := routeLayout(P, maxE, E)
 	return rt, b.o.async(func() error {
-		rb, err := b.takeRoute(size, 4*P)
+		rb, err := b.takeRoute(size, routeIDsAt+4*P)
 		if err != nil {
 			return fmt.Errorf("cuda: RouteRows: %w", err)
 		}
 		rt.bufs = rb
 		at := func(i int) cu.DevicePtr { return rb.dev + cu.DevicePtr(offs[i]) }
 		rt.ids, rt.w, rt.tok, rt.slot, rt.iden, rt.tab, rt.bases = at(0), at(1), at(2), at(3), at(4), at(5), at(6)
-		if err := b.ring.upload(b.compute, rt.bases, bases); err != nil {
-			return fmt.Errorf("cuda: RouteRows: upload the record bases: %w", err)
+		if rt.bases, err = b.routeBasesOf(bases, rt.bases); err != nil {
+			return fmt.Errorf("cuda: RouteRows: %w", err)
 		}
+		rb.seq++
 		if err := b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(rt.ids), argPtr(rt.w)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
 		}
 		if err := b.launch(b.k.routeGroups, 1, routeThreads, routeSmem, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
 			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(rt.tile),
-			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab)); err != nil {
+			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab),
+			argPtr(rb.hostDev+routeIDsAt), argPtr(rb.hostDev), argInt(int(rb.seq))); err != nil {
 			return fmt.Errorf("cuda: RouteRows: group: %w", err)
 		}
-		if err := cu.MemcpyDtoHAsync(rb.host.p, rt.ids, int64(4*P), b.compute); err != nil {
-			return fmt.Errorf("cuda: RouteRows: copy the ids: %w", err)
-		}
-		if err := rb.ev.Record(b.compute); err != nil {
-			return fmt.Errorf("cuda: RouteRows: %w", err)
-		}
+		rt.seq = rb.seq
 		rt.launched = true
 		b.routeLaunches++
 		return nil
@@ -387,27 +434,71 @@ func (r *routing) IDs() ([]int, error) {
 		return nil, errors.New("cuda: routing IDs: released")
 	}
 	ids := make([]int, r.P)
+	var host unsafe.Pointer
 	err := r.b.o.do(func() error {
 		if !r.launched {
 			return errors.New("the routing was not launched")
 		}
-		if err := r.bufs.ev.Synchronize(); err != nil {
-			return err
-		}
-		id32 := unsafe.Slice((*int32)(r.bufs.host.p), r.P)
+		host = r.bufs.host.p
+		return nil
+	})
+	if err == nil {
+		err = r.b.waitPublished((*uint32)(host), r.seq)
+	}
+	if err == nil {
+		id32 := unsafe.Slice((*int32)(unsafe.Add(host, routeIDsAt)), r.P)
 		for i, v := range id32 {
 			if v < 0 || int(v) >= r.E {
-				return fmt.Errorf("slot %d routed to expert %d of %d", i, v, r.E)
+				err = fmt.Errorf("slot %d routed to expert %d of %d", i, v, r.E)
+				break
 			}
 			ids[i] = int(v)
 		}
-		return nil
-	})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cuda: routing IDs: %w", err)
 	}
 	r.readIDs = ids
 	return append([]int(nil), ids...), nil
+}
+
+// waitPublished spins until the mapped word at seqp holds seq (a kernel
+// wrote its results, then a system fence, then seq), asking the compute
+// stream now and then whether it failed. It fails when the stream has
+// drained with the word still short of seq (the kernel never ran it), or
+// after flagTimeout. Not on the owner thread.
+func (b *Backend) waitPublished(seqp *uint32, seq uint32) error {
+	start, last := time.Now(), time.Now()
+	for n := 1; ; n++ {
+		if atomic.LoadUint32(seqp) == seq {
+			return nil
+		}
+		if n&1023 != 0 || time.Since(last) < time.Millisecond {
+			continue
+		}
+		last = time.Now()
+		drained := false
+		err := b.o.do(func() error {
+			switch err := b.compute.Query(); {
+			case err == nil:
+				drained = true
+			case !errors.Is(err, cu.NotReady):
+				return err
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for the published ids: %w", err)
+		}
+		if got := atomic.LoadUint32(seqp); got == seq {
+			return nil
+		} else if drained {
+			return fmt.Errorf("the stream drained with sequence number %d published, want %d", got, seq)
+		}
+		if time.Since(start) > flagTimeout {
+			return fmt.Errorf("sequence number %d not published after %v", seq, flagTimeout)
+		}
+	}
 }
 
 // Release implements backend.Routing: the buffers go back to the pool

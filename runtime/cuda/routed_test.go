@@ -131,3 +131,73 @@ func TestRouteGroupsTable(t *testing.T) {
 		})
 	}
 }
+
+// TestRoutePublished: RouteRows' ids reach the host through mapped memory
+// (tc_route_groups writes them, then the buffers' sequence number), for
+// routings read in launch order while later ones are in flight, and for
+// buffers reused after a Release (the number goes up, so a reused buffer's
+// old ids are never taken for the new routing's). Routings over the same
+// rows share one device copy of the record bases (routeBasesOf), uploaded
+// once.
+func TestRoutePublished(t *testing.T) {
+	be := testBE
+	rng := rand.New(rand.NewPCG(7, 11))
+	lay, err := qpack.NewRecordLayout(qpack.SchemeInt4, 256, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const T, k, E = 19, 4, 16
+	rows := make([]backend.Tensor, E)
+	for e := range rows {
+		if rows[e], err = be.AllocBytes(lay.Size); err != nil {
+			t.Fatal(err)
+		}
+		row := rows[e]
+		t.Cleanup(func() {
+			if err := be.Free(row); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var bases cu.DevicePtr
+	for round := range 3 {
+		// Three routings in flight, read in launch order.
+		var rs []backend.Routing
+		var want [][]int
+		for range 3 {
+			logits := make([]float32, T*E)
+			for i := range logits {
+				logits[i] = float32(rng.NormFloat64())
+			}
+			r, err := be.RouteRows(mustF32(t, be, logits), T, k, rows, lay)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs = append(rs, r)
+			w, _, err := be.TopKRows(mustF32(t, be, logits), T, k, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, w)
+		}
+		for i, r := range rs {
+			ids, err := r.IDs()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(ids, want[i]) {
+				t.Fatalf("round %d routing %d: ids %v, TopKRows %v", round, i, ids, want[i])
+			}
+			rt := r.(*routing)
+			if round > 0 && rt.seq < 2 {
+				t.Fatalf("round %d routing %d: sequence number %d on reused buffers", round, i, rt.seq)
+			}
+			if bases == 0 {
+				bases = rt.bases
+			} else if rt.bases != bases {
+				t.Fatalf("round %d routing %d: record bases at %#x, the first routing's at %#x", round, i, rt.bases, bases)
+			}
+			r.Release()
+		}
+	}
+}

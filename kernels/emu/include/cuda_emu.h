@@ -67,6 +67,7 @@ template <class T> inline T __ldcg(const T* p) { return *p; }
 template <class T> inline T __ldcs(const T* p) { return *p; }  // a streaming load: the same value
 // __threadfence orders a thread's global writes; fibers share one memory and switch only at collectives.
 inline void __threadfence() {}
+inline void __threadfence_system() {}
 // __nanosleep: a spin's pause; it lets the block's other fibers run (a warp
 // may wait for another warp's counter). The emulator runs blocks one after
 // another, so a wait for another block still spins for ever.
