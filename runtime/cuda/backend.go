@@ -62,8 +62,8 @@ type Backend struct {
 	// RoutesOnDevice, which the engine's goroutine asks.
 	routeAll, routeFree []*routeBufs
 	routeBases          map[string]cu.DevicePtr // the record bases' device copies by their bytes (routeBasesOf)
-	routeLaunches       int // RouteRows launched (tests)
-	gateUpLaunches      int // RoutedGateUp's one-launch builds launched (tests)
+	routeLaunches       int                     // RouteRows launched (tests)
+	gateUpLaunches      int                     // RoutedGateUp's one-launch builds launched (tests)
 	routeDev            atomic.Bool
 	idxBytes            int
 	maskedN             int        // capacity of masked in ids
