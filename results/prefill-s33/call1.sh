@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 33's first call: the GPU tests of the gate|up launch (RoutedGateUp's
-# matmul_tc_grouped_pre_fd(16)_gu_w4a16) and of e659b13 (the burst twin from 8 chunks a block;
+# matmul_tc_grouped_pre_fd(16)_gu_w4a16), of the ids published through mapped memory (d2d9a23) and of e659b13 (the burst twin from 8 chunks a block;
 # the two-stage kernels skip padding m16 tiles), then prompt tok/s of the default against
 # batched-tc-nogateup (and batched-tc-noburst) at 16, 64 and 512 tokens, two runs (each runs the modes
 # in BenchmarkPrefillModes' order, per length).
@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s33c1
-h200_tests_beside_artifacts 'TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' olmoe-1b-7b:924 qwen15-moe-a27b:1
+h200_tests_beside_artifacts 'TestRouteGroupsTable|TestRoutePublished|TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' olmoe-1b-7b:924 qwen15-moe-a27b:1
 cp "$W/tests.log" "$R/tests.log" 2>/dev/null
 LENGTHS=16,64,512
 MODES=batched-tc,batched-tc-nogateup,batched-tc-noburst
