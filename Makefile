@@ -116,7 +116,7 @@ gpu-test: ## build the cuda test binaries (+ the CLI) into carry/ for scripts/gp
 # The device tool copies at most 64 MiB of the working tree (tracked files
 # included); the largest committed editions are set aside under carry/aside
 # (ignored) for a device call and put back afterwards.
-DEVICE_ASIDE := editions/fidelity-v1 editions/residency-ablation editions/policy-ablation-v1 editions/smoke-cuda editions/ifeval541-olmoe-synthetic results/report-html results/reproduce-h200-s7 editions/full-residency-v1 editions/technical-preview-v3 editions/full-residency-v2 editions/depth-v1 results/one-plan-h200-stepper results/one-plan-h200 results/ablation-h200-session5 results/reproduce-h200 results/attention-one-launch-h200 editions/prefill-v1 editions/ttft-v1 editions/policy-smoke-cpu
+DEVICE_ASIDE := editions/fidelity-v1 editions/residency-ablation editions/policy-ablation-v1 editions/smoke-cuda editions/ifeval541-olmoe-synthetic results/report-html results/reproduce-h200-s7 editions/full-residency-v1 editions/technical-preview-v3 editions/full-residency-v2 editions/depth-v1 results/one-plan-h200-stepper results/one-plan-h200 results/ablation-h200-session5 results/reproduce-h200 results/attention-one-launch-h200 editions/prefill-v1 editions/ttft-v1 editions/policy-smoke-cpu results/h200-s22 results/instruction-profile-h200 editions/smoke-cpu
 device-aside: ## before a device call: move the largest committed editions to carry/aside (the tree must stay under 64 MiB)
 	@for d in $(DEVICE_ASIDE); do if [ -d "$$d" ]; then mkdir -p $(CARRY)/aside/$$(dirname $$d) && mv "$$d" $(CARRY)/aside/$$d && echo "aside: $$d"; fi; done
 	@du -cb $$(git ls-files | while read f; do [ -e "$$f" ] && echo "$$f"; done) 2>/dev/null | tail -1
