@@ -11,8 +11,9 @@
 # profiled in its own run, so two modes' kernels never share a table) it runs the benchmark at one PROMPT length
 # (default 64) under ncu with the kernel filter regex:matmul_tc_grouped, skipping the warm-up
 # prefill's launches (SKIP, default 3 x the layers: gate, up and down of each) and profiling the next COUNT
-# (default 6: two layers). Sections: speed of light, memory workload, warp state (the stall
-# reasons), occupancy, launch, scheduler, and source counters (stalls by PTX line).
+# (default 6: two layers). Sections: speed of light, memory workload, warp state, occupancy,
+# launch, scheduler, and source counters (stalls by PTX line), and each stall reason's warps a
+# issued instruction (smsp__average_warps_issue_stalled_*_per_issue_active, in the digest).
 # Out: summary.txt (each step's result, the digests' headline lines, the per-kernel tables' tops)
 # and ncu-prefill.tgz (digest-<mode>.txt: duration, DRAM throughput, issue, stalls per kernel;
 # details-<mode>.txt, ncu's details page; kernels-<mode>.txt; the logs). The .ncu-rep reports stay
@@ -40,7 +41,8 @@ case $arch in olmoe*) layers=16 ;; *) layers=24 ;; esac
 SKIP=${SKIP:-$((3 * layers))}
 h200_artifacts "${ART_ROOT:-/dev/shm/persistent}" "$spec"
 sections=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy
-	--section LaunchStats --section SchedulerStats --section SourceCounters)
+	--section LaunchStats --section SchedulerStats --section SourceCounters
+	--metrics 'regex:smsp__average_warps_issue_stalled_[a-z_]+_per_issue_active\.ratio')
 for mode in ${MODES//,/ }; do  # commas or spaces: one profiled run a mode
 	t0=$SECONDS
 	(cd runtime/cuda && HORIZON_BENCH_ARTIFACTS="$arts" HORIZON_BENCH_PROMPTS="$PROMPT" HORIZON_BENCH_PREFILL_MODES="$mode" \
@@ -51,8 +53,8 @@ for mode in ${MODES//,/ }; do  # commas or spaces: one profiled run a mode
 	rep="$OUT/$mode-$arch.ncu-rep"
 	[ -f "$rep" ] || continue
 	ncu --import "$rep" --page details >"$OUT/details-$mode.txt" 2>&1
-	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Stall|Warp Cycles Per Issued|Eligible Warps' \
-		"$OUT/details-$mode.txt" | head -300 >"$OUT/digest-$mode.txt"
+	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|Issue Slots Busy|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Stall|stalled|Warp Cycles Per Issued|Eligible Warps' \
+		"$OUT/details-$mode.txt" | head -800 >"$OUT/digest-$mode.txt"
 	grep -E '^  [a-z_]+.*\(|Duration|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy|Achieved Occupancy' "$OUT/digest-$mode.txt" | head -40 | tee -a "$summary"
 	[ "${ALL_KERNELS:-0}" = 1 ] || continue
 	t0=$SECONDS
