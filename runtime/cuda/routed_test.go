@@ -32,18 +32,7 @@ func TestRouteGroupsTable(t *testing.T) {
 	}
 	for _, c := range []struct{ T, k, E int }{{3, 2, 8}, {37, 8, 64}, {512, 8, 64}, {57, 4, 60}} {
 		t.Run(fmt.Sprintf("T%d/k%d/E%d", c.T, c.k, c.E), func(t *testing.T) {
-			rows := make([]backend.Tensor, c.E)
-			for e := range rows {
-				if rows[e], err = be.AllocBytes(lay.Size); err != nil {
-					t.Fatal(err)
-				}
-				row := rows[e]
-				t.Cleanup(func() {
-					if err := be.Free(row); err != nil {
-						t.Error(err)
-					}
-				})
-			}
+			rows := expertRows(t, be, c.E, lay.Size)
 			logits := make([]float32, c.T*c.E)
 			for i := range logits {
 				logits[i] = float32(rng.NormFloat64())
@@ -147,18 +136,7 @@ func TestRoutePublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	const T, k, E = 19, 4, 16
-	rows := make([]backend.Tensor, E)
-	for e := range rows {
-		if rows[e], err = be.AllocBytes(lay.Size); err != nil {
-			t.Fatal(err)
-		}
-		row := rows[e]
-		t.Cleanup(func() {
-			if err := be.Free(row); err != nil {
-				t.Error(err)
-			}
-		})
-	}
+	rows := expertRows(t, be, E, lay.Size)
 	var bases cu.DevicePtr
 	for round := range 3 {
 		// Three routings in flight, read in launch order.
@@ -200,4 +178,24 @@ func TestRoutePublished(t *testing.T) {
 			r.Release()
 		}
 	}
+}
+
+// expertRows allocates n expert rows of size bytes each, freed when the
+// test ends.
+func expertRows(t *testing.T, be *Backend, n, size int) []backend.Tensor {
+	t.Helper()
+	rows := make([]backend.Tensor, n)
+	for e := range rows {
+		var err error
+		if rows[e], err = be.AllocBytes(size); err != nil {
+			t.Fatal(err)
+		}
+		row := rows[e]
+		t.Cleanup(func() {
+			if err := be.Free(row); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	return rows
 }
