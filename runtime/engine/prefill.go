@@ -151,7 +151,13 @@ type pendingRouting struct {
 	r     backend.Routing
 }
 
-// batchFor returns scratch for T positions.
+// batchScratchStep is the position count batch scratch is sized in: a
+// prompt longer than any before it frees and reallocates the scratch (on
+// CUDA a free waits for the device) inside its time to first token, so the
+// sizes come in steps of this many positions, up to a batch's most.
+const batchScratchStep = 64
+
+// batchFor returns scratch for T positions (at least; see batchScratchStep).
 func (e *Engine) batchFor(T int) (*batch, error) {
 	if e.bt != nil && e.bt.cap >= T {
 		return e.bt, nil
@@ -161,6 +167,11 @@ func (e *Engine) batchFor(T int) (*batch, error) {
 			return nil, err
 		}
 	}
+	most := PrefillChunk
+	if e.chunk > 0 {
+		most = e.chunk
+	}
+	T = max(T, min((T+batchScratchStep-1)/batchScratchStep*batchScratchStep, most))
 	cfg := e.cfg
 	D, Q, KV, A, F := cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim(), cfg.KVDim(), cfg.TopK, e.layout.Gate.Rows
 	bt := &batch{cap: T, zeros: make([]float32, D), ids: make([]int, T*A), weights: make([]float32, T*A)}
