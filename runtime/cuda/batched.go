@@ -562,7 +562,10 @@ func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 }
 
 // tcSplitGoal is the number of blocks a split-K matmul aims for: two per
-// SM of the H200 (the kernel's occupancy).
+// SM of the H200 (the kernel's occupancy). tuning.tcSplitGoal replaces it
+// (a measurement knob: fewer splits, each of more chunks, with fewer
+// partials to write and reduce; the split count changes a sum's order, so
+// other bits).
 const tcSplitGoal = 264
 
 // tcSplit is the kernel-choice predicate of the split-K FP16 matmul
@@ -575,11 +578,15 @@ func (b *Backend) tcSplit(T, rows, cols int) int {
 	if b.tune.tcNoSplitK {
 		return 1
 	}
+	goal := tcSplitGoal
+	if b.tune.tcSplitGoal > 0 {
+		goal = b.tune.tcSplitGoal
+	}
 	blocks := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile)
-	if blocks >= tcSplitGoal/2 {
+	if blocks >= goal/2 {
 		return 1
 	}
-	return max(1, min((tcSplitGoal+blocks-1)/blocks, (cols+31)/32/4))
+	return max(1, min((goal+blocks-1)/blocks, (cols+31)/32/4))
 }
 
 // matmulTCSplitK is an FP16 matmulTC in ks column splits: matmul_tc_f16_splitk
