@@ -1360,25 +1360,32 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 // An id outside 0..E-1 is left out (the host's read back of the ids fails
 // on it). With ids_host set (mapped host memory) the block then copies ids
 // there, fences (system scope) and writes seq to *seq_host, so the host
-// learns the routing without a copy or an event on the stream. One block
-// of 1024 threads; E <= TC_ROUTE_EMAX; dynamic shared
-// memory TC_ROUTE_SMEM (the emulator's mmtc runs it: it has no static
-// shared arrays).
+// learns the routing without a copy or an event on the stream. With staged
+// set (P <= TC_ROUTE_PMAX) the ids are read from global memory once, into
+// shared memory: every warp's ballots over all P slots then wait on shared
+// loads, not on a global load each 32 slots (at P = 4,096 that chain was
+// most of the kernel's ~45 µs). One block of 1024 threads; E <=
+// TC_ROUTE_EMAX; dynamic shared memory TC_ROUTE_SMEM(staged ? P : 0) (the
+// emulator's mmtc runs it: it has no static shared arrays).
 #define TC_ROUTE_EMAX 256
-#define TC_ROUTE_SMEM ((3 * TC_ROUTE_EMAX + 2) * 4)
+#define TC_ROUTE_PMAX 8192
+#define TC_ROUTE_SMEM(P) ((3 * TC_ROUTE_EMAX + 2 + (P)) * 4)
 extern "C" __global__ void __launch_bounds__(1024)
     tc_route_groups(const int* __restrict__ ids, int P, int k, int E, const unsigned long long* __restrict__ bases,
                     long long off0, long long off1, long long off2, int tile, int max_entries, int* tok, int* slot, int* iden,
-                    tc_group* tab, int* ids_host, volatile unsigned* seq_host, unsigned seq) {
+                    tc_group* tab, int* ids_host, volatile unsigned* seq_host, unsigned seq, int staged) {
 	int* cnt = reinterpret_cast<int*>(xs_smem);
 	int* base = cnt + TC_ROUTE_EMAX;
 	int* ebase = base + TC_ROUTE_EMAX + 1;
+	int* sid = ebase + TC_ROUTE_EMAX + 1;  // the P ids (staged)
+	const int* rid = staged ? sid : ids;   // where the ballots read them
 	grid_dep_enter();
 	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
 	for (int e = tid; e < E; e += blockDim.x) cnt[e] = 0;
 	__syncthreads();
 	for (int s = tid; s < P; s += blockDim.x) {
 		const int e = ids[s];
+		if (staged) sid[s] = e;
 		if (e >= 0 && e < E) atomicAdd(&cnt[e], 1);
 	}
 	__syncthreads();
@@ -1397,7 +1404,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 		int run = base[e];
 		for (int s0 = 0; s0 < P; s0 += 32) {
 			const int s = s0 + lane;
-			const bool m = s < P && ids[s] == e;
+			const bool m = s < P && rid[s] == e;
 			const unsigned bal = __ballot_sync(0xffffffffu, m);
 			if (m) {
 				const int p = run + __popc(bal & ((1u << lane) - 1u));
@@ -1418,7 +1425,7 @@ extern "C" __global__ void __launch_bounds__(1024)
 		for (int w = 0; w < 3; w++) tab[w * max_entries + n] = tc_group{nullptr, 0, 0};
 	for (int p = tid; p < P; p += blockDim.x) iden[p] = p;
 	if (ids_host != nullptr) {
-		for (int s = tid; s < P; s += blockDim.x) ids_host[s] = ids[s];
+		for (int s = tid; s < P; s += blockDim.x) ids_host[s] = rid[s];
 		__threadfence_system();  // this thread's ids before the block's barrier
 		__syncthreads();
 		if (tid == 0) *seq_host = seq;

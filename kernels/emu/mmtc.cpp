@@ -74,7 +74,7 @@ extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half
 extern "C" void matmul_tc_f16_pre_splitk_burst(float*, const uint8_t*, const __half*, const __half*, const float*, int, int,
                                                int, int);
 extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long long*, long long, long long, long long, int, int, int*,
-                                int*, int*, tc_group*, int*, volatile unsigned*, unsigned);
+                                int*, int*, tc_group*, int*, volatile unsigned*, unsigned, int);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
                                                int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
@@ -532,9 +532,9 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 // order, each one's slots increasing, an entry per tile pairs (64, or 16
 // for the small-entry fragment-direct kernel's tables), entries of count 0
 // after.
-static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng, int tile = kTile) {
-	char name[96];
-	snprintf(name, sizeof name, "route groups T=%d k=%d E=%d bad=%d tile=%d", T, k, E, bad, tile);
+static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng, int tile = kTile, bool staged = true) {
+	char name[112];
+	snprintf(name, sizeof name, "route groups T=%d k=%d E=%d bad=%d tile=%d staged=%d", T, k, E, bad, tile, staged);
 	const int P = T * k, maxE = P / tile + std::min(E, P);
 	std::vector<int> ids(P);
 	for (int& id : ids) id = (int)(rng() % (unsigned)E);
@@ -546,9 +546,9 @@ static void check_route_groups(int T, int k, int E, bool bad, std::mt19937& rng,
 	std::vector<tc_group> tab(3 * maxE, tc_group{reinterpret_cast<const uint8_t*>(1), -9, -9});
 	std::vector<int> published(P, -7);
 	volatile unsigned seq = 0;
-	emu_launch(1, 1024, (3 * 256 + 2) * 4, [&] {
+	emu_launch(1, 1024, (3 * 256 + 2 + (staged ? P : 0)) * 4, [&] {  // TC_ROUTE_SMEM
 		tc_route_groups(ids.data(), P, k, E, bases.data(), off[0], off[1], off[2], tile, maxE, tok.data(), slot.data(), iden.data(),
-		                tab.data(), published.data(), &seq, 41u);
+		                tab.data(), published.data(), &seq, 41u, staged ? 1 : 0);
 	});
 	// The ids published to the host, then the sequence number.
 	if (published != ids || seq != 41u) {
@@ -623,17 +623,28 @@ static void check_reduce_parts(int T, int ks, int n0, int n1, int n2, int bias_k
 	fprintf(stderr, "ok   %s\n", name);
 }
 
+// check_route_all runs check_route_groups' cases: few tokens (most experts
+// unrouted), a 64-pair tile crossed, 512 tokens of 64 experts, 60 experts,
+// an id out of range; the small-entry kernel's tables (entries of at most
+// 16 pairs); and the ids read from global memory, not staged (a routing of
+// more than TC_ROUTE_PMAX pairs).
+static void check_route_all(std::mt19937& rng) {
+	check_route_groups(3, 2, 8, false, rng);
+	check_route_groups(37, 8, 64, false, rng);
+	check_route_groups(512, 8, 64, false, rng);
+	check_route_groups(57, 4, 60, true, rng);
+	check_route_groups(64, 8, 64, false, rng, 16);
+	check_route_groups(57, 4, 60, true, rng, 16);
+	check_route_groups(512, 8, 64, false, rng, kTile, false);
+	check_route_groups(57, 4, 60, true, rng, 16, false);
+}
+
 int main(int argc, char** argv) {
 	std::mt19937 rng(7);
 	for (int bk = 0; bk < 3; bk++) check_reduce_parts(5, 3, 3, 2, 2, bk, rng);
 	check_reduce_parts(17, 16, 8, 8, 0, 1, rng);
 	if (argc > 1 && std::string(argv[1]) == "route") {  // tc_route_groups alone (seconds, not minutes)
-		check_route_groups(3, 2, 8, false, rng);
-		check_route_groups(37, 8, 64, false, rng);
-		check_route_groups(512, 8, 64, false, rng);
-		check_route_groups(57, 4, 60, true, rng);
-		check_route_groups(64, 8, 64, false, rng, 16);
-		check_route_groups(57, 4, 60, true, rng, 16);
+		check_route_all(rng);
 		fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 		return failures ? 1 : 0;
 	}
@@ -667,15 +678,7 @@ int main(int argc, char** argv) {
 	check_grouped(true, 64, 1408, rng);
 	check_grouped(true, 2048, 1024, rng);  // OLMoE's down: more chunks than ring slots
 	check_grouped(true, 40, 96, rng);      // fewer chunks (3) than ring slots
-	// tc_route_groups: few tokens (most experts unrouted), a 64-pair tile
-	// crossed, 512 tokens of 64 experts, 60 experts, an id out of range.
-	check_route_groups(3, 2, 8, false, rng);
-	check_route_groups(37, 8, 64, false, rng);
-	check_route_groups(512, 8, 64, false, rng);
-	check_route_groups(57, 4, 60, true, rng);
-	// The small-entry kernel's tables (entries of at most 16 pairs).
-	check_route_groups(64, 8, 64, false, rng, 16);
-	check_route_groups(57, 4, 60, true, rng, 16);
+	check_route_all(rng);
 	fprintf(stderr, "%s: %d failures\n", failures ? "FAIL" : "PASS", failures);
 	return failures ? 1 : 0;
 }

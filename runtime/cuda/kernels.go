@@ -393,7 +393,13 @@ var pdlModules = kernels.PDLModules
 func argPtr(p cu.DevicePtr) uint64 { return uint64(p) }
 func argInt(v int) uint64          { return uint64(int64(v)) }
 func argF32(v float32) uint64      { return uint64(math.Float32bits(v)) }
-func argF64(v float64) uint64      { return math.Float64bits(v) }
+func argBool(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+func argF64(v float64) uint64 { return math.Float64bits(v) }
 
 // launch issues fn on the compute stream; owner thread only. While the
 // backend records (recordLaunches, persistent.go) it notes the launch

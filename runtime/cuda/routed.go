@@ -215,10 +215,11 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 		if err := b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(rt.ids), argPtr(rt.w)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
 		}
-		if err := b.launch(b.k.routeGroups, 1, routeThreads, routeSmem, argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
+		staged := P <= routeMaxPairs
+		if err := b.launch(b.k.routeGroups, 1, routeThreads, routeSmem(P, staged), argPtr(rt.ids), argInt(P), argInt(k), argInt(E), argPtr(rt.bases),
 			argInt(lay.Gate.Offset), argInt(lay.Up.Offset), argInt(lay.Down.Offset), argInt(rt.tile),
 			argInt(maxE), argPtr(rt.tok), argPtr(rt.slot), argPtr(rt.iden), argPtr(rt.tab),
-			argPtr(rb.hostDev+routeIDsAt), argPtr(rb.hostDev), argInt(int(rb.seq))); err != nil {
+			argPtr(rb.hostDev+routeIDsAt), argPtr(rb.hostDev), argInt(int(rb.seq)), argBool(staged)); err != nil {
 			return fmt.Errorf("cuda: RouteRows: group: %w", err)
 		}
 		rt.seq = rb.seq
@@ -231,11 +232,23 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 const (
 	// groupsMaxExperts is tc_route_groups' TC_ROUTE_EMAX.
 	groupsMaxExperts = 256
-	// routeThreads is tc_route_groups' block, routeSmem its dynamic
-	// shared memory (TC_ROUTE_SMEM).
+	// routeMaxPairs is tc_route_groups' TC_ROUTE_PMAX: the most pairs
+	// (tokens x k) whose ids it stages in shared memory (36 KB with the
+	// counts; a larger routing reads them from global memory).
+	routeMaxPairs = 8192
+	// routeThreads is tc_route_groups' block.
 	routeThreads = 1024
-	routeSmem    = (3*groupsMaxExperts + 2) * 4
 )
+
+// routeSmem is tc_route_groups' dynamic shared memory for P pairs
+// (TC_ROUTE_SMEM): the counts, bases and entry bases, and the ids where
+// they are staged.
+func routeSmem(P int, staged bool) int {
+	if !staged {
+		P = 0
+	}
+	return (3*groupsMaxExperts + 2 + P) * 4
+}
 
 // routingOf checks that r is a live routing of this backend.
 func (b *Backend) routingOf(op string, r backend.Routing) (*routing, error) {
