@@ -10,8 +10,6 @@
 #include "common.cuh"
 #include "step.cuh"
 
-// route_step_body: at most ROUTE_MAX_PER_LANE*32 experts (one warp).
-#define ROUTE_MAX_PER_LANE 8
 // argmax_step_body masks at most ARGMAX_MAX_MASKED ids.
 #define ARGMAX_MAX_MASKED 8
 
@@ -217,73 +215,7 @@ __device__ __forceinline__ void route_step_body(const float* logits, int E, int 
 	__shared__ int ids[64];
 	__shared__ float w[64];
 	const int lane = threadIdx.x;
-	float v[ROUTE_MAX_PER_LANE];
-	float m = -INFINITY;
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		const int i = lane + 32 * j;
-		v[j] = i < E ? __ldcg(logits + i) : -INFINITY;  // through L2: router_route_step's other blocks wrote them
-		m = fmaxf(m, v[j]);
-	}
-#pragma unroll
-	for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL_MASK, m, o));
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		const int i = lane + 32 * j;
-		if (i < E) p[i] = v[j] = (float)exp((double)__fsub_rn(v[j], m));
-	}
-	__syncwarp();
-	float total = 0.0f;
-	if (lane == 0) {
-		// In index order (unrolled: the loads run ahead, the adds stay in order).
-#pragma unroll 16
-		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
-	}
-	total = __shfl_sync(FULL_MASK, total, 0);
-	bool nan = false;
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-		v[j] = __fdiv_rn(v[j], total);
-		nan |= lane + 32 * j < E && v[j] != v[j];
-	}
-	__syncwarp();  // every lane read p for the total
-#pragma unroll
-	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++)
-		if (lane + 32 * j < E) p[lane + 32 * j] = v[j];
-	__syncwarp();
-	if (!__any_sync(FULL_MASK, nan) && k <= E) {
-		// (p desc, index asc) is a strict total order on non-NaN values,
-		// so the value with rank r (r values beat it) is the one round r
-		// of the selection below picks: one pass instead of k rounds.
-#pragma unroll
-		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-			const int i = lane + 32 * j;
-			if (i >= E) continue;
-			int rank = 0;
-#pragma unroll 8
-			for (int o = 0; o < E; o++) rank += beats(p[o], o, v[j], i);
-			if (rank < k) ids[rank] = i, w[rank] = v[j];
-		}
-	} else {
-		unsigned taken = 0;  // bit j: value j of this lane selected
-		for (int r = 0; r < k; r++) {
-			float bv = 0.0f;
-			int bi = -1;
-#pragma unroll
-			for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
-				const int i = lane + 32 * j;
-				if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
-			}
-#pragma unroll
-			for (int o = 16; o > 0; o >>= 1) {
-				float ov = __shfl_xor_sync(FULL_MASK, bv, o);
-				int oi = __shfl_xor_sync(FULL_MASK, bi, o);
-				if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
-			}
-			if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
-			if (lane == 0) ids[r] = bi, w[r] = bv;
-		}
-	}
+	route_topk_warp(logits, E, k, p, ids, w, lane);
 	__syncwarp();
 	// The tail runs on lanes r < k in parallel (it used to run on lane 0
 	// alone: k dependent table reads and mapped writes in series). Only

@@ -9,7 +9,8 @@
 //	                    are row t's, with row t's own partials and tickets
 //	                    (attention_rows_f32_kv16: over an FP16 cache);
 //	router_topk_rows    router_topk_block (router_topk's body) on row t, one
-//	                    block a row;
+//	                    block a row (router_topk_rows_warp: route_topk_warp,
+//	                    the same values, a warp a row);
 //	combine_rows_f32    row t of dst = the k weighted source rows of token t
 //	                    added in order from zero with add_scaled (a clear and
 //	                    k add_scaled_f32 launches' bits);
@@ -20,6 +21,8 @@
 // (tuning.prefillPDL).
 #include "common.cuh"  // listed for the PTX source hashes (step.cuh includes it)
 #include "step.cuh"
+
+extern __shared__ __align__(16) float xs_smem[];  // the dynamic shared memory (also the emulator's)
 
 extern "C" __global__ void rope_rows_f32(float* x, int T, int n_heads, int hd, int pos0, double theta) {
 	grid_dep_enter();
@@ -51,9 +54,31 @@ ATTENTION_ROWS(attention_rows_f32_kv16, __half)
 extern "C" __global__ void __launch_bounds__(256) router_topk_rows(const float* logits, int E, int k, int* ids_out,
                                                                   float* w_out) {
 	grid_dep_enter();
-	extern __shared__ float p[];
 	const int t = blockIdx.x;
-	router_topk_block(logits + (size_t)t * E, E, k, ids_out + (size_t)t * k, w_out + (size_t)t * k, p);
+	router_topk_block(logits + (size_t)t * E, E, k, ids_out + (size_t)t * k, w_out + (size_t)t * k, xs_smem);
+}
+
+// router_topk_rows_warp: router_topk_rows' ids and weights with a warp a
+// row (route_topk_warp, route_step's selection: the same values), 8 rows a
+// block of 256 threads, for E <= 32 * ROUTE_MAX_PER_LANE and k <= 64. The
+// block-wide build takes k rounds of two block barriers each; a warp needs
+// none. Dynamic shared memory TOPK_WARP_SMEM: a warp's p, ids and w.
+#define TOPK_WARP_FLOATS (32 * ROUTE_MAX_PER_LANE + 2 * 64)
+#define TOPK_WARP_SMEM (8 * TOPK_WARP_FLOATS * 4)
+extern "C" __global__ void __launch_bounds__(256) router_topk_rows_warp(const float* logits, int T, int E, int k, int* ids_out,
+                                                                       float* w_out) {
+	grid_dep_enter();
+	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = blockIdx.x * 8 + warp;
+	if (t >= T) return;  // warp-uniform
+	float* wp = xs_smem + warp * TOPK_WARP_FLOATS;
+	int* ids = reinterpret_cast<int*>(wp + 32 * ROUTE_MAX_PER_LANE);
+	float* w = wp + 32 * ROUTE_MAX_PER_LANE + 64;
+	route_topk_warp(logits + (size_t)t * E, E, k, wp, ids, w, lane);
+	__syncwarp();
+	for (int r = lane; r < k; r += 32) {
+		ids_out[(size_t)t * k + r] = ids[r];
+		w_out[(size_t)t * k + r] = w[r];
+	}
 }
 
 // combine_rows_f32: dst[t][i] = sum over j < k, in order from 0, of

@@ -482,6 +482,91 @@ __device__ __forceinline__ int block_best(float bv, int bi) {
 	return ri[0];
 }
 
+// route_topk_warp: at most ROUTE_MAX_PER_LANE*32 experts.
+#define ROUTE_MAX_PER_LANE 8
+
+// route_topk_warp is one warp's softmax over logits[E] (E <= 256) and its
+// top-k (k <= 64), the values router_topk_block gives (max is exact in any
+// order; p_i = exp(l_i - max) in double rounded once; the sum in index order
+// by lane 0; one division each; selection by (p desc, index asc), a total
+// order, so the winner of each round does not depend on the reduction
+// order): ids[r], w[r] for r < k, in the warp's shared arrays p [E], ids and
+// w [k]. The selection is one rank pass (a value's rank = how many values
+// beat it; the k sequential rounds only when a NaN is present). The
+// logits are read through L2 (__ldcg: another block may have written them).
+// lane is the thread's lane (threadIdx.x for a block of one warp). The
+// caller syncs the warp before reading ids and w. route_step (decode)
+// and router_topk_rows_warp (a batched prefill's rows, a warp a row) run it.
+__device__ __forceinline__ void route_topk_warp(const float* logits, int E, int k, float* p, int* ids, float* w, int lane) {
+	float v[ROUTE_MAX_PER_LANE];
+	float m = -INFINITY;
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		v[j] = i < E ? __ldcg(logits + i) : -INFINITY;  // through L2: router_route_step's other blocks wrote them
+		m = fmaxf(m, v[j]);
+	}
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(FULL_MASK, m, o));
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		const int i = lane + 32 * j;
+		if (i < E) p[i] = v[j] = (float)exp((double)__fsub_rn(v[j], m));
+	}
+	__syncwarp();
+	float total = 0.0f;
+	if (lane == 0) {
+		// In index order (unrolled: the loads run ahead, the adds stay in order).
+#pragma unroll 16
+		for (int i = 0; i < E; i++) total = __fadd_rn(total, p[i]);
+	}
+	total = __shfl_sync(FULL_MASK, total, 0);
+	bool nan = false;
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+		v[j] = __fdiv_rn(v[j], total);
+		nan |= lane + 32 * j < E && v[j] != v[j];
+	}
+	__syncwarp();  // every lane read p for the total
+#pragma unroll
+	for (int j = 0; j < ROUTE_MAX_PER_LANE; j++)
+		if (lane + 32 * j < E) p[lane + 32 * j] = v[j];
+	__syncwarp();
+	if (!__any_sync(FULL_MASK, nan) && k <= E) {
+		// (p desc, index asc) is a strict total order on non-NaN values,
+		// so the value with rank r (r values beat it) is the one round r
+		// of the selection below picks: one pass instead of k rounds.
+#pragma unroll
+		for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+			const int i = lane + 32 * j;
+			if (i >= E) continue;
+			int rank = 0;
+#pragma unroll 8
+			for (int o = 0; o < E; o++) rank += beats(p[o], o, v[j], i);
+			if (rank < k) ids[rank] = i, w[rank] = v[j];
+		}
+	} else {
+		unsigned taken = 0;  // bit j: value j of this lane selected
+		for (int r = 0; r < k; r++) {
+			float bv = 0.0f;
+			int bi = -1;
+#pragma unroll
+			for (int j = 0; j < ROUTE_MAX_PER_LANE; j++) {
+				const int i = lane + 32 * j;
+				if (i < E && !(taken & (1u << j)) && beats(v[j], i, bv, bi)) bv = v[j], bi = i;
+			}
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) {
+				float ov = __shfl_xor_sync(FULL_MASK, bv, o);
+				int oi = __shfl_xor_sync(FULL_MASK, bi, o);
+				if (beats(ov, oi, bv, bi)) bv = ov, bi = oi;
+			}
+			if (bi >= 0 && (bi & 31) == lane) taken |= 1u << (bi >> 5);
+			if (lane == 0) ids[r] = bi, w[r] = bv;
+		}
+	}
+}
+
 // router_topk_block: probabilities p_i = exp(l_i - max) / sum (exp in
 // double, rounded once; the sum in index order by one thread, like the CPU
 // reference, so the selected experts match the reference exactly for the

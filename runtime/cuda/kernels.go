@@ -78,6 +78,7 @@ type kernelSet struct {
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
 	ropeRows, topkRows, combineRows, addGatedRows cu.Function
+	topkRowsWarp                                  cu.Function // router_topk_rows' values with a warp a row (topKRowsLaunch)
 	// matmul_tc.cu's tc_route_groups: a batched prefill's routing
 	// grouped into the grouped tensor-core kernels' tables on the device
 	// (backend.DeviceRouting, routed.go).
@@ -207,6 +208,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
+	k.topkRowsWarp = get("router_topk_rows_warp")
 	k.routeGroups = get("tc_route_groups")
 	k.addGatedRows = get("add_gated_rows_f32")
 	for i, names := range kvKernelNames {

@@ -47,7 +47,7 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_pre_fd_w4a16", "matmul_tc_grouped_pre_fd16_w4a16", "matmul_tc_f16_pre_splitk_fd", "tc_route_groups",
 		"matmul_tc_f16_pre_splitk_burst", "matmul_tc_grouped_pre_fd_gu_w4a16", "matmul_tc_grouped_pre_fd16_gu_w4a16",
 		"matmul_splitk_reduce_parts"},
-	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "combine_rows_f32", "add_gated_rows_f32"},
+	"prefill_rows":      {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "router_topk_rows_warp", "combine_rows_f32", "add_gated_rows_f32"},
 	"prefill_attention": {"attention_tiled_rows_f32", "attention_tiled_rows_f32_kv16", "attention_tiled32_rows_f32", "attention_tiled32_rows_f32_kv16"},
 	"experts_routed":    routedNames(),
 	"norm":              {"rmsnorm"},

@@ -106,7 +106,8 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // from 8 chunks a block, which the tiny models' 256 columns in 2 or more splits never reach, so
 // here those cases run the two-stage kernel either way; TestTCPreSplitSameBits' T70 runs the
 // burst twin), and with gate, up and SiLUMul as one launch where a
-// fragment-direct kernel runs (the default; tuning.tcNoGateUp: three); two chunks on the
+// fragment-direct kernel runs (the default; tuning.tcNoGateUp: three), and with the top-k a block
+// a row (tuning.noTopKWarp; a warp a row by default); two chunks on the
 // longest prompt. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
@@ -150,7 +151,7 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							{noPartsFused: true}, {tcFDSplitK: true, noRouteDevice: true},
 							{tcNoFD16: true}, {tcNoFD16: true, noRouteDevice: true},
 							{tcNoBurst: true}, {tcNoBurst: true, noPartsFused: true},
-							{tcNoGateUp: true}, {tcNoGateUp: true, tcNoFD16: true}} {
+							{tcNoGateUp: true}, {tcNoGateUp: true, tcNoFD16: true}, {noTopKWarp: true}, {noTopKWarp: true, noRouteDevice: true}} {
 							got, gc, gt, gr, gu := run(tn)
 							// A device routing's gate and up run as one launch where a
 							// fragment-direct kernel takes its table (tcGroupedFD: the

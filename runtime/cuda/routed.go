@@ -212,7 +212,7 @@ func (b *Backend) RouteRows(logits backend.Tensor, T, k int, rows []backend.Tens
 			return fmt.Errorf("cuda: RouteRows: %w", err)
 		}
 		rb.seq++
-		if err := b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(rt.ids), argPtr(rt.w)); err != nil {
+		if err := b.topKRowsLaunch(lt.ptr, T, E, k, rt.ids, rt.w); err != nil {
 			return fmt.Errorf("cuda: RouteRows: top-k: %w", err)
 		}
 		staged := P <= routeMaxPairs

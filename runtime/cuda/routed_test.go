@@ -5,6 +5,7 @@ package cuda
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"reflect"
 	"testing"
@@ -198,4 +199,55 @@ func expertRows(t *testing.T, be *Backend, n, size int) []backend.Tensor {
 		})
 	}
 	return rows
+}
+
+// TestTopKRowsWarp: router_topk_rows_warp (a warp a row, the default where
+// topKRowsWarp picks it) gives router_topk_rows' ids and weights bit for
+// bit (tuning.noTopKWarp), on normal logits, on rows with tied logits (the
+// lower index wins) and -inf logits, for OLMoE's and Qwen1.5-MoE's routers,
+// a few experts, 256 experts top-64 and row counts off the 8 rows a block.
+func TestTopKRowsWarp(t *testing.T) {
+	be := testBE
+	rng := rand.New(rand.NewPCG(3, 17))
+	for _, c := range []struct {
+		T, E, k int
+		ties    bool
+	}{{64, 64, 8, false}, {19, 64, 8, true}, {57, 60, 4, true}, {3, 8, 2, false}, {9, 256, 64, true}, {512, 64, 8, true}} {
+		t.Run(fmt.Sprintf("T%d/E%d/k%d/ties%v", c.T, c.E, c.k, c.ties), func(t *testing.T) {
+			if !be.topKRowsWarp(c.E, c.k) {
+				t.Fatalf("topKRowsWarp(%d, %d) is false by default", c.E, c.k)
+			}
+			logits := make([]float32, c.T*c.E)
+			for i := range logits {
+				logits[i] = float32(2 * rng.NormFloat64())
+			}
+			if c.ties {
+				for r := range c.T {
+					l := logits[r*c.E : (r+1)*c.E]
+					for i := 1; i < c.E; i += 3 {
+						l[i] = l[i-1]
+					}
+					l[c.E-1] = float32(math.Inf(-1))
+				}
+			}
+			run := func(tn tuning) ([]int, []float32) {
+				withTuning(t, be, tn)
+				ids, w, err := be.TopKRows(mustF32(t, be, logits), c.T, c.k, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ids, w
+			}
+			wantIDs, wantW := run(tuning{noTopKWarp: true})
+			ids, w := run(tuning{})
+			if !reflect.DeepEqual(ids, wantIDs) {
+				t.Fatalf("ids differ from router_topk_rows':\n%v\n%v", ids[:min(len(ids), 16)], wantIDs[:min(len(ids), 16)])
+			}
+			for i := range w {
+				if math.Float32bits(w[i]) != math.Float32bits(wantW[i]) {
+					t.Fatalf("weight %d: %g, router_topk_rows %g", i, w[i], wantW[i])
+				}
+			}
+		})
+	}
 }

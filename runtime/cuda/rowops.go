@@ -201,7 +201,37 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 	})
 }
 
-// TopKRows implements backend.RowOps: router_topk_rows, one read back of
+// topKRowsWarp is the kernel-choice predicate of router_topk_rows_warp (a
+// warp a row, route_step's selection: the same ids and weights as the
+// block-wide router_topk_rows, which takes k rounds of two block barriers
+// each): E <= topKWarpMaxExperts and k <= topKWarpMaxK, unless
+// tuning.noTopKWarp. It depends on E and k alone, so every batched
+// prefill of a model (device routing or read back, any capacity) takes the
+// same kernel.
+func (b *Backend) topKRowsWarp(E, k int) bool {
+	return !b.tune.noTopKWarp && E <= topKWarpMaxExperts && k <= topKWarpMaxK
+}
+
+const (
+	// topKWarpMaxExperts and topKWarpMaxK are router_topk_rows_warp's
+	// bounds (32 * ROUTE_MAX_PER_LANE logits, 64 winners a row).
+	topKWarpMaxExperts, topKWarpMaxK = 256, 64
+	// topKWarpSmem is its dynamic shared memory (TOPK_WARP_SMEM).
+	topKWarpSmem = 8 * (topKWarpMaxExperts + 2*topKWarpMaxK) * 4
+)
+
+// topKRowsLaunch launches the T rows' top-k of logits [T][E] into ids and
+// w [T][k]: router_topk_rows_warp where topKRowsWarp picks it, else
+// router_topk_rows (a block a row, dynamic shared memory E floats + E
+// bytes); owner thread only.
+func (b *Backend) topKRowsLaunch(logits cu.DevicePtr, T, E, k int, ids, w cu.DevicePtr) error {
+	if b.topKRowsWarp(E, k) {
+		return b.launch(b.k.topkRowsWarp, (T+7)/8, block, topKWarpSmem, argPtr(logits), argInt(T), argInt(E), argInt(k), argPtr(ids), argPtr(w))
+	}
+	return b.launch(b.k.topkRows, T, block, E*4+(E+3)/4*4, argPtr(logits), argInt(E), argInt(k), argPtr(ids), argPtr(w))
+}
+
+// TopKRows implements backend.RowOps: topKRowsLaunch, one read back of
 // the T rows' ids and weights, then TopK's renormalisation on the host.
 func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, []float32, error) {
 	lt, err := b.tensorOf("TopKRows", "logits", logits, backend.F32)
@@ -229,7 +259,7 @@ func (b *Backend) TopKRows(logits backend.Tensor, T, k int, norm bool) ([]int, [
 			return err
 		}
 		idp, wp := b.topkRows.ptr, b.topkRows.ptr+cu.DevicePtr(4*T*k)
-		if err := b.launch(b.k.topkRows, T, block, smem, argPtr(lt.ptr), argInt(E), argInt(k), argPtr(idp), argPtr(wp)); err != nil {
+		if err := b.topKRowsLaunch(lt.ptr, T, E, k, idp, wp); err != nil {
 			return err
 		}
 		host, err := b.read(idp, 8*T*k)

@@ -108,6 +108,8 @@ void emu_mma_16816(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]
 // shuffles). atomicAdd needs no lock: fibers switch only at collectives.
 unsigned emu_ballot(int p);
 inline unsigned __ballot_sync(unsigned, int p) { return emu_ballot(p); }
+inline int __any_sync(unsigned m, int p) { return __ballot_sync(m, p) != 0; }
+inline int __all_sync(unsigned m, int p) { return __ballot_sync(m, p) == 0xffffffffu; }
 inline int __popc(unsigned v) { return __builtin_popcount(v); }
 // An atomic add counts as progress for the deadlock check: a warp spinning
 // on a counter (__nanosleep yields) waits for exactly such adds.
