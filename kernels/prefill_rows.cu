@@ -81,6 +81,35 @@ extern "C" __global__ void __launch_bounds__(256) router_topk_rows_warp(const fl
 	}
 }
 
+// rope_kv_rows (+_kv16): rope_kv_step's body on row t of q, k and v [T][..]
+// at position pos0 + t: q's heads rotated in place, k's rotated into the
+// cache row, v copied there; nb blocks a row (block b: row b / nb). The
+// bits of RoPERows on q and k, then KVAppendRows (k itself is left as
+// projected). qk_norm_rope_kv_rows (+_kv16): qk_norm_rope_kv_step's body on
+// row t, nh + nkv blocks a row (a head each): q's RMSNorm (groups of gq)
+// and rotation into qo (qo must not alias q), k's into the cache row, v
+// copied; the bits of RMSNorm on q and k, RoPERows, then KVAppendRows.
+#define ATTN_IN_ROWS(SUF, KV)                                                                                           \
+	extern "C" __global__ void rope_kv_rows##SUF(float* q, const float* k, const float* v, KV* kc, KV* vc, int nh, int nkv, \
+	                                             int hd, int pos0, double theta, int nb) {                                \
+		const int t = blockIdx.x / nb;                                                                                 \
+		const size_t Q = (size_t)nh * hd, KVN = (size_t)nkv * hd;                                                      \
+		rope_kv_step_body<KV, true>(q + t * Q, k + t * KVN, v + t * KVN, kc, vc, nh, nkv, hd, nullptr, theta,          \
+		                            VGrid{(int)blockIdx.x - t * nb, nb}, true, pos0 + t);                               \
+	}                                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(256)                                                                  \
+	    qk_norm_rope_kv_rows##SUF(float* qo, const float* q, const float* k, const float* v, KV* kc, KV* vc,            \
+	                              const void* qw, const void* kw, int w_kind, int nh, int nkv, int hd, int gq, int gk,  \
+	                              int pos0, double theta, float eps) {                                                 \
+		const int per = nh + nkv, t = blockIdx.x / per;                                                                \
+		const size_t Q = (size_t)nh * hd, KVN = (size_t)nkv * hd;                                                      \
+		qk_norm_rope_kv_step_body<KV, true>(qo + t * Q, q + t * Q, k + t * KVN, v + t * KVN, kc, vc, qw, kw, w_kind,   \
+		                                    nh, nkv, hd, gq, gk, nullptr, theta, eps,                                  \
+		                                    VGrid{(int)blockIdx.x - t * per, per}, true, pos0 + t);                    \
+	}
+ATTN_IN_ROWS(, float)
+ATTN_IN_ROWS(_kv16, __half)
+
 // combine_rows_f32: dst[t][i] = sum over j < k, in order from 0, of
 // add_scaled(., w[t*k+j], src[t*k+j][i]), for t < T, i < n. One thread an
 // element, grid-stride.

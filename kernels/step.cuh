@@ -482,6 +482,107 @@ __device__ __forceinline__ int block_best(float bv, int bi) {
 	return ri[0];
 }
 
+// rope_kv_step: at position pos = st[1], rotate the nh query heads of q in
+// place, rotate the nkv key heads of k and store them at kc[pos], and store
+// v at vc[pos] (rows of kvn = nkv*hd values). One thread per work item:
+// nh*hd/2 query pairs, then nkv*hd/2 key pairs, then kvn value copies.
+// With enter (the launched kernel) the thread computes its first pair's
+// inverse frequency (a constant: rope_inv_freq) before grid_dep_enter, so
+// only cos and sin stay behind the wait; the values are the same. ROWS: at
+// position row_pos instead of st[1] (a batched prefill's row).
+template <typename KV, bool ROWS = false>
+__device__ __forceinline__ void rope_kv_step_body(float* q, const float* k, const float* v, KV* kc, KV* vc, int nh,
+                                        int nkv, int hd, const int* st, double theta, VGrid vg, bool enter = false,
+                                        int row_pos = 0) {
+	const int half = hd >> 1, kvn = nkv * hd;
+	const int nqp = nh * half, nkp = nkv * half, total = nqp + nkp + kvn;
+	const int idx0 = vg.bid * blockDim.x + threadIdx.x;
+	float if0 = 0.0f;
+	if (idx0 < nqp + nkp) if0 = rope_inv_freq((idx0 < nqp ? idx0 : idx0 - nqp) % half, hd, theta);
+	if (enter) grid_dep_enter();
+	const int pos = ROWS ? row_pos : st[1];
+	for (int idx = idx0; idx < total; idx += vg.nblk * blockDim.x) {
+		if (idx < nqp) {
+			const int h = idx / half, i = idx - h * half;
+			rope_pair_at(q + (size_t)h * hd, i, hd, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
+		} else if (idx < nqp + nkp) {
+			const int j = idx - nqp, h = j / half, i = j - h * half;
+			// The pair is rotated in registers and stored into the cache
+			// row: k itself stays as projected (only the cache holds the
+			// rotated key, as after RoPE + KVAppend).
+			const float* kh = k + (size_t)h * hd;
+			KV* row = kc + (size_t)pos * kvn + (size_t)h * hd;
+			float a = kh[i], c = kh[i + half];
+			rope_rot(a, c, pos, idx == idx0 ? if0 : rope_inv_freq(i, hd, theta));
+			kv_st(row + i, a);
+			kv_st(row + i + half, c);
+		} else {
+			const int j = idx - nqp - nkp;
+			kv_st(vc + (size_t)pos * kvn + j, v[j]);
+		}
+	}
+}
+
+// qk_norm_rope_kv_step: qk_norm_step followed by rope_kv_step in one
+// launch, for norm groups that hold whole heads (g % hd == 0), one block per
+// head: blocks 0..nh-1 take query head h, blocks nh..nh+nkv-1 key head b.
+// Each block computes its group's inv (rms_inv: rmsnorm_group's sum order,
+// so every block of a group gets the same bits), normalises only its head,
+// into qo (queries: q itself stays as projected, since other blocks of the
+// group still read it) or into the cache row at pos = st[1] (keys, which
+// also copy their head of v into vc), then rotates that head. The
+// arithmetic is rmsnorm_group's and rope_pair's in the op-by-op order
+// (norm, rope, append), so the bits are the same. qo must not alias q.
+// With enter (the launched kernel) the thread's first norm weight and its
+// first pair's inverse frequency, both constants, are loaded and computed
+// before grid_dep_enter: after the wait only the activations' round trip,
+// the reduction and cos/sin remain. An FP16 cache (KV = __half): a key head
+// is normalised and rotated in shared memory (kst) and then stored rounded.
+// ROWS (a batched prefill's rows, prefill_rows.cu): the position is row_pos,
+// not st[1]; the same arithmetic.
+template <typename KV, bool ROWS = false>
+__device__ __forceinline__ void qk_norm_rope_kv_step_body(float* qo, const float* q, const float* k,
+                                                                      const float* v, KV* kc, KV* vc,
+                                                                      const void* qw, const void* kw, int w_kind, int nh,
+                                                                      int nkv, int hd, int gq, int gk, const int* st,
+                                                                      double theta, float eps, VGrid vg, bool enter = false,
+                                                                      int row_pos = 0) {
+	__shared__ float red[32];
+	__shared__ float kst[kv_is_f32<KV>::value ? 1 : ATT_HD_MAX];
+	const int half = hd >> 1, kvn = nkv * hd;
+	const bool isq = (int)vg.bid < nh;
+	const int h = isq ? vg.bid : vg.bid - nh;  // head within q or k
+	const int g = isq ? gq : gk, g0 = h * hd / g * g;   // the head's group starts at g0
+	const float* x = isq ? q : k;
+	const void* w = isq ? qw : kw;
+	auto weight = [&](int i) {
+		return w_kind == 1 ? __half2float(reinterpret_cast<const __half*>(w)[i]) : reinterpret_cast<const float*>(w)[i];
+	};
+	// Constants first (with enter, before the wait): this thread's first
+	// norm weight and its first pair's inverse frequency.
+	const int t = threadIdx.x;
+	const float w0 = t < hd ? weight(h * hd - g0 + t) : 0.0f;
+	const float if0 = t < half ? rope_inv_freq(t, hd, theta) : 0.0f;
+	if (enter) grid_dep_enter();
+	const int pos = ROWS ? row_pos : st[1];
+	KV* krow = kc + (size_t)pos * kvn + (size_t)h * hd;
+	float* kf = kv_f32(krow);  // FP32: normalise and rotate in the row itself
+	float* dst = isq ? qo + (size_t)h * hd : kf ? kf : kst;
+	const float inv = rms_inv(x + g0, g, eps, red);
+	for (int j = t; j < hd; j += blockDim.x) {
+		const int i = h * hd - g0 + j;  // index within the group
+		const float wv = j == t ? w0 : weight(i);
+		dst[j] = __fmul_rn(wv, __fmul_rn(x[g0 + i], inv));
+		if (!isq) kv_st(vc + (size_t)pos * kvn + (size_t)h * hd + j, v[(size_t)h * hd + j]);
+	}
+	__syncthreads();
+	for (int i = t; i < half; i += blockDim.x) rope_pair_at(dst, i, hd, pos, i == t ? if0 : rope_inv_freq(i, hd, theta));
+	if (!isq && !kf) {  // FP16 cache: store the rotated head (a block-uniform branch)
+		__syncthreads();
+		for (int j = t; j < hd; j += blockDim.x) kv_st(krow + j, kst[j]);
+	}
+}
+
 // route_topk_warp: at most ROUTE_MAX_PER_LANE*32 experts.
 #define ROUTE_MAX_PER_LANE 8
 

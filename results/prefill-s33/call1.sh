@@ -10,7 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s33c1
-h200_tests_beside_artifacts 'TestRouteGroupsTable|TestRoutePublished|TestTopKRowsWarp|TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' olmoe-1b-7b:924 qwen15-moe-a27b:1
+h200_tests_beside_artifacts 'TestRouteGroupsTable|TestRoutePublished|TestTopKRowsWarp|TestAttnInRowsOnDevice|TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' olmoe-1b-7b:924 qwen15-moe-a27b:1
 cp "$W/tests.log" "$R/tests.log" 2>/dev/null
 LENGTHS=16,64,512
 # new (the default and three tunings), e659b13's default (carry/old/cuda.test.xz), new again.

@@ -8,6 +8,6 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s33t
-SUITE_RUN='TestRouteGroupsTable|TestRoutePublished|TestTopKRowsWarp|TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' \
+SUITE_RUN='TestRouteGroupsTable|TestRoutePublished|TestTopKRowsWarp|TestAttnInRowsOnDevice|TestTCDenseBurstChoice|TestTCPreSplitSameBits|TestMatmulTC$|TestBatchedPrefillOnDevice|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestModuleFuncsCoverPTX' \
 	OUT=$R h200_suite 150
 echo "done at $SECONDS s" | tee -a "$summary"

@@ -169,6 +169,24 @@ type RowOps interface {
 	AddGatedRows(dst, x, g Tensor, T int) error
 }
 
+// AttnInRows is implemented by RowOps backends that can run a batch's q/k
+// norms, RoPE and KV append as one op (CUDA: qk_norm_rope_kv_rows and
+// rope_kv_rows, kernels/prefill_rows.cu).
+type AttnInRows interface {
+	// FusesAttnIn says whether the engine should call QKRoPEKVRows (a
+	// tuning or capability of the backend; false keeps the separate ops).
+	FusesAttnIn() bool
+	// QKRoPEKVRows runs, for the T rows of q [T, nHeads*headDim], k and v
+	// [T, nKVHeads*headDim]: with qNorm and kNorm set, RMSNorm of q by
+	// qNorm's groups into qo and of k by kNorm's, then RoPE of both at
+	// position pos0+t and KVAppendRows of the rotated k and of v; without
+	// norms (both nil), RoPE of q in place (qo must be q) and of k, then
+	// the append. The bits are RMSNorm's, RoPERows' and KVAppendRows' in
+	// that order. k's own rows are left unspecified. With norms qo must
+	// not alias q and each norm's length must be a multiple of headDim.
+	QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error
+}
+
 // BatchedDefault is implemented by a backend.Batched backend whose batched
 // prefill is not the faster one yet: the engine's auto prefill runs token
 // at a time there unless BatchedDefault returns true (a Batched backend

@@ -25,6 +25,9 @@ type Backend struct {
 	// devRoute: batched prefill routes on the "device" (routed.go;
 	// SetDeviceRouting), for the engine's tests of that path.
 	devRoute bool
+	// attnIn: the engine's batched prefill calls QKRoPEKVRows
+	// (rowops.go; SetAttnInRows), for the engine's tests of that path.
+	attnIn bool
 }
 
 // New returns a CPU backend that uses up to workers goroutines per op

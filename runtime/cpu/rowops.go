@@ -40,6 +40,42 @@ func (b *Backend) RoPERows(x backend.Tensor, T, nHeads, headDim, pos0 int, theta
 	})
 }
 
+var _ backend.AttnInRows = (*Backend)(nil)
+
+// SetAttnInRows turns the engine's use of QKRoPEKVRows on or off (off by
+// default: the CPU's is the separate ops in order, the reference the engine's
+// tests compare the fused path with).
+func (b *Backend) SetAttnInRows(on bool) { b.attnIn = on }
+
+// FusesAttnIn implements backend.AttnInRows.
+func (b *Backend) FusesAttnIn() bool { return b.attnIn }
+
+// QKRoPEKVRows implements backend.AttnInRows: RMSNorm (q into qo, k in
+// place), RoPERows of qo and k, KVAppendRows.
+func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error {
+	if (qNorm == nil) != (kNorm == nil) {
+		return fmt.Errorf("cpu: QKRoPEKVRows: a q norm without a k norm or the reverse")
+	}
+	if qNorm != nil {
+		if qNorm.Len()%headDim != 0 || kNorm.Len()%headDim != 0 {
+			return shapeErr("QKRoPEKVRows", "norms of %d and %d values for heads of %d", qNorm.Len(), kNorm.Len(), headDim)
+		}
+		if err := b.RMSNorm(qo, q, qNorm, eps); err != nil {
+			return err
+		}
+		if err := b.RMSNorm(k, k, kNorm, eps); err != nil {
+			return err
+		}
+	}
+	if err := b.RoPERows(qo, T, nHeads, headDim, pos0, theta); err != nil {
+		return err
+	}
+	if err := b.RoPERows(k, T, nKVHeads, headDim, pos0, theta); err != nil {
+		return err
+	}
+	return b.KVAppendRows(kCache, vCache, k, v, T, pos0)
+}
+
 // KVAppendRows implements backend.RowOps.
 func (b *Backend) KVAppendRows(kCache, vCache, k, v backend.Tensor, T, pos0 int) error {
 	if T <= 0 || k.Len()%T != 0 {

@@ -64,7 +64,9 @@ type Backend struct {
 	routeBases          map[string]cu.DevicePtr // the record bases' device copies by their bytes (routeBasesOf)
 	routeLaunches       int                     // RouteRows launched (tests)
 	gateUpLaunches      int                     // RoutedGateUp's one-launch builds launched (tests)
+	attnInRowsLaunches  int                     // QKRoPEKVRows launches (tests)
 	routeDev            atomic.Bool
+	attnInRowsOff       atomic.Bool // mirrors tuning.noAttnInRows for FusesAttnIn (the engine's goroutine asks)
 	idxBytes            int
 	maskedN             int        // capacity of masked in ids
 	lastMask            []int      // ids currently in masked
@@ -242,6 +244,7 @@ type tuning struct {
 	noRouteDevice   bool   // a batched prefill at full residency reads each layer's routing back to the host (the path before session 25) instead of keeping it on the device (backend.DeviceRouting, routed.go: no read back of the top-k before the layer's expert matmuls, the leases counted a layer behind; the same bits, counters and trace). The device routing is the default: prompt tok/s +9-17% at 64, 512 and 2,048 tokens on both shapes (results/h100-s25)
 	tcFDSplitK      bool   // an FP16 split-K matmul (the dense projections of a short prompt, Qwen's shared expert) runs the fragment-direct twin (matmul_tc_f16_pre_splitk_fd: weights loaded straight into B fragments, the pre-split activations staged 4 chunks a barrier; the same partials and bits); off until measured
 	tcSplitGoal     int    // the blocks a split-K FP16 matmul aims for instead of tcSplitGoal (0: that): a measurement knob, fewer splits of more chunks each (the burst twin from 8 chunks a block) and fewer partials; other bits (a sum's order follows the split count)
+	noAttnInRows    bool   // a batched prefill runs its q/k norms, RoPE and KV append as separate ops (RMSNorm twice, RoPERows twice, KVAppendRows: 5 launches, or 4 and two copies into an FP32 cache) instead of one QKRoPEKVRows launch (qk_norm_rope_kv_rows or rope_kv_rows: the decode step's bodies over the rows; the same bits)
 	noTopKWarp      bool   // a batched prefill's top-k runs router_topk_rows (a block a row: k rounds of two block barriers) instead of router_topk_rows_warp (a warp a row, route_step's selection; the same ids and weights: topKRowsWarp)
 	tcNoGateUp      bool   // a device-routed prefill's gate and up run as two grouped launches and SiLUMul (RoutedGateUp's three ops), not the gate|up build of the fragment-direct kernels (matmul_tc_grouped_pre_fd(16)_gu_w4a16: both matrices and silu_mul in one launch on one pre-split, warps 0-3 the gate's rows, 4-7 the up's, over the same staged activations; the same bits: routedGateUpKernel)
 	tcNoBurst       bool   // an FP16 split-K matmul runs the two-stage kernel (matmul_tc_f16_splitk: one chunk's loads in flight while the one before is computed), not the burst twin, the default since session 32 (matmul_tc_f16_pre_splitk_burst: a block's chunks copied into 5 stages with cp.async, up to 4 in flight together, on the pre-split activations; columns a multiple of 8; the same partials and bits: tcDenseBurst)

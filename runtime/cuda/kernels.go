@@ -216,7 +216,7 @@ func (b *Backend) loadKernels() error {
 			qkNormRopeKVStep: get(names[4]), attentionStep: get(names[5]), attentionInStep: get(names[6]), attentionTiled: get(names[7]),
 			matvecRopeKV: get(names[8]), attentionPfStep: get(names[9]), attentionPipeStep: get(names[10]), attentionTiled32: get(names[11]),
 			attentionRingStep: get(names[12]), attentionTraceStep: get(names[13]), attentionB3Step: get(names[14]),
-			attentionCsStep: get(names[15])}
+			attentionCsStep: get(names[15]), ropeKVRows: get(names[16]), qkNormRopeKVRows: get(names[17])}
 	}
 	k.rmsnorm, k.siluMul, k.add = get("rmsnorm"), get("silu_mul_f32"), get("add_f32")
 	k.addScaled, k.addGated = get("add_scaled_f32"), get("add_gated_f32")

@@ -50,6 +50,10 @@ type kvKernels struct {
 	// (decode.cu attention_cs_step; the captured steps' default,
 	// tuning.noAttStream: attentionStep).
 	attentionCsStep cu.Function
+	// ropeKVRows and qkNormRopeKVRows are ropeKVStep's and
+	// qkNormRopeKVStep's bodies over a batched prefill's rows
+	// (prefill_rows.cu; QKRoPEKVRows).
+	ropeKVRows, qkNormRopeKVRows cu.Function
 }
 
 // attRingSmem is step.cuh's ATT_RING_SMEM: the ring's dynamic shared
@@ -57,14 +61,14 @@ type kvKernels struct {
 const attRingSmem = 8 * 3 * 2 * 8 * 128 * 2
 
 // kvKernelNames lists kvKernels' functions in field order, per cache type.
-var kvKernelNames = [2][16]string{
+var kvKernelNames = [2][18]string{
 	{"kv_append_f32", "attention_f32", "attention_rows_f32", "rope_kv_step", "qk_norm_rope_kv_step", "attention_step", "attention_in_step",
 		"attention_tiled_rows_f32", "matvec_f16_rope_kv", "attention_pf_step", "attention_pipe_step", "attention_tiled32_rows_f32",
-		"attention_ring_step", "attention_trace_step", "attention_b3_step", "attention_cs_step"},
+		"attention_ring_step", "attention_trace_step", "attention_b3_step", "attention_cs_step", "rope_kv_rows", "qk_norm_rope_kv_rows"},
 	{"kv_append_f16", "attention_f32_kv16", "attention_rows_f32_kv16", "rope_kv_step_kv16", "qk_norm_rope_kv_step_kv16",
 		"attention_step_kv16", "attention_in_step_kv16", "attention_tiled_rows_f32_kv16", "matvec_f16_rope_kv_kv16", "attention_pf_step_kv16",
 		"attention_pipe_step_kv16", "attention_tiled32_rows_f32_kv16", "attention_ring_step_kv16", "attention_trace_step_kv16",
-		"attention_b3_step_kv16", "attention_cs_step_kv16"},
+		"attention_b3_step_kv16", "attention_cs_step_kv16", "rope_kv_rows_kv16", "qk_norm_rope_kv_rows_kv16"},
 }
 
 // kvIndex is a cache element type's index in kernelSet.kv.

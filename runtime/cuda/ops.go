@@ -613,6 +613,7 @@ func (b *Backend) EndPrefill() error {
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
 	b.routeDev.Store(!t.noRouteDevice && !t.noMatmulTC && !t.tcNoPreSplit)
+	b.attnInRowsOff.Store(t.noAttnInRows)
 	if !b.capturing {
 		b.pdl, b.pdlPrev = b.opPDL(), false
 	}

@@ -185,3 +185,45 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 		}
 	}
 }
+
+// TestAttnInRowsOnDevice: a batched prefill's q/k norms, RoPE and KV append
+// in one launch (QKRoPEKVRows: qk_norm_rope_kv_rows on OLMoE's shape,
+// rope_kv_rows on Qwen1.5-MoE's; the default) give the separate ops' tokens
+// and logits bit for bit (tuning.noAttnInRows), over an FP32 and an FP16 KV
+// cache, on the row kernels and on the tensor cores, a prompt of two
+// chunks included, at full and partial capacity.
+func TestAttnInRowsOnDevice(t *testing.T) {
+	long := strings.Repeat("Norms, rotations and the cache in one launch. ", 12)[:engine.PrefillChunk+17]
+	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
+		art := testArtifact(t, arch, qpack.SchemeInt4)
+		cfg, err := art.Config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, kv := range []string{"fp32", "fp16"} {
+			for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {
+				for _, base := range []tuning{{}, {noMatmulTC: true}} {
+					t.Run(fmt.Sprintf("%s/%s/c%d/rows%v", arch, kv, c, base.noMatmulTC), func(t *testing.T) {
+						for _, p := range []string{"A", "The cache is filled in one launch a layer.", long} {
+							req := engine.Request{Prompt: promptIDs(p), Tokens: 6, SuppressEOS: true, LogitSteps: 2}
+							run := func(tn tuning) engine.Result {
+								withTuning(t, testBE, tn)
+								return generate(t, testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Capacity: c,
+									StepMode: engine.StepOps, KV: kv, Prefill: engine.PrefillBatched}, req)
+							}
+							off := base
+							off.noAttnInRows = true
+							want := run(off)
+							n0 := backendCount(t, func(b *Backend) int { return b.attnInRowsLaunches })
+							got := run(base)
+							if n := backendCount(t, func(b *Backend) int { return b.attnInRowsLaunches }) - n0; n < cfg.NumLayers {
+								t.Fatalf("%d-token prompt: %d QKRoPEKVRows launches, want one a layer a chunk", len(req.Prompt), n)
+							}
+							sameResult(t, fmt.Sprintf("%d-token prompt, the separate ops", len(req.Prompt)), got, want)
+						}
+					})
+				}
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -340,4 +341,76 @@ func (b *Backend) AddGatedRows(dst, x, g backend.Tensor, T int) error {
 	}
 	return b.launchAsync("AddGatedRows", b.k.addGatedRows, b.elementwiseGrid(d.n), block, 0,
 		argPtr(d.ptr), argPtr(xt.ptr), argPtr(gt.ptr), argInt(T), argInt(d.n/T))
+}
+
+var _ backend.AttnInRows = (*Backend)(nil)
+
+// FusesAttnIn implements backend.AttnInRows: unless tuning.noAttnInRows.
+func (b *Backend) FusesAttnIn() bool { return !b.attnInRowsOff.Load() }
+
+// QKRoPEKVRows implements backend.AttnInRows in one launch:
+// qk_norm_rope_kv_rows (norms set: a block a head of each row, its group's
+// inverse RMS with rmsnorm_group's sum order, so the bits of RMSNorm, then
+// RoPERows and KVAppendRows) or rope_kv_rows (no norms).
+func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error {
+	kc, vc, err := b.kvCaches("QKRoPEKVRows", kCache, vCache)
+	if err != nil {
+		return err
+	}
+	var ts [4]*Tensor
+	for i, x := range []struct {
+		what string
+		t    backend.Tensor
+	}{{"qo", qo}, {"q", q}, {"k", k}, {"v", v}} {
+		if ts[i], err = b.tensorOf("QKRoPEKVRows", x.what, x.t, backend.F32); err != nil {
+			return err
+		}
+	}
+	qot, qt, kt, vt := ts[0], ts[1], ts[2], ts[3]
+	Q, KV := nHeads*headDim, nKVHeads*headDim
+	if T <= 0 || nHeads <= 0 || nKVHeads <= 0 || headDim%2 != 0 || headDim > attHeadDimMax || qt.n != T*Q || qot.n != qt.n ||
+		kt.n != T*KV || vt.n != kt.n || pos0 < 0 || (pos0+T)*KV > kc.n {
+		return shapeErr("QKRoPEKVRows", "q %d, qo %d, k %d, v %d values for %d rows of %d / %d heads x %d at position %d, a %d-value cache",
+			qt.n, qot.n, kt.n, vt.n, T, nHeads, nKVHeads, headDim, pos0, kc.n)
+	}
+	kk := b.k.kv[kvIndex(kc.dt)]
+	if qNorm == nil && kNorm == nil {
+		if qot.ptr != qt.ptr {
+			return errors.New("cuda: QKRoPEKVRows: without norms qo must be q")
+		}
+		nb := (Q/2 + KV/2 + KV + block - 1) / block
+		b.countAttnInRows()
+		return b.launchAsync("QKRoPEKVRows", kk.ropeKVRows, T*nb, block, 0, argPtr(qt.ptr), argPtr(kt.ptr), argPtr(vt.ptr),
+			argPtr(kc.ptr), argPtr(vc.ptr), argInt(nHeads), argInt(nKVHeads), argInt(headDim), argInt(pos0), argF64(theta), argInt(nb))
+	}
+	if qNorm == nil || kNorm == nil {
+		return errors.New("cuda: QKRoPEKVRows: a q norm without a k norm or the reverse")
+	}
+	qn, err := b.tensorOf("QKRoPEKVRows", "qNorm", qNorm, backend.F16, backend.F32)
+	if err != nil {
+		return err
+	}
+	kn, err := b.tensorOf("QKRoPEKVRows", "kNorm", kNorm, qn.dt)
+	if err != nil {
+		return err
+	}
+	if qn.n%headDim != 0 || kn.n%headDim != 0 || Q%qn.n != 0 || KV%kn.n != 0 {
+		return shapeErr("QKRoPEKVRows", "norms of %d and %d values for %d / %d heads of %d", qn.n, kn.n, nHeads, nKVHeads, headDim)
+	}
+	if qot.ptr < qt.ptr+cu.DevicePtr(4*qt.n) && qt.ptr < qot.ptr+cu.DevicePtr(4*qot.n) {
+		return errors.New("cuda: QKRoPEKVRows: qo overlaps q")
+	}
+	b.countAttnInRows()
+	return b.launchAsync("QKRoPEKVRows", kk.qkNormRopeKVRows, T*(nHeads+nKVHeads), block, 0, argPtr(qot.ptr), argPtr(qt.ptr),
+		argPtr(kt.ptr), argPtr(vt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argPtr(qn.ptr), argPtr(kn.ptr), argInt(wkind(qNorm)),
+		argInt(nHeads), argInt(nKVHeads), argInt(headDim), argInt(qn.n), argInt(kn.n), argInt(pos0), argF64(theta), argF32(eps))
+}
+
+// countAttnInRows counts a QKRoPEKVRows launch (on the owner thread, as the
+// other launch counters).
+func (b *Backend) countAttnInRows() {
+	_ = b.o.async(func() error {
+		b.attnInRowsLaunches++
+		return nil
+	})
 }

@@ -126,6 +126,7 @@ type batch struct {
 	cap                 int
 	x, xn               backend.Tensor // [T, D]
 	q, att, ao          backend.Tensor // [T, Hq*hd], [T, Hq*hd], [T, D]
+	qn                  backend.Tensor // [T, Hq*hd]: QKRoPEKVRows' normalised q (models with q/k norms), swapped with q
 	k, v                backend.Tensor // [T, Hkv*hd]
 	rl                  backend.Tensor // router logits [T, E]
 	moe                 backend.Tensor // [T, D]
@@ -191,6 +192,9 @@ func (e *Engine) batchFor(T int) (*batch, error) {
 		S := cfg.SharedFFN
 		bt.sg, bt.su, bt.sa, bt.sd, bt.mix = alloc(T*S), alloc(T*S), alloc(T*S), alloc(T*D), alloc(T)
 	}
+	if e.attnInFused(0) && e.w.Layers[0].QNorm != nil {
+		bt.qn = alloc(T * Q)
+	}
 	if err != nil {
 		e.bt = bt
 		return nil, fmt.Errorf("batched prefill scratch for %d positions: %w", T, err)
@@ -207,7 +211,7 @@ func (e *Engine) freeBatch() error {
 		return nil
 	}
 	var errs []error
-	for _, t := range []backend.Tensor{bt.x, bt.xn, bt.q, bt.att, bt.ao, bt.k, bt.v, bt.rl, bt.moe,
+	for _, t := range []backend.Tensor{bt.x, bt.xn, bt.q, bt.qn, bt.att, bt.ao, bt.k, bt.v, bt.rl, bt.moe,
 		bt.gate, bt.up, bt.act, bt.outs, bt.sg, bt.su, bt.sa, bt.sd, bt.mix} {
 		if t != nil {
 			if err := e.be.Free(t); err != nil {
@@ -437,6 +441,28 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 			opStep{"k_proj", func() error { return bb.MatMul(k, lw.K, xn, lw.KBias, T) }},
 			opStep{"v_proj", func() error { return bb.MatMul(v, lw.V, xn, lw.VBias, T) }})
 	}
+	if e.attnInFused(l) && (lw.QNorm == nil || bt.qn != nil) {
+		// The norms, RoPE and the KV append in one op; with norms the
+		// normalised q lands in qn, which then becomes the batch's q.
+		ar := be.(backend.AttnInRows)
+		qo := q
+		if lw.QNorm != nil {
+			if qo, err = bb.Rows(bt.qn, Q, 0, T); err != nil {
+				return err
+			}
+		}
+		steps = append(steps, opStep{"q/k norm, rope and kv append", func() error {
+			return ar.QKRoPEKVRows(qo, q, k, v, e.kCache[l], e.vCache[l], lw.QNorm, lw.KNorm, T, pos0, cfg.NumHeads, cfg.NumKVHeads, hd,
+				cfg.RopeTheta, e.eps)
+		}})
+		if err := runSteps(steps); err != nil {
+			return err
+		}
+		if lw.QNorm != nil {
+			bt.q, bt.qn = bt.qn, bt.q
+		}
+		return nil
+	}
 	if lw.QNorm != nil {
 		steps = append(steps,
 			opStep{"q_norm", func() error { return be.RMSNorm(q, q, lw.QNorm, e.eps) }},
@@ -475,6 +501,21 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 		})
 	}})
 	return runSteps(steps)
+}
+
+// attnInFused says whether layer l's batched attn-in runs its q/k norms,
+// RoPE and KV append as one backend.AttnInRows op: the backend asks for it,
+// and the layer's norms (if any) each hold whole heads.
+func (e *Engine) attnInFused(l int) bool {
+	ar, ok := e.be.(backend.AttnInRows)
+	if !ok || !ar.FusesAttnIn() {
+		return false
+	}
+	lw, hd := &e.w.Layers[l], e.cfg.HeadDim()
+	if (lw.QNorm == nil) != (lw.KNorm == nil) {
+		return false
+	}
+	return lw.QNorm == nil || lw.QNorm.Len()%hd == 0 && lw.KNorm.Len()%hd == 0
 }
 
 // attnOutBatch is attn-out over T positions: x = x + Wo·att.
