@@ -385,7 +385,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // session 31's default), batched-tc-nogateup (a device routing's gate, up
 // and SiLUMul as three launches: tuning.tcNoGateUp), batched-tc-goal132 and
 // batched-tc-goal66 (the split-K projections aim for 132 or 66 blocks, not
-// 264: fewer splits of more chunks, other bits; tuning.tcSplitGoal);
+// 264: fewer splits of more chunks, other bits; tuning.tcSplitGoal),
+// batched-tc-sep (the q/k norms, RoPE and KV append as separate ops and the
+// top-k a block a row: tuning.noAttnInRows, noTopKWarp);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -432,7 +434,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-noburst", engine.PrefillBatched, tuning{tcNoBurst: true, noPartsFused: true}},
 		{"batched-tc-nogateup", engine.PrefillBatched, tuning{tcNoGateUp: true}},
 		{"batched-tc-goal132", engine.PrefillBatched, tuning{tcSplitGoal: 132}},
-		{"batched-tc-goal66", engine.PrefillBatched, tuning{tcSplitGoal: 66}}}
+		{"batched-tc-goal66", engine.PrefillBatched, tuning{tcSplitGoal: 66}},
+		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
