@@ -56,6 +56,15 @@ func TestRouteGroupsTable(t *testing.T) {
 			}
 			rt := r.(*routing)
 			P, maxE := c.T*c.k, rt.maxE
+			// The entries hold tcTile pairs, or tcFD16Tile where the
+			// small-entry kernel takes the routing (tcGroupedFD16).
+			tile := tcTile
+			if be.tcGroupedFD16(0, P, c.E) {
+				tile = tcFD16Tile
+			}
+			if rt.tile != tile {
+				t.Fatalf("tables of %d pairs an entry, want %d", rt.tile, tile)
+			}
 			read := func(p uint64, n int) []byte {
 				var out []byte
 				if err := be.o.do(func() error {
@@ -90,9 +99,9 @@ func TestRouteGroupsTable(t *testing.T) {
 					}
 				}
 				n := len(wantSlot) - base
-				for p0 := 0; p0 < n; p0 += tcTile {
+				for p0 := 0; p0 < n; p0 += tile {
 					for w, m := range lay.Matrices() {
-						wantTab[w] = append(wantTab[w], entry{uint64(rows[e].(*Tensor).ptr) + uint64(m.Offset), base + p0, min(tcTile, n-p0)})
+						wantTab[w] = append(wantTab[w], entry{uint64(rows[e].(*Tensor).ptr) + uint64(m.Offset), base + p0, min(tile, n-p0)})
 					}
 				}
 			}
@@ -102,8 +111,8 @@ func TestRouteGroupsTable(t *testing.T) {
 			if !reflect.DeepEqual(tok, wantTok) || !reflect.DeepEqual(slot, wantSlot) || !reflect.DeepEqual(iden, wantIden) {
 				t.Fatalf("pairs:\ntok  %v\nwant %v\nslot %v\nwant %v", tok, wantTok, slot, wantSlot)
 			}
-			if maxE != P/tcTile+min(c.E, P) {
-				t.Fatalf("%d table entries, want floor(P/64) + min(E, P) = %d", maxE, P/tcTile+min(c.E, P))
+			if maxE != P/tile+min(c.E, P) {
+				t.Fatalf("%d table entries, want floor(P/%d) + min(E, P) = %d", maxE, tile, P/tile+min(c.E, P))
 			}
 			for w := range 3 {
 				for n := range maxE {
