@@ -348,10 +348,21 @@ var _ backend.AttnInRows = (*Backend)(nil)
 // FusesAttnIn implements backend.AttnInRows: unless tuning.noAttnInRows.
 func (b *Backend) FusesAttnIn() bool { return !b.attnInRowsOff.Load() }
 
-// QKRoPEKVRows implements backend.AttnInRows in one launch:
-// qk_norm_rope_kv_rows (norms set: a block a head of each row, its group's
-// inverse RMS with rmsnorm_group's sum order, so the bits of RMSNorm, then
-// RoPERows and KVAppendRows) or rope_kv_rows (no norms).
+// qkNormRowsMax is the most rows qk_norm_rope_kv_rows takes: each of a
+// row's nh + nkv blocks reads its whole norm group, so the launch reads q
+// and k (nh + nkv) / groups times over. Measured on an H100
+// (results/prefill-s33, OLMoE shape, two runs): prompt tok/s +9% at 16
+// tokens and within the runs' spread at 64 with it; at 512 the separate
+// ops were 3% faster.
+const qkNormRowsMax = 64
+
+// QKRoPEKVRows implements backend.AttnInRows, in one launch where it can:
+// qk_norm_rope_kv_rows (norms set, at most qkNormRowsMax rows: a block a
+// head of each row, its group's inverse RMS with rmsnorm_group's sum order,
+// so the bits of RMSNorm, then RoPERows and KVAppendRows; longer batches
+// run those ops) or rope_kv_rows (no norms). The measurement was of the
+// fused attn-in and the warp top-k together (bench mode batched-tc-sep turns
+// both off); Qwen1.5-MoE's shape, without norms, was within its spread.
 func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend.Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error {
 	kc, vc, err := b.kvCaches("QKRoPEKVRows", kCache, vCache)
 	if err != nil {
@@ -399,6 +410,24 @@ func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend
 	}
 	if qot.ptr < qt.ptr+cu.DevicePtr(4*qt.n) && qt.ptr < qot.ptr+cu.DevicePtr(4*qot.n) {
 		return errors.New("cuda: QKRoPEKVRows: qo overlaps q")
+	}
+	if T > qkNormRowsMax {
+		// The separate ops (the same bits): each head's block of
+		// qk_norm_rope_kv_rows recomputes its group's inverse RMS, which
+		// costs more than the launches it saves on long batches.
+		if err := b.RMSNorm(qo, q, qNorm, eps); err != nil {
+			return err
+		}
+		if err := b.RMSNorm(k, k, kNorm, eps); err != nil {
+			return err
+		}
+		if err := b.RoPERows(qo, T, nHeads, headDim, pos0, theta); err != nil {
+			return err
+		}
+		if err := b.RoPERows(k, T, nKVHeads, headDim, pos0, theta); err != nil {
+			return err
+		}
+		return b.KVAppendRows(kCache, vCache, k, v, T, pos0)
 	}
 	b.countAttnInRows()
 	return b.launchAsync("QKRoPEKVRows", kk.qkNormRopeKVRows, T*(nHeads+nKVHeads), block, 0, argPtr(qot.ptr), argPtr(qt.ptr),
