@@ -12,7 +12,7 @@
 #    a time (graph-full steps), batched on the row kernels (tuning.noMatmulTC), batched on the
 #    tensor cores (the default) -> bench.log (MODES=batched-tc,token keeps some of them: every mode
 #    BenchmarkPrefillModes' comment lists, e.g. batched-tc-readback-nofd (session 24's default),
-#    batched-tc-nopdl, batched-tc-noburst, batched-tc-nogateup; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
+#    batched-tc-nopdl, batched-tc-noburst, batched-tc-nogateup, batched-tc-sep, batched-tc-goal132; PROFILE=1 adds each batched mode's per-instruction profile), prompt tok/s per mode and length in summary.txt, with each
 #    batched mode's largest first-step logit difference from token at a time;
 # 4. with GENERATE=1 also `horizon-bench generate --json` token and batched (the tensor cores; GEN_MODES=batched for one),
 #    8 output tokens -> generate-<arch>-<n>-<mode>.json.
