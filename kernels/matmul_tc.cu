@@ -954,6 +954,8 @@ MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 
 // a lane 8 accumulators; three blocks an SM.
 #define TC_FD16_BM 16
 #define TC_SMEM_FD16 (2 * TC_FD_STAGE_OF(TC_FD16_BM))
+// Its three-stage build (tuning.tcFD16S3): slices staged two ahead.
+#define TC_SMEM_FD16_S3 (3 * TC_FD_STAGE_OF(TC_FD16_BM))
 static_assert(TC_FD_PD % TC_FD_SL == 0 && TC_FD_PD16 % TC_FD_SL == 0 && TC_SCALE_CHUNKS % TC_FD_PD == 0,
               "slices tile the pipelines, the int4 pipeline tiles the scale blocks");
 static_assert(TC_THREADS / 32 * 16 == TC_BN, "8 warps of 16 rows make a row tile");
@@ -1059,7 +1061,12 @@ __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const
 // up value has their bits, and so has the product. The up warps hand their
 // accumulators to the gate warps through the stages' shared memory (BM x 64
 // floats) once every warp is done with them.
-template <bool INT4, int PD, int BM = TC_BM, bool GU = false>
+//
+// NS is the activation stages: 2, or 3 (the three-stage build: a slice is
+// staged two slices ahead, so the barrier at a slice's start waits for a
+// copy issued two slices before, not one; the same values in the same
+// order, so the same bits).
+template <bool INT4, int PD, int BM = TC_BM, bool GU = false, int NS = 2>
 __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
                                            int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
                                            const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx,
@@ -1077,9 +1084,10 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	const int nck = (cols + TC_BK - 1) / TC_BK;  // the pre-split rows' chunks
 	c1 = min(c1, nck);
 
-	// The padding tokens' rows of the last m16 tile (both stages): zeros.
+	static_assert(NS == 2 || NS == 3, "two or three activation stages");
+	// The padding tokens' rows of the last m16 tile (every stage): zeros.
 	const int pad = 16 * MT - T;
-	for (int i = tid; i < 2 * pad * TC_FD_LD; i += TC_THREADS) {
+	for (int i = tid; i < NS * pad * TC_FD_LD; i += TC_THREADS) {
 		const int st = i / (pad * TC_FD_LD), r = i - st * pad * TC_FD_LD;
 		__half* hs = reinterpret_cast<__half*>(smem + st * TC_FD_STAGE_OF(BM));
 		const int t = T + r / TC_FD_LD, k = r % TC_FD_LD;
@@ -1088,6 +1096,10 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	}
 	tc_fd_stage<BM>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
 	cp_async_commit();
+	if (NS == 3) {
+		tc_fd_stage<BM>(smem + TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, 1, tid);
+		cp_async_commit();
+	}
 
 	// Lane (g, q)'s rows: n8 tile ni's row g, from word q (int4) or word q
 	// of the row (FP16: the chunk's words are 16 apart).
@@ -1128,14 +1140,16 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 			const int c = cb + j;
 			if (c >= c1) break;  // uniform
 			if (j % TC_FD_SL == 0) {
-				// Slice (c - c0) / SL has arrived (this thread's copies),
-				// every thread's copies are visible after the barrier, and
-				// every warp is done with the slice before it, whose stage
-				// the next slice now fills.
-				cp_async_wait<0>();
+				// Slice (c - c0) / SL has arrived (this thread's copies;
+				// with three stages the next slice's may still be in
+				// flight), every thread's copies are visible after the
+				// barrier, and every warp is done with the slice before
+				// it, whose stage slice s + NS - 1 now fills.
+				cp_async_wait<NS - 2>();
 				__syncthreads();
 				const int s = (c - c0) / TC_FD_SL;
-				tc_fd_stage<BM>(smem + ((s + 1) & 1) * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + 1, tid);
+				const int nst = NS == 2 ? (s + 1) & 1 : (s + NS - 1) % NS;  // the stage slice s + NS - 1 fills
+				tc_fd_stage<BM>(smem + nst * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + NS - 1, tid);
 				cp_async_commit();
 			}
 			if (INT4 && c % TC_SCALE_CHUNKS == 0) {
@@ -1165,11 +1179,12 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 			} else {
 				tc_fd_load<INT4>(raw[j], rb, rok, c + PD, c1, cols, q);
 			}
-			const uint8_t* st = smem + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE_OF(BM);
+			const int stg = NS == 2 ? ((c - c0) / TC_FD_SL) & 1 : ((c - c0) / TC_FD_SL) % NS;  // this slice's stage
+			const uint8_t* st = smem + stg * TC_FD_STAGE_OF(BM);
 			const float* is = reinterpret_cast<const float*>(st + 2 * BM * TC_FD_LD * 2) + ((c - c0) % TC_FD_SL) * BM;
 			// This chunk's columns of the stage's hi rows (a_lane: lane l's row
 			// l % 16 and column 8 (l / 16)); lo is BM rows further.
-			const tc_saddr a_chunk = a_lane + (((c - c0) / TC_FD_SL) & 1) * TC_FD_STAGE_OF(BM) +
+			const tc_saddr a_chunk = a_lane + stg * TC_FD_STAGE_OF(BM) +
 			                         ((c - c0) % TC_FD_SL) * TC_BK * 2;
 #pragma unroll
 			for (int mi = 0; mi < MTM; mi++) {
@@ -1256,14 +1271,14 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 
 // tc_grouped_pre_fd is a grouped fragment-direct launch's block b: row
 // tile b % tiles of table entry b / tiles, for entries of at most BM pairs.
-template <int BM>
+template <int BM, int NS = 2>
 __device__ __forceinline__ void tc_grouped_pre_fd(float* y, const __half* hi, const __half* lo, const float* inv,
                                                   const tc_group* groups, int tiles, int rows, int cols, int cols_padded,
                                                   int scales_offset, const int* xrows, const int* yrows) {
 	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
 	const tc_group gr = groups[blockIdx.x / tiles];
 	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	tc_fd_body<true, TC_FD_PD, BM>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
+	tc_fd_body<true, TC_FD_PD, BM, false, NS>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
 	                               xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
 	                               TcSplitX{hi, lo, inv});
 }
@@ -1296,7 +1311,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
 // [64 (b % tiles), +64) of table entry b / tiles of both the gate table and
 // the up table (tc_route_groups' tables 0 and 1: the same pairs, each
 // expert's own matrices), act = silu_mul(gate, up) (tc_fd_body's GU).
-template <int BM>
+template <int BM, int NS = 2>
 __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* hi, const __half* lo, const float* inv,
                                                      const tc_group* gate, const tc_group* up, int tiles, int rows, int cols,
                                                      int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
@@ -1304,7 +1319,7 @@ __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* h
 	const int n = blockIdx.x / tiles;
 	const tc_group gr = gate[n];
 	if (gr.count <= 0) return;  // an unused entry
-	tc_fd_body<true, TC_FD_PD, BM, true>(act, gr.mat, rows, cols, cols_padded, scales_offset,
+	tc_fd_body<true, TC_FD_PD, BM, true, NS>(act, gr.mat, rows, cols, cols_padded, scales_offset,
 	                                     BM == TC_BM ? gr.count : min(gr.count, BM), xrows + gr.pair0, yrows + gr.pair0, 0,
 	                                     (blockIdx.x % tiles) * (TC_BN / 2), 0, 1 << 30, TcSplitX{hi, lo, inv}, up[n].mat);
 }
@@ -1326,6 +1341,22 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
                                         const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
                                         const int* xrows, const int* yrows) {
 	tc_grouped_pre_fd_gu<TC_FD16_BM>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+
+// matmul_tc_grouped_pre_fd16_s3_w4a16 and matmul_tc_grouped_pre_fd16_gu_s3_w4a16
+// (tuning.tcFD16S3): the small-entry builds with three activation stages
+// (TC_SMEM_FD16_S3); the same bits.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_s3_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                        int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                        const int* yrows) {
+	tc_grouped_pre_fd<TC_FD16_BM, 3>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_gu_s3_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                           const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                           const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_FD16_BM, 3>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

@@ -83,6 +83,10 @@ extern "C" void matmul_tc_grouped_pre_fd_gu_w4a16(float*, const __half*, const _
                                                   const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_gu_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
                                                     const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_s3_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                    int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_gu_s3_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                       const tc_group*, int, int, int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -114,6 +118,7 @@ static const size_t kSmemRingF16 = kSmem + 6 * (256 * 32);
 // and lo over 4 chunks (rows of 136 halves) and their 2^-s.
 static const size_t kSmemFD = 2 * (2 * 64 * 136 * 2 + 4 * 64 * 4);
 static const size_t kSmemFD16 = 2 * (2 * 16 * 136 * 2 + 4 * 16 * 4);  // TC_SMEM_FD16
+static const size_t kSmemFD16S3 = 3 * (2 * 16 * 136 * 2 + 4 * 16 * 4);  // TC_SMEM_FD16_S3
 // The burst split-K kernel's (TC_SMEM_BURST): 5 two-stage-kernel stages.
 static const size_t kSmemBurst = 5 * ((64 * 40 * 2 + 128 * 40) * 2 + (64 + 128) * 4);
 
@@ -443,11 +448,21 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 			std::vector<tc_group> g16;
 			for (const tc_group& gr : groups)
 				for (int i = 0; i < gr.count; i += 16) g16.push_back({gr.mat, gr.pair0 + i, std::min(16, gr.count - i)});
-			std::vector<float> y16((size_t)P * rows, -12345.0f);
+			std::vector<float> y16((size_t)P * rows, -12345.0f), y16s3((size_t)P * rows, -12345.0f);
 			emu_launch((unsigned)g16.size() * tiles, kThreads, kSmemFD16, [&] {
 				matmul_tc_grouped_pre_fd16_w4a16(y16.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g16.data(), tiles, rows, cols,
 				                                 cols_padded, scales_offset, xr.data(), yr.data());
 			});
+			// and its three-stage build (tuning.tcFD16S3).
+			emu_launch((unsigned)g16.size() * tiles, kThreads, kSmemFD16S3, [&] {
+				matmul_tc_grouped_pre_fd16_s3_w4a16(y16s3.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), g16.data(), tiles, rows,
+				                                    cols, cols_padded, scales_offset, xr.data(), yr.data());
+			});
+			if (std::memcmp(y16s3.data(), y.data(), 4 * y.size()) != 0) {
+				fprintf(stderr, "FAIL %s: the three-stage small-entry kernel's outputs differ from the two-stage kernel's\n", name);
+				failures++;
+				return;
+			}
 			if (std::memcmp(y16.data(), y.data(), 4 * y.size()) != 0) {
 				size_t i = 0;
 				while (i < y.size() && std::memcmp(&y16[i], &y[i], 4) == 0) i++;
@@ -488,6 +503,7 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 			} gus[] = {
 			    {"gate|up", matmul_tc_grouped_pre_fd_gu_w4a16, kSmemFD, &groups, &up64},
 			    {"small-entry gate|up", matmul_tc_grouped_pre_fd16_gu_w4a16, kSmemFD16, &g16, &up16},
+			    {"three-stage small-entry gate|up", matmul_tc_grouped_pre_fd16_gu_s3_w4a16, kSmemFD16S3, &g16, &up16},
 			};
 			for (const auto& gu : gus) {
 				std::vector<float> ya((size_t)P * rows, -12345.0f);

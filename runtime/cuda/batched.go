@@ -338,6 +338,8 @@ const (
 	// TC_SMEM_FD16: the same stages for tcFD16Tile tokens.
 	tcFD16Tile = 16
 	tcSmemFD16 = 2 * (2*tcFD16Tile*136*2 + 4*tcFD16Tile*4)
+	// tcSmemFD16S3 is its three-stage build's (TC_SMEM_FD16_S3).
+	tcSmemFD16S3 = 3 * (2*tcFD16Tile*136*2 + 4*tcFD16Tile*4)
 	// tcNarrowTile is the most pairs a narrow grouped kernel's entry holds
 	// (matmul_tc.cu's NARROW mapping covers a block's first 32 tokens).
 	tcNarrowTile = 32
@@ -440,10 +442,21 @@ func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
 	return !b.tune.tcNoFD16 && b.tcGroupedFD(kind, pairs, experts) && pairs <= tcFD16Tile*experts
 }
 
+// fd16Kernel is the small-entry fragment-direct kernel and its dynamic
+// shared memory: the two-stage build, or under tuning.tcFD16S3 the
+// three-stage one (matmul_tc_grouped_pre_fd16_s3_w4a16: each slice of
+// activations staged two slices ahead; the same bits).
+func (b *Backend) fd16Kernel() (cu.Function, int) {
+	if b.tune.tcFD16S3 {
+		return b.k.matmulTCGroupedFD16S3, tcSmemFD16S3
+	}
+	return b.k.matmulTCGroupedFD16, tcSmemFD16
+}
+
 // tcGroupTile is the most pairs a grouped launch's table entry holds for
 // kernel fn: tcFD16Tile for the small-entry kernel, else tcTile.
 func (b *Backend) tcGroupTile(fn cu.Function) int {
-	if fn == b.k.matmulTCGroupedFD16 {
+	if fn == b.k.matmulTCGroupedFD16 || fn == b.k.matmulTCGroupedFD16S3 {
 		return tcFD16Tile
 	}
 	return tcTile
@@ -515,7 +528,7 @@ func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 	}
 	switch ring2, narrow := b.tune.tcRing2, b.tcGroupedNarrow(calls); {
 	case b.tcGroupedFD16(kind, pairs, len(calls)):
-		return b.k.matmulTCGroupedFD16, tcSmemFD16
+		return b.fd16Kernel()
 	case b.tcGroupedFD(kind, pairs, len(calls)):
 		return b.k.matmulTCGroupedFD, tcSmemFD
 	case !b.tcGroupedRing(kind):

@@ -69,8 +69,11 @@ type kernelSet struct {
 	// and its small-entry build (at most 16 pairs an entry; tcGroupedFD16).
 	matmulTCGroupedFD16 cu.Function
 	// The gate|up builds of both (RoutedGateUp: gate, up and SiLUMul in
-	// one launch): [0] fragment-direct, [1] small-entry.
-	matmulTCGroupedGU [2]cu.Function
+	// one launch): [0] fragment-direct, [1] small-entry, [2] small-entry
+	// with three activation stages (tuning.tcFD16S3).
+	matmulTCGroupedGU [3]cu.Function
+	// The small-entry build with three activation stages (fd16Kernel).
+	matmulTCGroupedFD16S3 cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -204,7 +207,9 @@ func (b *Backend) loadKernels() error {
 		{get("matmul_tc_grouped_ring2_narrow_w4a16"), get("matmul_tc_grouped_pre_ring2_narrow_w4a16")}}
 	k.matmulTCGroupedFD, k.matmulTCSplitKFD = get("matmul_tc_grouped_pre_fd_w4a16"), get("matmul_tc_f16_pre_splitk_fd")
 	k.matmulTCGroupedFD16 = get("matmul_tc_grouped_pre_fd16_w4a16")
-	k.matmulTCGroupedGU = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_w4a16")}
+	k.matmulTCGroupedGU = [3]cu.Function{get("matmul_tc_grouped_pre_fd_gu_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_w4a16"),
+		get("matmul_tc_grouped_pre_fd16_gu_s3_w4a16")}
+	k.matmulTCGroupedFD16S3 = get("matmul_tc_grouped_pre_fd16_s3_w4a16")
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
@@ -312,6 +317,11 @@ func (b *Backend) loadKernels() error {
 	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1]} {
 		if err := setMaxDynamicShared(f, tcSmemFD16); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
+		}
+	}
+	for _, f := range []cu.Function{k.matmulTCGroupedFD16S3, k.matmulTCGroupedGU[2]} {
+		if err := setMaxDynamicShared(f, tcSmemFD16S3); err != nil {
+			return fmt.Errorf("matmul_tc fragment-direct three-stage kernel: %w", err)
 		}
 	}
 	for i := range k.kv {

@@ -387,7 +387,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-goal66 (the split-K projections aim for 132 or 66 blocks, not
 // 264: fewer splits of more chunks, other bits; tuning.tcSplitGoal),
 // batched-tc-sep (the q/k norms, RoPE and KV append as separate ops and the
-// top-k a block a row: tuning.noAttnInRows, noTopKWarp);
+// top-k a block a row: tuning.noAttnInRows, noTopKWarp), batched-tc-s3 (the
+// small-entry kernels with three activation stages: tuning.tcFD16S3);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -435,7 +436,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-nogateup", engine.PrefillBatched, tuning{tcNoGateUp: true}},
 		{"batched-tc-goal132", engine.PrefillBatched, tuning{tcSplitGoal: 132}},
 		{"batched-tc-goal66", engine.PrefillBatched, tuning{tcSplitGoal: 66}},
-		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}}}
+		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}},
+		{"batched-tc-s3", engine.PrefillBatched, tuning{tcFD16S3: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -620,7 +622,7 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
 						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true}, tuning{tcNoFD16: true},
-						tuning{tcNoFD16: true, tcFDAlways: true})
+						tuning{tcNoFD16: true, tcFDAlways: true}, tuning{tcFD16S3: true})
 				})
 			}
 		}

@@ -151,7 +151,8 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							{noPartsFused: true}, {tcFDSplitK: true, noRouteDevice: true},
 							{tcNoFD16: true}, {tcNoFD16: true, noRouteDevice: true},
 							{tcNoBurst: true}, {tcNoBurst: true, noPartsFused: true},
-							{tcNoGateUp: true}, {tcNoGateUp: true, tcNoFD16: true}, {noTopKWarp: true}, {noTopKWarp: true, noRouteDevice: true}} {
+							{tcNoGateUp: true}, {tcNoGateUp: true, tcNoFD16: true}, {noTopKWarp: true}, {noTopKWarp: true, noRouteDevice: true},
+							{tcFD16S3: true}, {tcFD16S3: true, noRouteDevice: true}} {
 							got, gc, gt, gr, gu := run(tn)
 							// A device routing's gate and up run as one launch where a
 							// fragment-direct kernel takes its table (tcGroupedFD: the

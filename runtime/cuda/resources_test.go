@@ -68,8 +68,13 @@ func TestKernelResources(t *testing.T) {
 		// The small-entry fragment-direct build (tcGroupedFD16) is built for
 		// three (80 registers on ptxas 11.8, 17.5 KB of staging).
 		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads},
-			kern{"matmul_tc_grouped_pre_fd16_gu_w4a16", k.matmulTCGroupedGU[1], tcSmemFD16, tcThreads})
-		designed["matmul_tc_grouped_pre_fd16_w4a16"], designed["matmul_tc_grouped_pre_fd16_gu_w4a16"] = 3, 3
+			kern{"matmul_tc_grouped_pre_fd16_gu_w4a16", k.matmulTCGroupedGU[1], tcSmemFD16, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_s3_w4a16", k.matmulTCGroupedFD16S3, tcSmemFD16S3, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_gu_s3_w4a16", k.matmulTCGroupedGU[2], tcSmemFD16S3, tcThreads})
+		for _, n := range []string{"matmul_tc_grouped_pre_fd16_w4a16", "matmul_tc_grouped_pre_fd16_gu_w4a16",
+			"matmul_tc_grouped_pre_fd16_s3_w4a16", "matmul_tc_grouped_pre_fd16_gu_s3_w4a16"} {
+			designed[n] = 3
+		}
 		// The decode attention's ring (tuning.attRing): heads x attSplit
 		// blocks are 256 on the Qwen1.5-MoE and OLMoE shapes, one wave only
 		// at two blocks an SM.

@@ -301,7 +301,7 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 		fn, smem := b.k.matmulTCGroupedRing[1], tcSmemRing
 		switch {
 		case rt.tile == tcFD16Tile:
-			fn, smem = b.k.matmulTCGroupedFD16, tcSmemFD16
+			fn, smem = b.fd16Kernel()
 		case b.tcGroupedFD(0, rt.P, rt.E):
 			fn, smem = b.k.matmulTCGroupedFD, tcSmemFD
 		}
@@ -392,6 +392,8 @@ func (b *Backend) routedGateUpKernel(rt *routing, g, u qpack.MatrixLayout) (fn c
 		return fn, 0, false
 	}
 	switch {
+	case rt.tile == tcFD16Tile && b.tune.tcFD16S3:
+		return b.k.matmulTCGroupedGU[2], tcSmemFD16S3, true
 	case rt.tile == tcFD16Tile:
 		return b.k.matmulTCGroupedGU[1], tcSmemFD16, true
 	case b.tcGroupedFD(0, rt.P, rt.E):
