@@ -187,6 +187,27 @@ type AttnInRows interface {
 	QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error
 }
 
+// QKRoPEKVRowsOps is QKRoPEKVRows as the separate ops of be in their order
+// (RMSNorm of q into qo and of k in place when qNorm is set, RoPERows of qo
+// and k, KVAppendRows): the reference, and a backend's own fallback.
+func QKRoPEKVRowsOps(be Backend, ro RowOps, qo, q, k, v, kCache, vCache, qNorm, kNorm Tensor, T, pos0, nHeads, nKVHeads, headDim int, theta float64, eps float32) error {
+	if qNorm != nil {
+		if err := be.RMSNorm(qo, q, qNorm, eps); err != nil {
+			return err
+		}
+		if err := be.RMSNorm(k, k, kNorm, eps); err != nil {
+			return err
+		}
+	}
+	if err := ro.RoPERows(qo, T, nHeads, headDim, pos0, theta); err != nil {
+		return err
+	}
+	if err := ro.RoPERows(k, T, nKVHeads, headDim, pos0, theta); err != nil {
+		return err
+	}
+	return ro.KVAppendRows(kCache, vCache, k, v, T, pos0)
+}
+
 // BatchedDefault is implemented by a backend.Batched backend whose batched
 // prefill is not the faster one yet: the engine's auto prefill runs token
 // at a time there unless BatchedDefault returns true (a Batched backend

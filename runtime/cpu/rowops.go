@@ -60,20 +60,8 @@ func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend
 		if qNorm.Len()%headDim != 0 || kNorm.Len()%headDim != 0 {
 			return shapeErr("QKRoPEKVRows", "norms of %d and %d values for heads of %d", qNorm.Len(), kNorm.Len(), headDim)
 		}
-		if err := b.RMSNorm(qo, q, qNorm, eps); err != nil {
-			return err
-		}
-		if err := b.RMSNorm(k, k, kNorm, eps); err != nil {
-			return err
-		}
 	}
-	if err := b.RoPERows(qo, T, nHeads, headDim, pos0, theta); err != nil {
-		return err
-	}
-	if err := b.RoPERows(k, T, nKVHeads, headDim, pos0, theta); err != nil {
-		return err
-	}
-	return b.KVAppendRows(kCache, vCache, k, v, T, pos0)
+	return backend.QKRoPEKVRowsOps(b, b, qo, q, k, v, kCache, vCache, qNorm, kNorm, T, pos0, nHeads, nKVHeads, headDim, theta, eps)
 }
 
 // KVAppendRows implements backend.RowOps.

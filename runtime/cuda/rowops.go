@@ -415,19 +415,7 @@ func (b *Backend) QKRoPEKVRows(qo, q, k, v, kCache, vCache, qNorm, kNorm backend
 		// The separate ops (the same bits): each head's block of
 		// qk_norm_rope_kv_rows recomputes its group's inverse RMS, which
 		// costs more than the launches it saves on long batches.
-		if err := b.RMSNorm(qo, q, qNorm, eps); err != nil {
-			return err
-		}
-		if err := b.RMSNorm(k, k, kNorm, eps); err != nil {
-			return err
-		}
-		if err := b.RoPERows(qo, T, nHeads, headDim, pos0, theta); err != nil {
-			return err
-		}
-		if err := b.RoPERows(k, T, nKVHeads, headDim, pos0, theta); err != nil {
-			return err
-		}
-		return b.KVAppendRows(kCache, vCache, k, v, T, pos0)
+		return backend.QKRoPEKVRowsOps(b, b, qo, q, k, v, kCache, vCache, qNorm, kNorm, T, pos0, nHeads, nKVHeads, headDim, theta, eps)
 	}
 	b.countAttnInRows()
 	return b.launchAsync("QKRoPEKVRows", kk.qkNormRopeKVRows, T*(nHeads+nKVHeads), block, 0, argPtr(qot.ptr), argPtr(qt.ptr),

@@ -43,19 +43,7 @@ func TestAttnInRowsPrefill(t *testing.T) {
 				run := func(fused bool, p []int) (Result, int) {
 					be := &attnInCounter{Backend: cpu.New(0)}
 					be.SetAttnInRows(fused)
-					d := cache.NewCPUDevice(be.Backend)
-					l, err := Load(be, d, art, LoadOptions{Executor: "grouped-v1", Capacity: c, Prefill: PrefillBatched})
-					if err != nil {
-						t.Fatal(err)
-					}
-					defer func() {
-						if err := l.Close(); err != nil {
-							t.Error(err)
-						}
-						if err := d.Close(); err != nil {
-							t.Error(err)
-						}
-					}()
+					l := loadOnCPU(t, be, be.Backend, art, LoadOptions{Executor: "grouped-v1", Capacity: c, Prefill: PrefillBatched})
 					l.chunk = 16
 					res, err := l.Generate(Request{Prompt: p, Tokens: 4, SuppressEOS: true, LogitSteps: 4})
 					if err != nil {
@@ -83,4 +71,24 @@ func TestAttnInRowsPrefill(t *testing.T) {
 			})
 		}
 	}
+}
+
+// loadOnCPU loads art on be over a CPU device of the CPU backend c (be
+// itself or a wrapper of it); both close when the test ends.
+func loadOnCPU(t *testing.T, be backend.Backend, c *cpu.Backend, art *qpack.Artifact, o LoadOptions) *Loaded {
+	t.Helper()
+	d := cache.NewCPUDevice(c)
+	l, err := Load(be, d, art, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+		if err := d.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	return l
 }

@@ -44,19 +44,7 @@ func TestDeviceRoutedPrefill(t *testing.T) {
 					run := func(dev bool, p []int) (Result, cache.Counters, []any, int) {
 						be := &routeCounter{Backend: cpu.New(0)}
 						be.SetDeviceRouting(dev)
-						d := cache.NewCPUDevice(be.Backend)
-						l, err := Load(be, d, art, LoadOptions{Executor: "grouped-v1", Capacity: c, Prefill: PrefillBatched, Trace: true})
-						if err != nil {
-							t.Fatal(err)
-						}
-						defer func() {
-							if err := l.Close(); err != nil {
-								t.Error(err)
-							}
-							if err := d.Close(); err != nil {
-								t.Error(err)
-							}
-						}()
+						l := loadOnCPU(t, be, be.Backend, art, LoadOptions{Executor: "grouped-v1", Capacity: c, Prefill: PrefillBatched, Trace: true})
 						l.chunk = 16
 						l.Cache.BeginRequest()
 						res, err := l.Generate(Request{Prompt: p, Tokens: 4, SuppressEOS: true, LogitSteps: 4})

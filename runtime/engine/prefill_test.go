@@ -247,19 +247,7 @@ func TestBatchedPrefillOneWaveAtFullResidency(t *testing.T) {
 		}
 		run := func(capacity int) (*groupCounter, []int) {
 			be := &groupCounter{Backend: cpu.New(0)}
-			dev := cache.NewCPUDevice(be.Backend)
-			l, err := Load(be, dev, art, LoadOptions{Executor: "grouped-v1", Capacity: capacity, Prefill: PrefillBatched})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := l.Close(); err != nil {
-					t.Error(err)
-				}
-				if err := dev.Close(); err != nil {
-					t.Error(err)
-				}
-			}()
+			l := loadOnCPU(t, be, be.Backend, art, LoadOptions{Executor: "grouped-v1", Capacity: capacity, Prefill: PrefillBatched})
 			res, err := l.Generate(Request{Prompt: p, Tokens: 1, SuppressEOS: true})
 			if err != nil {
 				t.Fatal(err)
