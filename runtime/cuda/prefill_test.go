@@ -192,7 +192,8 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 // rope_kv_rows on Qwen1.5-MoE's; the default) give the separate ops' tokens
 // and logits bit for bit (tuning.noAttnInRows), over an FP32 and an FP16 KV
 // cache, on the row kernels and on the tensor cores, a prompt of two
-// chunks included, at full and partial capacity.
+// chunks included (its 512-row chunk runs the separate ops inside
+// QKRoPEKVRows on OLMoE's shape: qkNormRowsMax), at full and partial capacity.
 func TestAttnInRowsOnDevice(t *testing.T) {
 	long := strings.Repeat("Norms, rotations and the cache in one launch. ", 12)[:engine.PrefillChunk+17]
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {

@@ -16,12 +16,13 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 )
 
-// TestRouteGroupsTable: RouteRows' device routing (router_topk_rows, then
+// TestRouteGroupsTable: RouteRows' device routing (the top-k, then
 // tc_route_groups) against a reference built on the host from the ids it
 // reads back: the pairs packed by expert in id order, each expert's slots
 // increasing (tok = slot / k, iden = p), and the gate, up and down tables
-// holding an entry per 64 pairs of each expert (its record base plus the
-// matrix's offset), then entries of count 0 up to floor(P / 64) + min(E, P).
+// holding an entry per tile pairs of each expert (its record base plus the
+// matrix's offset; tile 64, or 16 where the small-entry kernel takes the
+// routing), then entries of count 0 up to floor(P / tile) + min(E, P).
 // Shapes: few tokens (most experts unrouted), a 64-pair tile crossed, and
 // 512 tokens of OLMoE's 64 experts, top-8.
 func TestRouteGroupsTable(t *testing.T) {
