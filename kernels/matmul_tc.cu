@@ -984,8 +984,9 @@ __device__ __forceinline__ int tc_fd_xrow(const int* __restrict__ xrows, int t0,
 // tc_fd_stage copies slice s (chunks c0 + s * TC_FD_SL .., before c1) of
 // the block's T tokens' pre-split halves and 2^-s into stage st: hi, lo
 // [BM][TC_FD_LD] halves, then inv [TC_FD_SL][BM] floats; cp.async,
-// the caller commits. nck is the pre-split rows' chunk count.
-template <int BM = TC_BM>
+// the caller commits. nck is the pre-split rows' chunk count. Without LO
+// (the FP16-activation builds) the lo rows are not copied.
+template <int BM = TC_BM, bool LO = true>
 __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int t0, int T,
                                             int nck, int c0, int c1, int s, int tid) {
 	__half* hs = reinterpret_cast<__half*>(st);
@@ -994,7 +995,7 @@ __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, con
 	const int cs = c0 + s * TC_FD_SL, nc = min(TC_FD_SL, c1 - cs);
 	if (nc <= 0) return;
 	const int pieces = nc * (TC_BK / 8);  // 16-byte pieces of a token's slice row
-	for (int i = tid; i < 2 * T * pieces; i += TC_THREADS) {
+	for (int i = tid; i < (LO ? 2 : 1) * T * pieces; i += TC_THREADS) {
 		const int lo = i >= T * pieces, r = lo ? i - T * pieces : i, t = r / pieces, p = r - t * pieces;
 		const size_t at = (size_t)tc_fd_xrow(xrows, t0, t) * nck * TC_BK + (size_t)cs * TC_BK + p * 8;
 		cp_async16((lo ? ls : hs) + t * TC_FD_LD + p * 8, (lo ? sx.lo : sx.hi) + at);
@@ -1066,7 +1067,12 @@ __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const
 // staged two slices ahead, so the barrier at a slice's start waits for a
 // copy issued two slices before, not one; the same values in the same
 // order, so the same bits).
-template <bool INT4, int PD, int BM = TC_BM, bool GU = false, int NS = 2>
+//
+// LO false is the FP16-activation build (tuning.tcA16): each chunk's sum
+// takes hi alone (x rounded to FP16 at its chunk's shift, W4A16 with FP32
+// accumulation), half the mma and ldmatrix and half the staging; other
+// bits than the LO build's, within FP16's rounding of each activation.
+template <bool INT4, int PD, int BM = TC_BM, bool GU = false, int NS = 2, bool LO = true>
 __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
                                            int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
                                            const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx,
@@ -1094,10 +1100,10 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 		hs[t * TC_FD_LD + k] = __float2half_rn(0.0f);
 		hs[BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
 	}
-	tc_fd_stage<BM>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
+	tc_fd_stage<BM, LO>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
 	cp_async_commit();
 	if (NS == 3) {
-		tc_fd_stage<BM>(smem + TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, 1, tid);
+		tc_fd_stage<BM, LO>(smem + TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, 1, tid);
 		cp_async_commit();
 	}
 
@@ -1149,7 +1155,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 				__syncthreads();
 				const int s = (c - c0) / TC_FD_SL;
 				const int nst = NS == 2 ? (s + 1) & 1 : (s + NS - 1) % NS;  // the stage slice s + NS - 1 fills
-				tc_fd_stage<BM>(smem + nst * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + NS - 1, tid);
+				tc_fd_stage<BM, LO>(smem + nst * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + NS - 1, tid);
 				cp_async_commit();
 			}
 			if (INT4 && c % TC_SCALE_CHUNKS == 0) {
@@ -1193,7 +1199,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 #pragma unroll
 				for (int ks = 0; ks < 2; ks++)
 #pragma unroll
-					for (int pi = 0; pi < 2; pi++) {
+					for (int pi = 0; pi < (LO ? 2 : 1); pi++) {
 						unsigned af[4];
 						ldmatrix_x4(af, a_chunk + ((pi * BM + 16 * mi) * TC_FD_LD + 16 * ks) * 2);
 #pragma unroll
@@ -1271,14 +1277,14 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 
 // tc_grouped_pre_fd is a grouped fragment-direct launch's block b: row
 // tile b % tiles of table entry b / tiles, for entries of at most BM pairs.
-template <int BM, int NS = 2>
+template <int BM, int NS = 2, bool LO = true>
 __device__ __forceinline__ void tc_grouped_pre_fd(float* y, const __half* hi, const __half* lo, const float* inv,
                                                   const tc_group* groups, int tiles, int rows, int cols, int cols_padded,
                                                   int scales_offset, const int* xrows, const int* yrows) {
 	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
 	const tc_group gr = groups[blockIdx.x / tiles];
 	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	tc_fd_body<true, TC_FD_PD, BM, false, NS>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
+	tc_fd_body<true, TC_FD_PD, BM, false, NS, LO>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
 	                               xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
 	                               TcSplitX{hi, lo, inv});
 }
@@ -1311,7 +1317,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
 // [64 (b % tiles), +64) of table entry b / tiles of both the gate table and
 // the up table (tc_route_groups' tables 0 and 1: the same pairs, each
 // expert's own matrices), act = silu_mul(gate, up) (tc_fd_body's GU).
-template <int BM, int NS = 2>
+template <int BM, int NS = 2, bool LO = true>
 __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* hi, const __half* lo, const float* inv,
                                                      const tc_group* gate, const tc_group* up, int tiles, int rows, int cols,
                                                      int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
@@ -1319,7 +1325,7 @@ __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* h
 	const int n = blockIdx.x / tiles;
 	const tc_group gr = gate[n];
 	if (gr.count <= 0) return;  // an unused entry
-	tc_fd_body<true, TC_FD_PD, BM, true, NS>(act, gr.mat, rows, cols, cols_padded, scales_offset,
+	tc_fd_body<true, TC_FD_PD, BM, true, NS, LO>(act, gr.mat, rows, cols, cols_padded, scales_offset,
 	                                     BM == TC_BM ? gr.count : min(gr.count, BM), xrows + gr.pair0, yrows + gr.pair0, 0,
 	                                     (blockIdx.x % tiles) * (TC_BN / 2), 0, 1 << 30, TcSplitX{hi, lo, inv}, up[n].mat);
 }
@@ -1357,6 +1363,36 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
                                            const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
                                            const int* xrows, const int* yrows) {
 	tc_grouped_pre_fd_gu<TC_FD16_BM, 3>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+
+// The FP16-activation builds (tuning.tcA16; tc_fd_body without LO): the
+// fragment-direct grouped kernels and their gate|up builds, each chunk's
+// sums from the activations' hi halves alone. lo is not read. Other bits
+// than the FP32-activation builds'.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_a16_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                       int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                       const int* yrows) {
+	tc_grouped_pre_fd<TC_BM, 2, false>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_a16_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                         int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                         const int* yrows) {
+	tc_grouped_pre_fd<TC_FD16_BM, 2, false>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_gu_a16_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                          const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                          const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_BM, 2, false>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_gu_a16_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                            const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                            const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_FD16_BM, 2, false>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows,
+	                                           yrows);
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

@@ -87,6 +87,14 @@ extern "C" void matmul_tc_grouped_pre_fd16_s3_w4a16(float*, const __half*, const
                                                     int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_gu_s3_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
                                                        const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd_a16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                   int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_a16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                     int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd_gu_a16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                      const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_gu_a16_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                        const tc_group*, int, int, int, int, int, const int*, const int*);
 
 // Split is tc_split_rows's output for nrows rows of cols values.
 struct Split {
@@ -516,6 +524,69 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 					while (i < want.size() && std::memcmp(&ya[i], &want[i], 4) == 0) i++;
 					fprintf(stderr, "FAIL %s: the %s kernel's outputs differ from silu_mul of the two-stage kernel's gate and up (first at pair %zu row %zu: %g, want %g)\n",
 					        name, gu.what, i / rows, i % rows, ya[i], want[i]);
+					failures++;
+					return;
+				}
+			}
+			// The FP16-activation builds (tuning.tcA16) take each chunk's
+			// sums from hi alone, so they are the FP32-activation kernels
+			// run on a pre-split whose lo halves are zero (adding a zero
+			// product changes no sum), bit for bit; each reads none of lo
+			// (NaN here).
+			Split sp0 = sp, spn = sp;
+			for (auto& h : sp0.lo) h = __half{0};
+			for (auto& h : spn.lo) h = __half{0x7e00};
+			const struct {
+				const char* what;
+				Pre fp32, a16;
+				size_t smem;
+				const std::vector<tc_group>* tab;
+			} a16s[] = {
+			    {"fragment-direct", matmul_tc_grouped_pre_fd_w4a16, matmul_tc_grouped_pre_fd_a16_w4a16, kSmemFD, &groups},
+			    {"small-entry", matmul_tc_grouped_pre_fd16_w4a16, matmul_tc_grouped_pre_fd16_a16_w4a16, kSmemFD16, &g16},
+			};
+			for (const auto& k : a16s) {
+				std::vector<float> yw((size_t)P * rows, -12345.0f), yg((size_t)P * rows, -12345.0f);
+				const unsigned grid = (unsigned)k.tab->size() * tiles;
+				emu_launch(grid, kThreads, k.smem, [&] {
+					k.fp32(yw.data(), sp0.hi.data(), sp0.lo.data(), sp0.inv.data(), k.tab->data(), tiles, rows, cols, cols_padded,
+					       scales_offset, xr.data(), yr.data());
+				});
+				emu_launch(grid, kThreads, k.smem, [&] {
+					k.a16(yg.data(), spn.hi.data(), spn.lo.data(), spn.inv.data(), k.tab->data(), tiles, rows, cols, cols_padded,
+					      scales_offset, xr.data(), yr.data());
+				});
+				if (std::memcmp(yg.data(), yw.data(), 4 * yw.size()) != 0) {
+					fprintf(stderr, "FAIL %s: the FP16-activation %s kernel's outputs differ from the FP32 build's on a zero lo\n", name,
+					        k.what);
+					failures++;
+					return;
+				}
+			}
+			const struct {
+				const char* what;
+				GU fp32, a16;
+				size_t smem;
+				const std::vector<tc_group>*gate, *up;
+			} gua16s[] = {
+			    {"gate|up", matmul_tc_grouped_pre_fd_gu_w4a16, matmul_tc_grouped_pre_fd_gu_a16_w4a16, kSmemFD, &groups, &up64},
+			    {"small-entry gate|up", matmul_tc_grouped_pre_fd16_gu_w4a16, matmul_tc_grouped_pre_fd16_gu_a16_w4a16, kSmemFD16, &g16,
+			     &up16},
+			};
+			for (const auto& gu : gua16s) {
+				std::vector<float> yw((size_t)P * rows, -12345.0f), yg((size_t)P * rows, -12345.0f);
+				const unsigned grid = (unsigned)gu.gate->size() * tiles64;
+				emu_launch(grid, kThreads, gu.smem, [&] {
+					gu.fp32(yw.data(), sp0.hi.data(), sp0.lo.data(), sp0.inv.data(), gu.gate->data(), gu.up->data(), tiles64, rows,
+					        cols, cols_padded, scales_offset, xr.data(), yr.data());
+				});
+				emu_launch(grid, kThreads, gu.smem, [&] {
+					gu.a16(yg.data(), spn.hi.data(), spn.lo.data(), spn.inv.data(), gu.gate->data(), gu.up->data(), tiles64, rows, cols,
+					       cols_padded, scales_offset, xr.data(), yr.data());
+				});
+				if (std::memcmp(yg.data(), yw.data(), 4 * yw.size()) != 0) {
+					fprintf(stderr, "FAIL %s: the FP16-activation %s kernel's outputs differ from the FP32 build's on a zero lo\n", name,
+					        gu.what);
 					failures++;
 					return;
 				}

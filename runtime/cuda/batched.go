@@ -447,16 +447,29 @@ func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
 // three-stage one (matmul_tc_grouped_pre_fd16_s3_w4a16: each slice of
 // activations staged two slices ahead; the same bits).
 func (b *Backend) fd16Kernel() (cu.Function, int) {
+	if b.tune.tcA16 {
+		return b.k.matmulTCGroupedA16[1], tcSmemFD16
+	}
 	if b.tune.tcFD16S3 {
 		return b.k.matmulTCGroupedFD16S3, tcSmemFD16S3
 	}
 	return b.k.matmulTCGroupedFD16, tcSmemFD16
 }
 
+// fdKernel is the fragment-direct grouped kernel and its dynamic shared
+// memory: matmul_tc_grouped_pre_fd_w4a16, or under tuning.tcA16 its
+// FP16-activation build (other bits).
+func (b *Backend) fdKernel() (cu.Function, int) {
+	if b.tune.tcA16 {
+		return b.k.matmulTCGroupedA16[0], tcSmemFD
+	}
+	return b.k.matmulTCGroupedFD, tcSmemFD
+}
+
 // tcGroupTile is the most pairs a grouped launch's table entry holds for
 // kernel fn: tcFD16Tile for the small-entry kernel, else tcTile.
 func (b *Backend) tcGroupTile(fn cu.Function) int {
-	if fn == b.k.matmulTCGroupedFD16 || fn == b.k.matmulTCGroupedFD16S3 {
+	if fn == b.k.matmulTCGroupedFD16 || fn == b.k.matmulTCGroupedFD16S3 || fn == b.k.matmulTCGroupedA16[1] {
 		return tcFD16Tile
 	}
 	return tcTile
@@ -530,7 +543,7 @@ func (b *Backend) tcGroupedKernel(calls []expertCall) (cu.Function, int) {
 	case b.tcGroupedFD16(kind, pairs, len(calls)):
 		return b.fd16Kernel()
 	case b.tcGroupedFD(kind, pairs, len(calls)):
-		return b.k.matmulTCGroupedFD, tcSmemFD
+		return b.fdKernel()
 	case !b.tcGroupedRing(kind):
 		if pre == 1 {
 			return b.k.matmulTCGroupedPre[kind], tcSmem

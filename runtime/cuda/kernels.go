@@ -74,6 +74,9 @@ type kernelSet struct {
 	matmulTCGroupedGU [3]cu.Function
 	// The small-entry build with three activation stages (fd16Kernel).
 	matmulTCGroupedFD16S3 cu.Function
+	// The FP16-activation builds (tuning.tcA16): [0] fragment-direct,
+	// [1] small-entry; and their gate|up builds.
+	matmulTCGroupedA16, matmulTCGroupedGUA16 [2]cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -210,6 +213,8 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedGU = [3]cu.Function{get("matmul_tc_grouped_pre_fd_gu_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_w4a16"),
 		get("matmul_tc_grouped_pre_fd16_gu_s3_w4a16")}
 	k.matmulTCGroupedFD16S3 = get("matmul_tc_grouped_pre_fd16_s3_w4a16")
+	k.matmulTCGroupedA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_a16_w4a16")}
+	k.matmulTCGroupedGUA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16_w4a16")}
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
@@ -309,12 +314,12 @@ func (b *Backend) loadKernels() error {
 	if err := setMaxDynamicShared(k.matmulTCSplitKBurst, tcSmemBurst); err != nil {
 		return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
 	}
-	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0]} {
+	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0], k.matmulTCGroupedA16[0], k.matmulTCGroupedGUA16[0]} {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
 		}
 	}
-	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1]} {
+	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1], k.matmulTCGroupedA16[1], k.matmulTCGroupedGUA16[1]} {
 		if err := setMaxDynamicShared(f, tcSmemFD16); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
 		}

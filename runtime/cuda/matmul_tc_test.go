@@ -388,7 +388,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // 264: fewer splits of more chunks, other bits; tuning.tcSplitGoal),
 // batched-tc-sep (the q/k norms, RoPE and KV append as separate ops and the
 // top-k a block a row: tuning.noAttnInRows, noTopKWarp), batched-tc-s3 (the
-// small-entry kernels with three activation stages: tuning.tcFD16S3);
+// small-entry kernels with three activation stages: tuning.tcFD16S3),
+// batched-tc-a16 (the fragment-direct grouped kernels on FP16 activations:
+// tuning.tcA16, other bits);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -437,7 +439,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-goal132", engine.PrefillBatched, tuning{tcSplitGoal: 132}},
 		{"batched-tc-goal66", engine.PrefillBatched, tuning{tcSplitGoal: 66}},
 		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}},
-		{"batched-tc-s3", engine.PrefillBatched, tuning{tcFD16S3: true}}}
+		{"batched-tc-s3", engine.PrefillBatched, tuning{tcFD16S3: true}},
+		{"batched-tc-a16", engine.PrefillBatched, tuning{tcA16: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -613,16 +616,34 @@ func TestTCPreSplitSameBits(t *testing.T) {
 					// and its small-entry build (the default where the pairs
 					// average at most 16 an expert, entries cut at 16 pairs;
 					// tuning.tcNoFD16 turns it off) give the same bits.
-					same(t, func() []float32 {
+					run := func() []float32 {
 						dst := mustF32(t, be, make([]float32, total*sh.rows))
 						if err := be.ExpertMatMulGroup(dst, dstRows, recs, m, scheme, x, xRows); err != nil {
 							t.Fatal(err)
 						}
 						return mustRead(t, be, dst)
-					}, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
+					}
+					same(t, run, tuning{}, tuning{tcNoRing: true}, tuning{tcNoRing: true, tcNoPreSplit: true}, tuning{tcRing2: true}, tuning{tcRing2: true, tcNoPreSplit: true},
 						tuning{tcNarrow: true}, tuning{tcNarrow: true, tcNoPreSplit: true}, tuning{tcNarrow: true, tcRing2: true},
 						tuning{tcNarrow: true, tcRing2: true, tcNoPreSplit: true}, tuning{tcFDAlways: true}, tuning{tcNoFD16: true},
 						tuning{tcNoFD16: true, tcFDAlways: true}, tuning{tcFD16S3: true})
+					if scheme == qpack.SchemeInt4 {
+						// The FP16-activation builds (tuning.tcA16, both the
+						// fragment-direct kernel and its small-entry build):
+						// other bits, within FP16's rounding of each
+						// activation (relative error 2^-11 a value, so a
+						// sum's error ~3e-4 of its size; 2e-3 fails on a
+						// wrong column or row).
+						withTuning(t, be, tuning{tcFDAlways: true})
+						want := run()
+						for _, v := range []tuning{{tcA16: true, tcFDAlways: true}, {tcA16: true, tcFDAlways: true, tcNoFD16: true}} {
+							withTuning(t, be, v)
+							got := run()
+							if d := relRMS(got, want); d > 2e-3 || math.IsNaN(d) {
+								t.Errorf("tuning %+v: relative RMS difference %.3g from the FP32 activations' outputs, want at most 2e-3", v, d)
+							}
+						}
+					}
 				})
 			}
 		}
@@ -677,6 +698,10 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"small-entry over 16 an expert", tuning{}, calls(0, 7, 26), k.matmulTCGroupedFD, tcSmemFD},
 		{"small-entry, fp16", tuning{}, calls(1, 7), k.matmulTCGroupedPre[1], tcSmem},
 		{"small-entry under tcNoFD", tuning{tcNoFD: true}, calls(0, 7), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"FP16 activations, fragment-direct", tuning{tcA16: true}, calls(0, 62, 66), k.matmulTCGroupedA16[0], tcSmemFD},
+		{"FP16 activations, small-entry", tuning{tcA16: true}, calls(0, 7, 9, 1), k.matmulTCGroupedA16[1], tcSmemFD16},
+		{"FP16 activations over the three stages", tuning{tcA16: true, tcFD16S3: true}, calls(0, 7), k.matmulTCGroupedA16[1], tcSmemFD16},
+		{"FP16 activations, the ring unchanged", tuning{tcA16: true}, calls(0, 70, 60), k.matmulTCGroupedRing[1], tcSmemRing},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)
@@ -742,4 +767,15 @@ func tcGateRecord(t *testing.T, rng *rand.Rand, layout qpack.RecordLayout, schem
 		t.Fatal(err)
 	}
 	return mustBytes(t, testBE, rec)
+}
+
+// relRMS is the RMS of got - want over the RMS of want.
+func relRMS(got, want []float32) float64 {
+	var d, w float64
+	for i := range want {
+		e := float64(got[i]) - float64(want[i])
+		d += e * e
+		w += float64(want[i]) * float64(want[i])
+	}
+	return math.Sqrt(d / w)
 }

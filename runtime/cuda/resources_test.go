@@ -56,6 +56,8 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_ring2_narrow_w4a16", k.matmulTCGroupedNarrow[1][1], tcSmemRing2, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_w4a16", k.matmulTCGroupedFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_gu_w4a16", k.matmulTCGroupedGU[0], tcSmemFD, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd_a16_w4a16", k.matmulTCGroupedA16[0], tcSmemFD, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd_gu_a16_w4a16", k.matmulTCGroupedGUA16[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_fd", k.matmulTCSplitKFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_burst", k.matmulTCSplitKBurst, tcSmemBurst, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
@@ -70,9 +72,12 @@ func TestKernelResources(t *testing.T) {
 		ks = append(ks, kern{"matmul_tc_grouped_pre_fd16_w4a16", k.matmulTCGroupedFD16, tcSmemFD16, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd16_gu_w4a16", k.matmulTCGroupedGU[1], tcSmemFD16, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd16_s3_w4a16", k.matmulTCGroupedFD16S3, tcSmemFD16S3, tcThreads},
-			kern{"matmul_tc_grouped_pre_fd16_gu_s3_w4a16", k.matmulTCGroupedGU[2], tcSmemFD16S3, tcThreads})
+			kern{"matmul_tc_grouped_pre_fd16_gu_s3_w4a16", k.matmulTCGroupedGU[2], tcSmemFD16S3, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_a16_w4a16", k.matmulTCGroupedA16[1], tcSmemFD16, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_gu_a16_w4a16", k.matmulTCGroupedGUA16[1], tcSmemFD16, tcThreads})
 		for _, n := range []string{"matmul_tc_grouped_pre_fd16_w4a16", "matmul_tc_grouped_pre_fd16_gu_w4a16",
-			"matmul_tc_grouped_pre_fd16_s3_w4a16", "matmul_tc_grouped_pre_fd16_gu_s3_w4a16"} {
+			"matmul_tc_grouped_pre_fd16_s3_w4a16", "matmul_tc_grouped_pre_fd16_gu_s3_w4a16",
+			"matmul_tc_grouped_pre_fd16_a16_w4a16", "matmul_tc_grouped_pre_fd16_gu_a16_w4a16"} {
 			designed[n] = 3
 		}
 		// The decode attention's ring (tuning.attRing): heads x attSplit

@@ -303,7 +303,7 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 		case rt.tile == tcFD16Tile:
 			fn, smem = b.fd16Kernel()
 		case b.tcGroupedFD(0, rt.P, rt.E):
-			fn, smem = b.k.matmulTCGroupedFD, tcSmemFD
+			fn, smem = b.fdKernel()
 		}
 		xr, yr := rt.tok, rt.iden
 		if down {
@@ -392,6 +392,10 @@ func (b *Backend) routedGateUpKernel(rt *routing, g, u qpack.MatrixLayout) (fn c
 		return fn, 0, false
 	}
 	switch {
+	case rt.tile == tcFD16Tile && b.tune.tcA16:
+		return b.k.matmulTCGroupedGUA16[1], tcSmemFD16, true
+	case b.tune.tcA16 && b.tcGroupedFD(0, rt.P, rt.E):
+		return b.k.matmulTCGroupedGUA16[0], tcSmemFD, true
 	case rt.tile == tcFD16Tile && b.tune.tcFD16S3:
 		return b.k.matmulTCGroupedGU[2], tcSmemFD16S3, true
 	case rt.tile == tcFD16Tile:
