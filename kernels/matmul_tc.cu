@@ -387,8 +387,9 @@ __device__ __forceinline__ void tc_ring_take(TcRaw& r, float& sc, uint2& odd, co
 // and times the block scale for int4. SKIP leaves out the m16 tiles that
 // hold padding tokens alone (their rows never reach y, and an mma row never
 // mixes with another, so the bits stay). NI is the warp's n8 tiles (4,
-// or 2 in the narrow mapping).
-template <bool INT4, bool SKIP, int NI = 4>
+// or 2 in the narrow mapping). LO false (the FP16-activation build) takes
+// the hi parts alone.
+template <bool INT4, bool SKIP, int NI = 4, bool LO = true>
 __device__ __forceinline__ void tc_chunk(float (&acc)[2][NI][4], const uint8_t* st, int wm, int wn, int g, int q, int t0,
                                          int T) {
 	const __half* ah = reinterpret_cast<const __half*>(st);
@@ -425,7 +426,7 @@ __device__ __forceinline__ void tc_chunk(float (&acc)[2][NI][4], const uint8_t* 
 		for (int mi = 0; mi < 2; mi++) {
 			if (SKIP && t0 + wm + 16 * mi >= T) continue;  // an m16 tile of padding tokens alone
 #pragma unroll
-			for (int part_i = 0; part_i < 2; part_i++) {
+			for (int part_i = 0; part_i < (LO ? 2 : 1); part_i++) {
 				unsigned af[4];
 				ldmatrix_x4(af, tc_shared_addr(al_lane + (part_i * TC_BM + 16 * mi) * TC_LD + ks));
 #pragma unroll
@@ -682,7 +683,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 // segments tc_store's FP16 path would store (zero past rows and cols), the
 // token's quarter hh of its hi and lo and, at hh 0, its 2^-s; a padding
 // token (xi < 0) stages zeros and 2^-126, as tc_load's PRE path.
-template <bool X>
+template <bool X, bool LO = true>
 __device__ __forceinline__ void tc_burst_put(uint8_t* st, const uint8_t* __restrict__ mat, int rows, int cols, int n0,
                                              const TcSplitX& sx, int xi, int nck, int c, int tid, int sm, int hh) {
 	__half* ah = reinterpret_cast<__half*>(st);
@@ -695,7 +696,7 @@ __device__ __forceinline__ void tc_burst_put(uint8_t* st, const uint8_t* __restr
 		if (xi >= 0) {
 			const size_t at = (size_t)xi * nck * TC_BK + c * TC_BK + hh * 8;
 			cp_async16(hd, sx.hi + at);
-			cp_async16(ld, sx.lo + at);
+			if (LO) cp_async16(ld, sx.lo + at);
 			if (hh == 0) cp_async4(inv + sm, sx.inv + (size_t)xi * nck + c);
 		} else {
 			*reinterpret_cast<uint4*>(hd) = *reinterpret_cast<uint4*>(ld) = make_uint4(0u, 0u, 0u, 0u);
@@ -716,9 +717,9 @@ __device__ __forceinline__ void tc_burst_put(uint8_t* st, const uint8_t* __restr
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
-    matmul_tc_f16_pre_splitk_burst(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
-                                   int rows, int cols, int T, int ks) {
+template <bool LO>
+__device__ __forceinline__ void tc_burst_body(float* part, const uint8_t* mat, const __half* hi, const __half* lo,
+                                              const float* inv, int rows, int cols, int T, int ks) {
 	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
 	const int nck = (cols + TC_BK - 1) / TC_BK, per = (nck + ks - 1) / ks;
 	const int t0 = g * TC_BM, n0 = tile * TC_BN, c0 = s * per, c1 = min(nck, c0 + per);
@@ -739,10 +740,10 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 	// group i holds chunk c0 + i's tokens (group 0 also every matrix copy
 	// made here).
 	for (int i = 0; i < TC_BURST - 1; i++)
-		if (c0 + i < c1) tc_burst_put<false>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
+		if (c0 + i < c1) tc_burst_put<false, LO>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
 	grid_dep_enter();
 	for (int i = 0; i < TC_BURST - 1; i++) {
-		if (c0 + i < c1) tc_burst_put<true>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
+		if (c0 + i < c1) tc_burst_put<true, LO>(smem + i * TC_STAGE, mat, rows, cols, n0, sx, xi, nck, c0 + i, tid, sm, hh);
 		cp_async_commit();
 	}
 	for (int c = c0, it = 0; c < c1; c++, it++) {
@@ -754,13 +755,28 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
 		const int cn = c + TC_BURST - 1;
 		if (cn < c1) {
 			uint8_t* sn = smem + ((it + TC_BURST - 1) % TC_BURST) * TC_STAGE;
-			tc_burst_put<false>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
-			tc_burst_put<true>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
+			tc_burst_put<false, LO>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
+			tc_burst_put<true, LO>(sn, mat, rows, cols, n0, sx, xi, nck, cn, tid, sm, hh);
 		}
 		cp_async_commit();
-		tc_chunk<false, true>(acc, smem + (it % TC_BURST) * TC_STAGE, wm, wn, gq, q, t0, T);
+		tc_chunk<false, true, 4, LO>(acc, smem + (it % TC_BURST) * TC_STAGE, wm, wn, gq, q, t0, T);
 	}
 	tc_write<4>(part + (size_t)s * T * rows, acc, nullptr, 0, rows, T, nullptr, t0, n0, wm, wn, gq, q);
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_f16_pre_splitk_burst(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
+                                   int rows, int cols, int T, int ks) {
+	tc_burst_body<true>(part, mat, hi, lo, inv, rows, cols, T, ks);
+}
+
+// matmul_tc_f16_pre_splitk_burst_a16 (tuning.tcA16Dense): the burst twin
+// on FP16 activations, each chunk's sums from the hi halves alone (lo is
+// neither copied nor read): other bits.
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_f16_pre_splitk_burst_a16(float* part, const uint8_t* mat, const __half* hi, const __half* lo, const float* inv,
+                                       int rows, int cols, int T, int ks) {
+	tc_burst_body<false>(part, mat, hi, lo, inv, rows, cols, T, ks);
 }
 
 // matmul_tc_f16_splitk_ring: matmul_tc_f16_splitk with the matrix's chunks

@@ -73,6 +73,8 @@ extern "C" void matmul_tc_f16_pre_splitk_fd(float*, const uint8_t*, const __half
                                             int);
 extern "C" void matmul_tc_f16_pre_splitk_burst(float*, const uint8_t*, const __half*, const __half*, const float*, int, int,
                                                int, int);
+extern "C" void matmul_tc_f16_pre_splitk_burst_a16(float*, const uint8_t*, const __half*, const __half*, const float*, int, int,
+                                                   int, int);
 extern "C" void tc_route_groups(const int*, int, int, int, const unsigned long long*, long long, long long, long long, int, int, int*,
                                 int*, int*, tc_group*, int*, volatile unsigned*, unsigned, int);
 extern "C" void matmul_tc_grouped_pre_fd_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int, int,
@@ -322,6 +324,29 @@ static void check(const Case& c, std::mt19937& rng) {
 			fprintf(stderr, "FAIL %s: the burst split-K kernel's outputs differ from the split-K kernel's\n", name);
 			failures++;
 			return;
+		}
+		// Its FP16-activation build (tuning.tcA16Dense): the burst kernel's
+		// partials on a pre-split whose lo halves are zero, reading none of
+		// lo (NaN here).
+		{
+			Split sp0 = sp, spn = sp;
+			for (auto& h : sp0.lo) h = __half{0};
+			for (auto& h : spn.lo) h = __half{0x7e00};
+			std::vector<float> pw(part.size(), -777.0f), pg(part.size(), -777.0f);
+			emu_launch(G * tiles * c.splitk, kThreads, kSmemBurst, [&] {
+				matmul_tc_f16_pre_splitk_burst(pw.data(), mat.data(), sp0.hi.data(), sp0.lo.data(), sp0.inv.data(), c.rows, c.cols,
+				                               c.T, c.splitk);
+			});
+			emu_launch(G * tiles * c.splitk, kThreads, kSmemBurst, [&] {
+				matmul_tc_f16_pre_splitk_burst_a16(pg.data(), mat.data(), spn.hi.data(), spn.lo.data(), spn.inv.data(), c.rows,
+				                                   c.cols, c.T, c.splitk);
+			});
+			if (std::memcmp(pg.data(), pw.data(), 4 * pw.size()) != 0) {
+				fprintf(stderr, "FAIL %s: the FP16-activation burst kernel's partials differ from the burst kernel's on a zero lo\n",
+				        name);
+				failures++;
+				return;
+			}
 		}
 	}
 	// A token alone gives the bits it got among the others.

@@ -650,7 +650,11 @@ func (b *Backend) splitKPartials(mat, x cu.DevicePtr, rows, cols, T, ks int) err
 		if err != nil {
 			return err
 		}
-		return b.launch(b.k.matmulTCSplitKBurst, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
+		fn := b.k.matmulTCSplitKBurst
+		if b.tune.tcA16Dense {
+			fn = b.k.matmulTCSplitKBurstA16
+		}
+		return b.launch(fn, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
 			argPtr(sp.lo), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))
 	}
 	fn, smem := b.k.matmulTCSplitK, tcSmem

@@ -80,6 +80,7 @@ type kernelSet struct {
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
+	matmulTCSplitKBurstA16                 cu.Function // its FP16-activation build (tuning.tcA16Dense)
 	matmulTCSplitKRing, matmulTCPreRingF16 cu.Function
 	// prefill_rows.cu: the batched prefill's per-token ops over its rows
 	// (rowops.go).
@@ -216,6 +217,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_a16_w4a16")}
 	k.matmulTCGroupedGUA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16_w4a16")}
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
+	k.matmulTCSplitKBurstA16 = get("matmul_tc_f16_pre_splitk_burst_a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
 	k.topkRowsWarp = get("router_topk_rows_warp")
@@ -311,8 +313,10 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc narrow ring kernel: %w", err)
 		}
 	}
-	if err := setMaxDynamicShared(k.matmulTCSplitKBurst, tcSmemBurst); err != nil {
-		return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
+	for _, f := range []cu.Function{k.matmulTCSplitKBurst, k.matmulTCSplitKBurstA16} {
+		if err := setMaxDynamicShared(f, tcSmemBurst); err != nil {
+			return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
+		}
 	}
 	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0], k.matmulTCGroupedA16[0], k.matmulTCGroupedGUA16[0]} {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {

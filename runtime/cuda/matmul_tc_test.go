@@ -390,7 +390,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // top-k a block a row: tuning.noAttnInRows, noTopKWarp), batched-tc-s3 (the
 // small-entry kernels with three activation stages: tuning.tcFD16S3),
 // batched-tc-a16 (the fragment-direct grouped kernels on FP16 activations:
-// tuning.tcA16, other bits);
+// tuning.tcA16, other bits), batched-tc-a16all (and the burst split-K
+// projections: tuning.tcA16Dense);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -440,7 +441,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-goal66", engine.PrefillBatched, tuning{tcSplitGoal: 66}},
 		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}},
 		{"batched-tc-s3", engine.PrefillBatched, tuning{tcFD16S3: true}},
-		{"batched-tc-a16", engine.PrefillBatched, tuning{tcA16: true}}}
+		{"batched-tc-a16", engine.PrefillBatched, tuning{tcA16: true}},
+		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -556,9 +558,11 @@ func TestTCPreSplitSameBits(t *testing.T) {
 			}
 		}
 	}
-	// T70: split-K (16 row tiles x 2 token groups under a wave); T600: the
-	// pre-split kernel. Each also with the FP16 cp.async ring (tuning.tcRingF16).
-	for _, T := range []int{70, 600} {
+	// T70: split-K (16 row tiles x 2 token groups under a wave, 4 chunks a
+	// block: the two-stage kernel); T256: split-K with the burst twin (8 or
+	// more chunks a block); T600: the pre-split kernel. Each also with the
+	// FP16 cp.async ring (tuning.tcRingF16).
+	for _, T := range []int{70, 256, 600} {
 		t.Run(fmt.Sprintf("MatMul/T%d/2048x2048", T), func(t *testing.T) {
 			const rows, cols = 2048, 2048
 			bits := make([]uint16, rows*cols)
@@ -570,13 +574,26 @@ func TestTCPreSplitSameBits(t *testing.T) {
 				t.Fatal(err)
 			}
 			x, bias := mustF32(t, be, randX(T*cols)), mustF32(t, be, randX(rows))
-			same(t, func() []float32 {
+			run := func() []float32 {
 				dst := mustF32(t, be, make([]float32, T*rows))
 				if err := be.MatMul(dst, wt, x, bias, T); err != nil {
 					t.Fatal(err)
 				}
 				return mustRead(t, be, dst)
-			}, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true}, tuning{tcNoBurst: true})
+			}
+			same(t, run, tuning{}, tuning{tcRingF16: true}, tuning{tcFDSplitK: true}, tuning{tcNoBurst: true})
+			// The burst twin's FP16-activation build (tuning.tcA16Dense):
+			// within FP16's rounding of the activations where the burst
+			// twin runs (T256: other bits), the same bits elsewhere.
+			withTuning(t, be, tuning{})
+			want := run()
+			withTuning(t, be, tuning{tcA16Dense: true})
+			got := run()
+			d := relRMS(got, want)
+			ks := be.tcSplit(T, rows, cols)
+			if burst := ks > 1 && be.tcDenseBurst(wt.(*Tensor).ptr, cols, ks); burst != (d != 0) || d > 2e-3 || math.IsNaN(d) {
+				t.Errorf("tcA16Dense: relative RMS difference %.3g from the FP32 activations' outputs (burst twin: %v), want 0 < d <= 2e-3 with the burst twin, else 0", d, burst)
+			}
 		})
 	}
 	for _, scheme := range []qpack.Scheme{qpack.SchemeInt4, qpack.SchemeFP16} {

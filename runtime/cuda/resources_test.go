@@ -60,6 +60,7 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_fd_gu_a16_w4a16", k.matmulTCGroupedGUA16[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_fd", k.matmulTCSplitKFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_burst", k.matmulTCSplitKBurst, tcSmemBurst, tcThreads},
+			kern{"matmul_tc_f16_pre_splitk_burst_a16", k.matmulTCSplitKBurstA16, tcSmemBurst, tcThreads},
 			kern{"matmul_tc_f16_splitk", k.matmulTCSplitK, tcSmem, tcThreads},
 			kern{"matmul_tc_f16_splitk_ring", k.matmulTCSplitKRing, tcSmemRingF16, tcThreads})
 		for _, kk := range ks {
