@@ -618,6 +618,40 @@ extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __
 	}
 }
 
+// tc_split_rows_a16r is the row-shift FP16 pre-split (tuning.tcA16Row):
+// for each of nrows rows of x [nrows][cols], s from the row's largest
+// magnitude (tc_shift), hi [nrows][chunks * 32] = fp16(x 2^s) (zero past
+// cols) and inv [nrows] = 2^-s. A block a row (grid-stride over rows),
+// 128 bytes of dynamic shared memory (the warps' maxima).
+extern "C" __global__ void tc_split_rows_a16r(const float* x, int nrows, int cols, __half* hi, float* inv) {
+	float* red = xs_smem;
+	grid_dep_enter();
+	const int nck = (cols + TC_BK - 1) / TC_BK, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+	for (int row = blockIdx.x; row < nrows; row += gridDim.x) {
+		const float* xr = x + (size_t)row * cols;
+		float mx = 0.0f;
+		for (int k = threadIdx.x; k < cols; k += blockDim.x) mx = fmaxf(mx, fabsf(xr[k]));
+#pragma unroll
+		for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+		if (lane == 0) red[warp] = mx;
+		__syncthreads();
+		if (warp == 0) {
+			mx = lane < (int)(blockDim.x >> 5) ? red[lane] : 0.0f;
+#pragma unroll
+			for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+			if (lane == 0) red[0] = mx;
+		}
+		__syncthreads();
+		const int sh = tc_shift(red[0]);
+		const float p = tc_pow2(sh);
+		__half* hr = hi + (size_t)row * nck * TC_BK;
+		for (int k = threadIdx.x; k < nck * TC_BK; k += blockDim.x)
+			hr[k] = __float2half_rn(k < cols ? __fmul_rn(xr[k], p) : 0.0f);
+		if (threadIdx.x == 0) inv[row] = tc_pow2(-sh);
+		__syncthreads();  // red is rewritten by the next row
+	}
+}
+
 // The pre-split twins of the kernels above: the activations come from
 // tc_split_rows's arrays (row xrow(t) of them) instead of x, so each block
 // copies its tokens' halves instead of splitting them again for every row
@@ -960,6 +994,7 @@ MATMUL_TC_GROUPED_PRE(matmul_tc_grouped_pre_ring2_narrow_w4a16, true, TC_RING2, 
 // as the ring kernels skip them.
 #define TC_FD_SL 4                       // chunks a staged slice of activations
 #define TC_FD_PD 8                       // chunks of int4 codes a warp has in flight
+#define TC_FD_PD_RS 4                    // the same for the row-shift builds of four m16 tiles (their scale-block sums take the registers)
 #define TC_FD_PD16 4                     // chunks of FP16 weights a warp has in flight (4 words a chunk and n8 tile)
 #define TC_FD_LD (TC_FD_SL * TC_BK + 8)  // halves a staged token row: 68 words, rows 4 banks apart
 #define TC_FD_STAGE_OF(BM) (2 * (BM) * TC_FD_LD * 2 + TC_FD_SL * (BM) * 4)
@@ -1002,7 +1037,7 @@ __device__ __forceinline__ int tc_fd_xrow(const int* __restrict__ xrows, int t0,
 // [BM][TC_FD_LD] halves, then inv [TC_FD_SL][BM] floats; cp.async,
 // the caller commits. nck is the pre-split rows' chunk count. Without LO
 // (the FP16-activation builds) the lo rows are not copied.
-template <int BM = TC_BM, bool LO = true>
+template <int BM = TC_BM, bool LO = true, bool RS = false>
 __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, const int* __restrict__ xrows, int t0, int T,
                                             int nck, int c0, int c1, int s, int tid) {
 	__half* hs = reinterpret_cast<__half*>(st);
@@ -1016,9 +1051,11 @@ __device__ __forceinline__ void tc_fd_stage(uint8_t* st, const TcSplitX& sx, con
 		const size_t at = (size_t)tc_fd_xrow(xrows, t0, t) * nck * TC_BK + (size_t)cs * TC_BK + p * 8;
 		cp_async16((lo ? ls : hs) + t * TC_FD_LD + p * 8, (lo ? sx.lo : sx.hi) + at);
 	}
-	for (int i = tid; i < T * nc; i += TC_THREADS) {
-		const int t = i / nc, cc = i - t * nc;
-		cp_async4(is + cc * BM + t, sx.inv + (size_t)tc_fd_xrow(xrows, t0, t) * nck + cs + cc);
+	if (!RS) {  // RS: one 2^-s a token row (tc_split_rows_a16r), applied after the last chunk
+		for (int i = tid; i < T * nc; i += TC_THREADS) {
+			const int t = i / nc, cc = i - t * nc;
+			cp_async4(is + cc * BM + t, sx.inv + (size_t)tc_fd_xrow(xrows, t0, t) * nck + cs + cc);
+		}
 	}
 }
 
@@ -1088,7 +1125,15 @@ __device__ __forceinline__ void tc_fd_load(unsigned (&w)[2][INT4 ? 1 : 4], const
 // takes hi alone (x rounded to FP16 at its chunk's shift, W4A16 with FP32
 // accumulation), half the mma and ldmatrix and half the staging; other
 // bits than the LO build's, within FP16's rounding of each activation.
-template <bool INT4, int PD, int BM = TC_BM, bool GU = false, int NS = 2, bool LO = true>
+//
+// RS (the row-shift FP16 build, tuning.tcA16Row; int4, without LO) reads
+// a pre-split with one shift a token row (tc_split_rows_a16r: hi =
+// fp16(x 2^s), s from the row's largest magnitude, inv[row] = 2^-s).
+// All chunks of a 256-value scale block then share a token's shift, so
+// the block's mma accumulate into one FP32 sum (blk) and the block scale
+// is applied once a block instead of 2^-s and the scale once a chunk;
+// 2^-s multiplies each output once, after the last chunk. Other bits again.
+template <bool INT4, int PD, int BM = TC_BM, bool GU = false, int NS = 2, bool LO = true, bool RS = false>
 __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t* __restrict__ mat, int rows, int cols,
                                            int cols_padded, int scales_offset, int T, const int* __restrict__ xrows,
                                            const int* __restrict__ yrows, int t0, int n0, int c0, int c1, const TcSplitX& sx,
@@ -1101,6 +1146,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	const int MT = (T + 15) / 16;
 	const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
 	static_assert(!GU || (INT4 && TC_THREADS == 256), "the gate|up build: int4, warps 0-3 gate, 4-7 up");
+	static_assert(!RS || (INT4 && !LO), "the row-shift build: int4, FP16 activations");
 	const int wn = GU ? (warp & 3) * 16 : warp * 16;
 	if (GU && warp >= 4) mat = mat2;  // warp-uniform
 	const int nck = (cols + TC_BK - 1) / TC_BK;  // the pre-split rows' chunks
@@ -1116,10 +1162,10 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 		hs[t * TC_FD_LD + k] = __float2half_rn(0.0f);
 		hs[BM * TC_FD_LD + t * TC_FD_LD + k] = __float2half_rn(0.0f);
 	}
-	tc_fd_stage<BM, LO>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
+	tc_fd_stage<BM, LO, RS>(smem, sx, xrows, t0, T, nck, c0, c1, 0, tid);
 	cp_async_commit();
 	if (NS == 3) {
-		tc_fd_stage<BM, LO>(smem + TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, 1, tid);
+		tc_fd_stage<BM, LO, RS>(smem + TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, 1, tid);
 		cp_async_commit();
 	}
 
@@ -1149,6 +1195,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 	if (INT4) tc_fd_scales(scn, mat, rows, cols_padded, scales_offset, nrow0, c0 / TC_SCALE_CHUNKS);
 
 	float acc[MTM][2][4];
+	float blk[RS ? MTM : 1][2][4];  // RS: the scale block's sums so far
 #pragma unroll
 	for (int mi = 0; mi < MTM; mi++)
 #pragma unroll
@@ -1171,7 +1218,7 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 				__syncthreads();
 				const int s = (c - c0) / TC_FD_SL;
 				const int nst = NS == 2 ? (s + 1) & 1 : (s + NS - 1) % NS;  // the stage slice s + NS - 1 fills
-				tc_fd_stage<BM, LO>(smem + nst * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + NS - 1, tid);
+				tc_fd_stage<BM, LO, RS>(smem + nst * TC_FD_STAGE_OF(BM), sx, xrows, t0, T, nck, c0, c1, s + NS - 1, tid);
 				cp_async_commit();
 			}
 			if (INT4 && c % TC_SCALE_CHUNKS == 0) {
@@ -1208,37 +1255,81 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 			// l % 16 and column 8 (l / 16)); lo is BM rows further.
 			const tc_saddr a_chunk = a_lane + stg * TC_FD_STAGE_OF(BM) +
 			                         ((c - c0) % TC_FD_SL) * TC_BK * 2;
+			if (RS) {
+				// The scale block's sums: from zero at its first chunk, the
+				// block scale at its last (or the share's last) chunk.
+				const bool first = c % TC_SCALE_CHUNKS == 0, last = c % TC_SCALE_CHUNKS == TC_SCALE_CHUNKS - 1 || c + 1 == c1;
 #pragma unroll
-			for (int mi = 0; mi < MTM; mi++) {
-				if (mi >= MT) break;  // m16 tiles of padding tokens alone
-				float part[2][4];
+				for (int mi = 0; mi < (RS ? MTM : 1); mi++) {
+					if (mi >= MT) break;
 #pragma unroll
-				for (int ks = 0; ks < 2; ks++)
-#pragma unroll
-					for (int pi = 0; pi < (LO ? 2 : 1); pi++) {
+					for (int ks = 0; ks < 2; ks++) {
 						unsigned af[4];
-						ldmatrix_x4(af, a_chunk + ((pi * BM + 16 * mi) * TC_FD_LD + 16 * ks) * 2);
+						ldmatrix_x4(af, a_chunk + (16 * mi * TC_FD_LD + 16 * ks) * 2);
 #pragma unroll
 						for (int ni = 0; ni < 2; ni++) {
-							if (ks == 0 && pi == 0)
-								mma_16816_z(part[ni], af, bf[ks][ni]);
+							if (first && ks == 0)
+								mma_16816_z(blk[mi][ni], af, bf[ks][ni]);
 							else
-								mma_16816(part[ni], af, bf[ks][ni]);
+								mma_16816(blk[mi][ni], af, bf[ks][ni]);
 						}
 					}
+					if (last) {
 #pragma unroll
-				for (int ni = 0; ni < 2; ni++)
+						for (int ni = 0; ni < 2; ni++)
 #pragma unroll
-					for (int e = 0; e < 4; e++) {
-						const float f = __fmul_rn(part[ni][e], is[16 * mi + g + (e >> 1) * 8]);
-						acc[mi][ni][e] = INT4 ? __fmaf_rn(f, sc[ni][e & 1], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
+							for (int e = 0; e < 4; e++) acc[mi][ni][e] = __fmaf_rn(blk[mi][ni][e], sc[ni][e & 1], acc[mi][ni][e]);
 					}
+				}
+			} else {
+#pragma unroll
+				for (int mi = 0; mi < MTM; mi++) {
+					if (mi >= MT) break;  // m16 tiles of padding tokens alone
+					float part[2][4];
+#pragma unroll
+					for (int ks = 0; ks < 2; ks++)
+#pragma unroll
+						for (int pi = 0; pi < (LO ? 2 : 1); pi++) {
+							unsigned af[4];
+							ldmatrix_x4(af, a_chunk + ((pi * BM + 16 * mi) * TC_FD_LD + 16 * ks) * 2);
+#pragma unroll
+							for (int ni = 0; ni < 2; ni++) {
+								if (ks == 0 && pi == 0)
+									mma_16816_z(part[ni], af, bf[ks][ni]);
+								else
+									mma_16816(part[ni], af, bf[ks][ni]);
+							}
+						}
+#pragma unroll
+					for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+						for (int e = 0; e < 4; e++) {
+							const float f = __fmul_rn(part[ni][e], is[16 * mi + g + (e >> 1) * 8]);
+							acc[mi][ni][e] = INT4 ? __fmaf_rn(f, sc[ni][e & 1], acc[mi][ni][e]) : __fadd_rn(acc[mi][ni][e], f);
+						}
+				}
 			}
 		}
 #pragma unroll
 		for (int ni = 0; ni < 2; ni++) rbc[ni] += 4 * PD;
 	}
 	cp_async_wait<0>();  // an empty last slice's group
+	if (RS) {
+		// Each output back to its token's scale: times 2^-s of its row.
+#pragma unroll
+		for (int mi = 0; mi < MTM; mi++) {
+			if (mi >= MT) break;
+#pragma unroll
+			for (int e2 = 0; e2 < 2; e2++) {
+				const int t = 16 * mi + g + 8 * e2;
+				const float iv = t < T ? __ldg(sx.inv + tc_fd_xrow(xrows, t0, t)) : 0.0f;
+#pragma unroll
+				for (int ni = 0; ni < 2; ni++)
+#pragma unroll
+					for (int e1 = 0; e1 < 2; e1++) acc[mi][ni][2 * e2 + e1] = __fmul_rn(acc[mi][ni][2 * e2 + e1], iv);
+			}
+		}
+	}
 
 	if (GU) {
 		// The up warps' values into shared memory ([t][64 rows], over the
@@ -1293,14 +1384,14 @@ __device__ __forceinline__ void tc_fd_body(float* __restrict__ y, const uint8_t*
 
 // tc_grouped_pre_fd is a grouped fragment-direct launch's block b: row
 // tile b % tiles of table entry b / tiles, for entries of at most BM pairs.
-template <int BM, int NS = 2, bool LO = true>
+template <int BM, int NS = 2, bool LO = true, bool RS = false>
 __device__ __forceinline__ void tc_grouped_pre_fd(float* y, const __half* hi, const __half* lo, const float* inv,
                                                   const tc_group* groups, int tiles, int rows, int cols, int cols_padded,
                                                   int scales_offset, const int* xrows, const int* yrows) {
 	grid_dep_enter();  // the table may be the kernel before's output (tc_route_groups)
 	const tc_group gr = groups[blockIdx.x / tiles];
 	if (gr.count <= 0) return;  // a device-routed table's unused entry (tc_route_groups)
-	tc_fd_body<true, TC_FD_PD, BM, false, NS, LO>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
+	tc_fd_body<true, RS && BM == TC_BM ? TC_FD_PD_RS : TC_FD_PD, BM, false, NS, LO, RS>(y, gr.mat, rows, cols, cols_padded, scales_offset, BM == TC_BM ? gr.count : min(gr.count, BM),
 	                               xrows + gr.pair0, yrows + gr.pair0, 0, (blockIdx.x % tiles) * TC_BN, 0, 1 << 30,
 	                               TcSplitX{hi, lo, inv});
 }
@@ -1333,7 +1424,7 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
 // [64 (b % tiles), +64) of table entry b / tiles of both the gate table and
 // the up table (tc_route_groups' tables 0 and 1: the same pairs, each
 // expert's own matrices), act = silu_mul(gate, up) (tc_fd_body's GU).
-template <int BM, int NS = 2, bool LO = true>
+template <int BM, int NS = 2, bool LO = true, bool RS = false>
 __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* hi, const __half* lo, const float* inv,
                                                      const tc_group* gate, const tc_group* up, int tiles, int rows, int cols,
                                                      int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
@@ -1341,7 +1432,7 @@ __device__ __forceinline__ void tc_grouped_pre_fd_gu(float* act, const __half* h
 	const int n = blockIdx.x / tiles;
 	const tc_group gr = gate[n];
 	if (gr.count <= 0) return;  // an unused entry
-	tc_fd_body<true, TC_FD_PD, BM, true, NS, LO>(act, gr.mat, rows, cols, cols_padded, scales_offset,
+	tc_fd_body<true, RS && BM == TC_BM ? TC_FD_PD_RS : TC_FD_PD, BM, true, NS, LO, RS>(act, gr.mat, rows, cols, cols_padded, scales_offset,
 	                                     BM == TC_BM ? gr.count : min(gr.count, BM), xrows + gr.pair0, yrows + gr.pair0, 0,
 	                                     (blockIdx.x % tiles) * (TC_BN / 2), 0, 1 << 30, TcSplitX{hi, lo, inv}, up[n].mat);
 }
@@ -1409,6 +1500,36 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
                                             const int* xrows, const int* yrows) {
 	tc_grouped_pre_fd_gu<TC_FD16_BM, 2, false>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows,
 	                                           yrows);
+}
+
+// The row-shift FP16 builds (tuning.tcA16Row; tc_fd_body's RS): the same
+// four kernels on tc_split_rows_a16r's pre-split (inv: one 2^-s a row).
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_a16r_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                        int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                        const int* yrows) {
+	tc_grouped_pre_fd<TC_BM, 2, false, true>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows, yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_a16r_w4a16(float* y, const __half* hi, const __half* lo, const float* inv, const tc_group* groups,
+                                          int tiles, int rows, int cols, int cols_padded, int scales_offset, const int* xrows,
+                                          const int* yrows) {
+	tc_grouped_pre_fd<TC_FD16_BM, 2, false, true>(y, hi, lo, inv, groups, tiles, rows, cols, cols_padded, scales_offset, xrows,
+	                                              yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+    matmul_tc_grouped_pre_fd_gu_a16r_w4a16(float* act, const __half* hi, const __half* lo, const float* inv, const tc_group* gate,
+                                           const tc_group* up, int tiles, int rows, int cols, int cols_padded, int scales_offset,
+                                           const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_BM, 2, false, true>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset, xrows,
+	                                            yrows);
+}
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 3)
+    matmul_tc_grouped_pre_fd16_gu_a16r_w4a16(float* act, const __half* hi, const __half* lo, const float* inv,
+                                             const tc_group* gate, const tc_group* up, int tiles, int rows, int cols,
+                                             int cols_padded, int scales_offset, const int* xrows, const int* yrows) {
+	tc_grouped_pre_fd_gu<TC_FD16_BM, 2, false, true>(act, hi, lo, inv, gate, up, tiles, rows, cols, cols_padded, scales_offset,
+	                                                 xrows, yrows);
 }
 
 // matmul_tc_f16_pre_splitk_fd: matmul_tc_f16_splitk's blocks, partials and

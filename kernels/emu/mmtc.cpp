@@ -22,6 +22,8 @@
 // and that matmul_splitk_reduce_parts gives each row block matmul_splitk_reduce's bits (both runs).
 //
 //	mmtc            (built by build.sh next to the harness)
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -39,6 +41,15 @@ struct tc_group {
 	int pair0, count;
 };
 extern "C" void tc_split_rows(const float*, int, int, __half*, __half*, float*);
+extern "C" void tc_split_rows_a16r(const float*, int, int, __half*, float*);
+extern "C" void matmul_tc_grouped_pre_fd_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                    int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
+                                                      int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd_gu_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                       const tc_group*, int, int, int, int, int, const int*, const int*);
+extern "C" void matmul_tc_grouped_pre_fd16_gu_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*,
+                                                         const tc_group*, int, int, int, int, int, const int*, const int*);
 extern "C" void matmul_tc_pre_f16(float*, const uint8_t*, const __half*, const __half*, const float*, const void*, int, int, int,
                                   int, int, int, const int*, const int*);
 extern "C" void matmul_tc_pre_w4a16(float*, const uint8_t*, const __half*, const __half*, const float*, const void*, int, int,
@@ -615,6 +626,86 @@ static void check_grouped(bool int4, int rows, int cols, std::mt19937& rng) {
 					failures++;
 					return;
 				}
+			}
+			// The row-shift FP16 builds (tuning.tcA16Row): their pre-split
+			// against the host's (s from the row's largest magnitude, hi =
+			// fp16(x 2^s), inv = 2^-s: exact), then each kernel within
+			// FP16's rounding of the FP32 build's outputs (RMS of the
+			// difference at most 2e-3 of the outputs').
+			{
+				const int nck = (cols + 31) / 32;
+				std::vector<__half> rh((size_t)nx * nck * 32, __half{0x7e00});
+				std::vector<float> ri(nx, -1.0f);
+				emu_launch(3, 256, 128, [&] { tc_split_rows_a16r(x.data(), nx, cols, rh.data(), ri.data()); });
+				for (int r = 0; r < nx; r++) {
+					float mx = 0.0f;
+					for (int k = 0; k < cols; k++) mx = std::max(mx, std::fabs(x[(size_t)r * cols + k]));
+					uint32_t mb;
+					std::memcpy(&mb, &mx, 4);
+					const int E = (int)((mb >> 23) & 0xff), sh = E >= 15 ? 141 - E : 126;
+					const float p = std::ldexp(1.0f, sh), iv = std::ldexp(1.0f, -sh);
+					bool ok = ri[r] == iv;
+					for (int k = 0; ok && k < nck * 32; k++) {
+						const __half want = __float2half_rn(k < cols ? x[(size_t)r * cols + k] * p : 0.0f);
+						ok = std::memcmp(&rh[(size_t)r * nck * 32 + k], &want, 2) == 0;
+					}
+					if (!ok) {
+						fprintf(stderr, "FAIL %s: the row-shift pre-split of row %d differs from the host's\n", name, r);
+						failures++;
+						return;
+					}
+				}
+				auto rel = [](const std::vector<float>& got, const std::vector<float>& want) {
+					double d = 0, w = 0;
+					for (size_t i = 0; i < want.size(); i++) {
+						const double e = (double)got[i] - want[i];
+						d += e * e, w += (double)want[i] * want[i];
+					}
+					return std::sqrt(d / w);
+				};
+				const struct {
+					const char* what;
+					Pre fn;
+					size_t smem;
+					const std::vector<tc_group>* tab;
+				} rks[] = {{"fragment-direct", matmul_tc_grouped_pre_fd_a16r_w4a16, kSmemFD, &groups},
+				           {"small-entry", matmul_tc_grouped_pre_fd16_a16r_w4a16, kSmemFD16, &g16}};
+				for (const auto& k : rks) {
+					std::vector<float> yr16((size_t)P * rows, -12345.0f);
+					emu_launch((unsigned)k.tab->size() * tiles, kThreads, k.smem, [&] {
+						k.fn(yr16.data(), rh.data(), rh.data(), ri.data(), k.tab->data(), tiles, rows, cols, cols_padded, scales_offset,
+						     xr.data(), yr.data());
+					});
+					const double d = rel(yr16, y);
+					if (!(d <= 2e-3)) {
+						fprintf(stderr, "FAIL %s: the row-shift FP16 %s kernel's outputs are %.3g (RMS) from the FP32 build's\n", name,
+						        k.what, d);
+						failures++;
+						return;
+					}
+				}
+				const struct {
+					const char* what;
+					GU fn;
+					size_t smem;
+					const std::vector<tc_group>*gate, *up;
+				} rgus[] = {{"gate|up", matmul_tc_grouped_pre_fd_gu_a16r_w4a16, kSmemFD, &groups, &up64},
+				            {"small-entry gate|up", matmul_tc_grouped_pre_fd16_gu_a16r_w4a16, kSmemFD16, &g16, &up16}};
+				for (const auto& gu : rgus) {
+					std::vector<float> ya((size_t)P * rows, -12345.0f);
+					emu_launch((unsigned)gu.gate->size() * tiles64, kThreads, gu.smem, [&] {
+						gu.fn(ya.data(), rh.data(), rh.data(), ri.data(), gu.gate->data(), gu.up->data(), tiles64, rows, cols, cols_padded,
+						      scales_offset, xr.data(), yr.data());
+					});
+					const double d = rel(ya, want);
+					if (!(d <= 2e-3)) {
+						fprintf(stderr, "FAIL %s: the row-shift FP16 %s kernel's outputs are %.3g (RMS) from the FP32 build's\n", name,
+						        gu.what, d);
+						failures++;
+						return;
+					}
+				}
+				fprintf(stderr, "ok   %s: FP16 activations, row shift\n", name);
 			}
 		}
 	}

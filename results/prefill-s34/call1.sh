@@ -3,7 +3,8 @@
 # and the FP16-activation builds of the fragment-direct grouped kernels: tuning.tcA16), then
 #   - on an H200, editions/depth-v1 re-made alone (results/depth-v1-s30/call1.sh);
 #   - on an H100, BenchmarkPrefillModes: the default against batched-tc-a16 (FP16 activations in
-#     the grouped expert kernels, other bits) and batched-tc-a16all (and in the burst split-K
+#     the grouped expert kernels, other bits), batched-tc-a16r (one shift a token row) and
+#     batched-tc-a16rall (that and FP16 activations in the burst split-K
 #     projections) at 16, 64 and 512 tokens, twice.
 # carry ["carry/bins.tar.xz"] (make gpu-bins first).
 #   DEADLINE=560 bash results/prefill-s34/call1.sh
@@ -19,7 +20,7 @@ if [ "${FORCE_H100:-}" = "" ] && nvidia-smi --query-gpu=name --format=csv,nohead
 fi
 h200_tests_beside_artifacts "$TESTS" olmoe-1b-7b:924 qwen15-moe-a27b:1
 LENGTHS=${LENGTHS:-16,64,512}
-MODES=${MODES:-batched-tc,batched-tc-a16,batched-tc-a16all}
+MODES=${MODES:-batched-tc,batched-tc-a16,batched-tc-a16r,batched-tc-a16rall}
 for run in a b; do
 	[ "$run" = a ] && l=$(((DEADLINE - SECONDS - 5) / 2))
 	[ "$run" = b ] && l=$((DEADLINE - SECONDS - 5))

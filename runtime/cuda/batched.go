@@ -243,7 +243,7 @@ func (b *Backend) matmulTCGrouped(calls []expertCall, m qpack.MatrixLayout) erro
 	b.tcLaunches++
 	a := calls[0]
 	if !b.tune.tcNoPreSplit {
-		sp, err := b.tcPresplit(a.x, a.nx, m.Cols)
+		sp, err := b.groupedPresplit(fn, a.x, a.nx, m.Cols)
 		if err != nil {
 			return err
 		}
@@ -447,6 +447,9 @@ func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
 // three-stage one (matmul_tc_grouped_pre_fd16_s3_w4a16: each slice of
 // activations staged two slices ahead; the same bits).
 func (b *Backend) fd16Kernel() (cu.Function, int) {
+	if b.tune.tcA16Row {
+		return b.k.matmulTCGroupedA16R[1], tcSmemFD16
+	}
 	if b.tune.tcA16 {
 		return b.k.matmulTCGroupedA16[1], tcSmemFD16
 	}
@@ -460,6 +463,9 @@ func (b *Backend) fd16Kernel() (cu.Function, int) {
 // memory: matmul_tc_grouped_pre_fd_w4a16, or under tuning.tcA16 its
 // FP16-activation build (other bits).
 func (b *Backend) fdKernel() (cu.Function, int) {
+	if b.tune.tcA16Row {
+		return b.k.matmulTCGroupedA16R[0], tcSmemFD
+	}
 	if b.tune.tcA16 {
 		return b.k.matmulTCGroupedA16[0], tcSmemFD
 	}
@@ -469,7 +475,7 @@ func (b *Backend) fdKernel() (cu.Function, int) {
 // tcGroupTile is the most pairs a grouped launch's table entry holds for
 // kernel fn: tcFD16Tile for the small-entry kernel, else tcTile.
 func (b *Backend) tcGroupTile(fn cu.Function) int {
-	if fn == b.k.matmulTCGroupedFD16 || fn == b.k.matmulTCGroupedFD16S3 || fn == b.k.matmulTCGroupedA16[1] {
+	if fn == b.k.matmulTCGroupedFD16 || fn == b.k.matmulTCGroupedFD16S3 || fn == b.k.matmulTCGroupedA16[1] || fn == b.k.matmulTCGroupedA16R[1] {
 		return tcFD16Tile
 	}
 	return tcTile
@@ -584,6 +590,34 @@ func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 	sp := tcSplitX{hi: base, lo: base + cu.DevicePtr(2*halves), inv: base + cu.DevicePtr(4*halves)}
 	grid := min((4*nx*nck+block-1)/block, 2048)
 	err := b.launch(b.k.tcSplitRows, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv))
+	return sp, err
+}
+
+// groupedPresplit is the pre-split grouped kernel fn reads: the row-shift
+// one (tcPresplitRows) for the row-shift FP16 builds (tuning.tcA16Row),
+// else tcPresplit's.
+func (b *Backend) groupedPresplit(fn cu.Function, x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
+	for _, f := range [...]cu.Function{b.k.matmulTCGroupedA16R[0], b.k.matmulTCGroupedA16R[1], b.k.matmulTCGroupedGUA16R[0], b.k.matmulTCGroupedGUA16R[1]} {
+		if fn == f {
+			return b.tcPresplitRows(x, nx, cols)
+		}
+	}
+	return b.tcPresplit(x, nx, cols)
+}
+
+// tcPresplitRows is the row-shift FP16 pre-split of the nx rows of x
+// [nx][cols] (tc_split_rows_a16r: hi = fp16(x 2^s) with s from the row's
+// largest magnitude, inv = 2^-s a row) into the pre-split scratch; lo is
+// hi (its kernels read no lo).
+func (b *Backend) tcPresplitRows(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
+	nck := (cols + 31) / 32
+	halves := nx * nck * 32
+	if err := b.scratch(&b.tcSplitBuf, halves/2+nx); err != nil {
+		return tcSplitX{}, fmt.Errorf("cuda: row-shift pre-split of %d rows: %w", nx, err)
+	}
+	base := b.tcSplitBuf.ptr
+	sp := tcSplitX{hi: base, lo: base, inv: base + cu.DevicePtr(2*halves)}
+	err := b.launch(b.k.tcSplitRowsA16R, min(nx, 2048), block, 128, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(sp.inv))
 	return sp, err
 }
 

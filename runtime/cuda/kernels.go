@@ -77,6 +77,10 @@ type kernelSet struct {
 	// The FP16-activation builds (tuning.tcA16): [0] fragment-direct,
 	// [1] small-entry; and their gate|up builds.
 	matmulTCGroupedA16, matmulTCGroupedGUA16 [2]cu.Function
+	// The row-shift FP16 builds (tuning.tcA16Row), the same four on
+	// tc_split_rows_a16r's pre-split (tcSplitRowsA16R).
+	matmulTCGroupedA16R, matmulTCGroupedGUA16R [2]cu.Function
+	tcSplitRowsA16R                            cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -216,6 +220,9 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedFD16S3 = get("matmul_tc_grouped_pre_fd16_s3_w4a16")
 	k.matmulTCGroupedA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_a16_w4a16")}
 	k.matmulTCGroupedGUA16 = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16_w4a16")}
+	k.matmulTCGroupedA16R = [2]cu.Function{get("matmul_tc_grouped_pre_fd_a16r_w4a16"), get("matmul_tc_grouped_pre_fd16_a16r_w4a16")}
+	k.matmulTCGroupedGUA16R = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16r_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16r_w4a16")}
+	k.tcSplitRowsA16R = get("tc_split_rows_a16r")
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKBurstA16 = get("matmul_tc_f16_pre_splitk_burst_a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
@@ -318,12 +325,14 @@ func (b *Backend) loadKernels() error {
 			return fmt.Errorf("matmul_tc burst split-K kernel: %w", err)
 		}
 	}
-	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0], k.matmulTCGroupedA16[0], k.matmulTCGroupedGUA16[0]} {
+	for _, f := range []cu.Function{k.matmulTCGroupedFD, k.matmulTCSplitKFD, k.matmulTCGroupedGU[0], k.matmulTCGroupedA16[0], k.matmulTCGroupedGUA16[0],
+		k.matmulTCGroupedA16R[0], k.matmulTCGroupedGUA16R[0]} {
 		if err := setMaxDynamicShared(f, tcSmemFD); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct kernel: %w", err)
 		}
 	}
-	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1], k.matmulTCGroupedA16[1], k.matmulTCGroupedGUA16[1]} {
+	for _, f := range []cu.Function{k.matmulTCGroupedFD16, k.matmulTCGroupedGU[1], k.matmulTCGroupedA16[1], k.matmulTCGroupedGUA16[1],
+		k.matmulTCGroupedA16R[1], k.matmulTCGroupedGUA16R[1]} {
 		if err := setMaxDynamicShared(f, tcSmemFD16); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct small-entry kernel: %w", err)
 		}

@@ -391,7 +391,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // small-entry kernels with three activation stages: tuning.tcFD16S3),
 // batched-tc-a16 (the fragment-direct grouped kernels on FP16 activations:
 // tuning.tcA16, other bits), batched-tc-a16all (and the burst split-K
-// projections: tuning.tcA16Dense);
+// projections: tuning.tcA16Dense), batched-tc-a16r and batched-tc-a16rall
+// (the same with one shift a token row: tuning.tcA16Row);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -442,7 +443,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-sep", engine.PrefillBatched, tuning{noAttnInRows: true, noTopKWarp: true}},
 		{"batched-tc-s3", engine.PrefillBatched, tuning{tcFD16S3: true}},
 		{"batched-tc-a16", engine.PrefillBatched, tuning{tcA16: true}},
-		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}}}
+		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}},
+		{"batched-tc-a16r", engine.PrefillBatched, tuning{tcA16Row: true}},
+		{"batched-tc-a16rall", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -646,14 +649,16 @@ func TestTCPreSplitSameBits(t *testing.T) {
 						tuning{tcNoFD16: true, tcFDAlways: true}, tuning{tcFD16S3: true})
 					if scheme == qpack.SchemeInt4 {
 						// The FP16-activation builds (tuning.tcA16, both the
-						// fragment-direct kernel and its small-entry build):
+						// fragment-direct kernel and its small-entry build;
+						// tuning.tcA16Row, one shift a token row):
 						// other bits, within FP16's rounding of each
 						// activation (relative error 2^-11 a value, so a
 						// sum's error ~3e-4 of its size; 2e-3 fails on a
 						// wrong column or row).
 						withTuning(t, be, tuning{tcFDAlways: true})
 						want := run()
-						for _, v := range []tuning{{tcA16: true, tcFDAlways: true}, {tcA16: true, tcFDAlways: true, tcNoFD16: true}} {
+						for _, v := range []tuning{{tcA16: true, tcFDAlways: true}, {tcA16: true, tcFDAlways: true, tcNoFD16: true},
+							{tcA16Row: true, tcFDAlways: true}, {tcA16Row: true, tcFDAlways: true, tcNoFD16: true}} {
 							withTuning(t, be, v)
 							got := run()
 							if d := relRMS(got, want); d > 2e-3 || math.IsNaN(d) {
@@ -719,6 +724,8 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"FP16 activations, small-entry", tuning{tcA16: true}, calls(0, 7, 9, 1), k.matmulTCGroupedA16[1], tcSmemFD16},
 		{"FP16 activations over the three stages", tuning{tcA16: true, tcFD16S3: true}, calls(0, 7), k.matmulTCGroupedA16[1], tcSmemFD16},
 		{"FP16 activations, the ring unchanged", tuning{tcA16: true}, calls(0, 70, 60), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"row-shift FP16, fragment-direct", tuning{tcA16Row: true, tcA16: true}, calls(0, 62, 66), k.matmulTCGroupedA16R[0], tcSmemFD},
+		{"row-shift FP16, small-entry", tuning{tcA16Row: true}, calls(0, 7, 9, 1), k.matmulTCGroupedA16R[1], tcSmemFD16},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withTuning(t, be, tc.tn)

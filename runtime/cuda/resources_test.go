@@ -58,6 +58,8 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_fd_gu_w4a16", k.matmulTCGroupedGU[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_a16_w4a16", k.matmulTCGroupedA16[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd_gu_a16_w4a16", k.matmulTCGroupedGUA16[0], tcSmemFD, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd_a16r_w4a16", k.matmulTCGroupedA16R[0], tcSmemFD, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd_gu_a16r_w4a16", k.matmulTCGroupedGUA16R[0], tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_fd", k.matmulTCSplitKFD, tcSmemFD, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_burst", k.matmulTCSplitKBurst, tcSmemBurst, tcThreads},
 			kern{"matmul_tc_f16_pre_splitk_burst_a16", k.matmulTCSplitKBurstA16, tcSmemBurst, tcThreads},
@@ -75,10 +77,13 @@ func TestKernelResources(t *testing.T) {
 			kern{"matmul_tc_grouped_pre_fd16_s3_w4a16", k.matmulTCGroupedFD16S3, tcSmemFD16S3, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd16_gu_s3_w4a16", k.matmulTCGroupedGU[2], tcSmemFD16S3, tcThreads},
 			kern{"matmul_tc_grouped_pre_fd16_a16_w4a16", k.matmulTCGroupedA16[1], tcSmemFD16, tcThreads},
-			kern{"matmul_tc_grouped_pre_fd16_gu_a16_w4a16", k.matmulTCGroupedGUA16[1], tcSmemFD16, tcThreads})
+			kern{"matmul_tc_grouped_pre_fd16_gu_a16_w4a16", k.matmulTCGroupedGUA16[1], tcSmemFD16, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_a16r_w4a16", k.matmulTCGroupedA16R[1], tcSmemFD16, tcThreads},
+			kern{"matmul_tc_grouped_pre_fd16_gu_a16r_w4a16", k.matmulTCGroupedGUA16R[1], tcSmemFD16, tcThreads})
 		for _, n := range []string{"matmul_tc_grouped_pre_fd16_w4a16", "matmul_tc_grouped_pre_fd16_gu_w4a16",
 			"matmul_tc_grouped_pre_fd16_s3_w4a16", "matmul_tc_grouped_pre_fd16_gu_s3_w4a16",
-			"matmul_tc_grouped_pre_fd16_a16_w4a16", "matmul_tc_grouped_pre_fd16_gu_a16_w4a16"} {
+			"matmul_tc_grouped_pre_fd16_a16_w4a16", "matmul_tc_grouped_pre_fd16_gu_a16_w4a16",
+			"matmul_tc_grouped_pre_fd16_a16r_w4a16", "matmul_tc_grouped_pre_fd16_gu_a16r_w4a16"} {
 			designed[n] = 3
 		}
 		// The decode attention's ring (tuning.attRing): heads x attSplit

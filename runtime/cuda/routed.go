@@ -294,16 +294,16 @@ func (b *Backend) RoutedMatMul(dst backend.Tensor, r backend.Routing, m qpack.Ma
 		if !rt.launched {
 			return errors.New("cuda: RoutedMatMul: the routing was not launched")
 		}
-		sp, err := b.tcPresplit(xt.ptr, nx, m.Cols)
-		if err != nil {
-			return err
-		}
 		fn, smem := b.k.matmulTCGroupedRing[1], tcSmemRing
 		switch {
 		case rt.tile == tcFD16Tile:
 			fn, smem = b.fd16Kernel()
 		case b.tcGroupedFD(0, rt.P, rt.E):
 			fn, smem = b.fdKernel()
+		}
+		sp, err := b.groupedPresplit(fn, xt.ptr, nx, m.Cols)
+		if err != nil {
+			return err
 		}
 		xr, yr := rt.tok, rt.iden
 		if down {
@@ -363,7 +363,7 @@ func (b *Backend) RoutedGateUp(act, gate, up backend.Tensor, r backend.Routing, 
 		if !rt.launched {
 			return errors.New("cuda: RoutedGateUp: the routing was not launched")
 		}
-		sp, err := b.tcPresplit(xt.ptr, rt.T, g.Cols)
+		sp, err := b.groupedPresplit(fn, xt.ptr, rt.T, g.Cols)
 		if err != nil {
 			return err
 		}
@@ -392,6 +392,10 @@ func (b *Backend) routedGateUpKernel(rt *routing, g, u qpack.MatrixLayout) (fn c
 		return fn, 0, false
 	}
 	switch {
+	case rt.tile == tcFD16Tile && b.tune.tcA16Row:
+		return b.k.matmulTCGroupedGUA16R[1], tcSmemFD16, true
+	case b.tune.tcA16Row && b.tcGroupedFD(0, rt.P, rt.E):
+		return b.k.matmulTCGroupedGUA16R[0], tcSmemFD, true
 	case rt.tile == tcFD16Tile && b.tune.tcA16:
 		return b.k.matmulTCGroupedGUA16[1], tcSmemFD16, true
 	case b.tune.tcA16 && b.tcGroupedFD(0, rt.P, rt.E):
