@@ -9,7 +9,9 @@
 // kv heads, a head dim of 64 (lanes past hd/4 idle), a first chunk (pos0 0)
 // and later chunks (pos0 past several tiles), row counts off both block
 // sizes. A planted error shows: the queries' positions moved by one (each
-// row attends to one position more) make the check fail.
+// row attends to one position more) make the check fail. Over FP16 caches
+// the tensor-core kernel (attention_tc_rows_kv16) is held to three times the
+// bound, with its own planted case.
 //
 //	pa            (built by build.sh next to the harness)
 #include <cmath>
@@ -25,6 +27,11 @@ extern "C" void attention_tiled_rows_f32(float*, const float*, const float*, con
 extern "C" void attention_tiled_rows_f32_kv16(float*, const float*, const __half*, const __half*, int, int, int, int, int);
 extern "C" void attention_tiled32_rows_f32(float*, const float*, const float*, const float*, int, int, int, int, int);
 extern "C" void attention_tiled32_rows_f32_kv16(float*, const float*, const __half*, const __half*, int, int, int, int, int);
+extern "C" void attention_tc_rows_kv16(float*, const float*, const __half*, const __half*, int, int, int, int, int);
+
+// patSmem is PAT_SMEM: the queries' hi and lo and a tile's K (64 x 136
+// halves each), V transposed (128 x 72 halves).
+static const size_t patSmem = (2 * 64 * 136 + 64 * 136 + 128 * 72) * 2;
 
 // paSmem is prefill_attention.cu's PA_SMEM(qt).
 static size_t paSmem(int qt) { return (size_t)(qt * 128 + 32 * 132 + 32 * 128) * 4; }
@@ -71,6 +78,14 @@ static void check(const Case& c, std::mt19937_64& rng) {
 	const double bound = 1e-6 * vmax + 1e-7;
 	const int qpos0 = c.pos0 + (c.plant ? 1 : 0);
 	std::vector<float> a = run(c, 16, q, k32, v32, k16, v16, qpos0), b = run(c, 32, q, k32, v32, k16, v16, qpos0);
+	// The tensor-core kernel (FP16 caches): 64 queries a block of 4 warps.
+	std::vector<float> tc;
+	if (c.kv16) {
+		tc.assign(a.size(), NAN);
+		emu_launch(c.heads * ((c.T + 63) / 64), 128, patSmem,
+		           [&] { attention_tc_rows_kv16(tc.data(), q.data(), k16.data(), v16.data(), c.T, qpos0, c.heads, c.kv, c.hd); });
+	}
+	double worstTC = 0;
 	bool ok = true;
 	size_t diff = 0;
 	for (size_t i = 0; i < a.size(); i++) {
@@ -102,11 +117,22 @@ static void check(const Case& c, std::mt19937_64& rng) {
 				r /= l;
 				const double e = std::fabs(a[(size_t)t * qDim + h * c.hd + j] - r);
 				if (!(e <= worst)) worst = e;  // NaN sticks
+				if (c.kv16) {
+					const double et = std::fabs(tc[(size_t)t * qDim + h * c.hd + j] - r);
+					if (!(et <= worstTC)) worstTC = et;
+				}
 			}
 		}
 	if (!(worst <= bound)) ok = false;
-	printf("%-44s %s  worst %.3g (bound %.3g)%s\n", c.name, ok ? "ok  " : "FAIL", worst, bound,
+	// The tensor cores' bound: the queries and probabilities keep ~22 bits
+	// (hi and lo halves), the mma sums are FP32: three times the tiled bound
+	// (the emulator measured ~1.5x its worst).
+	const double boundTC = 3e-6 * vmax + 3e-7;
+	if (c.kv16 && !(worstTC <= boundTC)) ok = false;
+	printf("%-44s %s  worst %.3g (bound %.3g)%s", c.name, ok ? "ok  " : "FAIL", worst, bound,
 	       diff ? " bits differ" : ", 16 and 32 the same bits");
+	if (c.kv16) printf("; tensor cores worst %.3g (bound %.3g)", worstTC, boundTC);
+	printf("\n");
 	if (ok == c.plant) {
 		failures++;
 		fprintf(stderr, "FAIL %s%s\n", c.name, c.plant ? ": the planted error was not caught" : "");
@@ -123,6 +149,9 @@ int main() {
 	    {"later chunk T96 from 200, 2 heads, kv16", 96, 200, 2, 2, 128, true, false},
 	    {"T5 from 0, 1 head, hd128", 5, 0, 1, 1, 128, false, false},
 	    {"planted T40 from 20, 2 heads", 40, 20, 2, 2, 128, false, true},
+	    {"T130 from 0, 2 heads / 1 kv, kv16", 130, 0, 2, 1, 128, true, false},
+	    {"T64 from 64, 1 head, hd64, kv16", 64, 64, 1, 1, 64, true, false},
+	    {"planted T70 from 30, 1 head, kv16", 70, 30, 1, 1, 128, true, true},
 	};
 	for (const Case& c : cases) check(c, rng);
 	if (failures) {

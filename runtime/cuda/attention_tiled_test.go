@@ -19,7 +19,9 @@ import (
 // position 0 and deeper, shorter and longer than a 16-query tile), and a
 // row's bits do not depend on the batch: rows [a, a+5) run alone from
 // pos0 + a give the bits they had in the whole batch, and the 32-query
-// kernel (tuning.attTiled32) gives the whole batch's bits.
+// kernel (tuning.attTiled32) gives the whole batch's bits. Over FP16 caches
+// the tensor-core kernel (tuning.attTC) is held to the same tolerance and
+// the same independence of the batch.
 func TestAttentionTiled(t *testing.T) {
 	withTuning(t, testBE, tuning{})
 	be := testBE
@@ -109,6 +111,34 @@ func TestAttentionTiled(t *testing.T) {
 							t.Fatalf("row %d, value %d: %g with 32 queries a block, %g with 16", i/Q, i%Q, v, g[i])
 						}
 					}
+					if dt != backend.F16 {
+						return
+					}
+					// The tensor-core kernel (tuning.attTC, FP16 caches): within
+					// the same tolerance of the per-token kernel, and a row's
+					// bits do not depend on the batch either.
+					withTuning(t, be, tuning{attTC: true})
+					if !be.attnTC(hs.hd, dt) {
+						t.Fatalf("attnTC(%d, %v) is false under tuning.attTC", hs.hd, dt)
+					}
+					if err := be.AttentionRows(got, q, kc, vc, c.T, c.pos0, hs.h, hs.kv, hs.hd); err != nil {
+						t.Fatal(err)
+					}
+					gt := read(got)
+					for i := range gt {
+						if d := math.Abs(float64(gt[i]) - float64(w[i])); !(d <= 1e-5+1e-4*math.Abs(float64(w[i]))) {
+							t.Fatalf("row %d, value %d: tensor cores %g, per token %g", i/Q, i%Q, gt[i], w[i])
+						}
+					}
+					if err := be.AttentionRows(sub, rowsOf(q, Q, a, m), kc, vc, m, c.pos0+a, hs.h, hs.kv, hs.hd); err != nil {
+						t.Fatal(err)
+					}
+					for i, v := range read(sub) {
+						if math.Float32bits(v) != math.Float32bits(gt[a*Q+i]) {
+							t.Fatalf("tensor cores: row %d, value %d: %g alone, %g in the batch", a+i/Q, i%Q, v, gt[a*Q+i])
+						}
+					}
+					withTuning(t, be, tuning{})
 				})
 			}
 		}

@@ -74,6 +74,9 @@ type kernelSet struct {
 	matmulTCGroupedGU [3]cu.Function
 	// The small-entry build with three activation stages (fd16Kernel).
 	matmulTCGroupedFD16S3 cu.Function
+	// The prefill attention on the tensor cores over an FP16 cache
+	// (tuning.attTC; attnTC).
+	attentionTC cu.Function
 	// The FP16-activation builds (tuning.tcA16): [0] fragment-direct,
 	// [1] small-entry; and their gate|up builds.
 	matmulTCGroupedA16, matmulTCGroupedGUA16 [2]cu.Function
@@ -227,6 +230,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCSplitKBurstA16 = get("matmul_tc_f16_pre_splitk_burst_a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
 	k.ropeRows, k.topkRows, k.combineRows = get("rope_rows_f32"), get("router_topk_rows"), get("combine_rows_f32")
+	k.attentionTC = get("attention_tc_rows_kv16")
 	k.topkRowsWarp = get("router_topk_rows_warp")
 	k.routeGroups = get("tc_route_groups")
 	k.addGatedRows = get("add_gated_rows_f32")
@@ -341,6 +345,9 @@ func (b *Backend) loadKernels() error {
 		if err := setMaxDynamicShared(f, tcSmemFD16S3); err != nil {
 			return fmt.Errorf("matmul_tc fragment-direct three-stage kernel: %w", err)
 		}
+	}
+	if err := setMaxDynamicShared(k.attentionTC, attTCSmem); err != nil {
+		return fmt.Errorf("prefill attention on the tensor cores: %w", err)
 	}
 	for i := range k.kv {
 		if err := setMaxDynamicShared(k.kv[i].attentionTiled32, attTiledSmem(32)); err != nil {

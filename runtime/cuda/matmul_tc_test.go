@@ -392,7 +392,10 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-a16 (the fragment-direct grouped kernels on FP16 activations:
 // tuning.tcA16, other bits), batched-tc-a16all (and the burst split-K
 // projections: tuning.tcA16Dense), batched-tc-a16r and batched-tc-a16rall
-// (the same with one shift a token row: tuning.tcA16Row);
+// (the same with one shift a token row: tuning.tcA16Row), batched-tc-atc
+// (the attention on the tensor cores over an FP16 cache: tuning.attTC,
+// other bits; BenchmarkPrefillModes's caches are FP32 unless
+// HORIZON_BENCH_KV=fp16), batched-tc-a16r-atc (a16rall and atc);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -445,7 +448,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-a16", engine.PrefillBatched, tuning{tcA16: true}},
 		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}},
 		{"batched-tc-a16r", engine.PrefillBatched, tuning{tcA16Row: true}},
-		{"batched-tc-a16rall", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true}}}
+		{"batched-tc-a16rall", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true}},
+		{"batched-tc-atc", engine.PrefillBatched, tuning{attTC: true}},
+		{"batched-tc-a16r-atc", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true, attTC: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -485,7 +490,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			for _, m := range modes {
 				b.Run(fmt.Sprintf("%s/%d/%s", filepath.Base(dir), n, m.name), func(b *testing.B) {
 					withTuning(b, testBE, m.tn)
-					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill, MaxSeq: n + 16})
+					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill, MaxSeq: n + 16, KV: os.Getenv("HORIZON_BENCH_KV")})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -36,6 +36,25 @@ func attTiledSmem(qt int) int {
 	return (qt*attTiledHDMax + 32*(attTiledHDMax+4) + 32*attTiledHDMax) * 4
 }
 
+// The tensor-core prefill attention (attention_tc_rows_kv16): PAT_BM = 64
+// query rows a block of 128 threads; attTCSmem is its PAT_SMEM: the
+// queries' hi and lo halves and a tile's K rows (64 x 136 halves each) and
+// V transposed (128 x 72 halves).
+const (
+	attTCRows    = 64
+	attTCThreads = 128
+	attTCSmem    = (2*attTCRows*(attTiledHDMax+8) + 64*(attTiledHDMax+8) + attTiledHDMax*(64+8)) * 2
+)
+
+// attnTC is the kernel-choice predicate of the tensor-core prefill
+// attention: under tuning.attTC, where the tiled kernel would run, over an
+// FP16 cache, for heads of a multiple of 16 dims. Other bits than the
+// tiled kernel's (a measurement knob, off). It depends on the head and the
+// cache's dtype alone.
+func (b *Backend) attnTC(headDim int, kv backend.DType) bool {
+	return b.tune.attTC && b.attnTiled(headDim) && kv == backend.F16 && headDim%16 == 0
+}
+
 // attTiledRows is the kernel-choice predicate of the tiled attention's
 // block: 32 queries (attention_tiled32_rows_f32, each K and V value read
 // from shared memory serving 4 queries of a warp) under tuning.attTiled32,
@@ -173,6 +192,11 @@ func (b *Backend) AttentionRows(dst, q, kCache, vCache backend.Tensor, T, pos0, 
 		return fmt.Errorf("cuda: AttentionRows: q, dst, K and V must start on 16-byte boundaries (the kernel loads float4s)")
 	}
 	return b.o.async(func() error {
+		if b.attnTC(headDim, kc.dt) {
+			return b.launch(b.k.attentionTC, nHeads*((T+attTCRows-1)/attTCRows), attTCThreads, attTCSmem,
+				argPtr(d.ptr), argPtr(qt.ptr), argPtr(kc.ptr), argPtr(vc.ptr), argInt(T), argInt(pos0), argInt(nHeads),
+				argInt(nKVHeads), argInt(headDim))
+		}
 		if b.attnTiled(headDim) {
 			fn, rows := b.k.kv[kvIndex(kc.dt)].attentionTiled, b.attTiledRows()
 			if rows == 32 {
