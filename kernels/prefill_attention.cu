@@ -189,6 +189,18 @@ ATTENTION_TILED(attention_tiled32_rows_f32_kv16, __half, 32)
 #define PAT_LDV (PAT_BN + 8)       // halves a staged V^T row
 #define PAT_SMEM ((2 * PAT_BM * PAT_LDQ + PAT_BN * PAT_LDQ + PA_HD * PAT_LDV) * 2)
 
+// pat_mma2 adds the products of an m16 x k16 A fragment's hi and lo halves
+// with the two n8 B tiles of one ldmatrix_x4 load (b4: tile n's b0, b1,
+// then tile n + 1's) into their accumulators c0 and c1.
+__device__ __forceinline__ void pat_mma2(float (&c0)[4], float (&c1)[4], const unsigned (&hi)[4], const unsigned (&lo)[4],
+                                         const unsigned (&b4)[4]) {
+	const unsigned b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
+	mma_16816(c0, hi, b0);
+	mma_16816(c0, lo, b0);
+	mma_16816(c1, hi, b1);
+	mma_16816(c1, lo, b1);
+}
+
 extern "C" __global__ void __launch_bounds__(128) attention_tc_rows_kv16(float* dst, const float* q, const __half* kc,
                                                                           const __half* vc, int T, int pos0, int n_heads,
                                                                           int n_kv, int hd) {
@@ -273,11 +285,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_rows_kv16(float* 
 			for (int n = 0; n < PAT_BN / 8; n += 2) {
 				unsigned b4[4];
 				ldmatrix_x4(b4, b_k + (8 * n * PAT_LDQ + 16 * k) * 2);
-				const unsigned b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
-				mma_16816(s[n], ah, b0);
-				mma_16816(s[n], al, b0);
-				mma_16816(s[n + 1], ah, b1);
-				mma_16816(s[n + 1], al, b1);
+				pat_mma2(s[n], s[n + 1], ah, al, b4);
 			}
 		}
 		// The online softmax of rows g (elements 0, 1) and g + 8 (2, 3).
@@ -337,11 +345,7 @@ extern "C" __global__ void __launch_bounds__(128) attention_tc_rows_kv16(float* 
 				if (n >= 2 * (hd >> 4)) break;  // uniform: hd / 8 n8 tiles of dims
 				unsigned b4[4];
 				ldmatrix_x4(b4, b_v + (8 * n * PAT_LDV + 16 * k) * 2);
-				const unsigned b0[2] = {b4[0], b4[1]}, b1[2] = {b4[2], b4[3]};
-				mma_16816(o[n], ph, b0);
-				mma_16816(o[n], pl, b0);
-				mma_16816(o[n + 1], ph, b1);
-				mma_16816(o[n + 1], pl, b1);
+				pat_mma2(o[n], o[n + 1], ph, pl, b4);
 			}
 		}
 	}
