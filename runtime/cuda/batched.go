@@ -424,12 +424,15 @@ const tcFDPairsPerExpert = 64
 // against 12.7 ms of grouped kernels a 512-token OLMoE prefill), so the
 // bound is 64; above it (1,024 tokens and more) the ring stays, not
 // measured against it. It depends on the launch's pairs and experts alone,
-// not on capacity or step mode.
+// not on capacity or step mode. Under tuning.tcA16 or tcA16Row it takes
+// every int4 launch (the ring has no FP16 build).
 func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
 	if kind != 0 || b.tune.tcNoPreSplit || b.tune.tcNoFD {
 		return false
 	}
-	return b.tune.tcFDAlways || pairs <= tcFDPairsPerExpert*experts
+	// The FP16-activation knobs run it for every launch: the ring has no
+	// FP16 build.
+	return b.tune.tcFDAlways || b.tune.tcA16 || b.tune.tcA16Row || pairs <= tcFDPairsPerExpert*experts
 }
 
 // tcGroupedFD16 is the kernel-choice predicate of the small-entry

@@ -728,7 +728,9 @@ func TestTCGroupedKernelChoice(t *testing.T) {
 		{"FP16 activations, fragment-direct", tuning{tcA16: true}, calls(0, 62, 66), k.matmulTCGroupedA16[0], tcSmemFD},
 		{"FP16 activations, small-entry", tuning{tcA16: true}, calls(0, 7, 9, 1), k.matmulTCGroupedA16[1], tcSmemFD16},
 		{"FP16 activations over the three stages", tuning{tcA16: true, tcFD16S3: true}, calls(0, 7), k.matmulTCGroupedA16[1], tcSmemFD16},
-		{"FP16 activations, the ring unchanged", tuning{tcA16: true}, calls(0, 70, 60), k.matmulTCGroupedRing[1], tcSmemRing},
+		{"FP16 activations over 64 an expert: no ring", tuning{tcA16: true}, calls(0, 70, 60), k.matmulTCGroupedA16[0], tcSmemFD},
+		{"row-shift FP16 over 64 an expert: no ring", tuning{tcA16Row: true}, calls(0, 170, 160), k.matmulTCGroupedA16R[0], tcSmemFD},
+		{"FP16 activations need the pre-split", tuning{tcA16: true, tcNoPreSplit: true}, calls(0, 7), k.matmulTCGroupedRing[0], tcSmemRing},
 		{"row-shift FP16, fragment-direct", tuning{tcA16Row: true, tcA16: true}, calls(0, 62, 66), k.matmulTCGroupedA16R[0], tcSmemFD},
 		{"row-shift FP16, small-entry", tuning{tcA16Row: true}, calls(0, 7, 9, 1), k.matmulTCGroupedA16R[1], tcSmemFD16},
 	} {
