@@ -448,7 +448,8 @@ func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
 // fd16Kernel is the small-entry fragment-direct kernel and its dynamic
 // shared memory: the two-stage build, or under tuning.tcFD16S3 the
 // three-stage one (matmul_tc_grouped_pre_fd16_s3_w4a16: each slice of
-// activations staged two slices ahead; the same bits).
+// activations staged two slices ahead; the same bits); under tuning.tcA16
+// or tcA16Row its FP16-activation build (other bits) before either.
 func (b *Backend) fd16Kernel() (cu.Function, int) {
 	if b.tune.tcA16Row {
 		return b.k.matmulTCGroupedA16R[1], tcSmemFD16
@@ -463,8 +464,8 @@ func (b *Backend) fd16Kernel() (cu.Function, int) {
 }
 
 // fdKernel is the fragment-direct grouped kernel and its dynamic shared
-// memory: matmul_tc_grouped_pre_fd_w4a16, or under tuning.tcA16 its
-// FP16-activation build (other bits).
+// memory: matmul_tc_grouped_pre_fd_w4a16, or its FP16-activation build
+// under tuning.tcA16 (_a16) or tcA16Row (_a16r; other bits either way).
 func (b *Backend) fdKernel() (cu.Function, int) {
 	if b.tune.tcA16Row {
 		return b.k.matmulTCGroupedA16R[0], tcSmemFD
