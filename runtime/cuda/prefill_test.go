@@ -108,7 +108,8 @@ func TestBatchedPrefillOnDevice(t *testing.T) {
 // burst twin), and with gate, up and SiLUMul as one launch where a
 // fragment-direct kernel runs (the default; tuning.tcNoGateUp: three), and with the top-k a block
 // a row (tuning.noTopKWarp; a warp a row by default); two chunks on the
-// longest prompt. At partial residency the device routing changes nothing
+// longest prompt. Under the FP16-activation knobs (tuning.tcA16, tcA16Row)
+// the device routing matches the read back under the same knob. At partial residency the device routing changes nothing
 // (no pinned snapshot): the routing is read back.
 func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 	long := strings.Repeat("Routing stays on the device while the host goes on. ", 12)[:engine.PrefillChunk+24]
@@ -178,6 +179,20 @@ func TestDeviceRoutedPrefillOnDevice(t *testing.T) {
 							sameResult(t, fmt.Sprintf("%d-token prompt, %+v, read back", len(req.Prompt), tn), got, want)
 							if !reflect.DeepEqual(gc, wc) || !reflect.DeepEqual(gt, wt) {
 								t.Fatalf("%d-token prompt, %+v: counters or trace differ from the read back's:\n%+v\n%+v", len(req.Prompt), tn, gc, wc)
+							}
+						}
+						// The FP16-activation builds (tuning.tcA16, tcA16Row: other
+						// bits than the FP32 ones, every int4 launch fragment-direct):
+						// under each, the device routing (gate|up in one launch) gives
+						// the read back's tokens, logits, counters and trace.
+						for _, a16 := range []tuning{{tcA16: true}, {tcA16Row: true}} {
+							rb := a16
+							rb.noRouteDevice = true
+							w16, wc16, wt16, _, _ := run(rb)
+							got, gc, gt, _, _ := run(a16)
+							sameResult(t, fmt.Sprintf("%d-token prompt, %+v, read back", len(req.Prompt), a16), got, w16)
+							if !reflect.DeepEqual(gc, wc16) || !reflect.DeepEqual(gt, wt16) {
+								t.Fatalf("%d-token prompt, %+v: counters or trace differ from the read back's:\n%+v\n%+v", len(req.Prompt), a16, gc, wc16)
 							}
 						}
 					}
