@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -229,6 +230,42 @@ func TestGenerateKV(t *testing.T) {
 	}
 }
 
+// TestGenerateExpertActivations: --expert-activations fp16 rounds the
+// batched prefill's expert activations (other first-step logits than fp32's)
+// and says so in --json; fp32, the default, says FP32.
+func TestGenerateExpertActivations(t *testing.T) {
+	dir := t.TempDir()
+	gen := func(name string) (string, []byte) {
+		t.Helper()
+		p := filepath.Join(dir, name+".f32")
+		r := run(t, "generate", "--tokens", "4", "--expert-activations", name, "--logits-out", p, "--json")
+		if r.code != 0 {
+			t.Fatalf("--expert-activations %s: exit %d: %s", name, r.code, r.stderr)
+		}
+		var out struct {
+			TokenIDs []int  `json:"token_ids"`
+			Act      string `json:"expert_activation_dtype"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("%v\n%s", err, r.stdout)
+		}
+		if len(out.TokenIDs) != 4 {
+			t.Fatalf("--expert-activations %s: %d tokens, want 4", name, len(out.TokenIDs))
+		}
+		b, err := os.ReadFile(p)
+		must(t, err)
+		return out.Act, b
+	}
+	a32, l32 := gen("fp32")
+	a16, l16 := gen("fp16")
+	if a32 != "FP32" || a16 != "FP16" {
+		t.Fatalf("expert_activation_dtype %q and %q; want FP32 and FP16", a32, a16)
+	}
+	if bytes.Equal(l32, l16) {
+		t.Fatal("fp16 expert activations gave fp32's first-step logits bit for bit")
+	}
+}
+
 func TestGenerateErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -244,6 +281,9 @@ func TestGenerateErrors(t *testing.T) {
 		{"missing artifact", []string{"--artifact", "/nonexistent/artifact"}, 1, "open artifact"},
 		{"overlap on the cpu", []string{"--capacity", "6", "--overlap", "hit-compute"}, 1, "graph-segmented steps"},
 		{"overlap with prefetch", []string{"--capacity", "6", "--overlap", "hit-compute", "--prefetch", "next-layer"}, 1, "graph-segmented"},
+		{"unknown expert activations", []string{"--expert-activations", "bf16"}, exitUsage, "--expert-activations: "},
+		{"fp16 expert activations, token prefill", []string{"--expert-activations", "fp16", "--prefill", "token"}, exitUsage, "batched prefill"},
+		{"fp16 expert activations on fp16 experts", []string{"--expert-activations", "fp16", "--experts", "fp16"}, 1, "apply to qpack-int4-b256-v1 experts only"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -101,6 +101,7 @@ kv_dtype (FP32 or FP16, as raw records spell it).`,
 			&cli.StringFlag{Name: "step-mode", Value: "auto", Usage: "how steps are issued: auto (captured device steps where the backend has them: on cuda graph-full at full residency, graph-segmented otherwise; op by op on the cpu), ops (every op from the host), graph-full, graph-segmented, graph-wait or persistent (one launch of the persistent decode kernel per step, full residency) (cuda only; see README)"},
 			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched without --prefetch, token at a time with it; batched reads each weight row once per batch of positions: on the cpu token at a time's logits bit for bit, on cuda the tensor cores' sums, within the HF oracle's tolerance, with the same tokens across capacities and step modes)"},
 			&cli.StringFlag{Name: "kv", Value: "fp32", Usage: "KV cache element type: " + strings.Join(kvNames(), ", ") + " (fp16 halves the bytes a decode step reads at depth; not with --step-mode persistent)"},
+			&cli.StringFlag{Name: "expert-activations", Value: engine.ExpertActFP32, Usage: "the dtype a batched prefill's INT4 expert matmuls take their activations in: " + strings.Join(engine.ExpertActivationNames(), ", ") + " (fp16: each token row rounded to FP16 at one power-of-two shift, W4A16, FP32 sums; other logits than fp32's; decode stays FP32; needs INT4 experts and batched prefill)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -146,6 +147,10 @@ type generateOutput struct {
 	// KVDType is the KV cache's element type: FP32 or FP16 (raw records'
 	// artifact.kv_dtype).
 	KVDType string `json:"kv_dtype"`
+	// ExpertActivationDType is what a batched prefill's INT4 expert
+	// matmuls take their activations in: FP32 or FP16 (raw records'
+	// artifact.expert_activation_dtype).
+	ExpertActivationDType string `json:"expert_activation_dtype"`
 	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
 	// the layer steps whose group mixed hits and misses and the hit
 	// experts whose gate/up ran while the misses copied (the whole
@@ -186,6 +191,12 @@ func runGenerate(c *cli.Context) error {
 	}
 	if _, err := engine.ParseKVDType(c.String("kv")); err != nil {
 		return usageError("--kv: %v", err)
+	}
+	if _, err := engine.ParseExpertActivations(c.String("expert-activations")); err != nil {
+		return usageError("--expert-activations: %v", err)
+	}
+	if c.String("expert-activations") == engine.ExpertActFP16 && (c.String("prefill") == engine.PrefillToken || c.String("prefetch") != engine.PrefetchOff) {
+		return usageError("--expert-activations fp16 applies to a batched prefill's expert matmuls; --prefill token and --prefetch next-layer prefill token at a time")
 	}
 	if c.String("kv") == "fp16" && c.String("step-mode") == engine.StepPersistent {
 		return usageError("--kv fp16 with --step-mode %s: the persistent kernel reads an FP32 KV cache only; use --kv fp32 or another step mode", engine.StepPersistent)
@@ -265,6 +276,7 @@ func runGenerate(c *cli.Context) error {
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
 		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"), Prefill: c.String("prefill"), KV: c.String("kv"),
+		ExpertActivations: c.String("expert-activations"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -305,7 +317,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: decodeRate(res),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), KVDType: eng.KVName(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), KVDType: eng.KVName(), ExpertActivationDType: eng.ExpertActivationName(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	out.PrefillSeconds = editions.UnknownObs[float64]()
@@ -339,6 +351,9 @@ func runGenerate(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "residency  %d/%d experts per layer (%s placement, %s eviction, %s transport)\n", out.Capacity, out.Experts, out.Placement, out.Policy, out.Transport)
 	fmt.Fprintf(w, "kv cache   %s (%d positions)\n", out.KVDType, eng.MaxSeq())
+	if out.ExpertActivationDType != "FP32" {
+		fmt.Fprintf(w, "experts    %s activations in the batched prefill's matmuls (one shift a token row; decode FP32)\n", out.ExpertActivationDType)
+	}
 	if out.Overlap != engine.OverlapOff {
 		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)", out.Overlap, out.StepMode)
 		if out.OverlapSplitLayers != nil {

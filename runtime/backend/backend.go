@@ -262,6 +262,21 @@ type Batched interface {
 	ExpertMatMul(dst Tensor, dstRows []int, rec Tensor, m qpack.MatrixLayout, scheme qpack.Scheme, x Tensor, xRows []int) error
 }
 
+// ExpertActivations is implemented by Batched backends that can take the
+// activations of the routed experts' batched matmuls (ExpertMatMul,
+// ExpertMatMulGroup and DeviceRouting's RoutedMatMul and RoutedGateUp: a
+// batched prefill's experts) in FP16, the seed's W4A16. With F16 every
+// activation row entering an INT4 expert matrix is first rounded as
+// half.RowShiftF16 rounds it (one power-of-two shift a row, then FP16,
+// round to nearest even); the products and sums stay FP32. Decode steps'
+// expert matvecs and every other op keep FP32 activations. F32 (the
+// default) restores the FP32 activations. The engine sets it once, at Load
+// (engine.LoadOptions.ExpertActivations); a backend that does not
+// implement it runs FP32 only.
+type ExpertActivations interface {
+	SetExpertActivations(dt DType) error
+}
+
 // ExpertGroups is implemented by Batched backends that run several experts'
 // matrices of one layout as one op (a prefill wave's gate, up or down).
 // ExpertMatMulGroup is ExpertMatMul(dst, dstRows[j], recs[j], m, scheme, x,

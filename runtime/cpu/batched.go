@@ -182,6 +182,9 @@ func (b *Backend) ExpertMatMul(dst backend.Tensor, dstRows []int, rec backend.Te
 	xg := make([]float32, n*cols)
 	for i, xr := range xRows {
 		copy(xg[i*cols:(i+1)*cols], xs[xr*cols:(xr+1)*cols])
+		if b.expertAct16 && scheme == qpack.SchemeInt4 {
+			half.RowShiftF16(xg[i*cols : (i+1)*cols])
+		}
 	}
 	mat := r[m.Offset : m.Offset+m.Bytes]
 	tbl := half.F16Table()

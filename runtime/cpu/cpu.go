@@ -28,6 +28,9 @@ type Backend struct {
 	// attnIn: the engine's batched prefill calls QKRoPEKVRows
 	// (rowops.go; SetAttnInRows), for the engine's tests of that path.
 	attnIn bool
+	// expertAct16: ExpertMatMul rounds its INT4 matrices' activation rows
+	// as half.RowShiftF16 does (SetExpertActivations, activations.go).
+	expertAct16 bool
 }
 
 // New returns a CPU backend that uses up to workers goroutines per op

@@ -97,6 +97,9 @@ type Engine struct {
 	// KV caches, [T, Hkv*hd] per layer, of element type kv.
 	kCache, vCache []backend.Tensor
 	kv             backend.DType
+	// expertAct is the dtype the routed experts' batched matmuls take
+	// their activations in (activations.go; LoadOptions.ExpertActivations).
+	expertAct backend.DType
 	// Scratch named by role.
 	x, xn          backend.Tensor // residual stream and its norm [D]
 	q, att, ao     backend.Tensor // [Hq*hd], [Hq*hd], [D]

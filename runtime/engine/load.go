@@ -22,6 +22,12 @@ type LoadOptions struct {
 	Transport string // miss copy path, "staged" or "registered" (cache.Transports); "" means staged
 	MaxSeq    int    // KV-cache positions; 0 means DefaultMaxSeq
 	KV        string // KV-cache element type, "fp32" or "fp16" (KVDTypes); "" means fp32
+	// ExpertActivations is the dtype the routed experts' batched-prefill
+	// matmuls take their activations in, "fp32" or "fp16"
+	// (ExpertActivationDTypes; activations.go); "" means fp32. fp16 needs
+	// INT4 experts, batched prefill and a backend with
+	// backend.ExpertActivations.
+	ExpertActivations string
 	// StepMode: "" or "auto" runs captured device steps when the backend
 	// can (StepGraphFull at full residency, StepGraphSegmented otherwise);
 	// StepOps always issues op by op; a graph mode asks for that mode.
@@ -77,6 +83,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	kv, err := ParseKVDType(o.KV)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	expertAct, err := ParseExpertActivations(o.ExpertActivations)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -161,6 +171,9 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, errors.Join(err, eng.Close(), c.Close())
 	}
 	if err := eng.usePrefill(prefill); err != nil {
+		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
+	}
+	if err := eng.useExpertActivations(expertAct); err != nil {
 		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
 	}
 	c.Admit()

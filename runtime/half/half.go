@@ -64,3 +64,32 @@ func F32ToBF16(f float32) uint16 {
 	u += 0x7fff + (u>>16)&1
 	return uint16(u >> 16)
 }
+
+// RowShiftF16 rounds a row of activations to FP16 at one power-of-two
+// shift for the whole row, in place: with E the biased exponent of the
+// row's largest magnitude, s = 141 - E (126 when E < 15, a tiny or zero
+// row), and each value becomes fp16(x·2^s)·2^-s, rounded to nearest even.
+// The largest magnitude then lands in [2^14, 2^15), so a value keeps 11
+// significant bits; one about 2^28 below the row's largest keeps fewer (an
+// FP16 subnormal), and one about 2^39 below it becomes zero. It returns s. This is the numerics of the CUDA
+// backend's row-shift FP16 pre-split (kernels/matmul_tc.cu
+// tc_split_rows_a16r), which the declared FP16 expert activations run
+// (engine.LoadOptions.ExpertActivations); the CPU backend applies it to
+// the same rows as its reference.
+func RowShiftF16(row []float32) int {
+	var mx float32
+	for _, v := range row {
+		mx = max(mx, float32(math.Abs(float64(v))))
+	}
+	e := int(math.Float32bits(mx)>>23) & 0xff
+	s := 126
+	if e >= 15 {
+		s = 141 - e
+	}
+	up := math.Float32frombits(uint32(127+s) << 23)
+	down := math.Float32frombits(uint32(127-s) << 23)
+	for i, v := range row {
+		row[i] = F16ToF32(F32ToF16(v*up)) * down
+	}
+	return s
+}

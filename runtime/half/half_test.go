@@ -94,3 +94,73 @@ func TestF32ToF16RoundsToNearestEven(t *testing.T) {
 		}
 	}
 }
+
+func TestRowShiftF16(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    []float32
+		want  []float32
+		shift int
+	}{
+		// max 1.0: E = 127, s = 14; 1 + 2^-11 is halfway between FP16
+		// neighbours 1 and 1 + 2^-10 and rounds to even (1).
+		{"unit row", []float32{1, -0.5, 1 + 1.0/2048, 0.25}, []float32{1, -0.5, 1, 0.25}, 14},
+		// max 3: the row keeps 11 bits relative to 2 (spacing 2^-9 at 2,
+		// 2^-10 in [1, 2)); 1 + 2^-11 rounds to 1.
+		{"three", []float32{3, 1 + 1.0/2048, 1 + 3.0/2048}, []float32{3, 1, 1 + 2.0/1024}, 13},
+		// FP16's smallest subnormal, 2^-24, is 2^-38 of the largest's
+		// binade at the shift: 2^-40 of it rounds to zero, 2^-30 is a
+		// subnormal kept exactly (a power of two), and 2^-30·1.1 keeps 9
+		// bits (2^-16·1.1 in units of 2^-24 is 281.6: 282/256).
+		{"below the subnormals", []float32{1, float32(math.Ldexp(1, -40))}, []float32{1, 0}, 14},
+		{"subnormal kept", []float32{1, float32(math.Ldexp(1, -30))}, []float32{1, float32(math.Ldexp(1, -30))}, 14},
+		{"subnormal rounded", []float32{1, float32(math.Ldexp(1.1, -30))}, []float32{1, float32(math.Ldexp(282.0/256, -30))}, 14},
+		{"zero row", []float32{0, 0}, []float32{0, 0}, 126},
+		// A large row: max 2^20 (E = 147), s = -6: 1 + 2^-4 and 3 are
+		// exact at 2^-6 (FP16's spacing in [1, 2) is 2^-10).
+		{"large", []float32{1 << 20, 1 + 1.0/16, 3}, []float32{1 << 20, 1 + 1.0/16, 3}, -6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			row := append([]float32(nil), c.in...)
+			if s := RowShiftF16(row); s != c.shift {
+				t.Errorf("shift %d, want %d", s, c.shift)
+			}
+			for i := range row {
+				if row[i] != c.want[i] {
+					t.Errorf("value %d: %g -> %g, want %g", i, c.in[i], row[i], c.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestRowShiftF16Properties(t *testing.T) {
+	// Every rounded value is within half an FP16 step of its input at the
+	// row's shift, and rounding twice changes nothing.
+	row := make([]float32, 2048)
+	for i := range row {
+		row[i] = float32(math.Sin(float64(i)*0.37)) * float32(math.Exp(float64(i%17)-8))
+	}
+	orig := append([]float32(nil), row...)
+	s := RowShiftF16(row)
+	var mx float64
+	for _, v := range orig {
+		mx = math.Max(mx, math.Abs(float64(v)))
+	}
+	step := math.Ldexp(1, 4-s) // the spacing of FP16 in [2^14, 2^15), the largest binade, at 2^-s
+	for i := range row {
+		if d := math.Abs(float64(row[i]) - float64(orig[i])); d > step/2 {
+			t.Fatalf("value %d: %g -> %g, off by %g (> half a step %g)", i, orig[i], row[i], d, step/2)
+		}
+	}
+	again := append([]float32(nil), row...)
+	if s2 := RowShiftF16(again); s2 != s {
+		t.Fatalf("shift %d the second time, %d the first", s2, s)
+	}
+	for i := range row {
+		if again[i] != row[i] {
+			t.Fatalf("value %d: %g rounds again to %g", i, row[i], again[i])
+		}
+	}
+}

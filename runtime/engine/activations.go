@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"fmt"
+
+	"github.com/horizon-runmap/horizon/runtime/backend"
+	"github.com/horizon-runmap/horizon/runtime/qpack"
+)
+
+// The routed experts' activation dtype (LoadOptions.ExpertActivations).
+//
+// fp32, the default, multiplies every expert matrix by FP32 activations.
+// fp16 rounds the activations of a batched prefill's INT4 expert matmuls to
+// FP16 at one power-of-two shift a token row (half.RowShiftF16), the seed's
+// W4A16: the CUDA backend's row-shift tensor-core kernels then issue half
+// the mma of the FP32 path's hi and lo halves. Products and sums stay FP32,
+// and decode steps, the dense projections, attention and the router keep
+// FP32 activations. Logits and tokens differ from fp32's; within one
+// expert-activation dtype they stay identical across capacities, executors
+// and step modes. Raw records state it (artifact.expert_activation_dtype).
+const (
+	ExpertActFP32 = "fp32"
+	ExpertActFP16 = "fp16"
+)
+
+// ExpertActivationDTypes maps the names campaigns and flags use to dtypes.
+var ExpertActivationDTypes = map[string]backend.DType{ExpertActFP32: backend.F32, ExpertActFP16: backend.F16}
+
+// ExpertActivationNames lists the accepted names, the default first.
+func ExpertActivationNames() []string { return []string{ExpertActFP32, ExpertActFP16} }
+
+// ParseExpertActivations reads an expert-activation dtype name ("" is fp32).
+func ParseExpertActivations(s string) (backend.DType, error) {
+	if s == "" {
+		return backend.F32, nil
+	}
+	if d, ok := ExpertActivationDTypes[s]; ok {
+		return d, nil
+	}
+	return 0, fmt.Errorf("expert activations %q: want %s (the default) or %s", s, ExpertActFP32, ExpertActFP16)
+}
+
+// useExpertActivations sets the backend's expert activations once the
+// prefill mode is resolved. FP16 needs what it applies to: INT4 experts,
+// a batched prefill and a backend that implements it; refusing otherwise
+// keeps a declared FP16 from being recorded where nothing ran in FP16. A
+// backend that implements it is always set, FP32 too, so an earlier Load
+// on the same backend leaves nothing behind.
+func (e *Engine) useExpertActivations(dt backend.DType) error {
+	ea, ok := e.be.(backend.ExpertActivations)
+	if dt == backend.F16 {
+		switch {
+		case e.layout.Scheme != qpack.SchemeInt4:
+			return fmt.Errorf("expert activations %s: the artifact's experts are %s; FP16 activations apply to %s experts only (W4A16)",
+				ExpertActFP16, e.layout.Scheme, qpack.SchemeInt4)
+		case !ok:
+			return fmt.Errorf("expert activations %s: the %s backend multiplies experts by FP32 activations only", ExpertActFP16, e.be.Name())
+		case e.PrefillMode() != PrefillBatched:
+			return fmt.Errorf("expert activations %s: they apply to a batched prefill's expert matmuls, and this engine prefills token at a time (prefill %s, or next-layer prefetch); use prefill %s or %s",
+				ExpertActFP16, PrefillToken, PrefillBatched, PrefillAuto)
+		}
+	}
+	if ok {
+		if err := ea.SetExpertActivations(dt); err != nil {
+			return fmt.Errorf("expert activations: %w", err)
+		}
+	}
+	e.expertAct = dt
+	return nil
+}
+
+// ExpertActivationDType is the dtype the routed experts' batched matmuls
+// take their activations in (backend.F32 or backend.F16).
+func (e *Engine) ExpertActivationDType() backend.DType { return e.expertAct }
+
+// ExpertActivationName is ExpertActivationDType as raw records spell it:
+// "FP32" or "FP16".
+func (e *Engine) ExpertActivationName() string {
+	if e.expertAct == backend.F16 {
+		return "FP16"
+	}
+	return "FP32"
+}
