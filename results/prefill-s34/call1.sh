@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/h200-lib.sh
 h200_begin /tmp/s34a
-TESTS='TestRouteGroupsTable|TestAttnInRowsOnDevice|TestTopKRowsWarp|TestTCPreSplitSameBits|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestTCGroupedKernelChoice|TestAttentionTiled'
+TESTS='TestExpertActivationsOnDevice|TestRouteGroupsTable|TestAttnInRowsOnDevice|TestTopKRowsWarp|TestTCPreSplitSameBits|TestDeviceRoutedPrefillOnDevice|TestKernelResources|TestTCGroupedKernelChoice|TestAttentionTiled'
 if [ "${FORCE_H100:-}" = "" ] && nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
 	SUITE_RUN="$TESTS" OUT=$R h200_suite 100
 	grep -q -- "--- FAIL" "$R/cuda-test.log" && { echo "tests failed: no edition"; exit 1; }

@@ -76,6 +76,13 @@ type Backend struct {
 	events              []cu.Event // completed events ready for reuse
 	occ                 map[occKey]int
 	tune                tuning
+	// expertAct16: the declared FP16 expert activations (activations.go,
+	// SetExpertActivations; owner thread), kept apart from tune so that a
+	// Load's FP32 default does not clear a measurement knob (tcA16Row).
+	expertAct16 bool
+	// a16rSplits counts the row-shift FP16 pre-splits (tcPresplitRows):
+	// one for each grouped expert launch that ran a row-shift build.
+	a16rSplits int
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec

@@ -432,7 +432,7 @@ func (b *Backend) tcGroupedFD(kind, pairs, experts int) bool {
 	}
 	// The FP16-activation knobs run it for every launch: the ring has no
 	// FP16 build.
-	return b.tune.tcFDAlways || b.tune.tcA16 || b.tune.tcA16Row || pairs <= tcFDPairsPerExpert*experts
+	return b.tune.tcFDAlways || b.tune.tcA16 || b.a16Row() || pairs <= tcFDPairsPerExpert*experts
 }
 
 // tcGroupedFD16 is the kernel-choice predicate of the small-entry
@@ -451,7 +451,7 @@ func (b *Backend) tcGroupedFD16(kind, pairs, experts int) bool {
 // activations staged two slices ahead; the same bits); under tuning.tcA16
 // or tcA16Row its FP16-activation build (other bits) before either.
 func (b *Backend) fd16Kernel() (cu.Function, int) {
-	if b.tune.tcA16Row {
+	if b.a16Row() {
 		return b.k.matmulTCGroupedA16R[1], tcSmemFD16
 	}
 	if b.tune.tcA16 {
@@ -467,7 +467,7 @@ func (b *Backend) fd16Kernel() (cu.Function, int) {
 // memory: matmul_tc_grouped_pre_fd_w4a16, or its FP16-activation build
 // under tuning.tcA16 (_a16) or tcA16Row (_a16r; other bits either way).
 func (b *Backend) fdKernel() (cu.Function, int) {
-	if b.tune.tcA16Row {
+	if b.a16Row() {
 		return b.k.matmulTCGroupedA16R[0], tcSmemFD
 	}
 	if b.tune.tcA16 {
@@ -603,6 +603,7 @@ func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 func (b *Backend) groupedPresplit(fn cu.Function, x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
 	for _, f := range [...]cu.Function{b.k.matmulTCGroupedA16R[0], b.k.matmulTCGroupedA16R[1], b.k.matmulTCGroupedGUA16R[0], b.k.matmulTCGroupedGUA16R[1]} {
 		if fn == f {
+			b.a16rSplits++
 			return b.tcPresplitRows(x, nx, cols)
 		}
 	}

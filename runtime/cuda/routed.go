@@ -392,9 +392,9 @@ func (b *Backend) routedGateUpKernel(rt *routing, g, u qpack.MatrixLayout) (fn c
 		return fn, 0, false
 	}
 	switch {
-	case rt.tile == tcFD16Tile && b.tune.tcA16Row:
+	case rt.tile == tcFD16Tile && b.a16Row():
 		return b.k.matmulTCGroupedGUA16R[1], tcSmemFD16, true
-	case b.tune.tcA16Row && b.tcGroupedFD(0, rt.P, rt.E):
+	case b.a16Row() && b.tcGroupedFD(0, rt.P, rt.E):
 		return b.k.matmulTCGroupedGUA16R[0], tcSmemFD, true
 	case rt.tile == tcFD16Tile && b.tune.tcA16:
 		return b.k.matmulTCGroupedGUA16[1], tcSmemFD16, true
