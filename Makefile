@@ -29,6 +29,7 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(MAKE) prefill-smoke-check
 	$(MAKE) depth-smoke-check
 	$(MAKE) reproduce-smoke
+	$(MAKE) dequantize-check
 	$(MAKE) attest-check
 	$(MAKE) test-slurm
 
@@ -178,6 +179,18 @@ prefill-smoke-check: ## run the prefill smoke campaign again into out/prefill-sm
 	$(GO) run ./cmd/horizon-verify out/prefill-smoke-check
 	HORIZON_EDITION_A=$(CURDIR)/editions/prefill-smoke-cpu HORIZON_EDITION_B=$(CURDIR)/out/prefill-smoke-check \
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
+
+dequantize-check: ## the HF oracle's dequantized INT4 checkpoint (scripts/dequantized_checkpoint.py) is exact: preparing it as INT4 again gives the same experts.bin
+	rm -rf out/dequantize-check && mkdir -p out/dequantize-check
+	$(GO) build -o out/dequantize-check/horizon-bench ./cmd/horizon-bench
+	cd out/dequantize-check && for a in olmoe-tiny qwen2moe-tiny; do \
+		./horizon-bench synth --arch $$a --seed 3 --out $$a-ckpt >/dev/null && \
+		./horizon-bench prepare --checkpoint $$a-ckpt --out $$a-int4 --experts int4 >/dev/null && \
+		python3 ../../scripts/dequantized_checkpoint.py $$a-int4 $$a-deq && \
+		./horizon-bench prepare --checkpoint $$a-deq --out $$a-again --experts int4 >/dev/null && \
+		cmp $$a-int4/experts.bin $$a-again/experts.bin && \
+		cmp $$a-int4/nonrouted.safetensors $$a-again/nonrouted.safetensors && echo "$$a: dequantized checkpoint re-prepares to the same experts and non-routed tensors" || exit 1; \
+	done
 
 edition-policy-smoke: ## run the eviction-policy smoke campaign (PERF-POLICY-v1: olmoe-tiny c6 under lru, fifo, lfu, arc; qwen2moe-tiny c8 under lru, arc; CPU, ~10 min) into editions/policy-smoke-cpu
 	$(GO) run -buildvcs=true ./cmd/horizon-bench run campaigns/policy-smoke.yaml --force
