@@ -70,8 +70,15 @@ func TestExpertActivationsOnDevice(t *testing.T) {
 			cdev := cache.NewCPUDevice(cb)
 			defer cdev.Close()
 			ref := generate(t, cb, cdev, art, fp16, req)
+			// The GPU's and the CPU's activations differ in their last FP32
+			// bits (the tensor cores' dense projections), so now and then one
+			// value rounds to the other FP16 neighbour at its row's shift and
+			// moves by 2^-11 of the row's largest: call 2 of
+			// results/prefill-s35 measured 1.14e-3 at step 2 on olmoe-tiny
+			// against 1e-3 + 1e-3|ref|, the FP32 tolerance. Restated as
+			// 5e-3 + 5e-3|ref|, half the HF oracle's 1e-2 for this dtype.
 			for s := range ref.Logits {
-				closeTo(t, fmt.Sprintf("step %d logits against the CPU's FP16 expert activations", s), want.Logits[s], ref.Logits[s], 1e-3, 1e-3)
+				closeTo(t, fmt.Sprintf("step %d logits against the CPU's FP16 expert activations", s), want.Logits[s], ref.Logits[s], 5e-3, 5e-3)
 			}
 			if fmt.Sprint(want.Tokens) != fmt.Sprint(ref.Tokens) {
 				t.Fatalf("GPU stream (fp16 expert activations) differs from the CPU's:\n got %v\nwant %v", want.Tokens, ref.Tokens)

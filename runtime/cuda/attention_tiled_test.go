@@ -20,10 +20,11 @@ import (
 // row's bits do not depend on the batch: rows [a, a+5) run alone from
 // pos0 + a give the bits they had in the whole batch, and the 32-query
 // kernel (tuning.attTiled32) gives the whole batch's bits. Over FP16 caches
-// the tensor-core kernel (tuning.attTC) is held to the same tolerance and
-// the same independence of the batch.
+// the tensor-core kernel (attnTC, the default there; tuning.noAttTC runs the
+// tiled kernel) is held to the same tolerance and the same independence of
+// the batch.
 func TestAttentionTiled(t *testing.T) {
-	withTuning(t, testBE, tuning{})
+	withTuning(t, testBE, tuning{noAttTC: true})
 	be := testBE
 	rng := rand.New(rand.NewPCG(17, 3))
 	randF := func(n int) []float32 {
@@ -101,11 +102,14 @@ func TestAttentionTiled(t *testing.T) {
 							t.Fatalf("row %d, value %d: %g alone, %g in the batch", a+i/Q, i%Q, s[i], g[a*Q+i])
 						}
 					}
-					withTuning(t, be, tuning{attTiled32: true})
+					if be.attnTC(hs.hd, dt) {
+						t.Fatalf("attnTC(%d, %v) under tuning.noAttTC", hs.hd, dt)
+					}
+					withTuning(t, be, tuning{attTiled32: true, noAttTC: true})
 					if err := be.AttentionRows(got, q, kc, vc, c.T, c.pos0, hs.h, hs.kv, hs.hd); err != nil {
 						t.Fatal(err)
 					}
-					withTuning(t, be, tuning{})
+					withTuning(t, be, tuning{noAttTC: true})
 					for i, v := range read(got) {
 						if math.Float32bits(v) != math.Float32bits(g[i]) {
 							t.Fatalf("row %d, value %d: %g with 32 queries a block, %g with 16", i/Q, i%Q, v, g[i])
@@ -114,12 +118,12 @@ func TestAttentionTiled(t *testing.T) {
 					if dt != backend.F16 {
 						return
 					}
-					// The tensor-core kernel (tuning.attTC, FP16 caches): within
-					// the same tolerance of the per-token kernel, and a row's
-					// bits do not depend on the batch either.
-					withTuning(t, be, tuning{attTC: true})
+					// The tensor-core kernel (the default over FP16 caches):
+					// within the same tolerance of the per-token kernel, and a
+					// row's bits do not depend on the batch either.
+					withTuning(t, be, tuning{})
 					if !be.attnTC(hs.hd, dt) {
-						t.Fatalf("attnTC(%d, %v) is false under tuning.attTC", hs.hd, dt)
+						t.Fatalf("attnTC(%d, %v) is false by default", hs.hd, dt)
 					}
 					if err := be.AttentionRows(got, q, kc, vc, c.T, c.pos0, hs.h, hs.kv, hs.hd); err != nil {
 						t.Fatal(err)

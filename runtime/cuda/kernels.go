@@ -75,7 +75,7 @@ type kernelSet struct {
 	// The small-entry build with three activation stages (fd16Kernel).
 	matmulTCGroupedFD16S3 cu.Function
 	// The prefill attention on the tensor cores over an FP16 cache
-	// (tuning.attTC; attnTC).
+	// (attnTC; tuning.noAttTC turns it off).
 	attentionTC cu.Function
 	// The FP16-activation builds (tuning.tcA16): [0] fragment-direct,
 	// [1] small-entry; and their gate|up builds.

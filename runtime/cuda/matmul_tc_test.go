@@ -392,10 +392,12 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // batched-tc-a16 (the fragment-direct grouped kernels on FP16 activations:
 // tuning.tcA16, other bits), batched-tc-a16all (and the burst split-K
 // projections: tuning.tcA16Dense), batched-tc-a16r and batched-tc-a16rall
-// (the same with one shift a token row: tuning.tcA16Row), batched-tc-atc
-// (the attention on the tensor cores over an FP16 cache: tuning.attTC,
-// other bits; BenchmarkPrefillModes's caches are FP32 unless
-// HORIZON_BENCH_KV=fp16), batched-tc-a16r-atc (a16rall and atc);
+// (the same with one shift a token row: tuning.tcA16Row; a16r is what the
+// declared FP16 expert activations run), batched-tc-noatc (the tiled FP32
+// attention instead of the tensor cores' over an FP16 cache, the default
+// since session 35: tuning.noAttTC, other bits; BenchmarkPrefillModes's
+// caches are FP32, where the two are one kernel and noatc is skipped,
+// unless HORIZON_BENCH_KV=fp16);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
 // batched mode's engine.PrefillProfile from one more run). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
@@ -449,8 +451,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}},
 		{"batched-tc-a16r", engine.PrefillBatched, tuning{tcA16Row: true}},
 		{"batched-tc-a16rall", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true}},
-		{"batched-tc-atc", engine.PrefillBatched, tuning{attTC: true}},
-		{"batched-tc-a16r-atc", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true, attTC: true}}}
+		{"batched-tc-noatc", engine.PrefillBatched, tuning{noAttTC: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
 		for _, m := range modes {
@@ -489,10 +490,10 @@ func BenchmarkPrefillModes(b *testing.B) {
 			var ref engine.Result
 			for _, m := range modes {
 				b.Run(fmt.Sprintf("%s/%d/%s", filepath.Base(dir), n, m.name), func(b *testing.B) {
-					if m.tn.attTC && os.Getenv("HORIZON_BENCH_KV") != "fp16" {
+					if m.tn.noAttTC && os.Getenv("HORIZON_BENCH_KV") != "fp16" {
 						// attnTC runs over FP16 caches only: over FP32 the mode would
-						// time the tiled kernel under the tensor-core mode's name.
-						b.Skip("the tensor-core attention needs HORIZON_BENCH_KV=fp16")
+						// time the default's tiled kernel under another name.
+						b.Skip("the tensor-core attention (what noatc turns off) needs HORIZON_BENCH_KV=fp16")
 					}
 					withTuning(b, testBE, m.tn)
 					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill, MaxSeq: n + 16, KV: os.Getenv("HORIZON_BENCH_KV")})

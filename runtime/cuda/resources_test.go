@@ -86,7 +86,7 @@ func TestKernelResources(t *testing.T) {
 			"matmul_tc_grouped_pre_fd16_a16r_w4a16", "matmul_tc_grouped_pre_fd16_gu_a16r_w4a16"} {
 			designed[n] = 3
 		}
-		// The tensor-core prefill attention (tuning.attTC): 70.6 KB of
+		// The tensor-core prefill attention (attnTC, the default over FP16 caches): 70.6 KB of
 		// staging and 128 registers, three blocks of 4 warps an SM.
 		ks = append(ks, kern{"attention_tc_rows_kv16", k.attentionTC, attTCSmem, attTCThreads})
 		designed["attention_tc_rows_kv16"] = 3

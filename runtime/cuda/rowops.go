@@ -47,12 +47,15 @@ const (
 )
 
 // attnTC is the kernel-choice predicate of the tensor-core prefill
-// attention: under tuning.attTC, where the tiled kernel would run, over an
-// FP16 cache, for heads of a multiple of 16 dims. Other bits than the
-// tiled kernel's (a measurement knob, off). It depends on the head and the
-// cache's dtype alone.
+// attention: where the tiled kernel would run, over an FP16 cache, for heads
+// of a multiple of 16 dims, unless tuning.noAttTC. Other bits than the tiled
+// kernel's, within the same tolerance of the per-token kernel
+// (TestAttentionTiled). The default since session 35: on an H100 it took a
+// 512-token OLMoE-1B-7B-shape prefill from 25.0k to 26.7-26.8k prompt tok/s
+// and 1,024 tokens from 23.8k to 26.3k (results/prefill-s35). It depends on
+// the head and the cache's dtype alone.
 func (b *Backend) attnTC(headDim int, kv backend.DType) bool {
-	return b.tune.attTC && b.attnTiled(headDim) && kv == backend.F16 && headDim%16 == 0
+	return !b.tune.noAttTC && b.attnTiled(headDim) && kv == backend.F16 && headDim%16 == 0
 }
 
 // attTiledRows is the kernel-choice predicate of the tiled attention's
