@@ -6,8 +6,9 @@
 // format, a per-layer capacity and an executor, with the placement and
 // policy the contract prescribes, and optionally the cache's spares,
 // staging and transport (staged or registered), speculative prefetch (off
-// or next-layer), miss/hit overlap (off or hit-compute) and the KV cache's
-// element type (fp32 or fp16). Loading is
+// or next-layer), miss/hit overlap (off or hit-compute), the KV cache's
+// element type (fp32 or fp16) and the routed experts' activation dtype in
+// a batched prefill (fp32 or fp16). Loading is
 // prometheus-config style: defaults, then a strict decode (unknown fields
 // are errors), then Validate with one precise message.
 //
@@ -166,6 +167,20 @@ type Configuration struct {
 	// declared or fp32 (Parse clears it), so campaigns from before the
 	// field keep their hash.
 	KV string `yaml:"kv" json:"kv,omitempty"`
+	// ExpertActivations is the dtype the routed experts' batched-prefill
+	// matmuls take their activations in (engine.LoadOptions
+	// .ExpertActivations): fp32 (the default) or fp16 (each token row
+	// rounded to FP16 at one power-of-two shift, W4A16; products and sums
+	// stay FP32; logits and tokens may change). Decode steps, the dense
+	// projections, attention and the router stay FP32. fp16 needs INT4
+	// experts (expert_format int4) and a batched prefill (not prefill
+	// token, not prefetch next-layer, which prefills token at a time).
+	// Raw records state it in artifact.expert_activation_dtype (FP16;
+	// absent means FP32), which the verifier holds to this
+	// (physics.expert-activation-dtype). Left out of the frozen campaign
+	// when not declared or fp32 (Parse clears it), so campaigns from
+	// before the field keep their hash.
+	ExpertActivations string `yaml:"expert_activations" json:"expert_activations,omitempty"`
 }
 
 // KVOf is the KV cache element type a configuration runs: its declared
@@ -175,6 +190,16 @@ func (cfg *Configuration) KVOf() string {
 		return KVFP32
 	}
 	return cfg.KV
+}
+
+// ExpertActivationsOf is the routed experts' activation dtype a
+// configuration runs: its declared expert_activations, fp32 when it
+// declares none.
+func (cfg *Configuration) ExpertActivationsOf() string {
+	if cfg.ExpertActivations == "" {
+		return ExpertActFP32
+	}
+	return cfg.ExpertActivations
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -273,6 +298,10 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		// campaigns from before the field keep their hash.
 		if c.Configurations[i].KV == KVFP32 {
 			c.Configurations[i].KV = ""
+		}
+		// So is expert_activations fp32.
+		if c.Configurations[i].ExpertActivations == ExpertActFP32 {
+			c.Configurations[i].ExpertActivations = ""
 		}
 	}
 	return &c, nil
@@ -513,6 +542,14 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("kv %q: want %s (the default) or %s", cfg.KV, KVFP32, KVFP16)
 	case cfg.KV == KVFP16 && c.stepModeOf(cfg, m) == StepPersistent:
 		return fmt.Errorf("kv %s with step_mode %s: the persistent kernel reads an FP32 KV cache only; use kv %s or another step mode (graph-full)", cfg.KV, StepPersistent, KVFP32)
+	case cfg.ExpertActivations != "" && !slices.Contains(n.ExpertActivations, cfg.ExpertActivations):
+		return fmt.Errorf("expert_activations %q: want %s (the default) or %s", cfg.ExpertActivations, ExpertActFP32, ExpertActFP16)
+	case cfg.ExpertActivations == ExpertActFP16 && cfg.ExpertFormat != "int4":
+		return fmt.Errorf("expert_activations %s with expert_format %s: FP16 activations apply to INT4 experts only (W4A16); use expert_format int4 or expert_activations %s", cfg.ExpertActivations, cfg.ExpertFormat, ExpertActFP32)
+	case cfg.ExpertActivations == ExpertActFP16 && cfg.Prefill == PrefillToken:
+		return fmt.Errorf("expert_activations %s with prefill %s: FP16 activations apply to a batched prefill's expert matmuls; use prefill %s or %s", cfg.ExpertActivations, PrefillToken, PrefillAuto, PrefillBatched)
+	case cfg.ExpertActivations == ExpertActFP16 && prefillOf(cfg) != PrefillBatched:
+		return fmt.Errorf("expert_activations %s with prefetch %s: next-layer prefetch prefills token at a time, and FP16 activations apply to a batched prefill's expert matmuls; use prefetch %s or expert_activations %s", cfg.ExpertActivations, cfg.Prefetch, PrefetchOff, ExpertActFP32)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:
 		return fmt.Errorf("step_mode %s with overlap %s: overlap runs in graph-segmented steps (step_mode %s or %s)", cfg.StepMode, cfg.Overlap, StepAuto, StepGraphSegmented)
 	}

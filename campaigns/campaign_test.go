@@ -39,38 +39,42 @@ func TestGoodCampaigns(t *testing.T) {
 // Each bad fixture fails with one precise message.
 func TestBadCampaigns(t *testing.T) {
 	want := map[string]string{
-		"unknown-field.bad.yml":          `line 7: unknown field "capacty"`,
-		"hosts.bad.yml":                  `hosts "several": want uniform (every worker on one GPU model and driver, the default) or mixed (each configuration's workers on one host)`,
-		"capacity-above-experts.bad.yml": `configuration "olmoe-c17": capacity 17 is above the 16 experts per layer of synthetic olmoe-tiny seed 1`,
-		"capacity-below-topk.bad.yml":    `configuration "olmoe-c3": capacity 3 is below top-k 4 of synthetic olmoe-tiny seed 1`,
-		"unknown-executor.bad.yml":       `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1)`,
-		"missing-checkpoint.bad.yml":     `configuration "olmoe-c8": checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}`,
-		"missing-hf-dir.bad.yml":         `configuration "olmoe-c8": checkpoint: hf.dir testdata/no-such-checkpoint does not exist`,
-		"unknown-arch.bad.yml":           `configuration "olmoe-c8": checkpoint: synthetic arch "olmoe-huge" is unknown`,
-		"contract-hash-mismatch.bad.yml": `contract PERF-MINI-TEST: the campaign declares sha256 "0000000000000000000000000000000000000000000000000000000000000000" but the contract's canonical hash is 3051d7dc`,
-		"duplicate-id.bad.yml":           `configurations[1]: duplicate id "olmoe-c8"`,
-		"bad-id.bad.yml":                 `configurations[0]: id "OLMoE_c8": ids become file names`,
-		"seed-executor-mismatch.bad.yml": `configuration "olmoe-c8": seed_executor "PRODUCT-core scalar" maps to scalar-v1, but executor is grouped-v1`,
-		"placement.bad.yml":              `configuration "olmoe-c8": placement "strided": contract PERF-MINI-TEST prescribes the canonical initial placement`,
-		"policy.bad.yml":                 `configuration "olmoe-c8": policy "lfu": contract PERF-MINI-TEST prescribes lru eviction`,
-		"two-checkpoints.bad.yml":        `configuration "olmoe-c8": checkpoint: give either synthetic or hf, not both`,
-		"device.bad.yml":                 `device "tpu": want cpu or cuda`,
-		"transport.bad.yml":              `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
-		"prefetch.bad.yml":               `configuration "olmoe-c8": prefetch "previous-layer": want off (the default) or next-layer`,
-		"overlap.bad.yml":                `configuration "olmoe-c8": overlap "miss-compute": want off (the default) or hit-compute`,
-		"overlap-prefetch.bad.yml":       `configuration "olmoe-c8": overlap hit-compute with prefetch next-layer: overlap runs in captured graph-segmented steps and prefetch op by op; choose one`,
-		"overlap-cpu.bad.yml":            `configuration "olmoe-c8": overlap hit-compute on device cpu: overlap needs CUDA's graph-segmented steps`,
-		"overlap-full.bad.yml":           `configuration "olmoe-c16": overlap hit-compute at full residency (capacity 16 of 16)`,
-		"step-mode.bad.yml":              `configuration "olmoe-c8": step_mode "graph-everything": want one of auto, ops, graph-full, graph-segmented, graph-wait, persistent`,
-		"step-mode-cpu.bad.yml":          `configuration "olmoe-c8": step_mode graph-segmented on device cpu: captured steps are CUDA's`,
-		"step-mode-full.bad.yml":         `configuration "olmoe-c8": step_mode graph-full at capacity 8 of 16: graph-full routes on the device`,
-		"step-mode-prefetch.bad.yml":     `configuration "olmoe-c8": step_mode graph-segmented with prefetch next-layer: prefetch predicts between layers on the host`,
-		"step-mode-overlap.bad.yml":      `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
-		"transport-staging.bad.yml":      `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
-		"prefill.bad.yml":                `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
-		"prefill-prefetch.bad.yml":       `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
-		"kv.bad.yml":                     `configuration "olmoe-c8": kv "bf16": want fp32 (the default) or fp16`,
-		"kv-persistent.bad.yml":          `configuration "olmoe-c16": kv fp16 with step_mode persistent: the persistent kernel reads an FP32 KV cache only`,
+		"unknown-field.bad.yml":               `line 7: unknown field "capacty"`,
+		"hosts.bad.yml":                       `hosts "several": want uniform (every worker on one GPU model and driver, the default) or mixed (each configuration's workers on one host)`,
+		"capacity-above-experts.bad.yml":      `configuration "olmoe-c17": capacity 17 is above the 16 experts per layer of synthetic olmoe-tiny seed 1`,
+		"capacity-below-topk.bad.yml":         `configuration "olmoe-c3": capacity 3 is below top-k 4 of synthetic olmoe-tiny seed 1`,
+		"unknown-executor.bad.yml":            `configuration "olmoe-c8": executor "turbo-v9" is unknown (known: scalar-v1, grouped-v1)`,
+		"missing-checkpoint.bad.yml":          `configuration "olmoe-c8": checkpoint is missing: give synthetic: {arch, seed} or hf: {dir, revision}`,
+		"missing-hf-dir.bad.yml":              `configuration "olmoe-c8": checkpoint: hf.dir testdata/no-such-checkpoint does not exist`,
+		"unknown-arch.bad.yml":                `configuration "olmoe-c8": checkpoint: synthetic arch "olmoe-huge" is unknown`,
+		"contract-hash-mismatch.bad.yml":      `contract PERF-MINI-TEST: the campaign declares sha256 "0000000000000000000000000000000000000000000000000000000000000000" but the contract's canonical hash is 3051d7dc`,
+		"duplicate-id.bad.yml":                `configurations[1]: duplicate id "olmoe-c8"`,
+		"bad-id.bad.yml":                      `configurations[0]: id "OLMoE_c8": ids become file names`,
+		"seed-executor-mismatch.bad.yml":      `configuration "olmoe-c8": seed_executor "PRODUCT-core scalar" maps to scalar-v1, but executor is grouped-v1`,
+		"placement.bad.yml":                   `configuration "olmoe-c8": placement "strided": contract PERF-MINI-TEST prescribes the canonical initial placement`,
+		"policy.bad.yml":                      `configuration "olmoe-c8": policy "lfu": contract PERF-MINI-TEST prescribes lru eviction`,
+		"two-checkpoints.bad.yml":             `configuration "olmoe-c8": checkpoint: give either synthetic or hf, not both`,
+		"device.bad.yml":                      `device "tpu": want cpu or cuda`,
+		"transport.bad.yml":                   `configuration "olmoe-c8": transport "mapped": want staged (the default) or registered`,
+		"prefetch.bad.yml":                    `configuration "olmoe-c8": prefetch "previous-layer": want off (the default) or next-layer`,
+		"overlap.bad.yml":                     `configuration "olmoe-c8": overlap "miss-compute": want off (the default) or hit-compute`,
+		"overlap-prefetch.bad.yml":            `configuration "olmoe-c8": overlap hit-compute with prefetch next-layer: overlap runs in captured graph-segmented steps and prefetch op by op; choose one`,
+		"overlap-cpu.bad.yml":                 `configuration "olmoe-c8": overlap hit-compute on device cpu: overlap needs CUDA's graph-segmented steps`,
+		"overlap-full.bad.yml":                `configuration "olmoe-c16": overlap hit-compute at full residency (capacity 16 of 16)`,
+		"step-mode.bad.yml":                   `configuration "olmoe-c8": step_mode "graph-everything": want one of auto, ops, graph-full, graph-segmented, graph-wait, persistent`,
+		"step-mode-cpu.bad.yml":               `configuration "olmoe-c8": step_mode graph-segmented on device cpu: captured steps are CUDA's`,
+		"step-mode-full.bad.yml":              `configuration "olmoe-c8": step_mode graph-full at capacity 8 of 16: graph-full routes on the device`,
+		"step-mode-prefetch.bad.yml":          `configuration "olmoe-c8": step_mode graph-segmented with prefetch next-layer: prefetch predicts between layers on the host`,
+		"step-mode-overlap.bad.yml":           `configuration "olmoe-c8": step_mode graph-wait with overlap hit-compute: overlap runs in graph-segmented steps`,
+		"transport-staging.bad.yml":           `configuration "olmoe-c8": staging 2 with transport registered: the registered transport copies from the page-locked authority and has no staging ring; leave staging unset`,
+		"prefill.bad.yml":                     `configuration "olmoe-c8": prefill "eager": want one of auto, batched, token`,
+		"prefill-prefetch.bad.yml":            `configuration "olmoe-c8": prefill batched with prefetch next-layer: next-layer prefetch predicts each position's next group`,
+		"kv.bad.yml":                          `configuration "olmoe-c8": kv "bf16": want fp32 (the default) or fp16`,
+		"kv-persistent.bad.yml":               `configuration "olmoe-c16": kv fp16 with step_mode persistent: the persistent kernel reads an FP32 KV cache only`,
+		"expert-activations.bad.yml":          `configuration "olmoe-c8": expert_activations "bf16": want fp32 (the default) or fp16`,
+		"expert-activations-experts.bad.yml":  `configuration "olmoe-c8": expert_activations fp16 with expert_format fp16: FP16 activations apply to INT4 experts only (W4A16)`,
+		"expert-activations-token.bad.yml":    `configuration "olmoe-c8": expert_activations fp16 with prefill token: FP16 activations apply to a batched prefill's expert matmuls; use prefill auto or batched`,
+		"expert-activations-prefetch.bad.yml": `configuration "olmoe-c8": expert_activations fp16 with prefetch next-layer: next-layer prefetch prefills token at a time`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
 	if len(files) != len(want) {
@@ -266,7 +270,7 @@ func TestCampaignHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n    kv: fp32\n", 1)
+	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n    kv: fp32\n    expert_activations: fp32\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
 	c2, _, _, err := Load(p, miniContract, rt)
@@ -355,5 +359,63 @@ func TestCampaignHashKV(t *testing.T) {
 	}
 	if back.Configurations[1].KV != KVFP16 {
 		t.Errorf("kv reads back as %q", back.Configurations[1].KV)
+	}
+}
+
+// The declared expert_activations is part of the configuration's identity
+// like kv: fp16 changes the campaign hash and is frozen; fp32 is the
+// default and hashes as an absent expert_activations, so campaigns (and
+// the editions frozen from them) made before the field keep their hash.
+func TestCampaignHashExpertActivations(t *testing.T) {
+	base, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile("testdata/mini.good.yml")
+	hashWith := func(act string) (string, *Campaign) {
+		t.Helper()
+		src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    expert_activations: "+act+"\n", 1)
+		p := filepath.Join(t.TempDir(), "mini.yml")
+		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, _, _, err := Load(p, miniContract, rt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _ := c.SHA256()
+		return h, c
+	}
+	h0, _ := base.SHA256()
+	h32, c32 := hashWith("fp32")
+	h16, c16 := hashWith("fp16")
+	if h32 != h0 {
+		t.Error("expert_activations fp32 spelled out changed the hash")
+	}
+	if h16 == h0 {
+		t.Error("expert_activations fp16 did not change the hash")
+	}
+	if got := base.Configurations[1].ExpertActivationsOf(); got != ExpertActFP32 {
+		t.Errorf("no expert_activations reads as %q", got)
+	}
+	if got := c32.Configurations[1].ExpertActivationsOf(); got != ExpertActFP32 {
+		t.Errorf("expert_activations fp32 reads as %q", got)
+	}
+	if got := c16.Configurations[1].ExpertActivationsOf(); got != ExpertActFP16 {
+		t.Errorf("expert_activations fp16 reads as %q", got)
+	}
+	if doc, _ := c32.Doc(); strings.Contains(string(doc.Campaign), "expert_activations") {
+		t.Errorf("the frozen campaign states the default expert_activations: %s", doc.Campaign)
+	}
+	doc, _ := c16.Doc()
+	if !strings.Contains(string(doc.Campaign), `"expert_activations":"fp16"`) {
+		t.Errorf("the frozen campaign does not declare expert_activations fp16: %s", doc.Campaign)
+	}
+	back, err := FromDoc(doc, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.Configurations[1].ExpertActivations != ExpertActFP16 {
+		t.Errorf("expert_activations reads back as %q", back.Configurations[1].ExpertActivations)
 	}
 }

@@ -727,6 +727,8 @@ func PinPrefill(cfg *Configuration, mode string) (*Configuration, error) {
 		return nil, fmt.Errorf("prefill %q: want %s or %s", mode, PrefillToken, PrefillBatched)
 	case cfg.Prefill != "" && cfg.Prefill != PrefillAuto && cfg.Prefill != mode:
 		return nil, fmt.Errorf("configuration %s declares prefill %s; it cannot run %s", cfg.ID, cfg.Prefill, mode)
+	case cfg.ExpertActivations == ExpertActFP16 && mode != PrefillBatched:
+		return nil, fmt.Errorf("configuration %s declares expert_activations %s, which apply to a batched prefill; it cannot run prefill %s", cfg.ID, cfg.ExpertActivations, mode)
 	}
 	c := *cfg
 	c.Prefill = mode

@@ -11,7 +11,8 @@ import (
 
 // The modes whose rules Validate states (the registered transport has no
 // staging ring, overlap excludes prefetch and needs cuda and partial
-// residency). They are the runtime's names (runtime/cache, runtime/engine)
+// residency, FP16 expert activations need INT4 experts and a batched
+// prefill). They are the runtime's names (runtime/cache, runtime/engine)
 // spelled here so that this package does not import runtime/;
 // campaigns/worker's tests pin them to the runtime's constants.
 const (
@@ -31,6 +32,8 @@ const (
 	PrefillToken        = "token"
 	KVFP32              = "fp32" // the default KV cache element type
 	KVFP16              = "fp16"
+	ExpertActFP32       = "fp32" // the default expert activation dtype
+	ExpertActFP16       = "fp16"
 )
 
 // Names are the runtime's names a configuration may use. PrefillTimed
@@ -43,6 +46,9 @@ type Names struct {
 	PrefillTimed                                                                       []string
 	// KV lists the KV cache element types (engine.KVDTypes: fp32, fp16).
 	KV []string
+	// ExpertActivations lists the routed experts' activation dtypes
+	// (engine.ExpertActivationNames: fp32, fp16).
+	ExpertActivations []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.

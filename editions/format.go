@@ -199,6 +199,16 @@ type ArtifactRef struct {
 	// campaign configuration's kv, engine.LoadOptions.KV). Records made
 	// before the field omit it, which means FP32 (KVDTypeOf).
 	KVDType string `json:"kv_dtype,omitempty"`
+	// ExpertActivationDType is the dtype the routed experts' batched-
+	// prefill matmuls take their activations in: "FP16" (INT4 experts
+	// with activations rounded to FP16 at one power-of-two shift a token
+	// row, W4A16; the campaign configuration's expert_activations,
+	// engine.LoadOptions.ExpertActivations) or "FP32". Decode steps, the
+	// dense projections, attention and the router take FP32 activations
+	// either way. Workers write it only where it is FP16, so records of an
+	// FP32 run, and records made before the field, omit it: absent means
+	// FP32 (ExpertActivationDTypeOf).
+	ExpertActivationDType string `json:"expert_activation_dtype,omitempty"`
 }
 
 // KV cache element types as artifact.kv_dtype spells them.
@@ -214,6 +224,22 @@ func (a ArtifactRef) KVDTypeOf() string {
 		return KVFP32
 	}
 	return a.KVDType
+}
+
+// Expert activation dtypes as artifact.expert_activation_dtype spells them.
+const (
+	ExpertActFP32 = "FP32"
+	ExpertActFP16 = "FP16"
+)
+
+// ExpertActivationDTypeOf is the dtype the artifact's routed experts took
+// their batched-prefill activations in, FP32 where the record omits it (an
+// FP32 run, or a record made before the field).
+func (a ArtifactRef) ExpertActivationDTypeOf() string {
+	if a.ExpertActivationDType == "" {
+		return ExpertActFP32
+	}
+	return a.ExpertActivationDType
 }
 
 // Model describes the architecture.

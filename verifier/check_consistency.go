@@ -10,7 +10,10 @@ import (
 // Check 7: greedy decoding is deterministic, and residency must never change
 // tokens. Configurations that share the checkpoint (sha256), the expert
 // format, the KV cache's element type (artifact.kv_dtype: an FP16 cache
-// rounds K and V, so its tokens may differ from an FP32 one's), the device
+// rounds K and V, so its tokens may differ from an FP32 one's), the routed
+// experts' activation dtype (artifact.expert_activation_dtype: FP16
+// activations round a batched prefill's expert inputs, so their logits
+// differ from FP32's), the device
 // and a numerics family produce identical token streams
 // for every prompt, in every block, whatever their capacity, placement or
 // policy. Our executors (Options.SharedNumerics) form one family; any other
@@ -20,7 +23,7 @@ import (
 
 // numericsKey is what must be equal for two streams to be required equal.
 type numericsKey struct {
-	checkpoint, format, kv, device, family string
+	checkpoint, format, kv, expertAct, device, family string
 }
 
 // stream is one token stream and where it came from.
@@ -111,7 +114,8 @@ func keyOf(v *view, w *worker) numericsKey {
 	if slices.Contains(v.opts.SharedNumerics, r.Setup.Executor) {
 		family = "shared numerics (" + strings.Join(v.opts.SharedNumerics, ", ") + ")"
 	}
-	return numericsKey{checkpoint: r.Checkpoint.SHA256, format: r.Artifact.ExpertFormat, kv: r.Artifact.KVDTypeOf(), device: r.Environment.Device, family: family}
+	return numericsKey{checkpoint: r.Checkpoint.SHA256, format: r.Artifact.ExpertFormat, kv: r.Artifact.KVDTypeOf(),
+		expertAct: r.Artifact.ExpertActivationDTypeOf(), device: r.Environment.Device, family: family}
 }
 
 func promptName(s *stream) string {
@@ -208,7 +212,7 @@ func agreementHints(keys []numericsKey, refs map[numericsKey]map[string]*stream,
 			if len(prompts) > 0 {
 				file = refs[b][prompts[0]].w.path
 			}
-			fs.add(IDConsNumerics, file, "", a.family+" on "+a.device+kvLabel(a.kv), b.family+" on "+b.device+kvLabel(b.kv),
+			fs.add(IDConsNumerics, file, "", a.family+" on "+a.device+kvLabel(a.kv)+expertActLabel(a.expertAct), b.family+" on "+b.device+kvLabel(b.kv)+expertActLabel(b.expertAct),
 				"token agreement %.4f (%d/%d positions), %d/%d streams identical over %d prompts; these declare different numerics, so this is reported, not enforced",
 				rate, same, total, identical, len(prompts), len(prompts))
 		}
@@ -223,4 +227,14 @@ func kvLabel(kv string) string {
 		return ""
 	}
 	return ", " + kv + " KV cache"
+}
+
+// expertActLabel names an expert activation dtype other than FP32 (the
+// default, unnamed so that the hints of editions without FP16 expert
+// activations read as before).
+func expertActLabel(act string) string {
+	if act == "" || act == "FP32" {
+		return ""
+	}
+	return ", " + act + " expert activations"
 }

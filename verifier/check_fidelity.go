@@ -83,6 +83,7 @@ type fidelityConfig struct {
 	Capacity     int    `json:"capacity"`
 	Executor     string `json:"executor"`
 	KV           string `json:"kv"`
+	ExpertAct    string `json:"expert_activations"`
 	rest         string // canonical JSON without id and expert_format
 }
 
@@ -227,9 +228,10 @@ func checkFidelity(v *view, fs *findings) {
 				g := a.got
 				wantArt := campaignExpertFormats[a.want.ExpertFormat]
 				if g.ConfigID != a.want.ID || g.ExpertFormat != a.want.ExpertFormat || g.Artifact.ExpertFormat != wantArt ||
-					g.Setup.Capacity != a.want.Capacity || g.Setup.Executor != a.want.Executor || g.Artifact.KVDTypeOf() != declaredKV(a.want.KV) {
-					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor, declaredKV(a.want.KV)),
-						fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor, g.Artifact.KVDTypeOf()),
+					g.Setup.Capacity != a.want.Capacity || g.Setup.Executor != a.want.Executor || g.Artifact.KVDTypeOf() != declaredKV(a.want.KV) ||
+					g.Artifact.ExpertActivationDTypeOf() != declaredExpertAct(a.want.ExpertAct) {
+					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor, declaredKV(a.want.KV), declaredExpertAct(a.want.ExpertAct)),
+						fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor, g.Artifact.KVDTypeOf(), g.Artifact.ExpertActivationDTypeOf()),
 						"pair %s shard %d: the %s arm is not the campaign's configuration %s as declared", trt.ID, s, a.name, a.want.ID)
 					ok = false
 				}

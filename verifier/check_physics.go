@@ -23,6 +23,9 @@ import "github.com/horizon-runmap/horizon/editions"
 //     worker ran what the campaign declares for its configuration;
 //   - the KV cache is declared (physics_kv.go): each worker ran the KV
 //     cache element type its configuration declares;
+//   - so are the expert activations (physics_activations.go): each worker's
+//     routed experts took the batched-prefill activation dtype its
+//     configuration declares;
 //   - memory has a floor (physics_memory.go): on CUDA the VRAM peaks hold
 //     the resident experts the worker placed and, for a synthetic preset,
 //     its KV cache;
@@ -41,6 +44,7 @@ func checkPhysics(v *view, fs *findings) {
 	checkTimePhysics(ws, fs)
 	checkEnvironment(v, ws, fs)
 	checkKVDType(v, fs)
+	checkExpertActDType(v, fs)
 	checkMemoryFloor(ws, fs)
 	checkTokens(v, ws, fs)
 }

@@ -234,6 +234,7 @@ type campaignConfig struct {
 	executor, seedExecutor string
 	placement, policy      string
 	kv                     string // "" when not declared (fp32)
+	expertAct              string // expert_activations; "" when not declared (fp32)
 }
 
 // campaignConfigs returns the configurations campaign.json declares, and
@@ -255,7 +256,7 @@ func campaignConfigs(d *doc) ([]campaignConfig, bool) {
 		m, _ := c.(map[string]any)
 		str := func(k string) string { s, _ := m[k].(string); return s }
 		cc := campaignConfig{index: i, id: str("id"), executor: str("executor"), seedExecutor: str("seed_executor"),
-			placement: str("placement"), policy: str("policy"), kv: str("kv")}
+			placement: str("placement"), policy: str("policy"), kv: str("kv"), expertAct: str("expert_activations")}
 		cc.capacity, cc.hasCapacity = asInt(m["capacity"])
 		if cc.id == "" {
 			return nil, false

@@ -55,7 +55,8 @@
 //     UNSUPPORTED is an error.
 //
 //  7. consistency: configurations with the same checkpoint, expert format,
-//     device and numerics family produce identical greedy token streams and
+//     KV cache element type, expert activation dtype, device and numerics
+//     family produce identical greedy token streams and
 //     prompt tokens; a run that departs from the majority is reported.
 //     Executors outside Options.SharedNumerics (default scalar-v1,
 //     grouped-v1, fused-topk-v1) declare numerics of their own and are
@@ -101,7 +102,10 @@
 //     campaign declares (uniform: one GPU model and driver, on the cpu one
 //     CPU model; mixed: each configuration on one host); each worker
 //     ran its campaign configuration (checkpoint, expert format,
-//     transport, prefetch, overlap). Memory: on CUDA the VRAM peaks hold
+//     transport, prefetch, overlap), its declared KV cache element type
+//     (physics.kv-dtype) and expert activation dtype, FP16 only with INT4
+//     experts and a batched prefill (physics.expert-activation-dtype).
+//     Memory: on CUDA the VRAM peaks hold
 //     the placed experts, on every device the RSS peak the host authority; a missing timeline among timelines is an error.
 //     Tokens: EOS ids and tokenizer pinned by the checkpoint (and, for
 //     synthetic presets, the preset's EOS ids), prompt ids identical per

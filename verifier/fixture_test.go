@@ -454,19 +454,26 @@ var fixResultFields = []fixField{
 // each after its point value's, when every document carries an
 // uncertainty (as the runner's results table does).
 // A KV cache column follows the executor's when every document records
-// artifact.kv_dtype.
+// artifact.kv_dtype, and an expert activations column (after it) when some
+// document records artifact.expert_activation_dtype.
 func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
 	fields := fixResultsNoKV(docs)
+	kv, act := true, false
 	for _, d := range docs {
-		if d.Artifact.KVDType == "" {
-			return fields
-		}
+		kv = kv && d.Artifact.KVDType != ""
+		act = act || d.Artifact.ExpertActivationDType != ""
+	}
+	if !kv && !act {
+		return fields
 	}
 	var out []fixField
 	for _, f := range fields {
 		out = append(out, f)
-		if f.header == "executor" {
+		if f.header == "executor" && kv {
 			out = append(out, fixField{"KV cache", false, func(d *editions.ConfigDoc) string { return d.Artifact.KVDTypeOf() }})
+		}
+		if f.header == "executor" && act {
+			out = append(out, fixField{"expert activations", false, func(d *editions.ConfigDoc) string { return d.Artifact.ExpertActivationDTypeOf() }})
 		}
 	}
 	return out

@@ -178,6 +178,12 @@ func TestPhysicsFindings(t *testing.T) {
 		{"every worker's kv_dtype other than the campaign's", false, IDPhysKVDType, func(t *testing.T, v *view) {
 			eachRec(v, func(r *editions.RawRecord) { r.Artifact.KVDType = editions.KVFP16 })
 		}},
+		{"one worker's expert_activation_dtype other than the campaign's", false, IDPhysExpertActDType, func(t *testing.T, v *view) {
+			rec(v, 0, 1).Artifact.ExpertActivationDType = editions.ExpertActFP16
+		}},
+		{"every worker's expert_activation_dtype other than the campaign's", false, IDPhysExpertActDType, func(t *testing.T, v *view) {
+			eachRec(v, runFP16)
+		}},
 		{"RSS peak below the host authority", false, IDPhysRSSFloor, func(t *testing.T, v *view) {
 			r := rec(v, 0, 1)
 			r.Observations.RSSPeakBytes = editions.Observed(r.Preparation.AuthorityBytes - 1)

@@ -188,7 +188,10 @@ var prefillField = field{Name: "prefill", Unit: "tok/s", Right: true, Key: "pref
 // with the interval columns when every document carries an uncertainty,
 // the prefill column when every document carries a prefill rate, and the
 // policy column when the documents ran more than one eviction policy (a
-// PERF-POLICY-v1 comparison).
+// PERF-POLICY-v1 comparison). The KV cache column (after the executor's)
+// is shown when every document records artifact.kv_dtype, and the expert
+// activations column (after it) when some document records
+// artifact.expert_activation_dtype (FP16; FP32 is left out of records).
 // Editions made before bootstrap-v1 (or before prefill_seconds) lack them,
 // so their tables (and exports) keep the columns they were published with.
 func resultFields(docs []editions.ConfigDoc) []field {
@@ -199,11 +202,15 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	prefill := every(func(d editions.ConfigDoc) bool { return d.Metrics.Prefill != nil })
 	policies := len(docs) > 0 && slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Policy != docs[0].Policy })
 	kv := every(func(d editions.ConfigDoc) bool { return d.Artifact.KVDType != "" })
+	act := slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Artifact.ExpertActivationDType != "" })
 	var out []field
 	for _, f := range configFields {
 		out = append(out, f)
 		if kv && f.Key == "executor" {
 			out = append(out, kvField)
+		}
+		if act && f.Key == "executor" {
+			out = append(out, expertActField)
 		}
 		if policies && f.Key == "capacity" {
 			out = append(out, policyField)
@@ -229,6 +236,15 @@ var kvField = field{Name: "KV cache", Key: "kv_cache",
 	Value: func(d *editions.ConfigDoc) string { return d.Artifact.KVDTypeOf() },
 	Raw:   func(d *editions.ConfigDoc) any { return d.Artifact.KVDTypeOf() }}
 
+// expertActField is the dtype the configuration's routed experts took
+// their batched-prefill activations in, artifact.expert_activation_dtype
+// (absent: FP32). Workers record it only where it is FP16, so resultFields
+// shows it where some configuration records it: editions without FP16
+// expert activations keep the table they were published with.
+var expertActField = field{Name: "expert activations", Key: "expert_activations",
+	Value: func(d *editions.ConfigDoc) string { return d.Artifact.ExpertActivationDTypeOf() },
+	Raw:   func(d *editions.ConfigDoc) any { return d.Artifact.ExpertActivationDTypeOf() }}
+
 // policyField is the configuration's eviction policy (resultFields).
 var policyField = field{Name: "policy", Key: "policy",
 	Value: func(d *editions.ConfigDoc) string { return d.Policy },
@@ -239,7 +255,7 @@ var policyField = field{Name: "policy", Key: "policy",
 var (
 	speedKeys = []string{"configuration", "capacity", "policy", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
 		"block_spread_tok_s", "overall_output_tok_s", "ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}
-	resourceKeys = []string{"configuration", "checkpoint", "executor", "kv_cache", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
+	resourceKeys = []string{"configuration", "checkpoint", "executor", "kv_cache", "expert_activations", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
 )
 
 // pickFields is the fields of fs whose keys are in keys, in fs's order.

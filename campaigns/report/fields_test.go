@@ -100,6 +100,62 @@ func TestKVColumn(t *testing.T) {
 	}
 }
 
+// TestExpertActivationsColumn: the expert activations column follows the
+// executor column (and the KV cache column, where there is one) where some
+// configuration records artifact.expert_activation_dtype (workers record
+// FP16 only), reading FP32 where a configuration records none; editions
+// without FP16 expert activations keep their table.
+func TestExpertActivationsColumn(t *testing.T) {
+	base := loadConfigs(t, "smoke-cpu")
+	keys := func(docs []editions.ConfigDoc) []string {
+		var out []string
+		for _, f := range resultFields(docs) {
+			out = append(out, f.Key)
+		}
+		return out
+	}
+	if slices.Contains(keys(base), "expert_activations") {
+		t.Fatal("an expert activations column for documents without expert_activation_dtype")
+	}
+	docs := slices.Clone(base)
+	docs[1].Artifact.ExpertActivationDType = editions.ExpertActFP16
+	ks := keys(docs)
+	i := slices.Index(ks, "executor")
+	if i < 0 || i+1 >= len(ks) || ks[i+1] != "expert_activations" {
+		t.Fatalf("columns %v: want expert_activations right after executor", ks)
+	}
+	f := resultFields(docs)[i+1]
+	if f.Header() != "expert activations" || f.Value(&docs[0]) != "FP32" || f.Value(&docs[1]) != "FP16" {
+		t.Fatalf("column %q: %q, %q", f.Header(), f.Value(&docs[0]), f.Value(&docs[1]))
+	}
+	for i := range docs {
+		docs[i].Artifact.KVDType = editions.KVFP32
+	}
+	ks = keys(docs)
+	if i := slices.Index(ks, "executor"); i < 0 || i+2 >= len(ks) || ks[i+1] != "kv_cache" || ks[i+2] != "expert_activations" {
+		t.Fatalf("columns %v: want kv_cache, then expert_activations, right after executor", ks)
+	}
+}
+
+// TestVariantExpertActivations: declared FP16 expert activations set a
+// configuration's plot series apart, named so that they do not read as an
+// FP16 KV cache; fp32 spelled out is the default.
+func TestVariantExpertActivations(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Configuration
+		want string
+	}{
+		{Configuration{}, ""},
+		{Configuration{ExpertActivations: "fp32"}, ""},
+		{Configuration{ExpertActivations: "fp16"}, "expert activations fp16"},
+		{Configuration{KV: "fp16", ExpertActivations: "fp16"}, "fp16, expert activations fp16"},
+	} {
+		if got := tc.cfg.variant(); got != tc.want {
+			t.Errorf("%+v: variant %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 // report.html's two results tables (speedKeys, resourceKeys) together
 // show every results column, and only the configuration column twice, so
 // the verifier can join them on it.
@@ -108,7 +164,7 @@ func TestSpeedAndResourcesCoverResults(t *testing.T) {
 	for _, u := range uncertaintyFields {
 		all = append(all, u.field)
 	}
-	all = append(all, prefillField, policyField, kvField)
+	all = append(all, prefillField, policyField, kvField, expertActField)
 	for _, f := range all {
 		inS, inR := slices.Contains(speedKeys, f.Key), slices.Contains(resourceKeys, f.Key)
 		switch {

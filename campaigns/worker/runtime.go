@@ -44,13 +44,14 @@ type Runtime struct {
 var _ campaigns.Runtime = Runtime{}
 
 // Names lists the runtime's executors, placements, policies, transports,
-// prefetch, overlap, step and prefill modes and KV cache element types.
+// prefetch, overlap, step and prefill modes, KV cache element types and
+// expert activation dtypes.
 func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
 		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(), PrefillTimed: prefillTimedDevices(),
-		KV: kvNames(),
+		KV: kvNames(), ExpertActivations: engine.ExpertActivationNames(),
 	}
 }
 

@@ -32,6 +32,8 @@ func TestRuntimeNamesMatchCampaigns(t *testing.T) {
 		{"step mode persistent", campaigns.StepPersistent, engine.StepPersistent, n.StepModes},
 		{"kv fp32", campaigns.KVFP32, "fp32", n.KV},
 		{"kv fp16", campaigns.KVFP16, "fp16", n.KV},
+		{"expert activations fp32", campaigns.ExpertActFP32, engine.ExpertActFP32, n.ExpertActivations},
+		{"expert activations fp16", campaigns.ExpertActFP16, engine.ExpertActFP16, n.ExpertActivations},
 	} {
 		if tc.campaigns != tc.runtime {
 			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)

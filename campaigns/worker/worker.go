@@ -141,7 +141,7 @@ func Run(o Options) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations,
 		MaxSeq: maxSeq,
 		Trace:  true,
 	})
@@ -171,6 +171,8 @@ func Run(o Options) (err error) {
 	// The KV cache's element type is the engine's, as the campaign
 	// declared it (campaigns.CheckRecord holds the two together).
 	rec.Artifact.KVDType = l.KVName()
+	// So is the routed experts' activation dtype (CheckRecord again).
+	rec.Artifact.ExpertActivationDType = expertActivationDType(l.Engine)
 	if err != nil {
 		return err
 	}
@@ -409,3 +411,15 @@ var processStarted = time.Now()
 // Started is when this process started (see processStarted): a worker's
 // preparation seconds are measured from it.
 func Started() time.Time { return processStarted }
+
+// expertActivationDType is the engine's expert activation dtype as a raw
+// record's artifact.expert_activation_dtype states it: FP16 where the
+// routed experts' batched-prefill matmuls took FP16 activations, and ""
+// (omitted, which reads as FP32) where they took FP32, so that an FP32
+// run's records read exactly as records made before the field.
+func expertActivationDType(e *engine.Engine) string {
+	if n := e.ExpertActivationName(); n != editions.ExpertActFP32 {
+		return n
+	}
+	return ""
+}
