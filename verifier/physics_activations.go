@@ -46,12 +46,6 @@ func declaredExpertAct(act string) string {
 }
 
 func checkExpertActDType(v *view, fs *findings) {
-	declared := map[string]string{}
-	if cfgs, ok := campaignConfigs(v.e.docs[editions.CampaignFile]); ok {
-		for _, cc := range cfgs {
-			declared[cc.id] = cc.expertAct
-		}
-	}
 	for _, c := range v.configs {
 		for _, w := range c.workers {
 			r := w.rec
@@ -67,27 +61,11 @@ func checkExpertActDType(v *view, fs *findings) {
 					"the worker states FP16 expert activations with prefill %s; they apply to a batched prefill's expert matmuls, and the runtime refuses them with a token-at-a-time prefill", orDefault(r.Setup.Prefill, "token (absent)"))
 			}
 		}
-		act, listed := declared[c.id]
-		if listed {
-			want := declaredExpertAct(act)
-			for _, w := range c.workers {
-				if got := w.rec.Artifact.ExpertActivationDTypeOf(); got != want {
-					fs.add(IDPhysExpertActDType, w.path, "/artifact/expert_activation_dtype", want, got,
-						"the campaign declares expert_activations %s for %s (%s expert activations); the worker ran %s", orDefault(act, "fp32 (absent)"), c.id, want, got)
-				}
-			}
-			continue
-		}
-		keys := make([]string, len(c.workers))
-		for i, w := range c.workers {
-			keys[i] = w.rec.Artifact.ExpertActivationDTypeOf()
-		}
-		ref := majorityIndex(keys)
-		for i, w := range c.workers {
-			if keys[i] != keys[ref] {
-				fs.add(IDPhysExpertActDType, w.path, "/artifact/expert_activation_dtype", keys[ref], keys[i],
-					"%s's workers ran %s expert activations in the majority (e.g. %s); this one ran %s", c.id, keys[ref], c.workers[ref].path, keys[i])
-			}
-		}
 	}
+	checkDeclaredDType(v, fs, declaredDType{
+		id: IDPhysExpertActDType, pointer: "/artifact/expert_activation_dtype", field: "expert_activations", what: "expert activations",
+		declared: func(cc campaignConfig) string { return cc.expertAct },
+		want:     declaredExpertAct,
+		got:      func(r *editions.RawRecord) string { return r.Artifact.ExpertActivationDTypeOf() },
+	})
 }

@@ -40,34 +40,10 @@ func declaredKV(kv string) string {
 }
 
 func checkKVDType(v *view, fs *findings) {
-	declared := map[string]string{}
-	if cfgs, ok := campaignConfigs(v.e.docs[editions.CampaignFile]); ok {
-		for _, cc := range cfgs {
-			declared[cc.id] = cc.kv
-		}
-	}
-	for _, c := range v.configs {
-		kv, listed := declared[c.id]
-		if listed {
-			want := declaredKV(kv)
-			for _, w := range c.workers {
-				if got := w.rec.Artifact.KVDTypeOf(); got != want {
-					fs.add(IDPhysKVDType, w.path, "/artifact/kv_dtype", want, got,
-						"the campaign declares kv %s for %s (a %s KV cache); the worker ran %s", orDefault(kv, "fp32 (absent)"), c.id, want, got)
-				}
-			}
-			continue
-		}
-		keys := make([]string, len(c.workers))
-		for i, w := range c.workers {
-			keys[i] = w.rec.Artifact.KVDTypeOf()
-		}
-		ref := majorityIndex(keys)
-		for i, w := range c.workers {
-			if keys[i] != keys[ref] {
-				fs.add(IDPhysKVDType, w.path, "/artifact/kv_dtype", keys[ref], keys[i],
-					"%s's workers ran a %s KV cache in the majority (e.g. %s); this one ran %s", c.id, keys[ref], c.workers[ref].path, keys[i])
-			}
-		}
-	}
+	checkDeclaredDType(v, fs, declaredDType{
+		id: IDPhysKVDType, pointer: "/artifact/kv_dtype", field: "kv", what: "KV cache",
+		declared: func(cc campaignConfig) string { return cc.kv },
+		want:     declaredKV,
+		got:      func(r *editions.RawRecord) string { return r.Artifact.KVDTypeOf() },
+	})
 }
