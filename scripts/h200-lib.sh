@@ -108,6 +108,8 @@ h200_tests_beside_artifacts() {
 	tee -a "$summary" < "$W/tests-rc.txt"
 	grep -E -- "^--- (PASS|FAIL)|^    --- FAIL" "$W/tests.log" | head -20 | tee -a "$summary"
 	grep -E -A6 -- "--- FAIL|panic" "$W/tests.log" | head -30 | tee -a "$summary"
+	# A failing test's message comes before its "--- FAIL" line under -v.
+	grep -E -- "_test\.go:[0-9]+: " "$W/tests.log" | head -20 | cut -c1-400 | tee -a "$summary"
 }
 
 h200_vram() {
