@@ -11,9 +11,12 @@ transformers run on it in FP32 computes what our INT4 path should compute,
 and the oracle (scripts/oracle_hf.py) can hold the INT4 path, and the FP16
 expert activations that apply to INT4 experts only, to transformers.
 
-Pure Python (struct, array): no numpy or safetensors package needed, so it
-runs and is tested on the build machine too. Meant for the tiny models; the
-full shapes' FP32 copy is ~4 bytes a parameter.
+It needs no numpy or safetensors package: the pure-Python path (struct,
+array) runs and is tested on the build machine (make dequantize-check).
+Where numpy is installed (the GPU machine) it dequantizes with numpy, after
+checking that numpy gives the pure path's bits on the first routed matrix,
+so the full shapes take seconds, not hours; their FP32 copy is ~4 bytes a
+parameter (~26 GB for OLMoE-1B-7B).
 
 Usage:
   python3 scripts/dequantized_checkpoint.py ARTIFACT_DIR OUT_DIR
@@ -52,16 +55,33 @@ def dequantize(raw, rows, cols, cols_padded):
     return out
 
 
+def dequantize_np(np, raw, rows, cols, cols_padded):
+    """dequantize with numpy: the same values, as a flat float32 array."""
+    row_bytes = cols_padded // 2
+    blocks = cols_padded // BLOCK
+    codes = np.frombuffer(raw, dtype=np.uint8, count=rows * row_bytes).reshape(rows, row_bytes)
+    vals = np.empty((rows, cols_padded), dtype=np.float32)
+    vals[:, 0::2] = (codes & 15).astype(np.float32) - 8
+    vals[:, 1::2] = (codes >> 4).astype(np.float32) - 8
+    scales = np.frombuffer(raw, dtype="<f2", count=rows * blocks, offset=rows * row_bytes).astype(np.float32)
+    vals *= np.repeat(scales.reshape(rows, blocks), BLOCK, axis=1)
+    return np.ascontiguousarray(vals[:, :cols]).reshape(-1)
+
+
 def _f16_to_f32(raw):
     n = len(raw) // 2
     return array.array("f", struct.unpack("<%de" % n, raw))
 
 
 def write_safetensors(path, tensors):
-    """tensors: list of (name, shape, array('f')) written as F32."""
+    """tensors: (name, shape, values) triples, values a function that returns
+    the tensor's values (array('f') or a numpy float32 array), called one at
+    a time while writing, so at most one tensor is held. Written as F32."""
     header, off = {}, 0
-    for name, shape, vals in tensors:
-        n = len(vals) * 4
+    for name, shape, _ in tensors:
+        n = 4
+        for d in shape:
+            n *= d
         header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [off, off + n]}
         off += n
     header["__metadata__"] = {"format": "pt", "source": "horizon dequantized_checkpoint.py"}
@@ -71,20 +91,35 @@ def write_safetensors(path, tensors):
     with open(tmp, "wb") as f:
         f.write(struct.pack("<Q", len(h)))
         f.write(h)
-        for _, _, vals in tensors:
-            if sys.byteorder != "little":
+        for name, _, values in tensors:
+            vals = values()
+            b0, b1 = header[name]["data_offsets"]
+            if len(vals) * 4 != b1 - b0:
+                raise SystemExit(f"{name}: {len(vals)} values for {(b1 - b0) // 4}")
+            if isinstance(vals, array.array) and sys.byteorder != "little":
                 vals = array.array("f", vals)
                 vals.byteswap()
-            f.write(vals.tobytes())
+            f.write(vals.tobytes())  # numpy float32 on the little-endian GPU machine
     os.replace(tmp, path)
 
 
-def write(artifact, out):
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def write(artifact, out, use_numpy=True):
+    """Write the checkpoint of artifact into out; returns the tensor count."""
+    np = _numpy() if use_numpy else None
     meta = json.load(open(os.path.join(artifact, "artifact.json")))
     scheme = meta["dtypes"]["routed_scheme"]
     if scheme != "qpack-int4-b256-v1":
         raise SystemExit(f"{artifact}: routed experts are {scheme}; this writes the checkpoint of INT4 (qpack-int4-b256-v1) experts")
     files = {}
+    checked = []
 
     def read(name, offset, n):
         if name not in files:
@@ -96,32 +131,39 @@ def write(artifact, out):
             raise SystemExit(f"{artifact}/{name}: {n} bytes at {offset}: short read")
         return b
 
+    def values(t):
+        def get():
+            raw = read(t["file"], t["offset"], t["bytes"])
+            shape = t["shape"]
+            if t["kind"] == "routed":
+                if np is None:
+                    return dequantize(raw, shape[0], shape[1], t["cols_padded"])
+                vals = dequantize_np(np, raw, shape[0], shape[1], t["cols_padded"])
+                if not checked:  # numpy must give the reference path's bits
+                    if vals.tobytes() != dequantize(raw, shape[0], shape[1], t["cols_padded"]).tobytes():
+                        raise SystemExit(f"{t['name']}: numpy's dequantization differs from the reference path's")
+                    checked.append(t["name"])
+                return vals
+            return _f16_to_f32(raw) if np is None else np.frombuffer(raw, dtype="<f2").astype("<f4")
+        return get
+
     tensors = []
     for t in meta["tensors"]:
-        raw = read(t["file"], t["offset"], t["bytes"])
-        shape = t["shape"]
-        if t["kind"] == "routed":
-            if len(shape) != 2:
-                raise SystemExit(f"{t['name']}: shape {shape}, want a matrix")
-            vals = dequantize(raw, shape[0], shape[1], t["cols_padded"])
-        elif t["stored"] == "FP16":
-            vals = _f16_to_f32(raw)
-        else:
+        if t["kind"] == "routed" and len(t["shape"]) != 2:
+            raise SystemExit(f"{t['name']}: shape {t['shape']}, want a matrix")
+        if t["kind"] != "routed" and t["stored"] != "FP16":
             raise SystemExit(f"{t['name']}: stored {t['stored']}; want FP16 or {scheme}")
-        n = 1
-        for d in shape:
-            n *= d
-        if len(vals) != n:
-            raise SystemExit(f"{t['name']}: {len(vals)} values for shape {shape}")
-        tensors.append((t["name"], shape, vals))
-    for f in files.values():
-        f.close()
+        tensors.append((t["name"], t["shape"], values(t)))
     os.makedirs(out, exist_ok=True)
     for name in COPIED:
         src = os.path.join(artifact, name)
         if os.path.exists(src):
             shutil.copyfile(src, os.path.join(out, name))
-    write_safetensors(os.path.join(out, "model.safetensors"), tensors)
+    try:  # last, so that model.safetensors exists only when the checkpoint is whole
+        write_safetensors(os.path.join(out, "model.safetensors"), tensors)
+    finally:
+        for f in files.values():
+            f.close()
     return len(tensors)
 
 
