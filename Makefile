@@ -181,6 +181,7 @@ prefill-smoke-check: ## run the prefill smoke campaign again into out/prefill-sm
 		$(GO) test -count=1 -run TestEditionTokensMatch -v ./campaigns/
 
 dequantize-check: ## the HF oracle's dequantized INT4 checkpoint (scripts/dequantized_checkpoint.py) is exact: preparing it as INT4 again gives the same experts.bin
+	@command -v python3 >/dev/null || { echo "dequantize-check: installing python3 (apt)"; apt-get update -qq && apt-get install -y -qq python3 >/dev/null; }
 	rm -rf out/dequantize-check && mkdir -p out/dequantize-check
 	$(GO) build -o out/dequantize-check/horizon-bench ./cmd/horizon-bench
 	cd out/dequantize-check && for a in olmoe-tiny qwen2moe-tiny; do \

@@ -311,111 +311,72 @@ func TestCampaignHash(t *testing.T) {
 	}
 }
 
-// The declared kv is part of the configuration's identity: kv fp16 changes
-// the campaign hash and is frozen; kv fp32 is the default and hashes as
-// an absent kv.
-func TestCampaignHashKV(t *testing.T) {
+// The declared dtypes are part of the configuration's identity: kv fp16
+// and expert_activations fp16 change the campaign hash and are frozen;
+// fp32 is each one's default and hashes as an absent field (left out of
+// the frozen campaign), so campaigns and the editions frozen from them made
+// before the field keep their hash.
+func TestCampaignHashDeclaredDTypes(t *testing.T) {
 	base, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
 	if err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	hashWith := func(kv string) (string, *Campaign) {
-		t.Helper()
-		src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    kv: "+kv+"\n", 1)
-		p := filepath.Join(t.TempDir(), "mini.yml")
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, _, _, err := Load(p, miniContract, rt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, _ := c.SHA256()
-		return h, c
-	}
-	h0, _ := base.SHA256()
-	h32, c32 := hashWith("fp32")
-	h16, c16 := hashWith("fp16")
-	if h32 != h0 {
-		t.Error("kv fp32 spelled out changed the hash")
-	}
-	if h16 == h0 {
-		t.Error("kv fp16 did not change the hash")
-	}
-	if got := c32.Configurations[1].KVOf(); got != KVFP32 {
-		t.Errorf("kv fp32 reads as %q", got)
-	}
-	if got := c16.Configurations[1].KVOf(); got != KVFP16 {
-		t.Errorf("kv fp16 reads as %q", got)
-	}
-	doc, _ := c16.Doc()
-	if !strings.Contains(string(doc.Campaign), `"kv":"fp16"`) {
-		t.Errorf("the frozen campaign does not declare kv fp16: %s", doc.Campaign)
-	}
-	back, err := FromDoc(doc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Configurations[1].KV != KVFP16 {
-		t.Errorf("kv reads back as %q", back.Configurations[1].KV)
-	}
-}
-
-// The declared expert_activations is part of the configuration's identity
-// like kv: fp16 changes the campaign hash and is frozen; fp32 is the
-// default and hashes as an absent expert_activations, so campaigns (and
-// the editions frozen from them) made before the field keep their hash.
-func TestCampaignHashExpertActivations(t *testing.T) {
-	base, _, _, err := Load("testdata/mini.good.yml", miniContract, rt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := os.ReadFile("testdata/mini.good.yml")
-	hashWith := func(act string) (string, *Campaign) {
-		t.Helper()
-		src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    expert_activations: "+act+"\n", 1)
-		p := filepath.Join(t.TempDir(), "mini.yml")
-		if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		c, _, _, err := Load(p, miniContract, rt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, _ := c.SHA256()
-		return h, c
-	}
-	h0, _ := base.SHA256()
-	h32, c32 := hashWith("fp32")
-	h16, c16 := hashWith("fp16")
-	if h32 != h0 {
-		t.Error("expert_activations fp32 spelled out changed the hash")
-	}
-	if h16 == h0 {
-		t.Error("expert_activations fp16 did not change the hash")
-	}
-	if got := base.Configurations[1].ExpertActivationsOf(); got != ExpertActFP32 {
-		t.Errorf("no expert_activations reads as %q", got)
-	}
-	if got := c32.Configurations[1].ExpertActivationsOf(); got != ExpertActFP32 {
-		t.Errorf("expert_activations fp32 reads as %q", got)
-	}
-	if got := c16.Configurations[1].ExpertActivationsOf(); got != ExpertActFP16 {
-		t.Errorf("expert_activations fp16 reads as %q", got)
-	}
-	if doc, _ := c32.Doc(); strings.Contains(string(doc.Campaign), "expert_activations") {
-		t.Errorf("the frozen campaign states the default expert_activations: %s", doc.Campaign)
-	}
-	doc, _ := c16.Doc()
-	if !strings.Contains(string(doc.Campaign), `"expert_activations":"fp16"`) {
-		t.Errorf("the frozen campaign does not declare expert_activations fp16: %s", doc.Campaign)
-	}
-	back, err := FromDoc(doc, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if back.Configurations[1].ExpertActivations != ExpertActFP16 {
-		t.Errorf("expert_activations reads back as %q", back.Configurations[1].ExpertActivations)
+	for _, f := range []struct {
+		field    string
+		of       func(*Configuration) string // the dtype a configuration runs
+		declared func(*Configuration) string // the field as parsed
+	}{
+		{"kv", (*Configuration).KVOf, func(c *Configuration) string { return c.KV }},
+		{"expert_activations", (*Configuration).ExpertActivationsOf, func(c *Configuration) string { return c.ExpertActivations }},
+	} {
+		t.Run(f.field, func(t *testing.T) {
+			hashWith := func(v string) (string, *Campaign) {
+				t.Helper()
+				src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    "+f.field+": "+v+"\n", 1)
+				p := filepath.Join(t.TempDir(), "mini.yml")
+				if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				c, _, _, err := Load(p, miniContract, rt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				h, _ := c.SHA256()
+				return h, c
+			}
+			h0, _ := base.SHA256()
+			h32, c32 := hashWith("fp32")
+			h16, c16 := hashWith("fp16")
+			if h32 != h0 {
+				t.Errorf("%s fp32 spelled out changed the hash", f.field)
+			}
+			if h16 == h0 {
+				t.Errorf("%s fp16 did not change the hash", f.field)
+			}
+			for _, c := range []struct {
+				what string
+				cfg  *Configuration
+				want string
+			}{{"no " + f.field, &base.Configurations[1], "fp32"}, {f.field + " fp32", &c32.Configurations[1], "fp32"}, {f.field + " fp16", &c16.Configurations[1], "fp16"}} {
+				if got := f.of(c.cfg); got != c.want {
+					t.Errorf("%s reads as %q", c.what, got)
+				}
+			}
+			if doc, _ := c32.Doc(); strings.Contains(string(doc.Campaign), `"`+f.field+`"`) {
+				t.Errorf("the frozen campaign states the default %s: %s", f.field, doc.Campaign)
+			}
+			doc, _ := c16.Doc()
+			if !strings.Contains(string(doc.Campaign), `"`+f.field+`":"fp16"`) {
+				t.Errorf("the frozen campaign does not declare %s fp16: %s", f.field, doc.Campaign)
+			}
+			back, err := FromDoc(doc, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := f.declared(&back.Configurations[1]); got != "fp16" {
+				t.Errorf("%s reads back as %q", f.field, got)
+			}
+		})
 	}
 }

@@ -33,24 +33,11 @@ func flipAct(t *testing.T, d map[string]any) {
 
 // forgeActOneWorker flips the last block's expert_activation_dtype of the
 // first configuration.
-func forgeActOneWorker(t *testing.T, dir string) {
-	paths, docs := rawTrees(t, dir, configIDs(t, dir)[0])
-	last := len(docs) - 1
-	flipAct(t, docs[last])
-	writeRaw(t, dir, paths[last], docs[last])
-	forge(t, dir)
-}
+func forgeActOneWorker(t *testing.T, dir string) { forgeFlipOneWorker(t, dir, flipAct) }
 
 // forgeActConfiguration flips every block of the first configuration, so
 // its workers agree and its configuration document follows them.
-func forgeActConfiguration(t *testing.T, dir string) {
-	paths, docs := rawTrees(t, dir, configIDs(t, dir)[0])
-	for i, d := range docs {
-		flipAct(t, d)
-		writeRaw(t, dir, paths[i], d)
-	}
-	forge(t, dir)
-}
+func forgeActConfiguration(t *testing.T, dir string) { forgeFlipConfiguration(t, dir, flipAct) }
 
 // forgeActCampaign changes the first configuration's declared
 // expert_activations in the frozen campaign (fp16 where it declares none

@@ -36,20 +36,28 @@ func flipKV(t *testing.T, d map[string]any) {
 
 // forgeKVOneWorker flips the last block's kv_dtype of the first
 // configuration.
-func forgeKVOneWorker(t *testing.T, dir string) {
+func forgeKVOneWorker(t *testing.T, dir string) { forgeFlipOneWorker(t, dir, flipKV) }
+
+// forgeKVConfiguration flips every block of the first configuration, so
+// its workers agree and its configuration document follows them.
+func forgeKVConfiguration(t *testing.T, dir string) { forgeFlipConfiguration(t, dir, flipKV) }
+
+// forgeFlipOneWorker applies flip to the last block's raw record of the
+// first configuration and re-derives everything (forge).
+func forgeFlipOneWorker(t *testing.T, dir string, flip func(*testing.T, map[string]any)) {
 	paths, docs := rawTrees(t, dir, configIDs(t, dir)[0])
 	last := len(docs) - 1
-	flipKV(t, docs[last])
+	flip(t, docs[last])
 	writeRaw(t, dir, paths[last], docs[last])
 	forge(t, dir)
 }
 
-// forgeKVConfiguration flips every block of the first configuration, so
-// its workers agree and its configuration document follows them.
-func forgeKVConfiguration(t *testing.T, dir string) {
+// forgeFlipConfiguration applies flip to every block's raw record of the
+// first configuration, so its workers agree, and re-derives everything.
+func forgeFlipConfiguration(t *testing.T, dir string, flip func(*testing.T, map[string]any)) {
 	paths, docs := rawTrees(t, dir, configIDs(t, dir)[0])
 	for i, d := range docs {
-		flipKV(t, d)
+		flip(t, d)
 		writeRaw(t, dir, paths[i], d)
 	}
 	forge(t, dir)
