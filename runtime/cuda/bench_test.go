@@ -178,7 +178,7 @@ func replicas(b *testing.B, be *Backend, size, count int) []*Tensor {
 func rotation(size int) int { return max(2, rotationBytes/size) }
 
 // withTuning sets the backend's launch tuning for one benchmark (results do
-// not depend on it, only speed) and restores the defaults afterwards.
+// not depend on it, only speed) and restores the tuning it found afterwards.
 func withTuning(b testing.TB, be *Backend, t tuning) {
 	if t.tcDecode < 0 || t.tcDecode > len(tcDecodeVariants) {
 		b.Fatalf("tuning.tcDecode %d: want 0 (off) or 1..%d (tcDecodeVariants)", t.tcDecode, len(tcDecodeVariants))
@@ -188,8 +188,14 @@ func withTuning(b testing.TB, be *Backend, t tuning) {
 			b.Fatal(err)
 		}
 	}
+	// The cleanup restores the tuning found here, not the default: a
+	// subtest that tunes inside a test that tunes returns to its parent's.
+	var prev tuning
+	if err := be.o.do(func() error { prev = be.tune; return nil }); err != nil {
+		b.Fatal(err)
+	}
 	set(t)
-	b.Cleanup(func() { set(tuning{}) })
+	b.Cleanup(func() { set(prev) })
 }
 
 // BenchmarkMatVecF16: FP16 weights, FP32 x: attention-sized, OLMoE's
