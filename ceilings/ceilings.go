@@ -37,6 +37,11 @@ type Options struct {
 	// the figure comes from.
 	HBMBytesPerS float64
 	HBMSource    string
+	// GPU is the GPU these figures (HBMBytesPerS and the arithmetic rates)
+	// belong to, as raw records name it (environment.gpu). A cuda
+	// configuration measured on another GPU has no ceiling here: its
+	// ceiling columns read UNKNOWN, and the section names it.
+	GPU string
 	// PartialFactor bounds a partial configuration's decode time per token
 	// against its model (issue 7: 1.2).
 	PartialFactor float64
@@ -63,6 +68,7 @@ func DefaultOptions() Options {
 	return Options{
 		HBMBytesPerS:   4.26e12,
 		HBMSource:      "H200 device-to-device copy, 1-4 GiB, bytes read + written (GPU-NOTES.md)",
+		GPU:            "NVIDIA H200",
 		PartialFactor:  1.2,
 		VRAMAllowance:  7 * (1 << 30) / 10,
 		VRAMProcess:    true,
@@ -76,8 +82,11 @@ func DefaultOptions() Options {
 
 // Config is one configuration of an edition, summed over its raw records.
 type Config struct {
-	Edition, ID       string
-	Device            string // "cuda" or "cpu"
+	Edition, ID string
+	Device      string // "cuda" or "cpu"
+	// GPU is environment.gpu of the configuration's records, "" when they
+	// name different GPUs.
+	GPU               string
 	Arch              string // synthetic preset
 	Seed              int64
 	Executor          string
@@ -183,7 +192,7 @@ func LoadEdition(dir string) ([]*Config, error) {
 		}
 		c := byID[r.ConfigID]
 		if c == nil {
-			c = &Config{Edition: r.Edition, ID: r.ConfigID, Device: r.Environment.Device, Arch: r.Checkpoint.Arch, Executor: r.Setup.Executor,
+			c = &Config{Edition: r.Edition, ID: r.ConfigID, Device: r.Environment.Device, GPU: r.Environment.GPU, Arch: r.Checkpoint.Arch, Executor: r.Setup.Executor,
 				Capacity: r.Setup.Capacity, Experts: r.Setup.Model.ExpertsPerLayer, Transport: r.Setup.Transport,
 				StepMode: r.Setup.StepMode, Model: r.Setup.Model, RecordBytes: r.Artifact.RecordBytes,
 				VRAMPeak: -1, VRAMProcPeak: -1, runtimeByReq: map[string]float64{}, h2dByRequest: map[string]int64{}}
@@ -202,6 +211,9 @@ func LoadEdition(dir string) ([]*Config, error) {
 			c.KVDType = r.Artifact.KVDTypeOf()
 			byID[r.ConfigID] = c
 			out = append(out, c)
+		}
+		if r.Environment.GPU != c.GPU {
+			c.GPU = ""
 		}
 		for _, q := range r.Requests {
 			steps := int64(q.PromptTokens + q.N - 1)
@@ -536,14 +548,37 @@ func sections(confs []*Config, opts ...Options) ([]string, error) {
 	return out, nil
 }
 
+// rated says whether o's figures are c's GPU's: a cuda configuration whose
+// records name o.GPU.
+func (o Options) rated(c *Config) bool {
+	return c.Device == "cuda" && c.GPU == o.GPU
+}
+
+// unrated lists the cuda configurations o has no figures for, as
+// "id (GPU)", in order.
+func unrated(confs []*Config, o Options) []string {
+	var out []string
+	for _, c := range confs {
+		if c.Device == "cuda" && !o.rated(c) {
+			g := c.GPU
+			if g == "" {
+				g = "records name several GPUs, or none"
+			}
+			out = append(out, fmt.Sprintf("%s (%s)", c.ID, g))
+		}
+	}
+	return out
+}
+
 // HBMCeilings is each cuda configuration's decode ceiling in tok/s (HBM
 // bandwidth over its HBM bytes per step, the "HBM ceiling" column of
 // WriteSections), by configuration id. Configurations measured on another
-// device, or of an architecture without known shapes, are left out.
+// device or another GPU than o's, or of an architecture without known
+// shapes, are left out.
 func HBMCeilings(confs []*Config, o Options) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range confs {
-		if c.Device != "cuda" || c.DecodeTokens == 0 || c.DecodeSeconds <= 0 {
+		if !o.rated(c) || c.DecodeTokens == 0 || c.DecodeSeconds <= 0 {
 			continue
 		}
 		if b, err := StepBytes(c.Arch, c.RecordBytes); err == nil && b.Total() > 0 {
@@ -562,6 +597,9 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 	h := strings.Repeat("#", max(1, level))
 	p := func(format string, a ...any) { fmt.Fprintf(w, strings.ReplaceAll(format, "## ", h+" "), a...) }
 	p("Recomputed from the raw records by `horizon-bench ceilings` (package ceilings). HBM ceiling: %.2f TB/s, %s; it applies to configurations measured on cuda only.\n\n", o.HBMBytesPerS/1e12, o.HBMSource)
+	if other := unrated(confs, o); len(other) > 0 {
+		p("These figures are the %s's. Configurations measured on another GPU have no ceiling here (%s): %s.\n\n", o.GPU, editions.Unknown, strings.Join(other, ", "))
+	}
 	if prefillOnly(confs) {
 		// A prefill contract's edition: one output token, no decode.
 		if err := writePrefill(p, confs, o); err != nil {
@@ -584,6 +622,11 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 		if c.Device != "cuda" {
 			p("| %s | %s | %s | %d/%d | %s | %s | %.1f | %.0f | - | - | - | - | - | - |\n", c.Edition, c.ID, c.Executor,
 				c.Capacity, c.Experts, c.StepMode, c.Transport, tok, float64(b.Total())/1e6)
+			continue
+		}
+		if !o.rated(c) {
+			p("| %s | %s | %s | %d/%d | %s | %s | %.1f | %.0f | %s | %s | - | - | %s | %s |\n", c.Edition, c.ID, c.Executor,
+				c.Capacity, c.Experts, c.StepMode, c.Transport, tok, float64(b.Total())/1e6, editions.Unknown, editions.Unknown, editions.Unknown, editions.Unknown)
 			continue
 		}
 		ceil := o.HBMBytesPerS / float64(b.Total())
@@ -755,12 +798,19 @@ func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
 			of := editions.Unknown
 			kv := float64(kvPos) * (float64(d.Tokens) + float64(d.Output)/2)
 			ceil := o.HBMBytesPerS / (float64(b.Total()) + kv)
+			ceilCol := fmt.Sprintf("%.0f", ceil)
+			if !o.rated(c) {
+				ceilCol = editions.Unknown
+			}
 			if d.DecodeSeconds > 0 && d.DecodeTokens > 0 {
 				r := float64(d.DecodeTokens) / d.DecodeSeconds
-				tok, of = fmt.Sprintf("%.1f", r), fmt.Sprintf("%.0f%%", 100*r/ceil)
+				tok = fmt.Sprintf("%.1f", r)
+				if o.rated(c) {
+					of = fmt.Sprintf("%.0f%%", 100*r/ceil)
+				}
 			}
-			p("| %s | %s | %d/%d | %s | %d | %s | %.0f | %.1f | %.0f | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts,
-				d.Prompt, d.Tokens, tok, float64(b.Total())/1e6, kv/1e6, ceil, of)
+			p("| %s | %s | %d/%d | %s | %d | %s | %.0f | %.1f | %s | %s |\n", c.Edition, c.ID, c.Capacity, c.Experts,
+				d.Prompt, d.Tokens, tok, float64(b.Total())/1e6, kv/1e6, ceilCol, of)
 		}
 	}
 	return nil

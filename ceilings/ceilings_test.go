@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/horizon-runmap/horizon/editions"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 )
 
@@ -144,19 +145,68 @@ func TestDepths(t *testing.T) {
 		tokens   int64
 		seconds  float64
 	}{{1, 128, 127, 0.127}, {2048, 128, 381, 0.5}} {
-		c := &Config{Edition: "e", ID: "c", Device: "cuda", Arch: "olmoe-1b-7b", Capacity: 64, Experts: 64, RecordBytes: 3194880,
-			Depths: []*Depth{{Prompt: "d", Tokens: tc.depth, Output: tc.n, DecodeTokens: tc.tokens, DecodeSeconds: tc.seconds}}}
-		var out bytes.Buffer
-		if err := writeDepths(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, []*Config{c}, o); err != nil {
-			t.Fatal(err)
+		for _, gpu := range []string{o.GPU, "NVIDIA H100 80GB HBM3"} {
+			c := &Config{Edition: "e", ID: "c", Device: "cuda", GPU: gpu, Arch: "olmoe-1b-7b", Capacity: 64, Experts: 64, RecordBytes: 3194880,
+				Depths: []*Depth{{Prompt: "d", Tokens: tc.depth, Output: tc.n, DecodeTokens: tc.tokens, DecodeSeconds: tc.seconds}}}
+			var out bytes.Buffer
+			if err := writeDepths(func(f string, a ...any) { fmt.Fprintf(&out, f, a...) }, []*Config{c}, o); err != nil {
+				t.Fatal(err)
+			}
+			ceil := o.HBMBytesPerS / (float64(b.Total()) + float64(kv)*(float64(tc.depth)+float64(tc.n)/2))
+			rate := float64(tc.tokens) / tc.seconds
+			ceilCol, ofCol := fmt.Sprintf("%.0f", ceil), fmt.Sprintf("%.0f%%", 100*rate/ceil)
+			if gpu != o.GPU { // the figures are another GPU's: no ceiling
+				ceilCol, ofCol = "UNKNOWN", "UNKNOWN"
+			}
+			want := fmt.Sprintf("| %.1f | %.0f | %.1f | %s | %s |", rate, float64(b.Total())/1e6,
+				float64(kv)*(float64(tc.depth)+float64(tc.n)/2)/1e6, ceilCol, ofCol)
+			if !strings.Contains(out.String(), want) {
+				t.Fatalf("depth %d on %s: section\n%s\nwant a row ending %s", tc.depth, gpu, out.String(), want)
+			}
 		}
-		ceil := o.HBMBytesPerS / (float64(b.Total()) + float64(kv)*(float64(tc.depth)+float64(tc.n)/2))
-		rate := float64(tc.tokens) / tc.seconds
-		want := fmt.Sprintf("| %.1f | %.0f | %.1f | %.0f | %.0f%% |", rate, float64(b.Total())/1e6,
-			float64(kv)*(float64(tc.depth)+float64(tc.n)/2)/1e6, ceil, 100*rate/ceil)
+	}
+}
+
+// TestOtherGPU: the figures belong to one GPU (Options.GPU). A cuda
+// configuration whose records name another, several or none has no
+// ceiling: its decode row reads UNKNOWN where the ceiling and its share
+// would be, HBMCeilings leaves it out, and the section names it; a
+// configuration of the figures' GPU keeps its numbers.
+func TestOtherGPU(t *testing.T) {
+	o := DefaultOptions()
+	b, err := StepBytes("olmoe-1b-7b", 3194880)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := func(id, gpu string) *Config {
+		return &Config{Edition: "e", ID: id, Device: "cuda", GPU: gpu, Arch: "olmoe-1b-7b", Executor: "grouped-v1", Capacity: 64, Experts: 64,
+			Transport: "staged", StepMode: "graph-full", RecordBytes: 3194880, Model: editions.Model{Layers: 16, ExpertsPerLayer: 64},
+			Requests: 1, DecodeTokens: 127, DecodeSeconds: 0.127, Steps: 184, MaxSeq: 184, VRAMPeak: -1, VRAMProcPeak: -1}
+	}
+	confs := []*Config{conf("h200", o.GPU), conf("h100", "NVIDIA H100 80GB HBM3"), conf("mixed", "")}
+	var out strings.Builder
+	if err := WriteSections(&out, confs, nil, o, 2); err != nil {
+		t.Fatal(err)
+	}
+	ceil := o.HBMBytesPerS / float64(b.Total())
+	for _, want := range []string{
+		fmt.Sprintf("| e | h200 | grouped-v1 | 64/64 | graph-full | staged | 1000.0 | %.0f | %.0f | %.0f%% |", float64(b.Total())/1e6, ceil, 1e5/ceil),
+		fmt.Sprintf("| e | h100 | grouped-v1 | 64/64 | graph-full | staged | 1000.0 | %.0f | UNKNOWN | UNKNOWN |", float64(b.Total())/1e6),
+		fmt.Sprintf("| e | mixed | grouped-v1 | 64/64 | graph-full | staged | 1000.0 | %.0f | UNKNOWN | UNKNOWN |", float64(b.Total())/1e6),
+		"These figures are the NVIDIA H200's. Configurations measured on another GPU have no ceiling here (UNKNOWN): h100 (NVIDIA H100 80GB HBM3), mixed (records name several GPUs, or none).",
+	} {
 		if !strings.Contains(out.String(), want) {
-			t.Fatalf("depth %d: section\n%s\nwant a row ending %s", tc.depth, out.String(), want)
+			t.Errorf("section lacks %q:\n%s", want, out.String())
 		}
+	}
+	got := HBMCeilings(confs, o)
+	if len(got) != 1 || got["h200"] != ceil {
+		t.Errorf("HBMCeilings = %v, want only h200 at %.1f", got, ceil)
+	}
+	// Figures given for the H100 rate the H100's configuration instead.
+	o.GPU = "NVIDIA H100 80GB HBM3"
+	if got := HBMCeilings(confs, o); len(got) != 1 || got["h100"] == 0 {
+		t.Errorf("HBMCeilings with the H100's figures = %v, want only h100", got)
 	}
 }
 

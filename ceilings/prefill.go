@@ -250,14 +250,17 @@ func writePrefill(p func(string, ...any), confs []*Config, o Options) error {
 			}
 			if c.Device == "cuda" {
 				wCeil, wOf = editions.Unknown, editions.Unknown
-				if bytes > 0 {
+				if bytes > 0 && o.rated(c) {
 					wc := float64(x.Tokens) * o.HBMBytesPerS / bytes
 					wCeil, wOf = fmt.Sprintf("%.0f", wc), of(wc)
 				}
 				if c.PrefillMode == "batched" {
 					ac := float64(x.Tokens) / s.ArithSeconds(x.Tokens, o.SplitFactor, o.TensorFLOPS, o.CUDACoreFLOPS)
 					aFLOP = fmt.Sprintf("%.2f", (s.MatmulFLOPs*o.SplitFactor+s.AttnFLOPsPerPos*float64(x.Tokens-1)/2)/1e9)
-					aCeil, aOf = fmt.Sprintf("%.0f", ac), of(ac)
+					aCeil, aOf = editions.Unknown, editions.Unknown
+					if o.rated(c) {
+						aCeil, aOf = fmt.Sprintf("%.0f", ac), of(ac)
+					}
 				}
 				if !c.Full() {
 					h2d = fmt.Sprintf("%.1f", float64(x.H2DBytes)/per/1e6)

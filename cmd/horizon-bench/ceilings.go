@@ -25,13 +25,20 @@ configuration against full-residency time + missed bytes / H2D bandwidth
 (within --partial-factor); checks whole-worker VRAM against resident weights
 + KV cache + --vram-allowance-gib; for an edition of a depth contract
 (PERF-DEPTH-v1), each cuda configuration's decode per context depth beside
-bandwidth / (weight bytes + the FP32 KV read at that depth); for an edition
+bandwidth / (weight bytes + the KV read at that depth); for an edition
 of a prefill contract (PERF-PREFILL-v1), each configuration's isolated
 prefill per prompt length beside the weights read once over the HBM
 bandwidth, the arithmetic over the tensor-core and CUDA-core rates, and at
 partial residency full-residency prefill + H2D bytes / bandwidth; and, with
 --baseline, the speedup over a peer baseline from scripts/baseline_hf.py on
 the same synthetic checkpoint.
+
+The figures belong to one GPU (--gpu, the H200 by default): a configuration
+whose raw records name another GPU gets UNKNOWN for its ceilings, and the
+output names it. For another GPU, give its measured bandwidth and its name:
+
+  horizon-bench ceilings --gpu "NVIDIA H100 80GB HBM3" --hbm-tbps 3.08 \
+      --hbm-source "H100 stream read, results/h100-s27" editions/ttft-v1
 
 Example (the H200 editions of issue 7):
 
@@ -43,6 +50,7 @@ Flags go before the edition directories.`,
 			&cli.StringSliceFlag{Name: "baseline", Usage: "baseline JSON from scripts/baseline_hf.py (repeatable)"},
 			&cli.Float64Flag{Name: "hbm-tbps", Value: d.HBMBytesPerS / 1e12, Usage: "HBM bandwidth ceiling in TB/s"},
 			&cli.StringFlag{Name: "hbm-source", Value: d.HBMSource, Usage: "where the HBM figure comes from (printed)"},
+			&cli.StringFlag{Name: "gpu", Value: d.GPU, Usage: "the GPU the figures are for, as raw records name it (environment.gpu); configurations measured on another GPU get no ceiling (UNKNOWN). The tensor-core and CUDA-core rates stay the H200's (NVIDIA's figures, the H100 SXM's too)"},
 			&cli.Float64Flag{Name: "partial-factor", Value: d.PartialFactor, Usage: "bound on partial time / (full time + transfer time)"},
 			&cli.Float64Flag{Name: "vram-allowance-gib", Value: float64(d.VRAMAllowance) / (1 << 30),
 				DefaultText: strconv.FormatFloat(math.Round(float64(d.VRAMAllowance)/(1<<30)*1000)/1000, 'f', -1, 64),
@@ -77,10 +85,13 @@ func runCeilings(c *cli.Context) error {
 		bls = append(bls, b...)
 	}
 	o := ceilings.DefaultOptions() // the prefill arithmetic's rates among them
-	o.HBMBytesPerS, o.HBMSource = c.Float64("hbm-tbps")*1e12, c.String("hbm-source")
+	o.HBMBytesPerS, o.HBMSource, o.GPU = c.Float64("hbm-tbps")*1e12, c.String("hbm-source"), c.String("gpu")
 	o.PartialFactor, o.VRAMAllowance = c.Float64("partial-factor"), int64(c.Float64("vram-allowance-gib")*(1<<30))
 	if o.HBMBytesPerS <= 0 || o.PartialFactor <= 0 || o.VRAMAllowance < 0 {
 		return usageError("ceilings: --hbm-tbps and --partial-factor must be positive, --vram-allowance-gib not negative")
+	}
+	if o.GPU == "" {
+		return usageError("ceilings: --gpu must name a GPU (as raw records' environment.gpu does)")
 	}
 	out := c.String("out")
 	if out == "-" {
