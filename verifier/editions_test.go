@@ -71,6 +71,7 @@ func TestMutationsOnCommittedEditions(t *testing.T) {
 		t.Run(filepath.Base(src), func(t *testing.T) {
 			for _, m := range mutations {
 				t.Run(m.name, func(t *testing.T) {
+					t.Parallel() // each case verifies its own copy
 					dir := filepath.Join(t.TempDir(), filepath.Base(src))
 					if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 						t.Fatal(err)

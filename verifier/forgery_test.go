@@ -109,6 +109,7 @@ func TestForgeriesOnCommittedEditions(t *testing.T) {
 		t.Run(filepath.Base(src), func(t *testing.T) {
 			for _, f := range forgeries {
 				t.Run(f.family+"/"+f.name, func(t *testing.T) {
+					t.Parallel() // each case verifies its own copy
 					dir := filepath.Join(t.TempDir(), filepath.Base(src))
 					if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
 						t.Fatal(err)

@@ -167,8 +167,8 @@ for spec in $list; do
 		say "prepare: kept $gguf ($(stat -c %s "$gguf") bytes)"
 	else
 		np=$(params_of "$arch")
-		# synth + convert + quantize, seconds: a guess (synth + our prepare of OLMoE took ~30 s on the
-		# H200 machine; the converter reads and writes about twice the bytes), not yet measured there
+		# synth + convert + quantize, seconds: 106 for OLMoE and 199 for Qwen, against the 81 s and
+		# 144 s they took on the H100 machine (16 cores, /dev/shm; results/h100-s36)
 		need_s=$((np / 80000000 + 20))
 		[ "$mode" = cpu ] && need_s=15
 		if ! fits "$need_s"; then
