@@ -11,6 +11,8 @@
 # lease, one call earlier):
 #   bash scripts/device-campaign.sh ttft prefill --budget 575
 #   bash scripts/device-campaign.sh prefill depth --budget 575      (until both are back)
+# and here, once the editions are unpacked, the side-by-side tables for their results READMEs:
+#   horizon-bench ceilings --peer <peer>/llama-bench.jsonl editions/prefill-v1 editions/depth-v1
 #   DEADLINE=570 bash results/h100-s36/next-h200.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
