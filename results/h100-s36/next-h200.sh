@@ -29,6 +29,9 @@ bp=$!
 OUT=/tmp/next-tests LIMIT=200 bash results/h100-s36/call5.sh
 cp /tmp/next-tests/summary.txt "$O/tests-summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader >>"$O/tests-summary.txt"
+# the GPU's device-to-device copy rate (GPU-NOTES.md's method; ceilings --gpu/--hbm-tbps on another GPU)
+(cd runtime/cuda && timeout 60 ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkHBMCopy -test.benchtime 5x) 2>&1 |
+	grep -E "^Benchmark|FAIL|panic" | tee -a "$O/tests-summary.txt"
 if grep -q -- "--- FAIL" /tmp/next-tests/tests.log; then
 	echo "tests failed: no peer run, no edition" | tee -a "$O/tests-summary.txt"
 	kill $bp 2>/dev/null

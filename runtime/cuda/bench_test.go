@@ -577,3 +577,34 @@ func BenchmarkRoundTripParts(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHBMCopy: device-to-device copies of 1, 2 and 4 GiB on the
+// compute stream (cuMemcpyDtoDAsync), GB/s counting the bytes read and
+// written: the method of GPU-NOTES.md's H200 figure (4.26 TB/s), which
+// package ceilings rates decode against (ceilings.Options). On another GPU
+// it gives that GPU's figure for `horizon-bench ceilings --gpu NAME
+// --hbm-tbps X`:
+//
+//	cuda.test -test.run '^$' -test.bench BenchmarkHBMCopy -test.benchtime 5x
+func BenchmarkHBMCopy(b *testing.B) {
+	be := testBE
+	for _, gib := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("%dGiB", gib), func(b *testing.B) {
+			size := gib << 30
+			bufs := make([]*Tensor, 2)
+			for i := range bufs {
+				t, err := be.AllocBytes(size)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bufs[i] = t.(*Tensor)
+				b.Cleanup(func() { _ = be.Free(t) })
+			}
+			g := newGPUTimer(b, be)
+			g.measure(b, 4, 2*int64(size), func(i int) error {
+				src, dst := bufs[i%2], bufs[(i+1)%2]
+				return be.o.do(func() error { return cu.MemcpyDtoDAsync(dst.ptr, src.ptr, int64(size), be.compute) })
+			})
+		})
+	}
+}
