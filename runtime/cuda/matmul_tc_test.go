@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/engine"
@@ -352,7 +353,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // named by HORIZON_BENCH_ARTIFACTS (directories separated by ':'; skipped
 // when unset), for prompts of the lengths in HORIZON_BENCH_PROMPTS
 // (comma-separated, default 32,512,2048; ids 100 + 7919i mod 30000, as
-// scripts/prefill-h200.sh): token at a time (graph-full steps), batched on
+// scripts/prefill-h200.sh, or with HORIZON_BENCH_PROMPT_IDS a file of ids
+// repeated to each length, as the contracts' repeat-truncate-v1 does: see
+// benchPromptIDs): token at a time (graph-full steps), batched on
 // the row kernels (tuning.noMatmulTC), and batched on the tensor cores
 // (the default). It
 // reports prompt tok/s (prompt tokens / the engine's PrefillSeconds) and
@@ -482,10 +485,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 				b.Logf("%s: a %d-token prompt and 8 output tokens do not fit its %d-position context; skipped", filepath.Base(dir), n, cfg.MaxPositions)
 				continue
 			}
-			ids := make([]int, n)
-			for i := range ids {
-				ids[i] = 100 + (i*7919)%30000
-			}
+			ids := benchPromptIDs(b, n, cfg.VocabSize)
 			req := engine.Request{Prompt: ids, Tokens: 8, SuppressEOS: true, LogitSteps: 1}
 			var ref engine.Result
 			for _, m := range modes {
@@ -815,4 +815,42 @@ func relRMS(got, want []float32) float64 {
 		w += float64(want[i]) * float64(want[i])
 	}
 	return math.Sqrt(d / w)
+}
+
+// benchPromptIDs is a benchmark's prompt of n tokens: ids 100 + 7919i mod
+// 30000 (spread over the vocabulary, so a synthetic router spreads them over
+// the experts), or, with HORIZON_BENCH_PROMPT_IDS naming a file of token
+// ids (separated by commas or white space), those ids repeated and cut to
+// n. The contracts' prompts on the synthetic checkpoints are byte-level
+// text (ids 32..126), which a synthetic router sends to fewer experts, more
+// tokens each: results/h100-s36/p01-astronomy-ids.txt is PERF-REAL-v1's
+// first prompt, to time what an edition's TTFT times.
+func benchPromptIDs(b *testing.B, n, vocab int) []int {
+	ids := make([]int, n)
+	path := os.Getenv("HORIZON_BENCH_PROMPT_IDS")
+	if path == "" {
+		for i := range ids {
+			ids[i] = 100 + (i*7919)%30000
+		}
+		return ids
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatalf("HORIZON_BENCH_PROMPT_IDS: %v", err)
+	}
+	var src []int
+	for _, f := range strings.FieldsFunc(string(text), func(r rune) bool { return r == ',' || unicode.IsSpace(r) }) {
+		id, err := strconv.Atoi(f)
+		if err != nil || id < 0 || id >= vocab {
+			b.Fatalf("HORIZON_BENCH_PROMPT_IDS %s: %q is not a token id of a %d-token vocabulary", path, f, vocab)
+		}
+		src = append(src, id)
+	}
+	if len(src) == 0 {
+		b.Fatalf("HORIZON_BENCH_PROMPT_IDS %s: no token ids", path)
+	}
+	for i := range ids {
+		ids[i] = src[i%len(src)]
+	}
+	return ids
 }
