@@ -6,7 +6,8 @@
 # vocabulary. ttft-v1's routing traces show the text concentrating on fewer experts, more tokens
 # each (OLMoE layer 15: 24 experts, up to 53 of 57 tokens on one). This call times both prompts at
 # the same lengths, then profiles the contract prompt's prefill by instruction
-# (HORIZON_BENCH_PREFILL_PROFILE). carry ["carry/bins.tar.xz"] (make gpu-bins: the binaries need
+# (HORIZON_BENCH_PREFILL_PROFILE; a profiled prefill reads the routing back instead of routing on the
+# device, engine.deviceRouting, so its total is not the default's: compare its shares). carry ["carry/bins.tar.xz"] (make gpu-bins: the binaries need
 # benchPromptIDs, e74a15b or later). About 200 s with the artifacts made.
 #   bash results/h100-s36/next-prefill-prompts.sh
 set -uo pipefail
