@@ -187,7 +187,7 @@ func WritePeer(w io.Writer, confs []*Config, peers []LlamaBench, level int) erro
 	h := strings.Repeat("#", max(1, level))
 	fmt.Fprintf(w, "\n%s Peer: llama.cpp (llama-bench) on the same synthetic checkpoints\n\n", h)
 	fmt.Fprintf(w, "Context, not a claim (docs/peers.md). Our numbers: each full-residency cuda configuration's isolated prefill of a T-token prompt against llama-bench's ppT; its decode after a d-token prompt (d0: one token) against tgN at depth d (d0: an empty context), N its output tokens; a PERF-REAL-v1 configuration's pooled decode (after its ~57-token prompts) against tg128. ")
-	fmt.Fprintf(w, "llama.cpp: synthetic weights converted by its own converter, routed experts Q4_0 and the rest F16 as scripts/llamacpp/gguf_synth.py makes them, all tests of one model in its runs listed below, mean ± stddev over the repetitions. The ratio is given only where the records' GPU is llama-bench's.\n\n")
+	fmt.Fprintf(w, "llama.cpp: synthetic weights converted by its own converter, routed experts Q4_0 and the rest F16 as scripts/llamacpp/gguf_synth.py makes them, each model's run (build, GPU, settings) listed below, mean ± stddev over its repetitions. The ratio is given only where the records' GPU is llama-bench's.\n\n")
 	type runKey struct{ commit, gpu, backends, model, kv string }
 	seen := map[runKey]bool{}
 	var runs []string
