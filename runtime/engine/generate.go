@@ -263,9 +263,9 @@ func (e *Engine) generateDevice(req Request, res Result, t0 time.Time) (Result, 
 			return Result{}, fmt.Errorf("prefill timer: %w", err)
 		}
 	}
-	// Lookahead feeds the device's own choice to the next step; logits
-	// read back or forced ids need the host's token instead.
-	e.stepper.SetLookahead(req.LogitSteps == 0 && req.Forced == nil)
+	// The prompt's last step selects the first token: a step launched
+	// ahead of it serves the second (lookahead).
+	e.stepper.SetLookahead(lookahead(req, 1))
 	for i, t := range req.Prompt {
 		if next, err = e.stepper.Step(t, i, true, i == n-1, req.SuppressEOS); err != nil {
 			return Result{}, fmt.Errorf("prefill position %d: %w", i, err)
@@ -294,8 +294,20 @@ func (e *Engine) decodeDevice(req Request, res Result, t0 time.Time) (Result, er
 	if err != nil {
 		return Result{}, err
 	}
-	e.stepper.SetLookahead(req.LogitSteps == 0 && req.Forced == nil)
 	return e.decodeSteps(req, res, t0, next, true)
+}
+
+// lookahead reports whether the step that selects the request's token
+// number made (counting from 1) may launch the next decode step before its
+// own token reaches the host (device.Stepper.SetLookahead). The step
+// launched ahead reads the device's own choice, so logits read back or
+// forced ids (which need the host's token) rule it out. And the step that
+// selects the request's last token launches none: nothing would take it,
+// and the next request's prefill would queue behind it on the device, a
+// whole decode step added to its TTFT. (A request that ends early on an
+// EOS id still leaves one step launched ahead; the stepper discards it.)
+func lookahead(req Request, made int) bool {
+	return req.LogitSteps == 0 && req.Forced == nil && made < req.Tokens
 }
 
 // decodeSteps runs the decode steps on the stepper from the first
@@ -319,6 +331,7 @@ func (e *Engine) decodeSteps(req Request, res Result, t0 time.Time, next int, se
 		if res.ends(req, e.cfg.IsEOS(next)) {
 			break
 		}
+		e.stepper.SetLookahead(lookahead(req, len(res.Tokens)+1))
 		// A forced id is not the device's own choice: the step sets it
 		// (and the position) on the device.
 		if next, err = e.stepper.Step(next, pos, set || req.Forced != nil, true, req.SuppressEOS); err != nil {
