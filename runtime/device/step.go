@@ -82,7 +82,9 @@ type Stepper interface {
 	// SetLookahead lets the stepper launch the next decode step before the
 	// current one's token reaches the host (the device holds the token it
 	// needs). The engine turns it off when it reads the logits of a step,
-	// which a step launched ahead would overwrite.
+	// which a step launched ahead would overwrite, and for the step that
+	// selects a request's last token, so that no step is left running into
+	// the next request's prefill.
 	SetLookahead(on bool)
 	// Mode is StepGraphFull, StepGraphSegmented, StepGraphWait or StepPersistent.
 	Mode() string
