@@ -548,9 +548,9 @@ func sections(confs []*Config, opts ...Options) ([]string, error) {
 	return out, nil
 }
 
-// rated says whether o's figures are c's GPU's: a cuda configuration whose
+// Rated says whether o's figures are c's GPU's: a cuda configuration whose
 // records name o.GPU.
-func (o Options) rated(c *Config) bool {
+func (o Options) Rated(c *Config) bool {
 	return c.Device == "cuda" && c.GPU == o.GPU
 }
 
@@ -559,7 +559,7 @@ func (o Options) rated(c *Config) bool {
 func unrated(confs []*Config, o Options) []string {
 	var out []string
 	for _, c := range confs {
-		if c.Device == "cuda" && !o.rated(c) {
+		if c.Device == "cuda" && !o.Rated(c) {
 			g := c.GPU
 			if g == "" {
 				g = "records name several GPUs, or none"
@@ -578,7 +578,7 @@ func unrated(confs []*Config, o Options) []string {
 func HBMCeilings(confs []*Config, o Options) map[string]float64 {
 	out := map[string]float64{}
 	for _, c := range confs {
-		if !o.rated(c) || c.DecodeTokens == 0 || c.DecodeSeconds <= 0 {
+		if !o.Rated(c) || c.DecodeTokens == 0 || c.DecodeSeconds <= 0 {
 			continue
 		}
 		if b, err := StepBytes(c.Arch, c.RecordBytes); err == nil && b.Total() > 0 {
@@ -624,7 +624,7 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 				c.Capacity, c.Experts, c.StepMode, c.Transport, tok, float64(b.Total())/1e6)
 			continue
 		}
-		if !o.rated(c) {
+		if !o.Rated(c) {
 			p("| %s | %s | %s | %d/%d | %s | %s | %.1f | %.0f | %s | %s | - | - | %s | %s |\n", c.Edition, c.ID, c.Executor,
 				c.Capacity, c.Experts, c.StepMode, c.Transport, tok, float64(b.Total())/1e6, editions.Unknown, editions.Unknown, editions.Unknown, editions.Unknown)
 			continue
@@ -799,13 +799,13 @@ func writeDepths(p func(string, ...any), confs []*Config, o Options) error {
 			kv := float64(kvPos) * (float64(d.Tokens) + float64(d.Output)/2)
 			ceil := o.HBMBytesPerS / (float64(b.Total()) + kv)
 			ceilCol := fmt.Sprintf("%.0f", ceil)
-			if !o.rated(c) {
+			if !o.Rated(c) {
 				ceilCol = editions.Unknown
 			}
 			if d.DecodeSeconds > 0 && d.DecodeTokens > 0 {
 				r := float64(d.DecodeTokens) / d.DecodeSeconds
 				tok = fmt.Sprintf("%.1f", r)
-				if o.rated(c) {
+				if o.Rated(c) {
 					of = fmt.Sprintf("%.0f%%", 100*r/ceil)
 				}
 			}

@@ -250,7 +250,7 @@ func writePrefill(p func(string, ...any), confs []*Config, o Options) error {
 			}
 			if c.Device == "cuda" {
 				wCeil, wOf = editions.Unknown, editions.Unknown
-				if bytes > 0 && o.rated(c) {
+				if bytes > 0 && o.Rated(c) {
 					wc := float64(x.Tokens) * o.HBMBytesPerS / bytes
 					wCeil, wOf = fmt.Sprintf("%.0f", wc), of(wc)
 				}
@@ -258,7 +258,7 @@ func writePrefill(p func(string, ...any), confs []*Config, o Options) error {
 					ac := float64(x.Tokens) / s.ArithSeconds(x.Tokens, o.SplitFactor, o.TensorFLOPS, o.CUDACoreFLOPS)
 					aFLOP = fmt.Sprintf("%.2f", (s.MatmulFLOPs*o.SplitFactor+s.AttnFLOPsPerPos*float64(x.Tokens-1)/2)/1e9)
 					aCeil, aOf = editions.Unknown, editions.Unknown
-					if o.rated(c) {
+					if o.Rated(c) {
 						aCeil, aOf = fmt.Sprintf("%.0f", ac), of(ac)
 					}
 				}

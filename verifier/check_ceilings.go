@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/horizon-runmap/horizon/ceilings"
+	"github.com/horizon-runmap/horizon/editions"
 )
 
 // The ceilings section of a cuda edition's reports ("Speeds beside their
@@ -25,7 +26,37 @@ import (
 var (
 	IDDerivedCeilings           = def("derived", "derived.ceilings", Error, "a report's ceilings section differs from package ceilings' section recomputed from the edition's raw records, or a cuda campaign's report has none")
 	IDDerivedCeilingsUnverified = def("derived", "derived.ceilings-unverified", Hint, "a report's ceilings section cannot be recomputed from the edition's raw records: its numbers are unverified")
+	IDDerivedCeilingsUnrated    = def("derived", "derived.ceilings-unrated", Hint, "a cuda configuration's records name another GPU than the one the ceilings' figures belong to (or several GPUs): its shares of the ceilings are UNKNOWN")
 )
+
+// checkUnratedCeilings names each cuda configuration that the ceilings'
+// figures (ceilings.DefaultOptions: one GPU's) do not rate. Its shares of
+// the HBM, H2D and arithmetic ceilings are UNKNOWN in the section, which is
+// true of another GPU, but also what a forger gets by renaming the GPU in
+// every record of a configuration whose share would look poor: the hint
+// makes an unrated configuration visible either way.
+func checkUnratedCeilings(device string, rc *ceilingsRecompute, fs *findings) {
+	if device != "cuda" {
+		return
+	}
+	confs, err := rc.load()
+	if err != nil {
+		return // the ceilings section's own check reports it
+	}
+	o := ceilings.DefaultOptions()
+	for _, c := range confs {
+		if c.Device != "cuda" || o.Rated(c) {
+			continue
+		}
+		got := c.GPU
+		if got == "" {
+			got = "several GPUs, or none"
+		}
+		fs.add(IDDerivedCeilingsUnrated, "raw/"+c.ID, "/environment/gpu", o.GPU, got,
+			"configuration %s's records name %s, not the %s whose figures the ceilings section uses: its shares of the ceilings are %s",
+			c.ID, got, o.GPU, editions.Unknown)
+	}
+}
 
 // ceilingsHeading is the section's heading text in both report formats.
 const ceilingsHeading = "Speeds beside their ceilings"

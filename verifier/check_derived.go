@@ -444,6 +444,7 @@ func checkDerived(v *view, fs *findings) {
 		checkReportHeadlines(v, rf, text, rc, fs)
 		checkReportCeilings(rf, text, device, rc, fs)
 	}
+	checkUnratedCeilings(device, rc, fs)
 }
 
 // readSnapshot reads a file of the edition and insists it is still the

@@ -159,7 +159,11 @@
 //     exactly (derived.ceilings; a section that cannot be recomputed, for
 //     an architecture that is not a synthetic preset, is a hint,
 //     derived.ceilings-unverified); a cuda campaign's report without the
-//     section is an error (derived.ceilings). Package ceilings takes the
+//     section is an error (derived.ceilings). The section's figures are
+//     one GPU's (the H200's): a cuda configuration whose records name
+//     another GPU, or several, has UNKNOWN shares there, and a hint names
+//     it (derived.ceilings-unrated), so that renaming the GPU in every
+//     record cannot hide a poor share silently. Package ceilings takes the
 //     models' shapes from modelspec, a leaf, so the verifier still depends
 //     on no runtime package. Weak spots: a column the verifier does not
 //     know is a hint (unverified); the other prose (caveats, definitions)
