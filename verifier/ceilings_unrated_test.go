@@ -100,7 +100,7 @@ func rerenderCeilings(t *testing.T, dir string) {
 	z := a + strings.Index(h[a:], "</pre>")
 	writeFile(t, dir, editions.ReportHTML, h[:a]+html.EscapeString(texts[0])+h[z:])
 	docs, _, _, _ := reportInputs(t, dir)
-	rerenderHeadlines(t, dir, docs, ceilings.HBMCeilings(confs, ceilings.DefaultOptions()))
+	rerenderHeadlines(t, dir, docs, func(string) map[string]float64 { return ceilings.HBMCeilings(confs, ceilings.DefaultOptions()) })
 	rehash(t, dir)
 }
 

@@ -709,29 +709,22 @@ func rerenderReports(t testing.TB, dir string) {
 // left as it is.
 func rerenderProse(t testing.TB, dir string, docs []*editions.ConfigDoc) {
 	t.Helper()
-	p := filepath.Join(dir, editions.ReportHTML)
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return
-	}
-	s := string(b)
-	loc := htmlHeadlineList.FindStringSubmatchIndex(s)
-	if loc == nil {
-		return
-	}
-	hbm := map[string]float64{}
-	for _, c := range headlineHBM.FindAllStringSubmatch(html.UnescapeString(s[loc[2]:loc[3]]), -1) {
-		if y, err := strconv.ParseFloat(c[4], 64); err == nil {
-			hbm[c[1]] = y
+	rerenderHeadlines(t, dir, docs, func(list string) map[string]float64 {
+		hbm := map[string]float64{}
+		for _, c := range headlineHBM.FindAllStringSubmatch(html.UnescapeString(list), -1) {
+			if y, err := strconv.ParseFloat(c[4], 64); err == nil {
+				hbm[c[1]] = y
+			}
 		}
-	}
-	rerenderHeadlines(t, dir, docs, hbm)
+		return hbm
+	})
 }
 
 // rerenderHeadlines writes report.html's headline sentences from the
-// configuration documents with the HBM ceilings hbm (tok/s by
-// configuration). A report without the list is left as it is.
-func rerenderHeadlines(t testing.TB, dir string, docs []*editions.ConfigDoc, hbm map[string]float64) {
+// configuration documents with the HBM ceilings (tok/s by configuration)
+// that hbm gives for the list's current text. A report without the list
+// is left as it is.
+func rerenderHeadlines(t testing.TB, dir string, docs []*editions.ConfigDoc, hbm func(list string) map[string]float64) {
 	t.Helper()
 	p := filepath.Join(dir, editions.ReportHTML)
 	b, err := os.ReadFile(p)
@@ -748,7 +741,7 @@ func rerenderHeadlines(t testing.TB, dir string, docs []*editions.ConfigDoc, hbm
 		vals[i] = *d
 	}
 	var items strings.Builder
-	for _, h := range editions.Headlines(vals, hbm) {
+	for _, h := range editions.Headlines(vals, hbm(s[loc[2]:loc[3]])) {
 		items.WriteString("<li>" + html.EscapeString(h) + "</li>")
 	}
 	writeFile(t, dir, editions.ReportHTML, s[:loc[2]]+items.String()+s[loc[3]:])
