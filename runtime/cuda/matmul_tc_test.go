@@ -402,7 +402,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // caches are FP32, where the two are one kernel and noatc is skipped,
 // unless HORIZON_BENCH_KV=fp16);
 // HORIZON_BENCH_PREFILL_PROFILE=1 logs a
-// batched mode's engine.PrefillProfile from one more run). A length that does not
+// batched mode's engine.PrefillProfile from one more run; editionKnobs
+// make the requests more like an edition worker's). A length that does not
 // fit the model's context (with 16 positions to spare) is skipped with a
 // log line. Run with -benchtime=1x.
 func BenchmarkPrefillModes(b *testing.B) {
@@ -486,7 +487,24 @@ func BenchmarkPrefillModes(b *testing.B) {
 				continue
 			}
 			ids := benchPromptIDs(b, n, cfg.VocabSize)
+			ek := editionKnobsOf(b)
 			req := engine.Request{Prompt: ids, Tokens: 8, SuppressEOS: true, LogitSteps: 1}
+			if ek.decode > 0 {
+				req.Tokens, req.LogitSteps = ek.decode, 0
+			}
+			if n+req.Tokens > cfg.MaxPositions {
+				b.Logf("%s: a %d-token prompt and %d output tokens do not fit its %d-position context; skipped", filepath.Base(dir), n, req.Tokens, cfg.MaxPositions)
+				continue
+			}
+			// the request run before each timed one: the same, or (edition
+			// knob alternate) one of a prompt 7 tokens shorter or longer
+			before := req
+			if ek.alternate {
+				before.Prompt = benchPromptIDs(b, max(1, n-7), cfg.VocabSize)
+				if n <= 8 {
+					before.Prompt = benchPromptIDs(b, n+7, cfg.VocabSize)
+				}
+			}
 			var ref engine.Result
 			for _, m := range modes {
 				b.Run(fmt.Sprintf("%s/%d/%s", filepath.Base(dir), n, m.name), func(b *testing.B) {
@@ -496,7 +514,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 						b.Skip("the tensor-core attention (what noatc turns off) needs HORIZON_BENCH_KV=fp16")
 					}
 					withTuning(b, testBE, m.tn)
-					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill, MaxSeq: n + 16, KV: os.Getenv("HORIZON_BENCH_KV")})
+					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill,
+						MaxSeq: max(n+16, len(before.Prompt)+req.Tokens), KV: os.Getenv("HORIZON_BENCH_KV"), Trace: ek.trace,
+						ExpertActivations: ek.expertAct})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -506,6 +526,12 @@ func BenchmarkPrefillModes(b *testing.B) {
 					}
 					var res engine.Result
 					for range b.N {
+						if ek.alternate {
+							if _, err := l.Generate(before); err != nil {
+								b.Fatal(err)
+							}
+						}
+						l.Cache.TakeTrace() // as a worker does after each request
 						if res, err = l.Generate(req); err != nil {
 							b.Fatal(err)
 						}
@@ -526,6 +552,9 @@ func BenchmarkPrefillModes(b *testing.B) {
 						ref = res
 						return
 					}
+					if len(res.Logits) == 0 || len(ref.Logits) == 0 {
+						return // edition knob decode: no logits read
+					}
 					worst := 0.0
 					for i, v := range res.Logits[0] {
 						worst = math.Max(worst, math.Abs(float64(v)-float64(ref.Logits[0][i])))
@@ -535,6 +564,36 @@ func BenchmarkPrefillModes(b *testing.B) {
 			}
 		}
 	}
+}
+
+// editionKnobs make BenchmarkPrefillModes' requests more like an
+// edition worker's, one difference at a time, to find what separates an
+// edition's prefill_seconds from the benchmark's (results/h100-s37):
+//
+//	HORIZON_BENCH_TRACE=1         the cache's routing trace on (a worker loads with Trace)
+//	HORIZON_BENCH_DECODE=N        N output tokens and no logits read, so decode
+//	                              steps run with lookahead (PERF-REAL-v1: 128)
+//	HORIZON_BENCH_EXPERT_ACT=fp16 the declared FP16 expert activations (LoadOptions),
+//	                              not a measurement knob's
+//	HORIZON_BENCH_ALTERNATE=1     each timed request follows one of another prompt
+//	                              length, as an edition's prompts do
+type editionKnobs struct {
+	trace, alternate bool
+	decode           int
+	expertAct        string
+}
+
+func editionKnobsOf(b *testing.B) editionKnobs {
+	k := editionKnobs{trace: os.Getenv("HORIZON_BENCH_TRACE") != "", alternate: os.Getenv("HORIZON_BENCH_ALTERNATE") != "",
+		expertAct: os.Getenv("HORIZON_BENCH_EXPERT_ACT")}
+	if s := os.Getenv("HORIZON_BENCH_DECODE"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 {
+			b.Fatalf("HORIZON_BENCH_DECODE: %q is not a positive number of tokens", s)
+		}
+		k.decode = n
+	}
+	return k
 }
 
 // TestTCPreSplitSameBits: with the pre-split (the default) the tensor-core matmuls
