@@ -18,6 +18,7 @@ import (
 	"github.com/horizon-runmap/horizon/runtime/backend"
 	"github.com/horizon-runmap/horizon/runtime/engine"
 	"github.com/horizon-runmap/horizon/runtime/half"
+	"github.com/horizon-runmap/horizon/runtime/observe"
 	"github.com/horizon-runmap/horizon/runtime/qpack"
 
 	"gorgonia.org/cu"
@@ -492,7 +493,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 			if ek.decode > 0 {
 				req.Tokens, req.LogitSteps = ek.decode, 0
 			}
-			if n+req.Tokens > cfg.MaxPositions {
+			if n+7+req.Tokens > cfg.MaxPositions {
 				b.Logf("%s: a %d-token prompt and %d output tokens do not fit its %d-position context; skipped", filepath.Base(dir), n, req.Tokens, cfg.MaxPositions)
 				continue
 			}
@@ -515,12 +516,19 @@ func BenchmarkPrefillModes(b *testing.B) {
 					}
 					withTuning(b, testBE, m.tn)
 					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill,
-						MaxSeq: max(n+16, len(before.Prompt)+req.Tokens), KV: os.Getenv("HORIZON_BENCH_KV"), Trace: ek.trace,
+						MaxSeq: max(n+16, max(n, len(before.Prompt))+req.Tokens), KV: os.Getenv("HORIZON_BENCH_KV"), Trace: ek.trace,
 						ExpertActivations: ek.expertAct})
 					if err != nil {
 						b.Fatal(err)
 					}
 					defer l.Close()
+					if ek.vram {
+						vs, err := observe.StartVRAM(0, observe.DefaultVRAMInterval)
+						if err != nil {
+							b.Fatal(err)
+						}
+						defer vs.Stop()
+					}
 					if _, err := l.Generate(req); err != nil { // warm-up
 						b.Fatal(err)
 					}
@@ -577,15 +585,17 @@ func BenchmarkPrefillModes(b *testing.B) {
 //	                              not a measurement knob's
 //	HORIZON_BENCH_ALTERNATE=1     each timed request follows one of another prompt
 //	                              length, as an edition's prompts do
+//	HORIZON_BENCH_VRAM=1          NVML samples the GPU's memory every 20 ms meanwhile,
+//	                              as a worker's observer does
 type editionKnobs struct {
-	trace, alternate bool
+	trace, alternate, vram bool
 	decode           int
 	expertAct        string
 }
 
 func editionKnobsOf(b *testing.B) editionKnobs {
 	k := editionKnobs{trace: os.Getenv("HORIZON_BENCH_TRACE") != "", alternate: os.Getenv("HORIZON_BENCH_ALTERNATE") != "",
-		expertAct: os.Getenv("HORIZON_BENCH_EXPERT_ACT")}
+		vram: os.Getenv("HORIZON_BENCH_VRAM") != "", expertAct: os.Getenv("HORIZON_BENCH_EXPERT_ACT")}
 	if s := os.Getenv("HORIZON_BENCH_DECODE"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 0 {
