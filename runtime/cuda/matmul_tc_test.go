@@ -589,8 +589,8 @@ func BenchmarkPrefillModes(b *testing.B) {
 //	                              as a worker's observer does
 type editionKnobs struct {
 	trace, alternate, vram bool
-	decode           int
-	expertAct        string
+	decode                 int
+	expertAct              string
 }
 
 func editionKnobsOf(b *testing.B) editionKnobs {
