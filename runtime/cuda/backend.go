@@ -57,15 +57,17 @@ type Backend struct {
 	tcSplitBuf *Tensor
 	combW      *Tensor // CombineRows' weights
 	// Device routings (routed.go): every buffer set allocated, and the
-	// free ones; owner thread only. routeDev mirrors !tuning.noRouteDevice
-	// (with the tensor-core experts and the pre-split it needs) for
-	// RoutesOnDevice, which the engine's goroutine asks.
+	// free ones; owner thread only. routeOff mirrors tuning.noRouteDevice
+	// (or no tensor-core experts, or no pre-split: what device routing
+	// needs) for RoutesOnDevice, which the engine's goroutine asks. Like
+	// every tuning mirror its zero value is the default, on: a backend
+	// that never had setTuning (every production one) routes on the device.
 	routeAll, routeFree []*routeBufs
 	routeBases          map[string]cu.DevicePtr // the record bases' device copies by their bytes (routeBasesOf)
 	routeLaunches       int                     // RouteRows launched (tests)
 	gateUpLaunches      int                     // RoutedGateUp's one-launch builds launched (tests)
 	attnInRowsLaunches  int                     // QKRoPEKVRows launches (tests)
-	routeDev            atomic.Bool
+	routeOff            atomic.Bool
 	attnInRowsOff       atomic.Bool // mirrors tuning.noAttnInRows for FusesAttnIn (the engine's goroutine asks)
 	idxBytes            int
 	maskedN             int        // capacity of masked in ids

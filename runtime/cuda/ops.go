@@ -612,7 +612,7 @@ func (b *Backend) EndPrefill() error {
 // read from device memory (hz_wait_prefetch); owner thread only.
 func (b *Backend) setTuning(t tuning) error {
 	b.tune = t
-	b.routeDev.Store(!t.noRouteDevice && !t.noMatmulTC && !t.tcNoPreSplit)
+	b.routeOff.Store(t.noRouteDevice || t.noMatmulTC || t.tcNoPreSplit)
 	b.attnInRowsOff.Store(t.noAttnInRows)
 	if !b.capturing {
 		b.pdl, b.pdlPrev = b.opPDL(), false

@@ -71,7 +71,7 @@ type routing struct {
 // RoutesOnDevice implements backend.DeviceRouting: int4 experts on the
 // tensor cores with the pre-split activations, unless tuning.noRouteDevice.
 func (b *Backend) RoutesOnDevice(s qpack.Scheme) bool {
-	return s == qpack.SchemeInt4 && b.routeDev.Load()
+	return s == qpack.SchemeInt4 && !b.routeOff.Load()
 }
 
 // routeLayout is where a routing's arrays lie in its buffer: offsets of
