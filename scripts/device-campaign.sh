@@ -29,6 +29,9 @@
 # the three synthetic checkpoints are prepared once (~19 GB of artifacts; a 29 GB Qwen checkpoint
 # exists while it is prepared).
 #
+# The CUDA driver's JIT cache is restored first from carry/jit-cache.tar.xz when that is carried and
+# the cache is empty (scripts/jit-cache.sh; `bash scripts/jit-cache.sh save $OUT` brings a new one back).
+#
 # What comes back in $OUT (at most 8 files, each <= 16 MiB, on this workplace's device runner):
 #   status.txt                   one line per step, disk and GPU memory; the exit status below
 #   device-campaign.log          this call's log (runner output, verify output, timings)
@@ -156,6 +159,10 @@ prefix() {
 	local line
 	while IFS= read -r line; do say "$1" "$line"; done
 }
+
+# The driver's JIT cache from an earlier lease (carry/jit-cache.tar.xz; scripts/jit-cache.sh), so
+# that the first worker does not compile every kernel module (~40 s on a fresh H100).
+bash scripts/jit-cache.sh restore 2>&1 | prefix jit-cache
 
 # status STEP STATE DETAIL: the step's line of status.txt (files, so background steps can write).
 status() { printf '%-14s %-9s %s\n' "$1" "$2" "$3" >"$status_dir/${1//\//_}.status"; }

@@ -4,7 +4,8 @@
 #   h200_begin WORKDIR               a call script's start: R=$OUT (or /tmp/out), W=WORKDIR (made),
 #                                    DEADLINE (560 unless set), summary=$R/summary.txt (emptied),
 #                                    h200_unpack, and the GPU's name, driver and clocks to $summary
-#   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB)
+#   h200_unpack                      carry/bins.tar.xz -> carry/ (the device tool carries at most 64 MiB),
+#                                    and carry/jit-cache.tar.xz into an empty driver JIT cache (scripts/jit-cache.sh)
 #   h200_suite SECONDS               the whole CUDA suite (carry/cuda.test) into $OUT/cuda-test.log
 #                                    (session 20: ~145 s of tests and ~45 s of start on a fresh
 #                                    machine; 200 s was too short, give it 280)
@@ -47,6 +48,7 @@ h200_begin() {
 
 h200_unpack() {
 	[ -f carry/bins.tar.xz ] && tar -xJf carry/bins.tar.xz -C carry
+	bash scripts/jit-cache.sh restore
 	return 0
 }
 
