@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 PKGS    := ./...
 
-.PHONY: help setup build run test test-slurm verify-editions reproduce-smoke attest-check bench clean
+.PHONY: help setup build run test test-slurm verify-editions reproduce-smoke attest-check jit-cache-check bench clean
 
 help: ## list targets
 	@grep -E '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -31,7 +31,12 @@ test: ## vet, every test, the cache's concurrency tests under -race, and horizon
 	$(MAKE) reproduce-smoke
 	$(MAKE) dequantize-check
 	$(MAKE) attest-check
+	$(MAKE) jit-cache-check
 	$(MAKE) test-slurm
+
+jit-cache-check: ## scripts/jit-cache.sh (the GPU driver's JIT cache carried between leases) restores, keeps and saves as it says, without a GPU
+	@command -v xz >/dev/null || { echo "jit-cache-check: installing xz-utils (apt)"; apt-get update -qq && apt-get install -y -qq xz-utils >/dev/null; }
+	bash scripts/jit-cache-check.sh
 
 test-slurm: ## the smoke campaign through a real one-node Slurm (installs slurm-wlm + munge if missing; root): submit, kill, scancel, re-run, verify, tokens equal editions/smoke-cpu; a failing task names its log (~3 min)
 	bash scripts/slurm-smoke.sh
