@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -123,6 +124,14 @@ type RunOptions struct {
 	Scheduler Scheduler
 	Exe       string
 	Poll      time.Duration
+
+	// PrepareOnly stops a run once every artifact is prepared (or
+	// verified): no worker runs, nothing is published and the destination
+	// is neither checked nor touched. The run returns a *PreparedError. It
+	// is for preparing a campaign's artifacts into an ArtifactCache while
+	// something else has the GPU; the real run, with its own run directory,
+	// then verifies and reuses them.
+	PrepareOnly bool
 }
 
 // RunResult summarises a finished run.
@@ -162,6 +171,24 @@ func (e *StoppedError) Error() string {
 }
 
 func (e *StoppedError) Unwrap() error { return ErrStopped }
+
+// ErrPrepared is wrapped by the *PreparedError a run with
+// RunOptions.PrepareOnly returns once its artifacts are ready.
+var ErrPrepared = errors.New("artifacts prepared; no worker run")
+
+// PreparedError says where a RunOptions.PrepareOnly run left the
+// campaign's artifacts. It is the outcome that run asked for, not a
+// failure.
+type PreparedError struct {
+	Edition   string
+	Artifacts []string // the prepared artifact directories, sorted
+}
+
+func (e *PreparedError) Error() string {
+	return fmt.Sprintf("%d artifact(s) of %s ready; no worker run", len(e.Artifacts), e.Edition)
+}
+
+func (e *PreparedError) Unwrap() error { return ErrPrepared }
 
 // worker is one planned (configuration, block).
 type worker struct {
@@ -360,8 +387,10 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 	if res.Dir == "" {
 		res.Dir = filepath.Join("editions", c.Edition)
 	}
-	if err := checkDestination(res.Dir, o.Force); err != nil {
-		return nil, err
+	if !o.PrepareOnly {
+		if err := checkDestination(res.Dir, o.Force); err != nil {
+			return nil, err
+		}
 	}
 	rs := &runState{runDir: o.RunDir}
 	if rs.runDir == "" {
@@ -394,7 +423,11 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 			o.ArtifactCache = rs.runDir
 		}
 	}
-	if err := cleanStale(cleanRoot, res.Dir); err != nil {
+	dest := res.Dir
+	if o.PrepareOnly {
+		dest = ""
+	}
+	if err := cleanStale(cleanRoot, dest); err != nil {
 		return fail(err)
 	}
 	rs.campPath, rs.contractPath = filepath.Join(rs.runDir, editions.CampaignFile), filepath.Join(rs.runDir, editions.ContractFile)
@@ -409,6 +442,11 @@ func setupRun(ctx context.Context, o RunOptions, c *Campaign, res *RunResult, ca
 	}
 	if rs.arts, rs.left, err = prepareAll(ctx, o.Runtime, c, rs.runDir, o.ArtifactCache, o.ShouldStop, rep); err != nil {
 		return fail(err)
+	}
+	if o.PrepareOnly && rs.left == 0 {
+		unlock()
+		dirs := slices.Sorted(maps.Values(rs.arts))
+		return nil, &PreparedError{Edition: c.Edition, Artifacts: slices.Compact(dirs)}
 	}
 	rs.unlock = unlock
 	if rs.left > 0 {
@@ -551,6 +589,9 @@ func cleanStale(runDir, dest string) error {
 		if stale, err = staleUnder(runDir); err != nil {
 			return err
 		}
+	}
+	if dest == "" {
+		return removeAll(stale)
 	}
 	parent, base := filepath.Dir(dest), filepath.Base(dest)
 	if ents, err := os.ReadDir(parent); err == nil {

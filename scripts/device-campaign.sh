@@ -87,13 +87,20 @@ Options:
   --state DIR         state archives to restore on a cold machine (default carry/state)
   --baseline-work D   synthetic checkpoints for the baseline (default /tmp/horizon-baseline)
   --python PATH       python for the baseline (default python3)
+  --prepare-only      only prepare (or verify) the campaigns' artifacts in --artifact-cache, one
+                      campaign after another (run --prepare-only, run directory runs/prepare/<edition>),
+                      e.g. in the background while GPU tests or a peer's build run: the campaigns'
+                      calls then verify and reuse them (waiting on the cache's lock while a
+                      preparation is still going). Writes only its log and status to --out: give
+                      a background instance its own (--out /tmp/prepare-out). Exit 0 ready, 1 a
+                      preparation failed
 EOF
 }
 
 budget=540 reserve=150 gpus="" unsafe_gpu=0 baseline_gpu="" baseline_arch=""
 bin=carry/horizon-bench-cuda verify=carry/horizon-verify out_dir="${OUT:-out/device-out}"
 cache=runs/artifact-cache scratch="" state_dir=carry/state baseline_work=/tmp/horizon-baseline python=python3
-steps=()
+steps=() prepare_only=0
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--budget) budget=$2; shift ;;
@@ -110,6 +117,7 @@ while [ $# -gt 0 ]; do
 	--state) state_dir=$2; shift ;;
 	--baseline-work) baseline_work=$2; shift ;;
 	--python) python=$2; shift ;;
+	--prepare-only) prepare_only=1 ;;
 	-h | --help) usage; exit 0 ;;
 	-*) echo "device-campaign: unknown option $1 (--help)" >&2; exit 2 ;;
 	*) steps+=("$1") ;;
@@ -176,6 +184,9 @@ campaign_file() {
 	esac
 }
 
+# edition_of FILE: the edition a campaign file publishes.
+edition_of() { sed -n 's/^edition:[[:space:]]*//p' "$1" | head -n1 | tr -d '"'"'"'[:space:]'; }
+
 # pack_edition EDITION STEP: verify and pack out/editions/EDITION into $OUT/EDITION.tar.gz.
 pack_edition() {
 	local ed=$1 step=$2 dir=out/editions/$1 vres="not verified (no $verify)" rc=0
@@ -217,7 +228,7 @@ run_campaign() {
 	local step=$1 gpu=$2 file ed
 	file=$(campaign_file "$step")
 	[ -f "$file" ] || { say "$step" "no campaign file $file"; status "$step" failed "no campaign file $file"; return 1; }
-	ed=$(sed -n 's/^edition:[[:space:]]*//p' "$file" | head -n1 | tr -d '"'"'"'[:space:]')
+	ed=$(edition_of "$file")
 	[ -n "$ed" ] || { status "$step" failed "no edition in $file"; return 1; }
 	local run_dir=runs/$ed ed_dir=out/editions/$ed
 	if [ -f "$ed_dir/manifest.json" ]; then
@@ -346,7 +357,29 @@ note() { # keep the worst status: 1 beats 75 beats 0
 	if [ "$1" -eq 1 ] || { [ "$1" -ne 0 ] && [ "$1" -ne 75 ]; }; then overall=1
 	elif [ "$1" -eq 75 ] && [ $overall -eq 0 ]; then overall=75; fi
 }
-if [ -n "$gpus" ]; then
+# prepare_campaign STEP: the campaign's artifacts into the shared cache, nothing else.
+prepare_campaign() {
+	local step=$1 file ed
+	file=$(campaign_file "$step")
+	[ -f "$file" ] || { status "$step" failed "no campaign file $file"; return 1; }
+	ed=$(edition_of "$file")
+	[ -n "$ed" ] || { status "$step" failed "no edition in $file"; return 1; }
+	local hard=$(($(left) - final_margin))
+	[ "$hard" -gt 0 ] || { status "$step" pending "$ed: artifacts not prepared (no time left)"; return 75; }
+	local runlog=$status_dir/${step//\//_}.runlog
+	timeout -s TERM -k 15 "$hard" "$bin" run "$file" --prepare-only --run-dir "runs/prepare/$ed" \
+		--artifact-cache "$cache" ${scratch:+--checkpoint-scratch "$scratch"} 2>&1 | tee "$runlog" | prefix "$step prepare"
+	local rc=${PIPESTATUS[0]}
+	case $rc in
+	0) status "$step" prepared "$ed: artifacts ready in $cache" ;;
+	124 | 137) status "$step" pending "$ed: preparation killed at the budget"; return 75 ;;
+	*) status "$step" failed "$ed: run --prepare-only exit $rc: $(grep -v '^\s*$' "$runlog" | tail -n1 | cut -c1-300)"; return 1 ;;
+	esac
+}
+
+if [ $prepare_only -eq 1 ]; then
+	for s in "${campaign_steps[@]}"; do prepare_campaign "$s"; note $?; done
+elif [ -n "$gpus" ]; then
 	pids=()
 	for i in "${!campaign_steps[@]}"; do
 		run_campaign "${campaign_steps[$i]}" "${gpu_list[$i]}" &
@@ -356,7 +389,7 @@ if [ -n "$gpus" ]; then
 else
 	for s in "${campaign_steps[@]}"; do run_campaign "$s" ""; note $?; done
 fi
-if [ $want_baseline -eq 1 ]; then run_baseline; note $?; fi
+if [ $want_baseline -eq 1 ] && [ $prepare_only -eq 0 ]; then run_baseline; note $?; fi
 
 {
 	echo "device-campaign $(date -u +%FT%TZ): exit $overall (0 done, 75 call again, 1 failed); $(( $(date +%s) - start ))s of ${budget}s"

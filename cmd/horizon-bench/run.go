@@ -24,7 +24,7 @@ func runCommand() *cli.Command {
 		Name:  "run",
 		Usage: "run a benchmark campaign and publish its edition",
 		UsageText: "horizon-bench run <campaign.yaml> [--out DIR] [--run-dir DIR] [--force] [--contract FILE]\n" +
-			"                  [--stop-after DURATION] [--artifact-cache DIR] [--checkpoint-scratch DIR]\n" +
+			"                  [--stop-after DURATION] [--artifact-cache DIR] [--checkpoint-scratch DIR] [--prepare-only]\n" +
 			"                  [--scheduler local|slurm] [--slurm-args \"ARGS\"] [--slurm-time LIMIT] [--slurm-poll DURATION]",
 		Description: `Runs every configuration of the campaign under its contract (PERF-REAL-v1 for
 the residency campaigns, PERF-PREFILL-v1 and PERF-PREFILL-SMOKE-v1 for the
@@ -106,6 +106,18 @@ for the Qwen1.5-MoE shape); remove DIR when the run is done. For a machine
 whose disk cannot hold the artifacts and the checkpoint together, e.g.
 --artifact-cache /dev/shm/horizon-artifacts --checkpoint-scratch /tmp/horizon-scratch.
 
+--prepare-only prepares (or verifies) the campaign's artifacts and stops:
+no worker runs, no edition is written, and --out is neither checked nor
+touched. It prints the artifact directories and exits 0 (75 when
+--stop-after stopped it first). With --artifact-cache it readies a shared
+cache while something else has the GPU (GPU tests, another program); the
+real run, given the same --artifact-cache and its own --run-dir, then
+verifies and reuses the artifacts, waiting on the cache's lock if the
+preparation is still going:
+
+   horizon-bench run campaigns/ttft.yaml --prepare-only \
+       --run-dir runs/prepare/ttft-v1 --artifact-cache runs/artifact-cache &
+
 --scheduler slurm runs the workers as one Slurm job array on a cluster instead
 of one after another here (--scheduler local, the default). The command
 validates the campaign, freezes it and prepares the artifacts into the run
@@ -145,7 +157,7 @@ is pinned to their host) is what horizon-verify holds the edition to.
 --stop-after does not apply (exit 2). IFEval campaigns run locally only. A
 local run refuses (exit 2) a run directory job arrays were submitted from.
 
-Exit status: 0 edition published; 75 stopped by --stop-after with work left
+Exit status: 0 edition published (with --prepare-only: artifacts ready); 75 stopped by --stop-after with work left
 (resumable); 2 invalid campaign, bad arguments, a cuda campaign in a build
 without CUDA support, the edition exists without --force, --out names something that is not an edition, or a local run
 in a run directory job arrays were submitted from; 1 any other failure (a failed or interrupted worker: the
@@ -158,6 +170,7 @@ finished workers are kept, running again resumes).`,
 			&cli.DurationFlag{Name: "stop-after", DefaultText: "none", Usage: "start no new worker after `DURATION` (e.g. 8m); exit 75 with work left, run again to resume"},
 			&cli.StringFlag{Name: "artifact-cache", Usage: "keep prepared artifacts in `DIR`/artifacts/, shared between run directories (default <run-dir>/artifacts/)"},
 			&cli.StringFlag{Name: "checkpoint-scratch", Usage: "synthesise synthetic checkpoints in `DIR`, keeping the last for the next artifact of it (default: beside each artifact, removed after)"},
+			&cli.BoolFlag{Name: "prepare-only", Usage: "prepare (or verify) the artifacts, then stop: no worker, no edition (exit 0)"},
 			&cli.StringFlag{Name: "scheduler", Value: schedulerLocal, Usage: "where the workers run: local (one after another here) or slurm (one job array on the cluster; see above)"},
 			&cli.StringFlag{Name: "slurm-args", Usage: "extra sbatch `ARGS`, split on spaces (e.g. \"--partition=gpu --account=lab\"); --scheduler slurm only"},
 			&cli.StringFlag{Name: "slurm-time", Value: slurm.DefaultTime, Usage: "each task's time `LIMIT` (sbatch --time); --scheduler slurm only"},
@@ -172,7 +185,7 @@ finished workers are kept, running again resumes).`,
 type runFlags struct {
 	out, runDir, contract, artifactCache string
 	checkpointScratch                    string
-	force                                bool
+	force, prepareOnly                   bool
 	stopAfter                            time.Duration
 	stopAfterSet                         bool // --stop-after given (0 is a valid deadline: start nothing)
 	scheduler                            string
@@ -200,7 +213,7 @@ func parseRunArgs(c *cli.Context) (string, runFlags, error) {
 	}
 	f := runFlags{out: c.String("out"), runDir: c.String("run-dir"), contract: c.String("contract"), force: c.Bool("force"),
 		artifactCache: c.String("artifact-cache"), stopAfter: c.Duration("stop-after"), stopAfterSet: c.IsSet("stop-after"),
-		checkpointScratch: c.String("checkpoint-scratch")}
+		checkpointScratch: c.String("checkpoint-scratch"), prepareOnly: c.Bool("prepare-only")}
 	if f.stopAfterSet && f.stopAfter < 0 {
 		return "", f, usageError("run: --stop-after %v is negative", f.stopAfter)
 	}
@@ -260,7 +273,7 @@ func runRun(c *cli.Context) error {
 	ro := campaigns.RunOptions{
 		Campaign: campaign, Contract: f.contract, Out: f.out,
 		RunDir: f.runDir, Force: f.force, Launch: launch, Runtime: worker.Runtime{CheckpointScratch: f.checkpointScratch}, Progress: prog,
-		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build,
+		ArtifactCache: f.artifactCache, ShouldStop: shouldStop, Build: build, PrepareOnly: f.prepareOnly,
 	}
 	// The contract's kind picks the runner: an IFEval contract's workers
 	// generate shards of prompts, a fidelity contract's generate shards with
@@ -292,7 +305,15 @@ func runRun(c *cli.Context) error {
 	}
 	res, err := run(ctx, ro)
 	var stopped *campaigns.StoppedError
+	var prepared *campaigns.PreparedError
 	switch {
+	case errors.As(err, &prepared):
+		fmt.Fprintf(c.App.Writer, "artifacts of %s ready in %s (--prepare-only: no worker run, no edition written):\n",
+			prepared.Edition, time.Since(start).Round(100*time.Millisecond))
+		for _, d := range prepared.Artifacts {
+			fmt.Fprintf(c.App.Writer, "  %s\n", d)
+		}
+		return nil
 	case errors.As(err, &stopped):
 		msg := fmt.Sprintf("stopped by --stop-after %v after %s: %d workers run now, %d of %d workers remain",
 			f.stopAfter, time.Since(start).Round(time.Second), res.Ran, stopped.Remaining, stopped.Workers)

@@ -180,6 +180,46 @@ func TestRunStopAfter(t *testing.T) {
 	}
 }
 
+// TestRunPrepareOnly: --prepare-only readies the artifacts in a shared
+// cache and stops (exit 0): no record, no edition, and a destination that
+// a real run would refuse (a plain file) is left alone. A second call, and
+// the real run in another run directory, reuse the artifacts instead of
+// preparing them again; --stop-after 0s still stops it first (exit 75).
+func TestRunPrepareOnly(t *testing.T) {
+	tmp := t.TempDir()
+	cache, out := filepath.Join(tmp, "cache"), filepath.Join(tmp, "not-an-edition")
+	if err := os.WriteFile(out, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	prep := []string{"run", miniCampaign, "--contract", miniContract, "--out", out, "--run-dir", filepath.Join(tmp, "run-prep"),
+		"--artifact-cache", cache, "--prepare-only"}
+	for i, want := range []string{"preparing", "reused"} {
+		r := run(t, prep...)
+		if r.code != 0 || !strings.Contains(r.stdout, "artifacts of mini-test ready") ||
+			!strings.Contains(r.stdout, filepath.Join(cache, "artifacts")) || !strings.Contains(r.stderr, want) {
+			t.Fatalf("--prepare-only call %d: exit %d, want %q in stderr\nstdout %s\nstderr %s", i+1, r.code, want, r.stdout, r.stderr)
+		}
+	}
+	if b, err := os.ReadFile(out); err != nil || string(b) != "keep me" {
+		t.Fatalf("--prepare-only touched --out: %q %v", b, err)
+	}
+	if recs, _ := filepath.Glob(filepath.Join(tmp, "run-prep", "raw", "*", "*.json")); len(recs) != 0 {
+		t.Fatalf("--prepare-only ran workers: %v", recs)
+	}
+	stopped := run(t, "run", miniCampaign, "--contract", miniContract, "--run-dir", filepath.Join(tmp, "run-stop"),
+		"--artifact-cache", filepath.Join(tmp, "cache-stop"), "--prepare-only", "--stop-after", "0s")
+	if stopped.code != exitStopped {
+		t.Fatalf("--prepare-only --stop-after 0s: exit %d\n%s", stopped.code, stopped.stderr)
+	}
+	ed := filepath.Join(tmp, "editions", "mini")
+	r := run(t, "run", miniCampaign, "--contract", miniContract, "--out", ed, "--run-dir", filepath.Join(tmp, "run-real"),
+		"--artifact-cache", cache)
+	if r.code != 0 || strings.Contains(r.stderr, "preparing") || !strings.Contains(r.stderr, "reused") {
+		t.Fatalf("the real run after --prepare-only: exit %d (want the artifacts reused)\n%s", r.code, r.stderr)
+	}
+	checkEditions(t, filepath.Join(tmp, "editions"))
+}
+
 func TestRunBadInput(t *testing.T) {
 	tmp := t.TempDir()
 	// A bad campaign: one line, exit 2, nothing written.
