@@ -2,6 +2,10 @@
 # The first call of the next H200 lease (sessions 36-38 got none). carry ["carry/bins.tar.xz",
 # "carry/jit-cache.tar.xz", "carry/llamacpp-src.tar.xz", "carry/llamacpp-src.commit",
 # "carry/llamacpp"] (65.5 MB with the tree after `make device-aside`, under 64 MiB); needs_h200.
+# Rebuild the binaries first (`make gpu-bins` at 2ef14e5 or later): session 38's carry/bins.tar.xz
+# (6cfd9ef) has no `run --prepare-only`, so step 4's preparation would fail there (the campaign
+# calls would then prepare the artifacts themselves). No kernel changed since 6cfd9ef, so the
+# carried JIT cache still matches.
 #   1. the driver's JIT cache from session 38 (scripts/jit-cache.sh; ~110 s of PTX compile spared
 #      when the driver matches, 580.159.04 on the H100s);
 #   2. the GPU tests of what no H200 has run (sessions 35-37's code: results/s38/call1.sh's list and
