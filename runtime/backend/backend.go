@@ -296,6 +296,27 @@ type PartMatMuls interface {
 	MatMulParts(dsts []Tensor, rows []int, w, x, bias Tensor, T int) error
 }
 
+// DenseActivations is implemented by Batched backends that can take the
+// activations of a batched prefill's dense FP16 projections (attention's
+// q, k, v and o; the shared expert's gate, up and down) in FP16. MatMulA16
+// is MatMul with every row of x first rounded as half.ChunkShiftF16 rounds
+// it (one power-of-two shift a 32-value chunk, then FP16, round to nearest
+// even; x itself is left as it is); the products and sums stay FP32. The
+// engine calls it in place of MatMul for those projections when they are
+// declared FP16 (engine.LoadOptions.DenseActivations); the router, the
+// shared expert's sigmoid gate, the head and decode steps keep FP32
+// activations. A backend that does not implement it runs FP32 only.
+type DenseActivations interface {
+	MatMulA16(dst, w, x, bias Tensor, T int) error
+}
+
+// PartMatMulsA16 is MatMulParts on FP16 activations: each block's bits are
+// MatMulA16's. Where a backend lacks it, the engine multiplies each block
+// (the views of the fused weight) with MatMulA16.
+type PartMatMulsA16 interface {
+	MatMulPartsA16(dsts []Tensor, rows []int, w, x, bias Tensor, T int) error
+}
+
 // PrefillScope is implemented by backends that launch a batched prefill's
 // ops differently from other ops. The engine calls BeginPrefill before a
 // batched prefill's first op and EndPrefill after its last (on error too).

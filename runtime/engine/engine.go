@@ -100,6 +100,10 @@ type Engine struct {
 	// expertAct is the dtype the routed experts' batched matmuls take
 	// their activations in (activations.go; LoadOptions.ExpertActivations).
 	expertAct backend.DType
+	// denseAct is the dtype a batched prefill's dense FP16 projections take
+	// their activations in (activations.go; LoadOptions.DenseActivations).
+	denseAct backend.DType
+	dense16  backend.DenseActivations // the batched backend's FP16 projections when denseAct is F16
 	// Scratch named by role.
 	x, xn          backend.Tensor // residual stream and its norm [D]
 	q, att, ao     backend.Tensor // [Hq*hd], [Hq*hd], [D]

@@ -28,6 +28,12 @@ type LoadOptions struct {
 	// INT4 experts, batched prefill and a backend with
 	// backend.ExpertActivations.
 	ExpertActivations string
+	// DenseActivations is the dtype a batched prefill's dense FP16
+	// projections (q, k, v, o and the shared expert's gate, up and down)
+	// take their activations in, "fp32" or "fp16" (DenseActivationDTypes;
+	// activations.go); "" means fp32. fp16 needs batched prefill and a
+	// backend with backend.DenseActivations.
+	DenseActivations string
 	// StepMode: "" or "auto" runs captured device steps when the backend
 	// can (StepGraphFull at full residency, StepGraphSegmented otherwise);
 	// StepOps always issues op by op; a graph mode asks for that mode.
@@ -87,6 +93,10 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	expertAct, err := ParseExpertActivations(o.ExpertActivations)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	denseAct, err := ParseDenseActivations(o.DenseActivations)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
@@ -174,6 +184,9 @@ func Load(be backend.Backend, dev cache.Device, art *qpack.Artifact, o LoadOptio
 		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
 	}
 	if err := eng.useExpertActivations(expertAct); err != nil {
+		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
+	}
+	if err := eng.useDenseActivations(denseAct); err != nil {
 		return nil, errors.Join(fmt.Errorf("engine: %w", err), eng.Close(), c.Close())
 	}
 	c.Admit()

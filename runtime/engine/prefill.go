@@ -430,16 +430,16 @@ func (e *Engine) attnInBatch(bt *batch, l, T, pos0 int) error {
 		}
 	}
 	steps := []opStep{{"input norm", func() error { return be.RMSNorm(xn, x, lw.InputNorm, e.eps) }}}
-	if pm, ok := bb.(backend.PartMatMuls); ok && lw.QKV != nil {
+	if parts := e.denseParts(lw.QKV); parts != nil {
 		// The fused q|k|v weight (and bias) in one op, each projection's bits.
 		steps = append(steps, opStep{"q|k|v_proj", func() error {
-			return pm.MatMulParts([]backend.Tensor{q, k, v}, []int{Q, KV, KV}, lw.QKV, xn, lw.QKVBias, T)
+			return parts([]backend.Tensor{q, k, v}, []int{Q, KV, KV}, xn, lw.QKVBias, T)
 		}})
 	} else {
 		steps = append(steps,
-			opStep{"q_proj", func() error { return bb.MatMul(q, lw.Q, xn, lw.QBias, T) }},
-			opStep{"k_proj", func() error { return bb.MatMul(k, lw.K, xn, lw.KBias, T) }},
-			opStep{"v_proj", func() error { return bb.MatMul(v, lw.V, xn, lw.VBias, T) }})
+			opStep{"q_proj", func() error { return e.denseMatMul(q, lw.Q, xn, lw.QBias, T) }},
+			opStep{"k_proj", func() error { return e.denseMatMul(k, lw.K, xn, lw.KBias, T) }},
+			opStep{"v_proj", func() error { return e.denseMatMul(v, lw.V, xn, lw.VBias, T) }})
 	}
 	if e.attnInFused(l) && (lw.QNorm == nil || bt.qn != nil) {
 		// The norms, RoPE and the KV append in one op; with norms the
@@ -523,7 +523,7 @@ func (e *Engine) attnOutBatch(bt *batch, l, T int, part func(backend.Tensor, int
 	cfg := e.cfg
 	D, Q := cfg.HiddenSize, cfg.NumHeads*cfg.HeadDim()
 	return withParts(part, []backend.Tensor{bt.x, bt.att, bt.ao}, []int{D, Q, D}, func(v []backend.Tensor) error {
-		if err := e.batched.MatMul(v[2], e.w.Layers[l].O, v[1], nil, T); err != nil {
+		if err := e.denseMatMul(v[2], e.w.Layers[l].O, v[1], nil, T); err != nil {
 			return fmt.Errorf("o_proj: %w", err)
 		}
 		if err := e.be.Add(v[0], v[0], v[2]); err != nil {
@@ -945,10 +945,10 @@ func (e *Engine) sharedExpertBatch(bt *batch, l, T int, part func(backend.Tensor
 	err := withParts(part, []backend.Tensor{bt.xn, bt.sg, bt.su, bt.sa, bt.sd, bt.mix}, []int{D, S, S, S, D, 1}, func(v []backend.Tensor) error {
 		xn, sg, su, sa, sd, mix := v[0], v[1], v[2], v[3], v[4], v[5]
 		return runSteps([]opStep{
-			{"shared gate_proj", func() error { return bb.MatMul(sg, lw.SharedGate, xn, nil, T) }},
-			{"shared up_proj", func() error { return bb.MatMul(su, lw.SharedUp, xn, nil, T) }},
+			{"shared gate_proj", func() error { return e.denseMatMul(sg, lw.SharedGate, xn, nil, T) }},
+			{"shared up_proj", func() error { return e.denseMatMul(su, lw.SharedUp, xn, nil, T) }},
 			{"shared act", func() error { return be.SiLUMul(sa, sg, su) }},
-			{"shared down_proj", func() error { return bb.MatMul(sd, lw.SharedDown, sa, nil, T) }},
+			{"shared down_proj", func() error { return e.denseMatMul(sd, lw.SharedDown, sa, nil, T) }},
 			{"shared_expert_gate", func() error { return bb.MatMul(mix, lw.SharedMix, xn, nil, T) }},
 		})
 	})

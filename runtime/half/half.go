@@ -93,3 +93,21 @@ func RowShiftF16(row []float32) int {
 	}
 	return s
 }
+
+// ChunkF16 is the width of the chunks ChunkShiftF16 rounds at one shift
+// each: the tensor cores' K step of 32 activations (kernels/tc.cuh TC_BK).
+const ChunkF16 = 32
+
+// ChunkShiftF16 rounds a row of activations to FP16 at one power-of-two
+// shift per ChunkF16-value chunk, in place: each chunk (the last may be
+// shorter) is rounded as RowShiftF16 rounds a row, its shift from its own
+// largest magnitude. This is the numerics of the tensor cores' FP16 split
+// of an activation chunk (kernels/tc.cuh tc_split8) with the low half
+// dropped, which the declared FP16 dense activations run
+// (engine.LoadOptions.DenseActivations); the CPU backend applies it to the
+// same rows as its reference.
+func ChunkShiftF16(row []float32) {
+	for lo := 0; lo < len(row); lo += ChunkF16 {
+		RowShiftF16(row[lo:min(lo+ChunkF16, len(row))])
+	}
+}

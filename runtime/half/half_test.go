@@ -164,3 +164,54 @@ func TestRowShiftF16Properties(t *testing.T) {
 		}
 	}
 }
+
+func TestChunkShiftF16(t *testing.T) {
+	// Each 32-value chunk keeps its own shift: a chunk of small values next
+	// to one of large values keeps 11 bits, where one shift for the row
+	// (RowShiftF16) would flush it.
+	cases := []struct {
+		name string
+		n    int
+		at   func(i int) float32
+	}{
+		{"two binades apart", 64, func(i int) float32 {
+			if i < 32 {
+				return 1 << 20
+			}
+			return float32(math.Ldexp(1+float64(i)/1024, -30))
+		}},
+		{"ragged tail", 70, func(i int) float32 { return float32(math.Sin(float64(i)*0.71)) * float32(math.Exp(float64(i%9)-4)) }},
+		{"zeros", 40, func(int) float32 { return 0 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			row := make([]float32, c.n)
+			for i := range row {
+				row[i] = c.at(i)
+			}
+			got := append([]float32(nil), row...)
+			ChunkShiftF16(got)
+			for lo := 0; lo < c.n; lo += ChunkF16 {
+				want := append([]float32(nil), row[lo:min(lo+ChunkF16, c.n)]...)
+				RowShiftF16(want)
+				for j, w := range want {
+					if got[lo+j] != w {
+						t.Fatalf("value %d: %g -> %g, want %g (its chunk rounded alone)", lo+j, row[lo+j], got[lo+j], w)
+					}
+				}
+			}
+		})
+	}
+	// The small chunk of the first case is exact at its own shift and
+	// would lose every bit at the row's.
+	row := make([]float32, 64)
+	for i := range row {
+		row[i] = cases[0].at(i)
+	}
+	chunked, whole := append([]float32(nil), row...), append([]float32(nil), row...)
+	ChunkShiftF16(chunked)
+	RowShiftF16(whole)
+	if chunked[40] != row[40] || whole[40] != 0 {
+		t.Fatalf("value 40 (%g): chunked %g (want it kept), whole-row %g (want 0)", row[40], chunked[40], whole[40])
+	}
+}
