@@ -209,6 +209,15 @@ type ArtifactRef struct {
 	// FP32 run, and records made before the field, omit it: absent means
 	// FP32 (ExpertActivationDTypeOf).
 	ExpertActivationDType string `json:"expert_activation_dtype,omitempty"`
+	// DenseActivationDType is the dtype a batched prefill's dense FP16
+	// projections (attention's q, k, v and o; the shared expert's gate, up
+	// and down) take their activations in: "FP16" (each row rounded to FP16
+	// at one power-of-two shift a 32-value chunk; the campaign
+	// configuration's dense_activations, engine.LoadOptions.DenseActivations)
+	// or "FP32". Decode steps, the router, the shared expert's sigmoid gate
+	// and the head take FP32 activations either way. Workers write it only
+	// where it is FP16: absent means FP32 (DenseActivationDTypeOf).
+	DenseActivationDType string `json:"dense_activation_dtype,omitempty"`
 }
 
 // KV cache element types as artifact.kv_dtype spells them.
@@ -240,6 +249,17 @@ func (a ArtifactRef) ExpertActivationDTypeOf() string {
 		return ExpertActFP32
 	}
 	return a.ExpertActivationDType
+}
+
+// DenseActivationDTypeOf is the dtype the artifact's dense projections took
+// their batched-prefill activations in, FP32 where the record omits it (an
+// FP32 run, or a record made before the field). The spellings are the
+// expert activations'.
+func (a ArtifactRef) DenseActivationDTypeOf() string {
+	if a.DenseActivationDType == "" {
+		return ExpertActFP32
+	}
+	return a.DenseActivationDType
 }
 
 // Model describes the architecture.
