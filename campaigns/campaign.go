@@ -7,8 +7,9 @@
 // policy the contract prescribes, and optionally the cache's spares,
 // staging and transport (staged or registered), speculative prefetch (off
 // or next-layer), miss/hit overlap (off or hit-compute), the KV cache's
-// element type (fp32 or fp16) and the routed experts' activation dtype in
-// a batched prefill (fp32 or fp16). Loading is
+// element type (fp32 or fp16), and the routed experts' and the dense
+// projections' activation dtypes in a batched prefill (fp32 or fp16).
+// Loading is
 // prometheus-config style: defaults, then a strict decode (unknown fields
 // are errors), then Validate with one precise message.
 //
@@ -181,6 +182,21 @@ type Configuration struct {
 	// when not declared or fp32 (Parse clears it), so campaigns from
 	// before the field keep their hash.
 	ExpertActivations string `yaml:"expert_activations" json:"expert_activations,omitempty"`
+	// DenseActivations is the dtype a batched prefill's dense FP16
+	// projections take their activations in (engine.LoadOptions
+	// .DenseActivations): fp32 (the default) or fp16 (attention's q, k, v
+	// and o and the shared expert's gate, up and down take activations
+	// rounded to FP16 at one power-of-two shift a 32-value chunk; products
+	// and sums stay FP32; logits and tokens may change). Decode steps, the
+	// router, the shared expert's sigmoid gate and the head stay FP32.
+	// fp16 needs a batched prefill (not prefill token, not prefetch
+	// next-layer, which prefills token at a time); unlike
+	// expert_activations it applies to either expert format. Raw records
+	// state it in artifact.dense_activation_dtype (FP16; absent means
+	// FP32), which campaigns.CheckRecord holds to this. Left out of the
+	// frozen campaign when not declared or fp32 (Parse clears it), so
+	// campaigns from before the field keep their hash.
+	DenseActivations string `yaml:"dense_activations" json:"dense_activations,omitempty"`
 }
 
 // KVOf is the KV cache element type a configuration runs: its declared
@@ -200,6 +216,16 @@ func (cfg *Configuration) ExpertActivationsOf() string {
 		return ExpertActFP32
 	}
 	return cfg.ExpertActivations
+}
+
+// DenseActivationsOf is the dense projections' activation dtype a
+// configuration runs: its declared dense_activations, fp32 when it
+// declares none.
+func (cfg *Configuration) DenseActivationsOf() string {
+	if cfg.DenseActivations == "" {
+		return DenseActFP32
+	}
+	return cfg.DenseActivations
 }
 
 // Checkpoint is exactly one of a synthetic checkpoint and a Hugging Face
@@ -302,6 +328,10 @@ func Parse(b []byte, name string) (*Campaign, error) {
 		// So is expert_activations fp32.
 		if c.Configurations[i].ExpertActivations == ExpertActFP32 {
 			c.Configurations[i].ExpertActivations = ""
+		}
+		// And dense_activations fp32.
+		if c.Configurations[i].DenseActivations == DenseActFP32 {
+			c.Configurations[i].DenseActivations = ""
 		}
 	}
 	return &c, nil
@@ -550,6 +580,12 @@ func (c *Campaign) validateConfig(cfg *Configuration, kid string, kc contracts.C
 		return fmt.Errorf("expert_activations %s with prefill %s: FP16 activations apply to a batched prefill's expert matmuls; use prefill %s or %s", cfg.ExpertActivations, PrefillToken, PrefillAuto, PrefillBatched)
 	case cfg.ExpertActivations == ExpertActFP16 && prefillOf(cfg) != PrefillBatched:
 		return fmt.Errorf("expert_activations %s with prefetch %s: next-layer prefetch prefills token at a time, and FP16 activations apply to a batched prefill's expert matmuls; use prefetch %s or expert_activations %s", cfg.ExpertActivations, cfg.Prefetch, PrefetchOff, ExpertActFP32)
+	case cfg.DenseActivations != "" && !slices.Contains(n.DenseActivations, cfg.DenseActivations):
+		return fmt.Errorf("dense_activations %q: want %s (the default) or %s", cfg.DenseActivations, DenseActFP32, DenseActFP16)
+	case cfg.DenseActivations == DenseActFP16 && cfg.Prefill == PrefillToken:
+		return fmt.Errorf("dense_activations %s with prefill %s: FP16 activations apply to a batched prefill's dense projections; use prefill %s or %s", cfg.DenseActivations, PrefillToken, PrefillAuto, PrefillBatched)
+	case cfg.DenseActivations == DenseActFP16 && prefillOf(cfg) != PrefillBatched:
+		return fmt.Errorf("dense_activations %s with prefetch %s: next-layer prefetch prefills token at a time, and FP16 activations apply to a batched prefill's dense projections; use prefetch %s or dense_activations %s", cfg.DenseActivations, cfg.Prefetch, PrefetchOff, DenseActFP32)
 	case cfg.Overlap == OverlapHitCompute && cfg.StepMode != StepAuto && cfg.StepMode != StepGraphSegmented:
 		return fmt.Errorf("step_mode %s with overlap %s: overlap runs in graph-segmented steps (step_mode %s or %s)", cfg.StepMode, cfg.Overlap, StepAuto, StepGraphSegmented)
 	}

@@ -75,6 +75,9 @@ func TestBadCampaigns(t *testing.T) {
 		"expert-activations-experts.bad.yml":  `configuration "olmoe-c8": expert_activations fp16 with expert_format fp16: FP16 activations apply to INT4 experts only (W4A16)`,
 		"expert-activations-token.bad.yml":    `configuration "olmoe-c8": expert_activations fp16 with prefill token: FP16 activations apply to a batched prefill's expert matmuls; use prefill auto or batched`,
 		"expert-activations-prefetch.bad.yml": `configuration "olmoe-c8": expert_activations fp16 with prefetch next-layer: next-layer prefetch prefills token at a time`,
+		"dense-activations.bad.yml":           `configuration "olmoe-c8": dense_activations "bf16": want fp32 (the default) or fp16`,
+		"dense-activations-token.bad.yml":     `configuration "olmoe-c8": dense_activations fp16 with prefill token: FP16 activations apply to a batched prefill's dense projections; use prefill auto or batched`,
+		"dense-activations-prefetch.bad.yml":  `configuration "olmoe-c8": dense_activations fp16 with prefetch next-layer: next-layer prefetch prefills token at a time`,
 	}
 	files, _ := filepath.Glob("testdata/*.bad.yml")
 	if len(files) != len(want) {
@@ -270,7 +273,7 @@ func TestCampaignHash(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile("testdata/mini.good.yml")
-	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n    kv: fp32\n    expert_activations: fp32\n", 1)
+	src := strings.Replace(string(b), "    capacity: 8\n", "    capacity: 8\n    placement: canonical\n    expert_format: int4\n    transport: staged\n    prefetch: off\n    overlap: off\n    kv: fp32\n    expert_activations: fp32\n    dense_activations: fp32\n", 1)
 	p := filepath.Join(t.TempDir(), "mini.yml")
 	os.WriteFile(p, []byte("# reformatted\n"+src), 0o644)
 	c2, _, _, err := Load(p, miniContract, rt)
@@ -311,8 +314,9 @@ func TestCampaignHash(t *testing.T) {
 	}
 }
 
-// The declared dtypes are part of the configuration's identity: kv fp16
-// and expert_activations fp16 change the campaign hash and are frozen;
+// The declared dtypes are part of the configuration's identity: kv fp16,
+// expert_activations fp16 and dense_activations fp16 change the campaign
+// hash and are frozen;
 // fp32 is each one's default and hashes as an absent field (left out of
 // the frozen campaign), so campaigns and the editions frozen from them made
 // before the field keep their hash.
@@ -329,6 +333,7 @@ func TestCampaignHashDeclaredDTypes(t *testing.T) {
 	}{
 		{"kv", (*Configuration).KVOf, func(c *Configuration) string { return c.KV }},
 		{"expert_activations", (*Configuration).ExpertActivationsOf, func(c *Configuration) string { return c.ExpertActivations }},
+		{"dense_activations", (*Configuration).DenseActivationsOf, func(c *Configuration) string { return c.DenseActivations }},
 	} {
 		t.Run(f.field, func(t *testing.T) {
 			hashWith := func(v string) (string, *Campaign) {
@@ -378,5 +383,41 @@ func TestCampaignHashDeclaredDTypes(t *testing.T) {
 				t.Errorf("%s reads back as %q", f.field, got)
 			}
 		})
+	}
+}
+
+// TestDenseActivationsEitherExpertFormat: unlike expert_activations,
+// dense_activations fp16 does not need INT4 experts (the dense projections
+// are FP16 matrices in either expert format): the configuration that
+// expert-activations-experts.bad.yml refuses validates with
+// dense_activations fp16 instead, and full.good.yml declares it on FP16
+// experts.
+func TestDenseActivationsEitherExpertFormat(t *testing.T) {
+	b, err := os.ReadFile("testdata/expert-activations-experts.bad.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const from, to = "    expert_activations: fp16\n", "    dense_activations: fp16\n"
+	if !strings.Contains(string(b), "    expert_format: fp16\n") || !strings.Contains(string(b), from) {
+		t.Fatalf("testdata/expert-activations-experts.bad.yml no longer declares FP16 experts and %q", from)
+	}
+	p := filepath.Join(t.TempDir(), "dense-fp16-experts.yml")
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), from, to, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, _, _, err := Load(p, miniContract, rt)
+	if err != nil {
+		t.Fatalf("dense_activations fp16 on FP16 experts: %v", err)
+	}
+	if cfg := c.Configurations[0]; cfg.ExpertFormat != "fp16" || cfg.DenseActivationsOf() != DenseActFP16 || cfg.ExpertActivationsOf() != ExpertActFP32 {
+		t.Fatalf("runs %s experts, dense activations %s, expert activations %s; want fp16, fp16, fp32", cfg.ExpertFormat, cfg.DenseActivationsOf(), cfg.ExpertActivationsOf())
+	}
+	full, _, _, err := Load("testdata/full.good.yml", miniContract, rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, ok := full.Config("olmoe-c30")
+	if !ok || cfg.ExpertFormat != "fp16" || cfg.DenseActivations != DenseActFP16 {
+		t.Fatalf("full.good.yml's olmoe-c30: %+v; want FP16 experts with dense_activations fp16", cfg)
 	}
 }

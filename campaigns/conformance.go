@@ -42,6 +42,8 @@ func CheckRecord(k *contracts.Contract, c *Campaign, cfg *Configuration, block i
 		return bad("ran a %s KV cache; configured kv %s", r.Artifact.KVDTypeOf(), cfg.KVOf())
 	case r.Artifact.ExpertActivationDTypeOf() != strings.ToUpper(cfg.ExpertActivationsOf()):
 		return bad("ran %s expert activations; configured expert_activations %s", r.Artifact.ExpertActivationDTypeOf(), cfg.ExpertActivationsOf())
+	case r.Artifact.DenseActivationDTypeOf() != strings.ToUpper(cfg.DenseActivationsOf()):
+		return bad("ran %s dense activations; configured dense_activations %s", r.Artifact.DenseActivationDTypeOf(), cfg.DenseActivationsOf())
 	case s.Regime != Regime(s.Capacity, s.Model.ExpertsPerLayer):
 		return bad("regime %q for capacity %d of %d", s.Regime, s.Capacity, s.Model.ExpertsPerLayer)
 	case !r.Warmup.Excluded || r.Warmup.PromptID != k.Warmup.Prompt.ID || r.Warmup.N != k.Warmup.OutputTokens || len(r.Warmup.TokenIDs) != r.Warmup.N:

@@ -10,8 +10,8 @@ import (
 // TestPinPrefill: a worker's --prefill pins a configuration that leaves
 // prefill auto, keeps one that declares the same mode, and refuses one that
 // declares another or a mode that is not one, and refuses to pin token
-// prefill on a configuration that declares FP16 expert activations (they
-// apply to a batched prefill); the campaign's configuration itself is
+// prefill on a configuration that declares FP16 expert or dense
+// activations (they apply to a batched prefill); the campaign's configuration itself is
 // never changed. A reproduction pins the original record's mode
 // where the configuration leaves it auto (rerunPrefill).
 func TestPinPrefill(t *testing.T) {
@@ -19,21 +19,27 @@ func TestPinPrefill(t *testing.T) {
 		declared, pin, want string
 		fails               bool
 		act                 string // expert_activations
+		dense               string // dense_activations
 	}{
-		{"", "", "", false, ""},
-		{"", "token", "token", false, ""},
-		{"auto", "batched", "batched", false, ""},
-		{"batched", "batched", "batched", false, ""},
-		{"batched", "token", "", true, ""},
-		{"token", "batched", "", true, ""},
-		{"", "auto", "", true, ""},
-		{"", "fast", "", true, ""},
-		{"", "batched", "batched", false, ExpertActFP16},
-		{"", "", "", false, ExpertActFP16},
-		{"", "token", "", true, ExpertActFP16},
-		{"auto", "token", "", true, ExpertActFP16},
+		{"", "", "", false, "", ""},
+		{"", "token", "token", false, "", ""},
+		{"auto", "batched", "batched", false, "", ""},
+		{"batched", "batched", "batched", false, "", ""},
+		{"batched", "token", "", true, "", ""},
+		{"token", "batched", "", true, "", ""},
+		{"", "auto", "", true, "", ""},
+		{"", "fast", "", true, "", ""},
+		{"", "batched", "batched", false, ExpertActFP16, ""},
+		{"", "", "", false, ExpertActFP16, ""},
+		{"", "token", "", true, ExpertActFP16, ""},
+		{"auto", "token", "", true, ExpertActFP16, ""},
+		{"", "batched", "batched", false, "", DenseActFP16},
+		{"", "", "", false, "", DenseActFP16},
+		{"", "token", "", true, "", DenseActFP16},
+		{"auto", "token", "", true, "", DenseActFP16},
+		{"", "token", "token", false, "", DenseActFP32},
 	} {
-		cfg := &Configuration{ID: "c", Prefill: tc.declared, ExpertActivations: tc.act}
+		cfg := &Configuration{ID: "c", Prefill: tc.declared, ExpertActivations: tc.act, DenseActivations: tc.dense}
 		got, err := PinPrefill(cfg, tc.pin)
 		if (err != nil) != tc.fails {
 			t.Fatalf("declared %q, pin %q: error %v, want failure %v", tc.declared, tc.pin, err, tc.fails)

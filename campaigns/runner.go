@@ -770,6 +770,8 @@ func PinPrefill(cfg *Configuration, mode string) (*Configuration, error) {
 		return nil, fmt.Errorf("configuration %s declares prefill %s; it cannot run %s", cfg.ID, cfg.Prefill, mode)
 	case cfg.ExpertActivations == ExpertActFP16 && mode != PrefillBatched:
 		return nil, fmt.Errorf("configuration %s declares expert_activations %s, which apply to a batched prefill; it cannot run prefill %s", cfg.ID, cfg.ExpertActivations, mode)
+	case cfg.DenseActivations == DenseActFP16 && mode != PrefillBatched:
+		return nil, fmt.Errorf("configuration %s declares dense_activations %s, which apply to a batched prefill; it cannot run prefill %s", cfg.ID, cfg.DenseActivations, mode)
 	}
 	c := *cfg
 	c.Prefill = mode

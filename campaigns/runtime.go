@@ -12,8 +12,9 @@ import (
 // The modes whose rules Validate states (the registered transport has no
 // staging ring, overlap excludes prefetch and needs cuda and partial
 // residency, FP16 expert activations need INT4 experts and a batched
-// prefill). They are the runtime's names (runtime/cache, runtime/engine)
-// spelled here so that this package does not import runtime/;
+// prefill, FP16 dense activations a batched prefill). They are the
+// runtime's names (runtime/cache, runtime/engine) spelled here so that
+// this package does not import runtime/;
 // campaigns/worker's tests pin them to the runtime's constants.
 const (
 	TransportStaged     = "staged" // the default transport
@@ -34,6 +35,8 @@ const (
 	KVFP16              = "fp16"
 	ExpertActFP32       = "fp32" // the default expert activation dtype
 	ExpertActFP16       = "fp16"
+	DenseActFP32        = "fp32" // the default dense activation dtype
+	DenseActFP16        = "fp16"
 )
 
 // Names are the runtime's names a configuration may use. PrefillTimed
@@ -49,6 +52,9 @@ type Names struct {
 	// ExpertActivations lists the routed experts' activation dtypes
 	// (engine.ExpertActivationNames: fp32, fp16).
 	ExpertActivations []string
+	// DenseActivations lists the dense projections' activation dtypes
+	// (engine.DenseActivationNames: fp32, fp16).
+	DenseActivations []string
 }
 
 // Shape is what validation needs of a checkpoint's architecture.

@@ -369,3 +369,27 @@ func TestExpertActivationDType(t *testing.T) {
 		t.Fatalf("differences %q, want qwen15-c60-grouped's expert_activation_dtype only", lines)
 	}
 }
+
+// TestDenseActivationDType: the dense projections' activation dtype is a
+// declared setup field like expert_activation_dtype: an edition whose
+// records ran FP16 dense activations differs from one that ran FP32 (a
+// record without dense_activation_dtype, as every FP32 record is, reads as
+// FP32), and only in that field.
+func TestDenseActivationDType(t *testing.T) {
+	changed := fixture(t, "full-residency-v1", func(path string, doc map[string]any) {
+		if strings.HasPrefix(path, "raw/qwen15-c60-grouped/") {
+			doc["artifact"].(map[string]any)["dense_activation_dtype"] = editions.ExpertActFP16
+		}
+	})
+	res, err := Compare(load(t, committed+"full-residency-v1", changed), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, d := range res.Differences {
+		lines = append(lines, d.Line())
+	}
+	if len(lines) != 1 || !strings.Contains(lines[0], "qwen15-c60-grouped dense_activation_dtype: FP32 (full-residency-v1) vs FP16") {
+		t.Fatalf("differences %q, want qwen15-c60-grouped's dense_activation_dtype only", lines)
+	}
+}

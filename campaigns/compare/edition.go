@@ -161,7 +161,7 @@ func newConfig(d *editions.ConfigDoc, recs []*editions.RawRecord) *Config {
 	c.VRAM.Value = scaleObs(m.VRAMPeakBytes, gib)
 	ttft := Range{Min: math.Inf(1), Max: math.Inf(-1)}
 	var vram []editions.Obs[int64]
-	var setup [12][]string
+	var setup [13][]string
 	for _, r := range recs {
 		if len(r.Requests) > 0 {
 			var sum float64
@@ -186,7 +186,7 @@ func newConfig(d *editions.ConfigDoc, recs []*editions.RawRecord) *Config {
 		s := r.Setup
 		for i, v := range []string{r.Checkpoint.SHA256, r.Artifact.SHA256, s.Executor, strconv.Itoa(s.Capacity), s.Placement, s.Policy,
 			orDefault(s.Transport, "staged"), orDefault(s.StepMode, "ops"), orDefault(s.Prefetch, "off"), orDefault(s.Overlap, "off"),
-			r.Artifact.KVDTypeOf(), r.Artifact.ExpertActivationDTypeOf()} {
+			r.Artifact.KVDTypeOf(), r.Artifact.ExpertActivationDTypeOf(), r.Artifact.DenseActivationDTypeOf()} {
 			setup[i] = append(setup[i], v)
 		}
 	}
@@ -196,7 +196,7 @@ func newConfig(d *editions.ConfigDoc, recs []*editions.RawRecord) *Config {
 	c.TTFT.Blocks = ttft
 	c.VRAM.Blocks = obsRange(vram, gib)
 	for i, name := range []string{"checkpoint_sha256", "artifact_sha256", "executor", "capacity", "placement", "policy",
-		"transport", "step_mode", "prefetch", "overlap", "kv_dtype", "expert_activation_dtype"} {
+		"transport", "step_mode", "prefetch", "overlap", "kv_dtype", "expert_activation_dtype", "dense_activation_dtype"} {
 		c.setup = append(c.setup, namedValue{name, joinDistinct(setup[i])})
 	}
 	return c

@@ -54,14 +54,17 @@ type Configuration struct {
 	// ExpertActivations is the routed experts' declared activation dtype
 	// in a batched prefill (fp32, the default, or fp16).
 	ExpertActivations string `json:"expert_activations"`
+	// DenseActivations is the dense projections' declared activation
+	// dtype in a batched prefill (fp32, the default, or fp16).
+	DenseActivations string `json:"dense_activations"`
 	// ExpertFormat tells a fidelity edition's arms apart.
 	ExpertFormat string `json:"expert_format"`
 }
 
 // variant names what sets a configuration apart from the defaults (a
 // transport other than staged, prefetch or overlap on, a declared step or
-// prefill mode, a KV cache other than fp32, expert activations other than
-// fp32), "" when nothing does.
+// prefill mode, a KV cache other than fp32, expert or dense activations
+// other than fp32), "" when nothing does.
 func (cfg Configuration) variant() string {
 	var parts []string
 	for _, x := range [][2]string{{cfg.Transport, "staged"}, {cfg.Prefetch, "off"}, {cfg.Overlap, "off"}, {cfg.StepMode, "auto"}, {cfg.Prefill, "auto"}, {cfg.KV, "fp32"}} {
@@ -72,6 +75,9 @@ func (cfg Configuration) variant() string {
 	// Named, as a bare fp16 would read as the KV cache's.
 	if a := cfg.ExpertActivations; a != "" && a != "fp32" {
 		parts = append(parts, "expert activations "+a)
+	}
+	if a := cfg.DenseActivations; a != "" && a != "fp32" {
+		parts = append(parts, "dense activations "+a)
 	}
 	return strings.Join(parts, ", ")
 }

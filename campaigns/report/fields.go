@@ -189,9 +189,11 @@ var prefillField = field{Name: "prefill", Unit: "tok/s", Right: true, Key: "pref
 // the prefill column when every document carries a prefill rate, and the
 // policy column when the documents ran more than one eviction policy (a
 // PERF-POLICY-v1 comparison). The KV cache column (after the executor's)
-// is shown when every document records artifact.kv_dtype, and the expert
+// is shown when every document records artifact.kv_dtype, the expert
 // activations column (after it) when some document records
-// artifact.expert_activation_dtype (FP16; FP32 is left out of records).
+// artifact.expert_activation_dtype, and the dense activations column
+// (after that) when some document records artifact.dense_activation_dtype
+// (FP16 both; FP32 is left out of records).
 // Editions made before bootstrap-v1 (or before prefill_seconds) lack them,
 // so their tables (and exports) keep the columns they were published with.
 func resultFields(docs []editions.ConfigDoc) []field {
@@ -203,6 +205,7 @@ func resultFields(docs []editions.ConfigDoc) []field {
 	policies := len(docs) > 0 && slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Policy != docs[0].Policy })
 	kv := every(func(d editions.ConfigDoc) bool { return d.Artifact.KVDType != "" })
 	act := slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Artifact.ExpertActivationDType != "" })
+	dense := slices.ContainsFunc(docs, func(d editions.ConfigDoc) bool { return d.Artifact.DenseActivationDType != "" })
 	var out []field
 	for _, f := range configFields {
 		out = append(out, f)
@@ -211,6 +214,9 @@ func resultFields(docs []editions.ConfigDoc) []field {
 		}
 		if act && f.Key == "executor" {
 			out = append(out, expertActField)
+		}
+		if dense && f.Key == "executor" {
+			out = append(out, denseActField)
 		}
 		if policies && f.Key == "capacity" {
 			out = append(out, policyField)
@@ -245,6 +251,16 @@ var expertActField = field{Name: "expert activations", Key: "expert_activations"
 	Value: func(d *editions.ConfigDoc) string { return d.Artifact.ExpertActivationDTypeOf() },
 	Raw:   func(d *editions.ConfigDoc) any { return d.Artifact.ExpertActivationDTypeOf() }}
 
+// denseActField is the dtype the configuration's dense projections (q, k,
+// v, o; the shared expert's gate, up and down) took their batched-prefill
+// activations in, artifact.dense_activation_dtype (absent: FP32). Workers
+// record it only where it is FP16, so resultFields shows it where some
+// configuration records it: editions without FP16 dense activations keep
+// the table they were published with.
+var denseActField = field{Name: "dense activations", Key: "dense_activations",
+	Value: func(d *editions.ConfigDoc) string { return d.Artifact.DenseActivationDTypeOf() },
+	Raw:   func(d *editions.ConfigDoc) any { return d.Artifact.DenseActivationDTypeOf() }}
+
 // policyField is the configuration's eviction policy (resultFields).
 var policyField = field{Name: "policy", Key: "policy",
 	Value: func(d *editions.ConfigDoc) string { return d.Policy },
@@ -255,7 +271,7 @@ var policyField = field{Name: "policy", Key: "policy",
 var (
 	speedKeys = []string{"configuration", "capacity", "policy", "pooled_decode_tok_s", "pooled_decode_ci95_tok_s",
 		"block_spread_tok_s", "overall_output_tok_s", "ttft_mean_ms", "ttft_mean_ci95_ms", "prefill_tok_s", "response_mean_s"}
-	resourceKeys = []string{"configuration", "checkpoint", "executor", "kv_cache", "expert_activations", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
+	resourceKeys = []string{"configuration", "checkpoint", "executor", "kv_cache", "expert_activations", "dense_activations", "regime", "h2d_mib", "misses", "rss_peak_mib", "vram_peak_gib", "requests"}
 )
 
 // pickFields is the fields of fs whose keys are in keys, in fs's order.

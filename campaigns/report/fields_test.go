@@ -156,6 +156,67 @@ func TestVariantExpertActivations(t *testing.T) {
 	}
 }
 
+// TestDenseActivationsColumn: the dense activations column follows the
+// executor column (and the KV cache and expert activations columns, where
+// there are ones) where some configuration records
+// artifact.dense_activation_dtype (workers record FP16 only), reading FP32
+// where a configuration records none; editions without FP16 dense
+// activations keep their table.
+func TestDenseActivationsColumn(t *testing.T) {
+	base := loadConfigs(t, "smoke-cpu")
+	keys := func(docs []editions.ConfigDoc) []string {
+		var out []string
+		for _, f := range resultFields(docs) {
+			out = append(out, f.Key)
+		}
+		return out
+	}
+	if slices.Contains(keys(base), "dense_activations") {
+		t.Fatal("a dense activations column for documents without dense_activation_dtype")
+	}
+	docs := slices.Clone(base)
+	docs[1].Artifact.DenseActivationDType = editions.ExpertActFP16
+	ks := keys(docs)
+	i := slices.Index(ks, "executor")
+	if i < 0 || i+1 >= len(ks) || ks[i+1] != "dense_activations" {
+		t.Fatalf("columns %v: want dense_activations right after executor", ks)
+	}
+	if slices.Contains(ks, "expert_activations") {
+		t.Fatalf("columns %v: FP16 dense activations alone add an expert activations column", ks)
+	}
+	f := resultFields(docs)[i+1]
+	if f.Header() != "dense activations" || f.Value(&docs[0]) != "FP32" || f.Value(&docs[1]) != "FP16" {
+		t.Fatalf("column %q: %q, %q", f.Header(), f.Value(&docs[0]), f.Value(&docs[1]))
+	}
+	for i := range docs {
+		docs[i].Artifact.KVDType = editions.KVFP32
+	}
+	docs[0].Artifact.ExpertActivationDType = editions.ExpertActFP16
+	ks = keys(docs)
+	if i := slices.Index(ks, "executor"); i < 0 || i+3 >= len(ks) || ks[i+1] != "kv_cache" || ks[i+2] != "expert_activations" || ks[i+3] != "dense_activations" {
+		t.Fatalf("columns %v: want kv_cache, expert_activations, then dense_activations, right after executor", ks)
+	}
+}
+
+// TestVariantDenseActivations: declared FP16 dense activations set a
+// configuration's plot series apart, named so that they read as neither an
+// FP16 KV cache nor FP16 expert activations; fp32 spelled out is the
+// default.
+func TestVariantDenseActivations(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Configuration
+		want string
+	}{
+		{Configuration{DenseActivations: "fp32"}, ""},
+		{Configuration{DenseActivations: "fp16"}, "dense activations fp16"},
+		{Configuration{KV: "fp16", ExpertActivations: "fp16", DenseActivations: "fp16"}, "fp16, expert activations fp16, dense activations fp16"},
+	} {
+		if got := tc.cfg.variant(); got != tc.want {
+			t.Errorf("%+v: variant %q, want %q", tc.cfg, got, tc.want)
+		}
+	}
+}
+
 // report.html's two results tables (speedKeys, resourceKeys) together
 // show every results column, and only the configuration column twice, so
 // the verifier can join them on it.
@@ -164,7 +225,7 @@ func TestSpeedAndResourcesCoverResults(t *testing.T) {
 	for _, u := range uncertaintyFields {
 		all = append(all, u.field)
 	}
-	all = append(all, prefillField, policyField, kvField, expertActField)
+	all = append(all, prefillField, policyField, kvField, expertActField, denseActField)
 	for _, f := range all {
 		inS, inR := slices.Contains(speedKeys, f.Key), slices.Contains(resourceKeys, f.Key)
 		switch {

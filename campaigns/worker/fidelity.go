@@ -213,7 +213,8 @@ func (a *fidelityArm) run(d Device, maxSeq int, start time.Time, f func(*engine.
 	l, err := engine.Load(d.Backend, d.Rows, a.art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations, MaxSeq: maxSeq,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations,
+		DenseActivations: cfg.DenseActivations, MaxSeq: maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -229,6 +230,7 @@ func (a *fidelityArm) run(d Device, maxSeq int, start time.Time, f func(*engine.
 	a.rec.Artifact.ActivationDType = d.Backend.ActivationDType()
 	a.rec.Artifact.KVDType = l.KVName()
 	a.rec.Artifact.ExpertActivationDType = expertActivationDType(l.Engine)
+	a.rec.Artifact.DenseActivationDType = denseActivationDType(l.Engine)
 	s := &a.rec.Setup
 	s.Capacity, s.Executor, s.Placement, s.Policy, s.StepMode, s.Prefill = opts.Capacity, l.ExecutorName(), opts.Placement, opts.Policy, l.StepMode(), l.PrefillMode()
 	return f(l)

@@ -117,7 +117,8 @@ func RunIFEval(o IFEvalOptions) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations, MaxSeq: maxSeq,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations,
+		DenseActivations: cfg.DenseActivations, MaxSeq: maxSeq,
 	})
 	if err != nil {
 		return fmt.Errorf("load %s: %w", cfg.ID, err)
@@ -136,6 +137,7 @@ func RunIFEval(o IFEvalOptions) (err error) {
 	rec.Artifact.ActivationDType = o.Device.Backend.ActivationDType()
 	rec.Artifact.KVDType = l.KVName()
 	rec.Artifact.ExpertActivationDType = expertActivationDType(l.Engine)
+	rec.Artifact.DenseActivationDType = denseActivationDType(l.Engine)
 	rec.Setup = editions.IFEvalSetup{
 		Model: modelOf(mcfg), Capacity: opts.Capacity, Executor: l.ExecutorName(), Placement: opts.Placement,
 		Policy: opts.Policy, StepMode: l.StepMode(), Prefill: l.PrefillMode(), PromptFormat: format, ChatTemplateSHA256: tmplSHA,

@@ -45,13 +45,13 @@ var _ campaigns.Runtime = Runtime{}
 
 // Names lists the runtime's executors, placements, policies, transports,
 // prefetch, overlap, step and prefill modes, KV cache element types and
-// expert activation dtypes.
+// expert and dense activation dtypes.
 func (Runtime) Names() campaigns.Names {
 	return campaigns.Names{
 		Executors: executor.Names(), Placements: cache.Placements(), Policies: cache.Policies(),
 		Transports: cache.Transports(), Prefetch: engine.PrefetchModes(), Overlap: engine.OverlapModes(),
 		StepModes: engine.StepModes(), Prefill: engine.PrefillModes(), PrefillTimed: prefillTimedDevices(),
-		KV: kvNames(), ExpertActivations: engine.ExpertActivationNames(),
+		KV: kvNames(), ExpertActivations: engine.ExpertActivationNames(), DenseActivations: engine.DenseActivationNames(),
 	}
 }
 

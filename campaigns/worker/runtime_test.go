@@ -34,6 +34,8 @@ func TestRuntimeNamesMatchCampaigns(t *testing.T) {
 		{"kv fp16", campaigns.KVFP16, "fp16", n.KV},
 		{"expert activations fp32", campaigns.ExpertActFP32, engine.ExpertActFP32, n.ExpertActivations},
 		{"expert activations fp16", campaigns.ExpertActFP16, engine.ExpertActFP16, n.ExpertActivations},
+		{"dense activations fp32", campaigns.DenseActFP32, engine.ExpertActFP32, n.DenseActivations},
+		{"dense activations fp16", campaigns.DenseActFP16, engine.ExpertActFP16, n.DenseActivations},
 	} {
 		if tc.campaigns != tc.runtime {
 			t.Errorf("%s: campaigns says %q, the runtime %q", tc.name, tc.campaigns, tc.runtime)

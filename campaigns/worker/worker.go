@@ -141,7 +141,7 @@ func Run(o Options) (err error) {
 	l, err := engine.Load(o.Device.Backend, o.Device.Rows, art, engine.LoadOptions{
 		Executor: cfg.Executor, Capacity: cfg.Capacity, Placement: cfg.Placement, Policy: cfg.Policy,
 		Spares: cfg.Spares, Staging: cfg.Staging, Transport: cfg.Transport, Prefetch: cfg.Prefetch, Overlap: cfg.Overlap,
-		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations,
+		StepMode: cfg.StepMode, Prefill: cfg.Prefill, KV: cfg.KV, ExpertActivations: cfg.ExpertActivations, DenseActivations: cfg.DenseActivations,
 		MaxSeq: maxSeq,
 		Trace:  true,
 	})
@@ -173,6 +173,8 @@ func Run(o Options) (err error) {
 	rec.Artifact.KVDType = l.KVName()
 	// So is the routed experts' activation dtype (CheckRecord again).
 	rec.Artifact.ExpertActivationDType = expertActivationDType(l.Engine)
+	// And the dense projections' (CheckRecord again).
+	rec.Artifact.DenseActivationDType = denseActivationDType(l.Engine)
 	if err != nil {
 		return err
 	}
@@ -419,6 +421,18 @@ func Started() time.Time { return processStarted }
 // run's records read exactly as records made before the field.
 func expertActivationDType(e *engine.Engine) string {
 	if n := e.ExpertActivationName(); n != editions.ExpertActFP32 {
+		return n
+	}
+	return ""
+}
+
+// denseActivationDType is the engine's dense activation dtype as a raw
+// record's artifact.dense_activation_dtype states it: FP16 where a batched
+// prefill's dense projections took FP16 activations, and "" (omitted,
+// which reads as FP32) where they took FP32, so that an FP32 run's records
+// read exactly as records made before the field.
+func denseActivationDType(e *engine.Engine) string {
+	if n := e.DenseActivationName(); n != editions.ExpertActFP32 {
 		return n
 	}
 	return ""

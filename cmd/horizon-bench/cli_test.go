@@ -266,6 +266,50 @@ func TestGenerateExpertActivations(t *testing.T) {
 	}
 }
 
+// TestGenerateDenseActivations: --dense-activations fp16 rounds the
+// batched prefill's dense projections' activations (other first-step
+// logits than fp32's, on INT4 and on FP16 experts alike: unlike
+// --expert-activations it needs no INT4 experts) and says so in --json,
+// leaving expert_activation_dtype FP32; fp32, the default, says FP32.
+func TestGenerateDenseActivations(t *testing.T) {
+	dir := t.TempDir()
+	gen := func(name, experts string) (string, string, []byte) {
+		t.Helper()
+		p := filepath.Join(dir, name+"-"+experts+".f32")
+		r := run(t, "generate", "--tokens", "4", "--experts", experts, "--dense-activations", name, "--logits-out", p, "--json")
+		if r.code != 0 {
+			t.Fatalf("--dense-activations %s --experts %s: exit %d: %s", name, experts, r.code, r.stderr)
+		}
+		var out struct {
+			TokenIDs []int  `json:"token_ids"`
+			Dense    string `json:"dense_activation_dtype"`
+			Expert   string `json:"expert_activation_dtype"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &out); err != nil {
+			t.Fatalf("%v\n%s", err, r.stdout)
+		}
+		if len(out.TokenIDs) != 4 {
+			t.Fatalf("--dense-activations %s --experts %s: %d tokens, want 4", name, experts, len(out.TokenIDs))
+		}
+		b, err := os.ReadFile(p)
+		must(t, err)
+		return out.Dense, out.Expert, b
+	}
+	for _, experts := range []string{"int4", "fp16"} {
+		d32, e32, l32 := gen("fp32", experts)
+		d16, e16, l16 := gen("fp16", experts)
+		if d32 != "FP32" || d16 != "FP16" {
+			t.Fatalf("--experts %s: dense_activation_dtype %q and %q; want FP32 and FP16", experts, d32, d16)
+		}
+		if e32 != "FP32" || e16 != "FP32" {
+			t.Fatalf("--experts %s: expert_activation_dtype %q and %q; want FP32 for both", experts, e32, e16)
+		}
+		if bytes.Equal(l32, l16) {
+			t.Fatalf("--experts %s: fp16 dense activations gave fp32's first-step logits bit for bit", experts)
+		}
+	}
+}
+
 func TestGenerateErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -284,6 +328,9 @@ func TestGenerateErrors(t *testing.T) {
 		{"unknown expert activations", []string{"--expert-activations", "bf16"}, exitUsage, "--expert-activations: "},
 		{"fp16 expert activations, token prefill", []string{"--expert-activations", "fp16", "--prefill", "token"}, exitUsage, "batched prefill"},
 		{"fp16 expert activations on fp16 experts", []string{"--expert-activations", "fp16", "--experts", "fp16"}, 1, "apply to qpack-int4-b256-v1 experts only"},
+		{"unknown dense activations", []string{"--dense-activations", "bf16"}, exitUsage, "--dense-activations: "},
+		{"fp16 dense activations, token prefill", []string{"--dense-activations", "fp16", "--prefill", "token"}, exitUsage, "batched prefill"},
+		{"fp16 dense activations, next-layer prefetch", []string{"--dense-activations", "fp16", "--prefetch", "next-layer"}, exitUsage, "--dense-activations fp16 applies to a batched prefill"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

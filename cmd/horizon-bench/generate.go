@@ -75,10 +75,22 @@ in artifact.kv_dtype. For example:
 
     horizon-bench generate --prompt "The quick brown fox" --tokens 32 --kv fp16 --json
 
+--expert-activations and --dense-activations pick the dtype a batched
+prefill's INT4 expert matmuls and its dense FP16 projections (attention q, k,
+v, o; the shared expert's gate, up and down) take their activations in: fp32
+(the default) or fp16 (logits and tokens may differ from fp32's; decode, the
+router and the head stay FP32). fp16 needs a batched prefill (not --prefill
+token or --prefetch next-layer), and --expert-activations fp16 INT4 experts;
+--dense-activations fp16 works with either expert format. Campaign
+configurations declare the same expert_activations: and dense_activations:,
+and raw records state FP16 in artifact.expert_activation_dtype and
+artifact.dense_activation_dtype.
+
 --json prints one object with at least token_ids, ttft_seconds,
 prefill_seconds, decode_seconds, decode_tok_s, and under "cache" the request's counters
-(hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...) and
-kv_dtype (FP32 or FP16, as raw records spell it).`,
+(hits, misses, evictions, h2d_bytes, h2d_copies, d2h_expert_bytes, ...),
+kv_dtype, expert_activation_dtype and dense_activation_dtype (FP32 or FP16,
+as raw records spell them).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "artifact", Usage: "prepared artifact `DIR` (from horizon-bench prepare)"},
 			&cli.StringFlag{Name: "arch", Value: defaultArch, Usage: "synthetic architecture to build when --artifact is not given"},
@@ -102,6 +114,7 @@ kv_dtype (FP32 or FP16, as raw records spell it).`,
 			&cli.StringFlag{Name: "prefill", Value: engine.PrefillAuto, Usage: "how the prompt runs: " + strings.Join(engine.PrefillModes(), ", ") + " (auto: batched without --prefetch, token at a time with it; batched reads each weight row once per batch of positions: on the cpu token at a time's logits bit for bit, on cuda the tensor cores' sums, within the HF oracle's tolerance, with the same tokens across capacities and step modes)"},
 			&cli.StringFlag{Name: "kv", Value: "fp32", Usage: "KV cache element type: " + strings.Join(kvNames(), ", ") + " (fp16 halves the bytes a decode step reads at depth; not with --step-mode persistent)"},
 			&cli.StringFlag{Name: "expert-activations", Value: engine.ExpertActFP32, Usage: "the dtype a batched prefill's INT4 expert matmuls take their activations in: " + strings.Join(engine.ExpertActivationNames(), ", ") + " (fp16: each token row rounded to FP16 at one power-of-two shift, W4A16, FP32 sums; other logits than fp32's; decode stays FP32; needs INT4 experts and batched prefill)"},
+			&cli.StringFlag{Name: "dense-activations", Value: engine.ExpertActFP32, Usage: "the dtype a batched prefill's dense FP16 projections (attention q, k, v, o; the shared expert's gate, up and down) take their activations in: " + strings.Join(engine.DenseActivationNames(), ", ") + " (fp16: each row rounded to FP16 at one power-of-two shift a 32-value chunk, FP32 sums; other logits than fp32's; decode, the router and the head stay FP32; needs batched prefill, either expert format)"},
 			&cli.StringFlag{Name: "logits-out", Usage: "write the logits of the first --logit-steps selections as little-endian float32 [steps, V] to this file"},
 			&cli.IntFlag{Name: "logit-steps", Value: 1, Usage: "how many selections' logits --logits-out keeps"},
 			&cli.BoolFlag{Name: "json", Usage: "print a JSON object instead of text"},
@@ -151,6 +164,10 @@ type generateOutput struct {
 	// matmuls take their activations in: FP32 or FP16 (raw records'
 	// artifact.expert_activation_dtype).
 	ExpertActivationDType string `json:"expert_activation_dtype"`
+	// DenseActivationDType is what a batched prefill's dense FP16
+	// projections take their activations in: FP32 or FP16 (raw records'
+	// artifact.dense_activation_dtype).
+	DenseActivationDType string `json:"dense_activation_dtype"`
 	// OverlapSplitLayers and OverlapEarlyExperts count, with overlap on,
 	// the layer steps whose group mixed hits and misses and the hit
 	// experts whose gate/up ran while the misses copied (the whole
@@ -197,6 +214,12 @@ func runGenerate(c *cli.Context) error {
 	}
 	if c.String("expert-activations") == engine.ExpertActFP16 && (c.String("prefill") == engine.PrefillToken || c.String("prefetch") != engine.PrefetchOff) {
 		return usageError("--expert-activations fp16 applies to a batched prefill's expert matmuls; --prefill token and --prefetch next-layer prefill token at a time")
+	}
+	if _, err := engine.ParseDenseActivations(c.String("dense-activations")); err != nil {
+		return usageError("--dense-activations: %v", err)
+	}
+	if c.String("dense-activations") == engine.ExpertActFP16 && (c.String("prefill") == engine.PrefillToken || c.String("prefetch") != engine.PrefetchOff) {
+		return usageError("--dense-activations fp16 applies to a batched prefill's dense projections; --prefill token and --prefetch next-layer prefill token at a time")
 	}
 	if c.String("kv") == "fp16" && c.String("step-mode") == engine.StepPersistent {
 		return usageError("--kv fp16 with --step-mode %s: the persistent kernel reads an FP32 KV cache only; use --kv fp32 or another step mode", engine.StepPersistent)
@@ -276,7 +299,7 @@ func runGenerate(c *cli.Context) error {
 		Executor: c.String("executor"), Capacity: c.Int("capacity"),
 		Placement: c.String("placement"), Policy: c.String("policy"), Transport: c.String("transport"), StepMode: c.String("step-mode"),
 		Prefetch: c.String("prefetch"), Overlap: c.String("overlap"), Prefill: c.String("prefill"), KV: c.String("kv"),
-		ExpertActivations: c.String("expert-activations"),
+		ExpertActivations: c.String("expert-activations"), DenseActivations: c.String("dense-activations"),
 	})
 	if err != nil {
 		return fmt.Errorf("load model: %w", err)
@@ -317,7 +340,7 @@ func runGenerate(c *cli.Context) error {
 		TTFTSeconds: res.TTFTSeconds, DecodeSeconds: res.DecodeSeconds, DecodeTokS: decodeRate(res),
 		RuntimeSeconds: res.RuntimeSeconds,
 		Capacity:       opts.Capacity, Experts: eng.Config().NumExperts, Placement: opts.Placement, Policy: opts.Policy,
-		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), KVDType: eng.KVName(), ExpertActivationDType: eng.ExpertActivationName(), Cache: counters,
+		Transport: opts.Transport, StepMode: eng.StepMode(), Prefetch: eng.PrefetchMode(), Prefill: eng.PrefillMode(), Overlap: eng.OverlapMode(), KVDType: eng.KVName(), ExpertActivationDType: eng.ExpertActivationName(), DenseActivationDType: eng.DenseActivationName(), Cache: counters,
 		VRAMPeakBytes: vramPeak, VRAMProcessPeakBytes: vramProc,
 	}
 	out.PrefillSeconds = editions.UnknownObs[float64]()
@@ -353,6 +376,9 @@ func runGenerate(c *cli.Context) error {
 	fmt.Fprintf(w, "kv cache   %s (%d positions)\n", out.KVDType, eng.MaxSeq())
 	if out.ExpertActivationDType != "FP32" {
 		fmt.Fprintf(w, "experts    %s activations in the batched prefill's matmuls (one shift a token row; decode FP32)\n", out.ExpertActivationDType)
+	}
+	if out.DenseActivationDType != "FP32" {
+		fmt.Fprintf(w, "dense      %s activations in the batched prefill's projections (one shift a 32-value chunk; decode, router and head FP32)\n", out.DenseActivationDType)
 	}
 	if out.Overlap != engine.OverlapOff {
 		fmt.Fprintf(w, "overlap    %s (%s steps: resident experts computed while the misses copy)", out.Overlap, out.StepMode)
