@@ -42,6 +42,7 @@ struct tc_group {
 };
 extern "C" void tc_split_rows(const float*, int, int, __half*, __half*, float*);
 extern "C" void tc_split_rows_a16r(const float*, int, int, __half*, float*);
+extern "C" void tc_split_rows_a16c(const float*, int, int, __half*, __half*, float*, float*);
 extern "C" void matmul_tc_grouped_pre_fd_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
                                                     int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
@@ -189,6 +190,107 @@ static std::vector<float> run(const Case& c, const std::vector<uint8_t>& mat, in
 	return y;
 }
 
+// check_a16c checks tc_split_rows_a16c on the activations x of an FP16
+// case: its hi and inv are tc_split_rows's, its lo zeros and its rows xq
+// each 32-value chunk rounded to FP16 at the chunk's shift
+// (half.ChunkShiftF16, computed here on the host); xq is a fixed point of
+// tc_split_rows (every lo zero, hi·2^-s = xq), so a kernel on xq's rows
+// multiplies the rounded values alone; and the kernels on the chunk-shift
+// pre-split (the pre-split kernel with its zero lo; at a split-K case the
+// burst kernel's FP16 build) give the bits of the kernels on xq's rows.
+// ny outputs. It reports failures itself and returns false on one.
+static bool check_a16c(const Case& c, const char* name, const std::vector<uint8_t>& mat, const std::vector<float>& x,
+                       const std::vector<uint8_t>& bias, size_t ny) {
+	const int nx = (int)(x.size() / c.cols), nck = (c.cols + 31) / 32;
+	Split sp;
+	sp.hi.assign((size_t)nx * nck * 32, __half{0x7e00});
+	sp.lo = sp.hi;
+	sp.inv.assign((size_t)nx * nck, -1.0f);
+	std::vector<float> xq(x.size(), -777.0f);
+	emu_launch(3, 64, 0, [&] { tc_split_rows_a16c(x.data(), nx, c.cols, sp.hi.data(), sp.lo.data(), sp.inv.data(), xq.data()); });
+	const Split ref = split_rows(x, nx, c.cols);
+	for (size_t i = 0; i < sp.hi.size(); i++)
+		if (sp.hi[i].x != ref.hi[i].x || sp.lo[i].x != 0) {
+			fprintf(stderr, "FAIL %s: a16c half %zu: hi %04x lo %04x, want tc_split_rows's hi %04x and lo 0\n", name, i, sp.hi[i].x,
+			        sp.lo[i].x, ref.hi[i].x);
+			failures++;
+			return false;
+		}
+	if (std::memcmp(sp.inv.data(), ref.inv.data(), 4 * sp.inv.size()) != 0) {
+		fprintf(stderr, "FAIL %s: a16c 2^-s differ from tc_split_rows's\n", name);
+		failures++;
+		return false;
+	}
+	for (int r = 0; r < nx; r++)
+		for (int k0 = 0; k0 < c.cols; k0 += 32) {
+			const int k1 = std::min(c.cols, k0 + 32);
+			float mx = 0.0f;
+			for (int k = k0; k < k1; k++) mx = std::fmax(mx, std::fabs(x[(size_t)r * c.cols + k]));
+			uint32_t bits;
+			std::memcpy(&bits, &mx, 4);
+			const int E = (int)((bits >> 23) & 0xff), sh = E >= 15 ? 141 - E : 126;
+			const float up = std::ldexp(1.0f, sh), down = std::ldexp(1.0f, -sh);
+			for (int k = k0; k < k1; k++) {
+				const size_t i = (size_t)r * c.cols + k;
+				const float want = f16_round(x[i] * up) * down;
+				if (std::memcmp(&xq[i], &want, 4) != 0) {
+					fprintf(stderr, "FAIL %s: a16c row %d value %d: %.9g -> %.9g, want %.9g\n", name, r, k, x[i], xq[i], want);
+					failures++;
+					return false;
+				}
+			}
+		}
+	const Split fix = split_rows(xq, nx, c.cols);
+	for (int r = 0; r < nx; r++)
+		for (int k = 0; k < c.cols; k++) {
+			const size_t h = (size_t)r * nck * 32 + k;
+			const float back = __half2float(fix.hi[h]) * fix.inv[(size_t)r * nck + k / 32];
+			if (fix.lo[h].x != 0 && fix.lo[h].x != 0x8000 || back != xq[(size_t)r * c.cols + k]) {
+				fprintf(stderr, "FAIL %s: the rounded row %d value %d (%.9g) splits again to hi·2^-s %.9g, lo %04x\n", name, r, k,
+				        xq[(size_t)r * c.cols + k], back, fix.lo[h].x);
+				failures++;
+				return false;
+			}
+		}
+	const int G = (c.T + kTile - 1) / kTile, tiles = (c.rows + kRowTile - 1) / kRowTile;
+	std::vector<float> want = run(c, mat, c.cols, 0, xq, bias, {}, {}, c.T, (int)(ny / c.rows));
+	std::vector<float> got(ny, -12345.0f);
+	if (c.splitk > 0 && c.cols % 8 == 0) {
+		// the burst kernel's FP16 build on the chunk-shift pre-split (NaN
+		// lo: it reads none), against the burst kernel on xq's pre-split
+		const Split fq = split_rows(xq, nx, c.cols);
+		Split spn = sp;
+		for (auto& h : spn.lo) h = __half{0x7e00};
+		std::vector<float> pw((size_t)c.splitk * c.T * c.rows, -777.0f), pg(pw.size(), -777.0f);
+		emu_launch(G * tiles * c.splitk, kThreads, kSmemBurst, [&] {
+			matmul_tc_f16_pre_splitk_burst(pw.data(), mat.data(), fq.hi.data(), fq.lo.data(), fq.inv.data(), c.rows, c.cols, c.T,
+			                               c.splitk);
+		});
+		emu_launch(G * tiles * c.splitk, kThreads, kSmemBurst, [&] {
+			matmul_tc_f16_pre_splitk_burst_a16(pg.data(), mat.data(), spn.hi.data(), spn.lo.data(), spn.inv.data(), c.rows, c.cols,
+			                                   c.T, c.splitk);
+		});
+		if (std::memcmp(pg.data(), pw.data(), 4 * pw.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the FP16-activation burst kernel on the chunk-shift pre-split differs from the burst kernel on the rounded rows\n",
+			        name);
+			failures++;
+			return false;
+		}
+		return true;
+	}
+	if (c.splitk > 0) return true;
+	emu_launch(G * tiles, kThreads, kSmem, [&] {
+		matmul_tc_pre_f16(got.data(), mat.data(), sp.hi.data(), sp.lo.data(), sp.inv.data(), bias.empty() ? nullptr : bias.data(),
+		                  c.bias_kind, c.rows, c.cols, c.cols, 0, c.T, nullptr, nullptr);
+	});
+	if (std::memcmp(got.data(), want.data(), 4 * ny) != 0) {
+		fprintf(stderr, "FAIL %s: the pre-split kernel on the chunk-shift pre-split differs from the kernel on the rounded rows\n", name);
+		failures++;
+		return false;
+	}
+	return true;
+}
+
 static void check(const Case& c, std::mt19937& rng) {
 	char name[160];
 	snprintf(name, sizeof name, "%s T=%d rows=%d cols=%d gather=%d bias=%d xrange=%g splitk=%d", c.int4 ? "int4" : "f16", c.T,
@@ -283,6 +385,9 @@ static void check(const Case& c, std::mt19937& rng) {
 			return;
 		}
 	}
+	// The chunk-shift FP16 pre-split (tc_split_rows_a16c: the declared dense
+	// activations) and what runs on it.
+	if (!c.int4 && !c.gather && !check_a16c(c, name, mat, x, bias, y.size())) return;
 	// The FP16 cp.async ring twins (split-K, and the pre-split kernel): the
 	// same bits.
 	if (!c.int4) {

@@ -85,6 +85,12 @@ type Backend struct {
 	// a16rSplits counts the row-shift FP16 pre-splits (tcPresplitRows):
 	// one for each grouped expert launch that ran a row-shift build.
 	a16rSplits int
+	// a16cSplits counts the chunk-shift FP16 pre-splits (tcPresplitA16) and
+	// a16cRounds the rows rounded in FP32 instead (roundRowsA16): the
+	// FP16-activation projections (MatMulA16, activations.go).
+	a16cSplits, a16cRounds int
+	// a16Rows holds roundRowsA16's rows.
+	a16Rows *Tensor
 	// rec, while not nil, receives the launches launch would make
 	// (recordLaunches); fnName names every loaded kernel for it.
 	rec    *[]launchRec
@@ -400,7 +406,7 @@ func (b *Backend) teardown() error {
 		errs = append(errs, cu.MemFree(b.fusedAct.ptr))
 	}
 	errs = append(errs, b.freeRoutes()...)
-	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW, b.tcPart, b.tcSplitBuf} {
+	for _, t := range []*Tensor{b.attPart, b.attCnt, b.attRowsPart, b.attRowsCnt, b.topkRows, b.combW, b.tcPart, b.tcSplitBuf, b.a16Rows} {
 		if t != nil {
 			errs = append(errs, cu.MemFree(t.ptr))
 		}

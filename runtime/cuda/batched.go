@@ -43,34 +43,40 @@ func (b *Backend) Rows(t backend.Tensor, width, lo, n int) (backend.Tensor, erro
 
 // MatMul implements backend.Batched: dst[t] = W · x[t] (+ bias), W FP16.
 func (b *Backend) MatMul(dst, w, x, bias backend.Tensor, T int) error {
-	d, err := b.tensorOf("MatMul", "dst", dst, backend.F32)
+	return b.matMulOp("MatMul", dst, w, x, bias, T, false)
+}
+
+// matMulOp is MatMul (op names it in errors), on activations rounded to
+// FP16 when a16 is set (MatMulA16, activations.go).
+func (b *Backend) matMulOp(op string, dst, w, x, bias backend.Tensor, T int, a16 bool) error {
+	d, err := b.tensorOf(op, "dst", dst, backend.F32)
 	if err != nil {
 		return err
 	}
-	wt, err := b.tensorOf("MatMul", "w", w, backend.F16)
+	wt, err := b.tensorOf(op, "w", w, backend.F16)
 	if err != nil {
 		return err
 	}
-	xt, err := b.tensorOf("MatMul", "x", x, backend.F32)
+	xt, err := b.tensorOf(op, "x", x, backend.F32)
 	if err != nil {
 		return err
 	}
 	if T <= 0 || d.n%T != 0 || xt.n%T != 0 {
-		return shapeErr("MatMul", "dst %d and x %d values for %d tokens", d.n, xt.n, T)
+		return shapeErr(op, "dst %d and x %d values for %d tokens", d.n, xt.n, T)
 	}
 	rows, cols := d.n/T, xt.n/T
 	if rows*cols != wt.n {
-		return shapeErr("MatMul", "W has %d values, want [%d, %d]", wt.n, rows, cols)
+		return shapeErr(op, "W has %d values, want [%d, %d]", wt.n, rows, cols)
 	}
 	var bp cu.DevicePtr
 	bk := 0
 	if bias != nil {
-		bt, err := b.tensorOf("MatMul", "bias", bias, backend.F16, backend.F32)
+		bt, err := b.tensorOf(op, "bias", bias, backend.F16, backend.F32)
 		if err != nil {
 			return err
 		}
 		if bt.n != rows {
-			return shapeErr("MatMul", "bias has %d values, want %d", bt.n, rows)
+			return shapeErr(op, "bias has %d values, want %d", bt.n, rows)
 		}
 		bp, bk = bt.ptr, 1
 		if bt.dt == backend.F32 {
@@ -78,6 +84,9 @@ func (b *Backend) MatMul(dst, w, x, bias backend.Tensor, T int) error {
 		}
 	}
 	return b.o.async(func() error {
+		if a16 {
+			return b.matmulA16(d.ptr, wt.ptr, xt.ptr, bp, bk, rows, cols, T)
+		}
 		return b.matmul(1, d.ptr, wt.ptr, xt.ptr, bp, bk, rows, cols, 0, 0, T, nil, nil)
 	})
 }
@@ -734,43 +743,49 @@ var _ backend.PartMatMuls = (*Backend)(nil)
 // offset of w and bias). Either way each block's bits are its own
 // MatMul's.
 func (b *Backend) MatMulParts(dsts []backend.Tensor, rows []int, w, x, bias backend.Tensor, T int) error {
+	return b.matMulPartsOp("MatMulParts", dsts, rows, w, x, bias, T, false)
+}
+
+// matMulPartsOp is MatMulParts (op names it in errors), on activations
+// rounded to FP16 when a16 is set (MatMulPartsA16, activations.go).
+func (b *Backend) matMulPartsOp(op string, dsts []backend.Tensor, rows []int, w, x, bias backend.Tensor, T int, a16 bool) error {
 	if len(dsts) == 0 || len(dsts) != len(rows) {
-		return shapeErr("MatMulParts", "%d outputs for %d row blocks", len(dsts), len(rows))
+		return shapeErr(op, "%d outputs for %d row blocks", len(dsts), len(rows))
 	}
-	wt, err := b.tensorOf("MatMulParts", "w", w, backend.F16)
+	wt, err := b.tensorOf(op, "w", w, backend.F16)
 	if err != nil {
 		return err
 	}
-	xt, err := b.tensorOf("MatMulParts", "x", x, backend.F32)
+	xt, err := b.tensorOf(op, "x", x, backend.F32)
 	if err != nil {
 		return err
 	}
 	if T <= 0 || xt.n%T != 0 {
-		return shapeErr("MatMulParts", "x %d values for %d tokens", xt.n, T)
+		return shapeErr(op, "x %d values for %d tokens", xt.n, T)
 	}
 	cols, total := xt.n/T, 0
 	ds := make([]*Tensor, len(dsts))
 	for j, dst := range dsts {
-		if ds[j], err = b.tensorOf("MatMulParts", "dst", dst, backend.F32); err != nil {
+		if ds[j], err = b.tensorOf(op, "dst", dst, backend.F32); err != nil {
 			return err
 		}
 		if rows[j] <= 0 || ds[j].n != T*rows[j] {
-			return shapeErr("MatMulParts", "output %d has %d values, want %d tokens x %d rows", j, ds[j].n, T, rows[j])
+			return shapeErr(op, "output %d has %d values, want %d tokens x %d rows", j, ds[j].n, T, rows[j])
 		}
 		total += rows[j]
 	}
 	if total*cols != wt.n {
-		return shapeErr("MatMulParts", "W has %d values, want [%d, %d]", wt.n, total, cols)
+		return shapeErr(op, "W has %d values, want [%d, %d]", wt.n, total, cols)
 	}
 	var bp cu.DevicePtr
 	bk, bsize := 0, 0
 	if bias != nil {
-		bt, err := b.tensorOf("MatMulParts", "bias", bias, backend.F16, backend.F32)
+		bt, err := b.tensorOf(op, "bias", bias, backend.F16, backend.F32)
 		if err != nil {
 			return err
 		}
 		if bt.n != total {
-			return shapeErr("MatMulParts", "bias has %d values, want %d", bt.n, total)
+			return shapeErr(op, "bias has %d values, want %d", bt.n, total)
 		}
 		bp, bk, bsize = bt.ptr, 1, 2
 		if bt.dt == backend.F32 {
@@ -779,7 +794,11 @@ func (b *Backend) MatMulParts(dsts []backend.Tensor, rows []int, w, x, bias back
 	}
 	return b.o.async(func() error {
 		if ks, ok := b.partsSplit(T, cols, rows); ok {
-			if err := b.splitKPartials(wt.ptr, xt.ptr, total, cols, T, ks); err != nil {
+			split := b.splitKPartials
+			if a16 {
+				split = b.splitKPartialsA16
+			}
+			if err := split(wt.ptr, xt.ptr, total, cols, T, ks); err != nil {
 				return err
 			}
 			y := [3]cu.DevicePtr{}
@@ -799,7 +818,14 @@ func (b *Backend) MatMulParts(dsts []backend.Tensor, rows []int, w, x, bias back
 			if bk != 0 {
 				bj = bp + cu.DevicePtr(bsize*off)
 			}
-			if err := b.matmul(1, ds[j].ptr, wt.ptr+cu.DevicePtr(2*off*cols), xt.ptr, bj, bk, rows[j], cols, 0, 0, T, nil, nil); err != nil {
+			mj := wt.ptr + cu.DevicePtr(2*off*cols)
+			var err error
+			if a16 {
+				err = b.matmulA16(ds[j].ptr, mj, xt.ptr, bj, bk, rows[j], cols, T)
+			} else {
+				err = b.matmul(1, ds[j].ptr, mj, xt.ptr, bj, bk, rows[j], cols, 0, 0, T, nil, nil)
+			}
+			if err != nil {
 				return fmt.Errorf("block %d: %w", j, err)
 			}
 			off += rows[j]

@@ -84,6 +84,9 @@ type kernelSet struct {
 	// tc_split_rows_a16r's pre-split (tcSplitRowsA16R).
 	matmulTCGroupedA16R, matmulTCGroupedGUA16R [2]cu.Function
 	tcSplitRowsA16R                            cu.Function
+	// The chunk-shift FP16 pre-split (and rounding) of the FP16-activation
+	// projections (MatMulA16).
+	tcSplitRowsA16C cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -226,6 +229,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedA16R = [2]cu.Function{get("matmul_tc_grouped_pre_fd_a16r_w4a16"), get("matmul_tc_grouped_pre_fd16_a16r_w4a16")}
 	k.matmulTCGroupedGUA16R = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16r_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16r_w4a16")}
 	k.tcSplitRowsA16R = get("tc_split_rows_a16r")
+	k.tcSplitRowsA16C = get("tc_split_rows_a16c")
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKBurstA16 = get("matmul_tc_f16_pre_splitk_burst_a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")
