@@ -397,7 +397,9 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 // tuning.tcA16, other bits), batched-tc-a16all (and the burst split-K
 // projections: tuning.tcA16Dense), batched-tc-a16r and batched-tc-a16rall
 // (the same with one shift a token row: tuning.tcA16Row; a16r is what the
-// declared FP16 expert activations run), batched-tc-noatc (the tiled FP32
+// declared FP16 expert activations run), batched-tc-a16rd (a16r with the
+// declared FP16 dense activations, engine.LoadOptions.DenseActivations:
+// what ttft-v1's and prefill-v1's FP16 configurations declare), batched-tc-noatc (the tiled FP32
 // attention instead of the tensor cores' over an FP16 cache, the default
 // since session 35: tuning.noAttTC, other bits; BenchmarkPrefillModes's
 // caches are FP32, where the two are one kernel and noatc is skipped,
@@ -456,6 +458,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 		{"batched-tc-a16all", engine.PrefillBatched, tuning{tcA16: true, tcA16Dense: true}},
 		{"batched-tc-a16r", engine.PrefillBatched, tuning{tcA16Row: true}},
 		{"batched-tc-a16rall", engine.PrefillBatched, tuning{tcA16Row: true, tcA16Dense: true}},
+		{"batched-tc-a16rd", engine.PrefillBatched, tuning{tcA16Row: true}},
 		{"batched-tc-noatc", engine.PrefillBatched, tuning{noAttTC: true}}}
 	if s := os.Getenv("HORIZON_BENCH_PREFILL_MODES"); s != "" {
 		keep := modes[:0]
@@ -517,7 +520,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 					withTuning(b, testBE, m.tn)
 					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill,
 						MaxSeq: max(n+16, max(n, len(before.Prompt))+req.Tokens), KV: os.Getenv("HORIZON_BENCH_KV"), Trace: ek.trace,
-						ExpertActivations: ek.expertAct})
+						ExpertActivations: ek.expertAct, DenseActivations: denseModeActivations(m.name)})
 					if err != nil {
 						b.Fatal(err)
 					}
@@ -922,4 +925,14 @@ func benchPromptIDs(b *testing.B, n, vocab int) []int {
 		ids[i] = src[i%len(src)]
 	}
 	return ids
+}
+
+// denseModeActivations is the dense activations BenchmarkPrefillModes'
+// mode name declares: fp16 for the modes ending in "d" after a16r
+// (batched-tc-a16rd), else the default.
+func denseModeActivations(mode string) string {
+	if strings.HasSuffix(mode, "-a16rd") {
+		return engine.ExpertActFP16
+	}
+	return ""
 }
