@@ -503,7 +503,7 @@ __device__ __forceinline__ void tc_write(float* __restrict__ y, const float (&ac
 // most 32 tokens (runtime/cuda tcGroupedNarrow: every entry of the launch).
 // Each output's products and their order are the default mapping's: the
 // same bits.
-template <bool INT4, bool PRE = false, int RING = 0, int SUB = 1, bool NARROW = false>
+template <bool INT4, bool PRE = false, int RING = 0, int SUB = 1, bool NARROW = false, bool LO = true>
 __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint8_t* __restrict__ mat,
                                                const float* __restrict__ x, const void* __restrict__ bias, int bias_kind,
                                                int rows, int cols, int cols_padded, int scales_offset, int T,
@@ -572,7 +572,7 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 				tc_load<INT4, PRE, W>(raw[s], xr, x4, xi, sx, mat, rows, cols, cols_padded, scales_offset, n0, c + SUB + s, tid, hh);
 #pragma unroll
 		for (int s = 0; s < SUB; s++)
-			if (c + s < nck) tc_chunk<INT4, true, NI>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
+			if (c + s < nck) tc_chunk<INT4, true, NI, LO>(acc, st + s * TC_STAGE, wm, wn, g, q, t0, T);
 	}
 	tc_write<NI>(y, acc, bias, bias_kind, rows, T, yrows, t0, n0, wm, wn, g, q);
 }
@@ -724,6 +724,20 @@ extern "C" __global__ void __launch_bounds__(TC_THREADS)
 	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
 	matmul_tc_body<false>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T, nullptr, nullptr, g * TC_BM,
 	                      tile * TC_BN, s * per, (s + 1) * per);
+}
+
+// matmul_tc_f16_splitk_a16: matmul_tc_f16_splitk on FP16 activations (the
+// declared dense activations where a block's share is under the burst
+// twin's bound): each chunk's sums from the hi halves of the in-kernel
+// split alone, so the partials of matmul_tc_f16_pre_splitk_burst_a16 on
+// tc_split_rows_a16c's pre-split (mmtc), without the pre-split's launch.
+extern "C" __global__ void __launch_bounds__(TC_THREADS)
+    matmul_tc_f16_splitk_a16(float* part, const uint8_t* mat, const float* x, int rows, int cols, int T, int ks) {
+	grid_dep_enter();
+	const int G = (T + TC_BM - 1) / TC_BM, s = blockIdx.x % ks, g = (blockIdx.x / ks) % G, tile = blockIdx.x / (ks * G);
+	const int per = ((cols + TC_BK - 1) / TC_BK + ks - 1) / ks;
+	matmul_tc_body<false, false, 0, 1, false, false>(part + (size_t)s * T * rows, mat, x, nullptr, 0, rows, cols, 0, 0, T,
+	                                                 nullptr, nullptr, g * TC_BM, tile * TC_BN, s * per, (s + 1) * per);
 }
 
 // matmul_tc_f16_pre_splitk_burst: matmul_tc_f16_splitk's blocks, partials

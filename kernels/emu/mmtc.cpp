@@ -43,6 +43,7 @@ struct tc_group {
 extern "C" void tc_split_rows(const float*, int, int, __half*, __half*, float*);
 extern "C" void tc_split_rows_a16r(const float*, int, int, __half*, float*);
 extern "C" void tc_split_rows_a16c(const float*, int, int, __half*, __half*, float*, float*);
+extern "C" void matmul_tc_f16_splitk_a16(float*, const uint8_t*, const float*, int, int, int, int);
 extern "C" void matmul_tc_grouped_pre_fd_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
                                                     int, int, int, const int*, const int*);
 extern "C" void matmul_tc_grouped_pre_fd16_a16r_w4a16(float*, const __half*, const __half*, const float*, const tc_group*, int, int,
@@ -273,6 +274,16 @@ static bool check_a16c(const Case& c, const char* name, const std::vector<uint8_
 		if (std::memcmp(pg.data(), pw.data(), 4 * pw.size()) != 0) {
 			fprintf(stderr, "FAIL %s: the FP16-activation burst kernel on the chunk-shift pre-split differs from the burst kernel on the rounded rows\n",
 			        name);
+			failures++;
+			return false;
+		}
+		// the two-stage kernel's FP16 build, splitting x in the kernel: the
+		// same partials
+		std::vector<float> p2(pw.size(), -777.0f);
+		emu_launch(G * tiles * c.splitk, kThreads, kSmem,
+		           [&] { matmul_tc_f16_splitk_a16(p2.data(), mat.data(), x.data(), c.rows, c.cols, c.T, c.splitk); });
+		if (std::memcmp(p2.data(), pw.data(), 4 * pw.size()) != 0) {
+			fprintf(stderr, "FAIL %s: the two-stage split-K kernel's FP16 build differs from the burst kernel on the rounded rows\n", name);
 			failures++;
 			return false;
 		}

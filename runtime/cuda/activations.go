@@ -56,13 +56,13 @@ func (b *Backend) MatMulPartsA16(dsts []backend.Tensor, rows []int, w, x, bias b
 
 // a16Direct is the kernel-choice predicate of the FP16-activation
 // projections (MatMulA16): a T-token matmul of the FP16 matrix mat with
-// cols columns multiplies the chunk-shift pre-split (tc_split_rows_a16c)
-// directly where it runs on the tensor cores (tcMatmul) with the pre-split
-// and the burst twin on and the burst twin can read the matrix (columns a
-// multiple of 8, the matrix 16-byte aligned): split-K on the burst twin's
-// FP16 build (matmul_tc_f16_pre_splitk_burst_a16: the hi halves alone,
-// half the mma and staging of the FP32 path), unsplit on the pre-split
-// kernel with zero lo halves. Otherwise the rows are rounded in FP32 first
+// cols columns multiplies the chunk-shift FP16 activations directly where
+// it runs on the tensor cores (tcMatmul) with the pre-split and the burst
+// twin on and the burst twin can read the matrix (columns a multiple of 8,
+// the matrix 16-byte aligned): split-K on the FP16 builds
+// (splitKPartialsA16: the hi halves alone, half the mma of the FP32 path),
+// unsplit on the pre-split kernel with tc_split_rows_a16c's zero lo
+// halves. Otherwise the rows are rounded in FP32 first
 // (the same kernel's xr) and the FP32 path multiplies them, whatever
 // kernel it picks. Either way each value is hi·2^-s, so the two give the
 // same products (the emulator's mmtc checks the kernels bit for bit on
@@ -101,9 +101,13 @@ func (b *Backend) matmulA16(y, mat, x, bias cu.DevicePtr, biasKind, rows, cols, 
 }
 
 // splitKPartialsA16 is splitKPartials on x's rows rounded to FP16 at one
-// shift a chunk: the burst twin's FP16 build on the chunk-shift pre-split
-// where a16Direct allows, else splitKPartials on the rows rounded in FP32.
-// Owner thread only.
+// shift a chunk where a16Direct allows: the burst twin's FP16 build on the
+// chunk-shift pre-split where tcDenseBurst picks the burst twin, else the
+// two-stage kernel's FP16 build (matmul_tc_f16_splitk_a16, which splits x
+// itself: at 16-64 tokens a 2,048-column projection's blocks hold 4 chunks,
+// and the pre-split's launch cost more than the FP16 mma saved,
+// results/s39); otherwise splitKPartials on the rows rounded in FP32. Owner
+// thread only.
 func (b *Backend) splitKPartialsA16(mat, x cu.DevicePtr, rows, cols, T, ks int) error {
 	if !b.a16Direct(mat, cols, T) {
 		xr, err := b.roundRowsA16(x, T, cols)
@@ -115,11 +119,20 @@ func (b *Backend) splitKPartialsA16(mat, x cu.DevicePtr, rows, cols, T, ks int) 
 	if err := b.scratch(&b.tcPart, ks*T*rows); err != nil {
 		return fmt.Errorf("cuda: split-K partials: %w", err)
 	}
+	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
+	if !b.tcDenseBurst(mat, cols, ks) {
+		// A block's share under the burst twin's bound: the two-stage
+		// kernel's FP16 build splits x itself, so no pre-split launch (the
+		// same partials: mmtc).
+		b.tcLaunches++
+		b.a16cInKernel++
+		return b.launch(b.k.matmulTCSplitKA16, grid, tcThreads, tcSmem, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(x), argInt(rows),
+			argInt(cols), argInt(T), argInt(ks))
+	}
 	sp, err := b.tcPresplitA16(x, T, cols, false)
 	if err != nil {
 		return err
 	}
-	grid := (rows + tcRowTile - 1) / tcRowTile * ((T + tcTile - 1) / tcTile) * ks
 	b.tcLaunches++
 	return b.launch(b.k.matmulTCSplitKBurstA16, grid, tcThreads, tcSmemBurst, argPtr(b.tcPart.ptr), argPtr(mat), argPtr(sp.hi),
 		argPtr(sp.hi), argPtr(sp.inv), argInt(rows), argInt(cols), argInt(T), argInt(ks))

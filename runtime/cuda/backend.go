@@ -88,7 +88,9 @@ type Backend struct {
 	// a16cSplits counts the chunk-shift FP16 pre-splits (tcPresplitA16) and
 	// a16cRounds the rows rounded in FP32 instead (roundRowsA16): the
 	// FP16-activation projections (MatMulA16, activations.go).
-	a16cSplits, a16cRounds int
+	// a16cInKernel counts the split-K launches of the two-stage kernel's
+	// FP16 build, which split the activations themselves.
+	a16cSplits, a16cRounds, a16cInKernel int
 	// a16Rows holds roundRowsA16's rows.
 	a16Rows *Tensor
 	// rec, while not nil, receives the launches launch would make

@@ -18,9 +18,10 @@ import (
 )
 
 // TestMatMulA16 (the FP16-activation projections, MatMulA16): at every path
-// a16Direct picks (split-K on the burst twin's FP16 build, unsplit on the
-// chunk-shift pre-split, the rows rounded in FP32 below tcMinTokens or for
-// columns not a multiple of 8) the outputs are, bit for bit, MatMul's on
+// a16Direct picks (split-K on the burst twin's FP16 build or, under its
+// bound, the two-stage kernel's; unsplit on the chunk-shift pre-split; the
+// rows rounded in FP32 below tcMinTokens or for columns not a multiple of
+// 8) the outputs are, bit for bit, MatMul's on
 // the activations the CPU rounded with half.ChunkShiftF16, and not MatMul's
 // on the activations themselves; the path taken is the one a16Direct names
 // (counted); MatMulPartsA16 gives each block MatMulA16's bits; and x is
@@ -78,20 +79,20 @@ func TestMatMulA16(t *testing.T) {
 					if err := be.MatMul(f32, wv, xt, nil, T); err != nil {
 						t.Fatal(err)
 					}
-					splits := backendCount(t, func(b *Backend) int { return b.a16cSplits })
+					splits := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cInKernel })
 					rounds := backendCount(t, func(b *Backend) int { return b.a16cRounds })
 					got := mustF32(t, be, make([]float32, T*r))
 					if err := be.MatMulA16(got, wv, xt, nil, T); err != nil {
 						t.Fatal(err)
 					}
-					dSplits := backendCount(t, func(b *Backend) int { return b.a16cSplits }) - splits
+					dSplits := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cInKernel }) - splits
 					dRounds := backendCount(t, func(b *Backend) int { return b.a16cRounds }) - rounds
 					var direct bool
 					if err := be.o.do(func() error { direct = be.a16Direct(wv.(*Tensor).ptr, c.cols, T); return nil }); err != nil {
 						t.Fatal(err)
 					}
 					if direct && (dSplits != 1 || dRounds != 0) || !direct && (dSplits != 0 || dRounds != 1) {
-						t.Fatalf("block of %d rows: a16Direct %v, but %d chunk-shift pre-splits and %d rounded row sets", r, direct, dSplits, dRounds)
+						t.Fatalf("block of %d rows: a16Direct %v, but %d chunk-shift pre-splits or in-kernel splits and %d rounded row sets", r, direct, dSplits, dRounds)
 					}
 					g, rf, f := mustRead(t, be, got), mustRead(t, be, ref), mustRead(t, be, f32)
 					sameBits(t, fmt.Sprintf("block of %d rows (a16Direct %v): MatMulA16 against MatMul on the CPU-rounded rows", r, direct), g, rf)
@@ -144,9 +145,9 @@ func TestDenseActivationsOnDevice(t *testing.T) {
 			f32.DenseActivations = ""
 			t.Run(fmt.Sprintf("%s/experts=%s", arch, f32.ExpertActivations), func(t *testing.T) {
 				want32 := generate(t, testBE, testBE.ExpertRows(), art, f32, req)
-				splits := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cRounds })
+				splits := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cRounds + b.a16cInKernel })
 				want, _ := generateMode(t, art, fp16, req, engine.StepGraphFull)
-				if n := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cRounds }) - splits; n < 2*2*cfg.NumLayers {
+				if n := backendCount(t, func(b *Backend) int { return b.a16cSplits + b.a16cRounds + b.a16cInKernel }) - splits; n < 2*2*cfg.NumLayers {
 					t.Fatalf("%d FP16-activation projections in a two-chunk prefill of %d layers: the declared mode did not run", n, cfg.NumLayers)
 				}
 				for _, c := range []int{cfg.NumExperts, cfg.TopK + 2} {

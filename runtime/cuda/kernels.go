@@ -87,6 +87,9 @@ type kernelSet struct {
 	// The chunk-shift FP16 pre-split (and rounding) of the FP16-activation
 	// projections (MatMulA16).
 	tcSplitRowsA16C cu.Function
+	// The two-stage split-K kernel's FP16-activation build (MatMulA16 where
+	// a block's share is under the burst twin's bound).
+	matmulTCSplitKA16 cu.Function
 	// and its FP16 split-K twin (matmul_tc_f16_pre_splitk_fd; tcDenseFD).
 	matmulTCSplitKFD                       cu.Function
 	matmulTCSplitKBurst                    cu.Function // the split-K FP16 matmul with a block's chunks in flight together (the default; tcDenseBurst)
@@ -230,6 +233,7 @@ func (b *Backend) loadKernels() error {
 	k.matmulTCGroupedGUA16R = [2]cu.Function{get("matmul_tc_grouped_pre_fd_gu_a16r_w4a16"), get("matmul_tc_grouped_pre_fd16_gu_a16r_w4a16")}
 	k.tcSplitRowsA16R = get("tc_split_rows_a16r")
 	k.tcSplitRowsA16C = get("tc_split_rows_a16c")
+	k.matmulTCSplitKA16 = get("matmul_tc_f16_splitk_a16")
 	k.matmulTCSplitKBurst = get("matmul_tc_f16_pre_splitk_burst")
 	k.matmulTCSplitKBurstA16 = get("matmul_tc_f16_pre_splitk_burst_a16")
 	k.matmulTCSplitKRing, k.matmulTCPreRingF16 = get("matmul_tc_f16_splitk_ring"), get("matmul_tc_pre_ring_f16")

@@ -50,7 +50,7 @@ var moduleFuncs = map[string][]string{
 		"matmul_tc_grouped_pre_fd_a16_w4a16", "matmul_tc_grouped_pre_fd16_a16_w4a16", "matmul_tc_grouped_pre_fd_gu_a16_w4a16",
 		"matmul_tc_grouped_pre_fd16_gu_a16_w4a16", "matmul_tc_f16_pre_splitk_burst_a16",
 		"matmul_tc_grouped_pre_fd_a16r_w4a16", "matmul_tc_grouped_pre_fd16_a16r_w4a16", "matmul_tc_grouped_pre_fd_gu_a16r_w4a16",
-		"matmul_tc_grouped_pre_fd16_gu_a16r_w4a16", "tc_split_rows_a16r", "tc_split_rows_a16c",
+		"matmul_tc_grouped_pre_fd16_gu_a16r_w4a16", "tc_split_rows_a16r", "tc_split_rows_a16c", "matmul_tc_f16_splitk_a16",
 		"matmul_splitk_reduce_parts"},
 	"prefill_rows": {"rope_rows_f32", "attention_rows_f32", "attention_rows_f32_kv16", "router_topk_rows", "router_topk_rows_warp", "combine_rows_f32", "add_gated_rows_f32",
 		"rope_kv_rows", "qk_norm_rope_kv_rows", "rope_kv_rows_kv16", "qk_norm_rope_kv_rows_kv16"},
