@@ -590,45 +590,16 @@ __device__ __forceinline__ void matmul_tc_body(float* __restrict__ y, const uint
 MATMUL_TC(matmul_tc_f16, false)
 MATMUL_TC(matmul_tc_w4a16, true)
 
-// tc_split_rows splits nrows rows of x [nrows][cols] once for the
-// matmuls that read them (tuning.tcPreSplit): hi, lo [nrows][chunks * 32]
-// halves (zero past cols) and inv [nrows][chunks], each 32-value chunk as
-// the in-kernel staging splits it (tc_split8: the same bits). Four
-// neighbouring threads a chunk, grid-stride in whole blocks.
-extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv) {
-	grid_dep_enter();
-	const int nck = (cols + TC_BK - 1) / TC_BK;
-	const long long total = 4LL * nrows * nck, stride = (long long)gridDim.x * blockDim.x;
-	for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
-		const long long gid = base + threadIdx.x, quad = gid >> 2;
-		const bool ok = gid < total;
-		const int hh = (int)(gid & 3), row = ok ? (int)(quad / nck) : 0, c = ok ? (int)(quad % nck) : 0;
-		const int k0 = c * TC_BK + hh * 8;
-		float v[8];
-#pragma unroll
-		for (int j = 0; j < 8; j++) v[j] = ok && k0 + j < cols ? x[(size_t)row * cols + k0 + j] : 0.0f;
-		unsigned h[4], l[4];
-		const int s = tc_split8(v, h, l);  // every lane of the warp takes part
-		if (ok) {
-			const size_t at = (size_t)row * nck * TC_BK + k0;
-			*reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
-			*reinterpret_cast<uint4*>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
-			if (hh == 0) inv[(size_t)row * nck + c] = tc_pow2(-s);
-		}
-	}
-}
-
-// tc_split_rows_a16c is tc_split_rows for FP16 activations (the declared
-// dense activations, engine.LoadOptions.DenseActivations): each 32-value
-// chunk rounded at its own shift (tc_split8's hi, half.ChunkShiftF16's
-// values). Each output is written only when its pointer is not null: hi
-// and inv as tc_split_rows writes them; lo as zeros (so that a kernel
-// adding the low halves' sums adds zeros); xr [nrows][cols] the rounded
-// values hi·2^-s as FP32 rows, for the kernels that split in-kernel or
-// read FP32 rows. Four neighbouring threads a chunk, grid-stride in whole
-// blocks.
-extern "C" __global__ void tc_split_rows_a16c(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv, float* xr) {
-	grid_dep_enter();
+// tc_split_rows_body is the pre-split of nrows rows of x [nrows][cols],
+// each 32-value chunk as the in-kernel staging splits it (tc_split8: the
+// same bits). Four neighbouring threads a chunk, grid-stride in whole
+// blocks. A16 false writes hi, lo [nrows][chunks * 32] halves (zero past
+// cols) and inv [nrows][chunks] (2^-s); A16 true writes what of hi, inv,
+// lo as zeros and xr [nrows][cols] (the rounded values hi·2^-s as FP32)
+// is not null.
+template <bool A16>
+__device__ __forceinline__ void tc_split_rows_body(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv,
+                                                   float* xr) {
 	const int nck = (cols + TC_BK - 1) / TC_BK;
 	const long long total = 4LL * nrows * nck, stride = (long long)gridDim.x * blockDim.x;
 	for (long long base = (long long)blockIdx.x * blockDim.x; base < total; base += stride) {
@@ -643,6 +614,12 @@ extern "C" __global__ void tc_split_rows_a16c(const float* x, int nrows, int col
 		const int s = tc_split8(v, h, l);  // every lane of the warp takes part
 		if (!ok) continue;
 		const size_t at = (size_t)row * nck * TC_BK + k0;
+		if (!A16) {
+			*reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
+			*reinterpret_cast<uint4*>(lo + at) = make_uint4(l[0], l[1], l[2], l[3]);
+			if (hh == 0) inv[(size_t)row * nck + c] = tc_pow2(-s);
+			continue;
+		}
 		if (hi != nullptr) *reinterpret_cast<uint4*>(hi + at) = make_uint4(h[0], h[1], h[2], h[3]);
 		if (lo != nullptr) *reinterpret_cast<uint4*>(lo + at) = make_uint4(0u, 0u, 0u, 0u);
 		if (inv != nullptr && hh == 0) inv[(size_t)row * nck + c] = tc_pow2(-s);
@@ -653,6 +630,26 @@ extern "C" __global__ void tc_split_rows_a16c(const float* x, int nrows, int col
 				if (k0 + j < cols) xr[(size_t)row * cols + k0 + j] = __fmul_rn(__half2float(__float2half_rn(__fmul_rn(v[j], up))), down);
 		}
 	}
+}
+
+// tc_split_rows splits nrows rows of x once for the matmuls that read them
+// (tuning.tcPreSplit): tc_split_rows_body's hi, lo and inv.
+extern "C" __global__ void tc_split_rows(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv) {
+	grid_dep_enter();
+	tc_split_rows_body<false>(x, nrows, cols, hi, lo, inv, nullptr);
+}
+
+// tc_split_rows_a16c is tc_split_rows for FP16 activations (the declared
+// dense activations, engine.LoadOptions.DenseActivations): each 32-value
+// chunk rounded at its own shift (tc_split8's hi, half.ChunkShiftF16's
+// values). Each output is written only when its pointer is not null: hi
+// and inv as tc_split_rows writes them; lo as zeros (so that a kernel
+// adding the low halves' sums adds zeros); xr [nrows][cols] the rounded
+// values as FP32 rows, for the kernels that split in-kernel or read FP32
+// rows.
+extern "C" __global__ void tc_split_rows_a16c(const float* x, int nrows, int cols, __half* hi, __half* lo, float* inv, float* xr) {
+	grid_dep_enter();
+	tc_split_rows_body<true>(x, nrows, cols, hi, lo, inv, xr);
 }
 
 // tc_split_rows_a16r is the row-shift FP16 pre-split (tuning.tcA16Row):

@@ -143,20 +143,16 @@ func (b *Backend) splitKPartialsA16(mat, x cu.DevicePtr, rows, cols, T, ks int) 
 // as tcPresplit's, lo zeros when zeroLo is set (for kernels that read lo),
 // else not written (lo is hi: the burst twin's FP16 build reads none).
 func (b *Backend) tcPresplitA16(x cu.DevicePtr, nx, cols int, zeroLo bool) (tcSplitX, error) {
-	nck := (cols + 31) / 32
-	halves := nx * nck * 32
-	if err := b.scratch(&b.tcSplitBuf, halves+nx*nck); err != nil {
+	sp, grid, err := b.presplitBuf(nx, cols)
+	if err != nil {
 		return tcSplitX{}, fmt.Errorf("cuda: chunk-shift pre-split of %d rows: %w", nx, err)
 	}
-	base := b.tcSplitBuf.ptr
-	sp := tcSplitX{hi: base, lo: base + cu.DevicePtr(2*halves), inv: base + cu.DevicePtr(4*halves)}
 	lo := sp.lo
 	if !zeroLo {
 		sp.lo, lo = sp.hi, 0
 	}
 	b.a16cSplits++
-	grid := min((4*nx*nck+block-1)/block, 2048)
-	err := b.launch(b.k.tcSplitRowsA16C, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(lo),
+	err = b.launch(b.k.tcSplitRowsA16C, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(lo),
 		argPtr(sp.inv), argPtr(0))
 	return sp, err
 }

@@ -593,17 +593,27 @@ type tcSplitX struct{ hi, lo, inv cu.DevicePtr }
 // splitting them again in every row tile (the default; tuning.tcNoPreSplit turns it off); owner thread
 // only. The same bits as the in-kernel split.
 func (b *Backend) tcPresplit(x cu.DevicePtr, nx, cols int) (tcSplitX, error) {
+	sp, grid, err := b.presplitBuf(nx, cols)
+	if err != nil {
+		return tcSplitX{}, fmt.Errorf("cuda: pre-split of %d rows: %w", nx, err)
+	}
+	err = b.launch(b.k.tcSplitRows, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv))
+	return sp, err
+}
+
+// presplitBuf lays out the pre-split scratch for nx rows of cols values
+// (grown as needed): hi and lo, nx x chunks x 32 FP16 values each, then
+// inv, nx x chunks floats; and the split kernels' grid (four threads a
+// chunk). Owner thread only.
+func (b *Backend) presplitBuf(nx, cols int) (tcSplitX, int, error) {
 	nck := (cols + 31) / 32
 	halves := nx * nck * 32
-	// hi and lo: halves FP16 values each; inv: nx * nck floats.
 	if err := b.scratch(&b.tcSplitBuf, halves+nx*nck); err != nil {
-		return tcSplitX{}, fmt.Errorf("cuda: pre-split of %d rows: %w", nx, err)
+		return tcSplitX{}, 0, err
 	}
 	base := b.tcSplitBuf.ptr
 	sp := tcSplitX{hi: base, lo: base + cu.DevicePtr(2*halves), inv: base + cu.DevicePtr(4*halves)}
-	grid := min((4*nx*nck+block-1)/block, 2048)
-	err := b.launch(b.k.tcSplitRows, grid, block, 0, argPtr(x), argInt(nx), argInt(cols), argPtr(sp.hi), argPtr(sp.lo), argPtr(sp.inv))
-	return sp, err
+	return sp, min((4*nx*nck+block-1)/block, 2048), nil
 }
 
 // groupedPresplit is the pre-split grouped kernel fn reads: the row-shift

@@ -30,14 +30,18 @@ var ExpertActivationDTypes = map[string]backend.DType{ExpertActFP32: backend.F32
 func ExpertActivationNames() []string { return []string{ExpertActFP32, ExpertActFP16} }
 
 // ParseExpertActivations reads an expert-activation dtype name ("" is fp32).
-func ParseExpertActivations(s string) (backend.DType, error) {
+func ParseExpertActivations(s string) (backend.DType, error) { return parseActivations("expert", s) }
+
+// parseActivations reads an activation dtype name ("" is fp32) for the
+// option what names ("expert", "dense").
+func parseActivations(what, s string) (backend.DType, error) {
 	if s == "" {
 		return backend.F32, nil
 	}
 	if d, ok := ExpertActivationDTypes[s]; ok {
 		return d, nil
 	}
-	return 0, fmt.Errorf("expert activations %q: want %s (the default) or %s", s, ExpertActFP32, ExpertActFP16)
+	return 0, fmt.Errorf("%s activations %q: want %s (the default) or %s", what, s, ExpertActFP32, ExpertActFP16)
 }
 
 // useExpertActivations sets the backend's expert activations once the
@@ -75,8 +79,11 @@ func (e *Engine) ExpertActivationDType() backend.DType { return e.expertAct }
 
 // ExpertActivationName is ExpertActivationDType as raw records spell it:
 // "FP32" or "FP16".
-func (e *Engine) ExpertActivationName() string {
-	if e.expertAct == backend.F16 {
+func (e *Engine) ExpertActivationName() string { return activationName(e.expertAct) }
+
+// activationName spells an activation dtype as raw records do.
+func activationName(dt backend.DType) string {
+	if dt == backend.F16 {
 		return "FP16"
 	}
 	return "FP32"
@@ -101,15 +108,7 @@ var DenseActivationDTypes = ExpertActivationDTypes
 func DenseActivationNames() []string { return ExpertActivationNames() }
 
 // ParseDenseActivations reads a dense-activation dtype name ("" is fp32).
-func ParseDenseActivations(s string) (backend.DType, error) {
-	if s == "" {
-		return backend.F32, nil
-	}
-	if d, ok := DenseActivationDTypes[s]; ok {
-		return d, nil
-	}
-	return 0, fmt.Errorf("dense activations %q: want %s (the default) or %s", s, ExpertActFP32, ExpertActFP16)
-}
+func ParseDenseActivations(s string) (backend.DType, error) { return parseActivations("dense", s) }
 
 // useDenseActivations sets the dense projections' activations once the
 // prefill mode is resolved. FP16 needs a batched prefill and a backend
@@ -138,12 +137,7 @@ func (e *Engine) DenseActivationDType() backend.DType { return e.denseAct }
 
 // DenseActivationName is DenseActivationDType as raw records spell it:
 // "FP32" or "FP16".
-func (e *Engine) DenseActivationName() string {
-	if e.denseAct == backend.F16 {
-		return "FP16"
-	}
-	return "FP32"
-}
+func (e *Engine) DenseActivationName() string { return activationName(e.denseAct) }
 
 // denseMatMul is a batched prefill's dense projection dst = W·x[t] (+ bias)
 // on the declared activations: MatMulA16 when they are FP16, else MatMul.
