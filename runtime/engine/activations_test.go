@@ -30,27 +30,7 @@ func TestExpertActivationsF16(t *testing.T) {
 		}
 		req := Request{Prompt: prompt, Tokens: 12, SuppressEOS: true, LogitSteps: 12}
 		gen := func(t *testing.T, devRoute bool, o LoadOptions) Result {
-			t.Helper()
-			be := cpu.New(0)
-			be.SetDeviceRouting(devRoute)
-			l := loadOnCPU(t, be, be, art, o)
-			l.chunk = 64
-			l.Cache.BeginRequest()
-			res, err := l.Generate(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Cache.EndRequest(); err != nil {
-				t.Fatal(err)
-			}
-			wantName, wantDT := "FP32", backend.F32
-			if o.ExpertActivations == ExpertActFP16 {
-				wantName, wantDT = "FP16", backend.F16
-			}
-			if l.ExpertActivationName() != wantName || l.ExpertActivationDType() != wantDT {
-				t.Fatalf("expert activations %q: engine says %s (%v)", o.ExpertActivations, l.ExpertActivationName(), l.ExpertActivationDType())
-			}
-			return res
+			return generateActivations(t, art, req, devRoute, o)
 		}
 		var want Result
 		t.Run(arch+"/fp16/full", func(t *testing.T) {
@@ -113,6 +93,39 @@ func TestExpertActivationsF16(t *testing.T) {
 				differ, len(f32.Logits[0]), maxDiff, scale, want.Tokens, f32.Tokens)
 		})
 	}
+}
+
+// generateActivations runs req on a fresh CPU backend loaded with o (device
+// routing as devRoute says; 64-token chunks) and checks that the engine
+// names the expert and dense activation dtypes o declares.
+func generateActivations(t *testing.T, art *qpack.Artifact, req Request, devRoute bool, o LoadOptions) Result {
+	t.Helper()
+	be := cpu.New(0)
+	be.SetDeviceRouting(devRoute)
+	l := loadOnCPU(t, be, be, art, o)
+	l.chunk = 64
+	l.Cache.BeginRequest()
+	res, err := l.Generate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Cache.EndRequest(); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		what, declared, name string
+		dt                   backend.DType
+	}{{"expert", o.ExpertActivations, l.ExpertActivationName(), l.ExpertActivationDType()},
+		{"dense", o.DenseActivations, l.DenseActivationName(), l.DenseActivationDType()}} {
+		wantName, wantDT := "FP32", backend.F32
+		if c.declared == ExpertActFP16 {
+			wantName, wantDT = "FP16", backend.F16
+		}
+		if c.name != wantName || c.dt != wantDT {
+			t.Fatalf("%s activations %q: engine says %s (%v)", c.what, c.declared, c.name, c.dt)
+		}
+	}
+	return res
 }
 
 // noExpertActivations is a backend without backend.ExpertActivations (nor

@@ -30,31 +30,7 @@ func TestDenseActivationsF16(t *testing.T) {
 		}
 		req := Request{Prompt: prompt, Tokens: 12, SuppressEOS: true, LogitSteps: 12}
 		gen := func(t *testing.T, devRoute bool, o LoadOptions) Result {
-			t.Helper()
-			be := cpu.New(0)
-			be.SetDeviceRouting(devRoute)
-			l := loadOnCPU(t, be, be, art, o)
-			l.chunk = 64
-			l.Cache.BeginRequest()
-			res, err := l.Generate(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := l.Cache.EndRequest(); err != nil {
-				t.Fatal(err)
-			}
-			wantDense, wantDT := "FP32", backend.F32
-			if o.DenseActivations == ExpertActFP16 {
-				wantDense, wantDT = "FP16", backend.F16
-			}
-			wantExpert := "FP32"
-			if o.ExpertActivations == ExpertActFP16 {
-				wantExpert = "FP16"
-			}
-			if l.DenseActivationName() != wantDense || l.DenseActivationDType() != wantDT || l.ExpertActivationName() != wantExpert {
-				t.Fatalf("%+v: engine says dense %s (%v), experts %s", o, l.DenseActivationName(), l.DenseActivationDType(), l.ExpertActivationName())
-			}
-			return res
+			return generateActivations(t, art, req, devRoute, o)
 		}
 		for _, mode := range []struct {
 			name    string
