@@ -13,8 +13,10 @@ import (
 // rounds K and V, so its tokens may differ from an FP32 one's), the routed
 // experts' activation dtype (artifact.expert_activation_dtype: FP16
 // activations round a batched prefill's expert inputs, so their logits
-// differ from FP32's), the device
-// and a numerics family produce identical token streams
+// differ from FP32's), the dense projections' activation dtype
+// (artifact.dense_activation_dtype: FP16 activations round a batched
+// prefill's attention and shared-expert projection inputs, likewise), the
+// device and a numerics family produce identical token streams
 // for every prompt, in every block, whatever their capacity, placement or
 // policy. Our executors (Options.SharedNumerics) form one family; any other
 // executor is a family of its own and is only compared by agreement rate (a
@@ -23,7 +25,7 @@ import (
 
 // numericsKey is what must be equal for two streams to be required equal.
 type numericsKey struct {
-	checkpoint, format, kv, expertAct, device, family string
+	checkpoint, format, kv, expertAct, denseAct, device, family string
 }
 
 // stream is one token stream and where it came from.
@@ -115,7 +117,8 @@ func keyOf(v *view, w *worker) numericsKey {
 		family = "shared numerics (" + strings.Join(v.opts.SharedNumerics, ", ") + ")"
 	}
 	return numericsKey{checkpoint: r.Checkpoint.SHA256, format: r.Artifact.ExpertFormat, kv: r.Artifact.KVDTypeOf(),
-		expertAct: r.Artifact.ExpertActivationDTypeOf(), device: r.Environment.Device, family: family}
+		expertAct: r.Artifact.ExpertActivationDTypeOf(), denseAct: r.Artifact.DenseActivationDTypeOf(),
+		device: r.Environment.Device, family: family}
 }
 
 func promptName(s *stream) string {
@@ -212,11 +215,17 @@ func agreementHints(keys []numericsKey, refs map[numericsKey]map[string]*stream,
 			if len(prompts) > 0 {
 				file = refs[b][prompts[0]].w.path
 			}
-			fs.add(IDConsNumerics, file, "", a.family+" on "+a.device+kvLabel(a.kv)+expertActLabel(a.expertAct), b.family+" on "+b.device+kvLabel(b.kv)+expertActLabel(b.expertAct),
+			fs.add(IDConsNumerics, file, "", numericsLabel(a), numericsLabel(b),
 				"token agreement %.4f (%d/%d positions), %d/%d streams identical over %d prompts; these declare different numerics, so this is reported, not enforced",
 				rate, same, total, identical, len(prompts), len(prompts))
 		}
 	}
+}
+
+// numericsLabel names a numerics key for the agreement hint: its family
+// and device, then whatever dtype differs from the FP32 default.
+func numericsLabel(k numericsKey) string {
+	return k.family + " on " + k.device + kvLabel(k.kv) + expertActLabel(k.expertAct) + denseActLabel(k.denseAct)
 }
 
 // kvLabel names a KV cache element type other than FP32 (the default,
@@ -237,4 +246,14 @@ func expertActLabel(act string) string {
 		return ""
 	}
 	return ", " + act + " expert activations"
+}
+
+// denseActLabel names a dense activation dtype other than FP32 (the
+// default, unnamed so that the hints of editions without FP16 dense
+// activations read as before).
+func denseActLabel(act string) string {
+	if act == "" || act == "FP32" {
+		return ""
+	}
+	return ", " + act + " dense activations"
 }

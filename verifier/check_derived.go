@@ -194,6 +194,17 @@ var resultColumns = map[string]derivedColumn{
 		}
 		return strCol("/artifact/expert_activation_dtype")(d)
 	},
+	// Shown where some configuration records
+	// artifact.dense_activation_dtype (workers record FP16 only).
+	"dense activations": func(d any) (string, error) {
+		if _, err := resolve(d, "/artifact"); err != nil {
+			return "", err
+		}
+		if _, err := resolve(d, "/artifact/dense_activation_dtype"); err != nil {
+			return editions.ExpertActFP32, nil
+		}
+		return strCol("/artifact/dense_activation_dtype")(d)
+	},
 	"pooled decode (tok/s)": numberCol("/metrics/pooled_decode_tok_s", 1, 1, 2),
 	"block spread (tok/s)": func(d any) (string, error) {
 		// No decode interval (one output token): both ends UNKNOWN, shown

@@ -38,7 +38,7 @@ var (
 	IDFidelityRules    = def("fidelity", "fidelity.rules", Error, "the edition was scored under another rule set than this verifier's scorer: its verdicts cannot be recomputed")
 	IDFidelityCampaign = def("fidelity", "fidelity.campaign", Error, "campaign.json is unreadable, names another contract, or its configurations do not form arm pairs (fp16 reference, int4 treatment, equal otherwise)")
 	IDFidelityShard    = def("fidelity", "fidelity.shard", Error, "a shard record is missing, unreadable, out of place, or breaks the contract (arms, prompts, endings, forced positions fed the reference's tokens, positions consistent with their top-k)")
-	IDFidelitySetup    = def("fidelity", "fidelity.setup", Error, "an arm ran another configuration, capacity, executor or expert format than the campaign's, or the shards come from more than one build")
+	IDFidelitySetup    = def("fidelity", "fidelity.setup", Error, "an arm ran another configuration, capacity, executor, expert format, KV cache element type or expert or dense activation dtype than the campaign's, or the shards come from more than one build")
 	IDFidelityVerdict  = def("fidelity", "fidelity.verdict", Error, "a retained response re-scores, or a prompt pairs, to other verdicts than the paired document says")
 	IDFidelityPaired   = def("fidelity", "fidelity.paired", Error, "a paired document's counts, McNemar p-values or divergence summaries do not recompute from its shards")
 	IDFidelityClaim    = def("fidelity", "fidelity.claim", Error, "claims.json does not recompute from the paired documents")
@@ -84,6 +84,7 @@ type fidelityConfig struct {
 	Executor     string `json:"executor"`
 	KV           string `json:"kv"`
 	ExpertAct    string `json:"expert_activations"`
+	DenseAct     string `json:"dense_activations"`
 	rest         string // canonical JSON without id and expert_format
 }
 
@@ -229,9 +230,9 @@ func checkFidelity(v *view, fs *findings) {
 				wantArt := campaignExpertFormats[a.want.ExpertFormat]
 				if g.ConfigID != a.want.ID || g.ExpertFormat != a.want.ExpertFormat || g.Artifact.ExpertFormat != wantArt ||
 					g.Setup.Capacity != a.want.Capacity || g.Setup.Executor != a.want.Executor || g.Artifact.KVDTypeOf() != declaredKV(a.want.KV) ||
-					g.Artifact.ExpertActivationDTypeOf() != declaredExpertAct(a.want.ExpertAct) {
-					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor, declaredKV(a.want.KV), declaredExpertAct(a.want.ExpertAct)),
-						fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor, g.Artifact.KVDTypeOf(), g.Artifact.ExpertActivationDTypeOf()),
+					g.Artifact.ExpertActivationDTypeOf() != declaredExpertAct(a.want.ExpertAct) || g.Artifact.DenseActivationDTypeOf() != declaredDenseAct(a.want.DenseAct) {
+					fs.add(IDFidelitySetup, p, "/"+a.name, fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations, %s dense activations", a.want.ID, a.want.ExpertFormat, wantArt, a.want.Capacity, a.want.Executor, declaredKV(a.want.KV), declaredExpertAct(a.want.ExpertAct), declaredDenseAct(a.want.DenseAct)),
+						fmt.Sprintf("%s: %s (%s), capacity %d, %s, %s KV, %s expert activations, %s dense activations", g.ConfigID, g.ExpertFormat, g.Artifact.ExpertFormat, g.Setup.Capacity, g.Setup.Executor, g.Artifact.KVDTypeOf(), g.Artifact.ExpertActivationDTypeOf(), g.Artifact.DenseActivationDTypeOf()),
 						"pair %s shard %d: the %s arm is not the campaign's configuration %s as declared", trt.ID, s, a.name, a.want.ID)
 					ok = false
 				}

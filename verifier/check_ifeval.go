@@ -28,7 +28,7 @@ var (
 	IDIFEvalRules    = def("ifeval", "ifeval.rules", Error, "the edition was scored under another rule set than this verifier's scorer: its verdicts cannot be recomputed")
 	IDIFEvalCampaign = def("ifeval", "ifeval.campaign", Error, "campaign.json is unreadable or names another contract")
 	IDIFEvalShard    = def("ifeval", "ifeval.shard", Error, "a shard record is missing, unreadable, out of place, or breaks the contract (prompts, keys, endings, EOS ids, max_new_tokens, prompt format)")
-	IDIFEvalSetup    = def("ifeval", "ifeval.setup", Error, "a shard was generated with another capacity, executor, KV cache element type, expert activation dtype or build than its configuration's other shards and the campaign")
+	IDIFEvalSetup    = def("ifeval", "ifeval.setup", Error, "a shard was generated with another capacity, executor, KV cache element type, expert or dense activation dtype or build than its configuration's other shards and the campaign")
 	IDIFEvalVerdict  = def("ifeval", "ifeval.verdict", Error, "a retained response re-scores to other verdicts than the configuration's document says")
 	IDIFEvalScore    = def("ifeval", "ifeval.score", Error, "a configuration document's scores, endings or rate do not recompute from its shards")
 	IDIFEvalClaim    = def("ifeval", "ifeval.claim", Error, "claims.json does not recompute from the configuration documents")
@@ -132,6 +132,7 @@ func checkIFEval(v *view, fs *findings) {
 			Executor string `json:"executor"`
 			KV       string `json:"kv"`
 			Act      string `json:"expert_activations"`
+			DenseAct string `json:"dense_activations"`
 		} `json:"configurations"`
 	}
 	if err := json.Unmarshal(cd.Campaign, &ref); err != nil || ref.Contract.ID != k.ID || ref.Contract.SHA256 != sum {
@@ -185,6 +186,10 @@ func checkIFEval(v *view, fs *findings) {
 			if want := declaredExpertAct(cfg.Act); sh.Artifact.ExpertActivationDTypeOf() != want {
 				fs.add(IDIFEvalSetup, p, "/artifact/expert_activation_dtype", want, sh.Artifact.ExpertActivationDTypeOf(),
 					"configuration %s declares %s expert activations (expert_activations %q); shard %d ran %s", cfg.ID, want, cfg.Act, s, sh.Artifact.ExpertActivationDTypeOf())
+			}
+			if want := declaredDenseAct(cfg.DenseAct); sh.Artifact.DenseActivationDTypeOf() != want {
+				fs.add(IDIFEvalSetup, p, "/artifact/dense_activation_dtype", want, sh.Artifact.DenseActivationDTypeOf(),
+					"configuration %s declares %s dense activations (dense_activations %q); shard %d ran %s", cfg.ID, want, cfg.DenseAct, s, sh.Artifact.DenseActivationDTypeOf())
 			}
 			if build == nil {
 				b := sh.Environment.Build

@@ -26,6 +26,9 @@ import "github.com/horizon-runmap/horizon/editions"
 //   - so are the expert activations (physics_activations.go): each worker's
 //     routed experts took the batched-prefill activation dtype its
 //     configuration declares;
+//   - and the dense projections' (physics_dense_activations.go): each
+//     worker's attention and shared-expert projections took the
+//     batched-prefill activation dtype its configuration declares;
 //   - memory has a floor (physics_memory.go): on CUDA the VRAM peaks hold
 //     the resident experts the worker placed and, for a synthetic preset,
 //     its KV cache;
@@ -45,6 +48,7 @@ func checkPhysics(v *view, fs *findings) {
 	checkEnvironment(v, ws, fs)
 	checkKVDType(v, fs)
 	checkExpertActDType(v, fs)
+	checkDenseActDType(v, fs)
 	checkMemoryFloor(ws, fs)
 	checkTokens(v, ws, fs)
 }

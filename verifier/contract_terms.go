@@ -235,6 +235,7 @@ type campaignConfig struct {
 	placement, policy      string
 	kv                     string // "" when not declared (fp32)
 	expertAct              string // expert_activations; "" when not declared (fp32)
+	denseAct               string // dense_activations; "" when not declared (fp32)
 }
 
 // campaignConfigs returns the configurations campaign.json declares, and
@@ -256,7 +257,8 @@ func campaignConfigs(d *doc) ([]campaignConfig, bool) {
 		m, _ := c.(map[string]any)
 		str := func(k string) string { s, _ := m[k].(string); return s }
 		cc := campaignConfig{index: i, id: str("id"), executor: str("executor"), seedExecutor: str("seed_executor"),
-			placement: str("placement"), policy: str("policy"), kv: str("kv"), expertAct: str("expert_activations")}
+			placement: str("placement"), policy: str("policy"), kv: str("kv"), expertAct: str("expert_activations"),
+			denseAct: str("dense_activations")}
 		cc.capacity, cc.hasCapacity = asInt(m["capacity"])
 		if cc.id == "" {
 			return nil, false

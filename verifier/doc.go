@@ -55,8 +55,8 @@
 //     UNSUPPORTED is an error.
 //
 //  7. consistency: configurations with the same checkpoint, expert format,
-//     KV cache element type, expert activation dtype, device and numerics
-//     family produce identical greedy token streams and
+//     KV cache element type, expert and dense activation dtypes, device and
+//     numerics family produce identical greedy token streams and
 //     prompt tokens; a run that departs from the majority is reported.
 //     Executors outside Options.SharedNumerics (default scalar-v1,
 //     grouped-v1, fused-topk-v1) declare numerics of their own and are
@@ -103,8 +103,10 @@
 //     CPU model; mixed: each configuration on one host); each worker
 //     ran its campaign configuration (checkpoint, expert format,
 //     transport, prefetch, overlap), its declared KV cache element type
-//     (physics.kv-dtype) and expert activation dtype, FP16 only with INT4
-//     experts and a batched prefill (physics.expert-activation-dtype).
+//     (physics.kv-dtype), expert activation dtype, FP16 only with INT4
+//     experts and a batched prefill (physics.expert-activation-dtype), and
+//     dense activation dtype, FP16 only with a batched prefill
+//     (physics.dense-activation-dtype).
 //     Memory: on CUDA the VRAM peaks hold
 //     the placed experts, on every device the RSS peak the host authority; a missing timeline among timelines is an error.
 //     Tokens: EOS ids and tokenizer pinned by the checkpoint (and, for

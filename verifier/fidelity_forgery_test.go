@@ -192,6 +192,11 @@ func TestFidelityForgeries(t *testing.T) {
 				sh.Reference.Artifact, sh.Treatment.Artifact = tr.Artifact, r.Artifact
 			}
 		}, IDFidelityShard},
+		{"FP16 dense activations in one arm of an fp32 pair, summaries re-derived", true, func(t *testing.T, e *fidelityEd) {
+			for _, sh := range e.shards[e.ids[0]] {
+				sh.Treatment.Artifact.DenseActivationDType = editions.ExpertActFP16
+			}
+		}, IDFidelitySetup},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -225,9 +225,9 @@ var (
 	IDInvZeroForUnknown = def("invariants", "invariants.zero-for-unknown", Error, "a 0 is written (config or claim) where the raw record says UNKNOWN or UNSUPPORTED")
 
 	// consistency: check 7.
-	IDConsTokenStream = def("consistency", "consistency.token-stream", Error, "configurations that must share numerics (same checkpoint, expert format, device, numerics family) produced different greedy tokens for a prompt")
+	IDConsTokenStream = def("consistency", "consistency.token-stream", Error, "configurations that must share numerics (same checkpoint, expert format, KV cache element type, expert and dense activation dtypes, device, numerics family) produced different greedy tokens for a prompt")
 	IDConsPromptLen   = def("consistency", "consistency.prompt-tokens", Error, "the same prompt was tokenised differently (prompt_token_ids) under the same checkpoint")
-	IDConsNumerics    = def("consistency", "consistency.executor-numerics", Hint, "configurations with declared-different numerics (executor or device) were compared by token agreement only")
+	IDConsNumerics    = def("consistency", "consistency.executor-numerics", Hint, "configurations with declared-different numerics (executor, device, KV cache element type, expert or dense activation dtype) were compared by token agreement only")
 )
 
 func itoa(i int) string { return strconv.Itoa(i) }

@@ -454,16 +454,19 @@ var fixResultFields = []fixField{
 // each after its point value's, when every document carries an
 // uncertainty (as the runner's results table does).
 // A KV cache column follows the executor's when every document records
-// artifact.kv_dtype, and an expert activations column (after it) when some
-// document records artifact.expert_activation_dtype.
+// artifact.kv_dtype, an expert activations column (after it) when some
+// document records artifact.expert_activation_dtype, and a dense
+// activations column (after that) when some document records
+// artifact.dense_activation_dtype.
 func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
 	fields := fixResultsNoKV(docs)
-	kv, act := true, false
+	kv, act, dense := true, false, false
 	for _, d := range docs {
 		kv = kv && d.Artifact.KVDType != ""
 		act = act || d.Artifact.ExpertActivationDType != ""
+		dense = dense || d.Artifact.DenseActivationDType != ""
 	}
-	if !kv && !act {
+	if !kv && !act && !dense {
 		return fields
 	}
 	var out []fixField
@@ -474,6 +477,9 @@ func fixResultsFor(docs []*editions.ConfigDoc) []fixField {
 		}
 		if f.header == "executor" && act {
 			out = append(out, fixField{"expert activations", false, func(d *editions.ConfigDoc) string { return d.Artifact.ExpertActivationDTypeOf() }})
+		}
+		if f.header == "executor" && dense {
+			out = append(out, fixField{"dense activations", false, func(d *editions.ConfigDoc) string { return d.Artifact.DenseActivationDTypeOf() }})
 		}
 	}
 	return out

@@ -257,6 +257,9 @@ func TestIFEvalForgeries(t *testing.T) {
 		{"a different build for one shard", func(e *ifevalEd, _ string) {
 			e.shard(e.last(), 0).Environment.Build.VCSRevision = "0000000000000000000000000000000000000000"
 		}, IDIFEvalSetup},
+		{"FP16 dense activations in one shard of an fp32 configuration", func(e *ifevalEd, _ string) {
+			e.shard(e.last(), 0).Artifact.DenseActivationDType = editions.ExpertActFP16
+		}, IDIFEvalSetup},
 		{"response seconds stretched past the shard's wall clock", func(e *ifevalEd, _ string) {
 			sh := e.shard(e.ids[0], 0)
 			start, _ := time.Parse(time.RFC3339Nano, sh.StartedAt)

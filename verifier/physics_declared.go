@@ -3,8 +3,9 @@ package verifier
 import "github.com/horizon-runmap/horizon/editions"
 
 // declaredDType is a dtype a campaign configuration declares and every raw
-// record states: the KV cache's (physics_kv.go) and the routed experts'
-// activations' (physics_activations.go). checkDeclaredDType holds every
+// record states: the KV cache's (physics_kv.go), the routed experts'
+// activations' (physics_activations.go) and the dense projections'
+// activations' (physics_dense_activations.go). checkDeclaredDType holds every
 // worker of a listed configuration to the declaration and, where the
 // campaign does not list the configuration, its workers to their majority.
 type declaredDType struct {

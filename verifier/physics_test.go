@@ -184,6 +184,12 @@ func TestPhysicsFindings(t *testing.T) {
 		{"every worker's expert_activation_dtype other than the campaign's", false, IDPhysExpertActDType, func(t *testing.T, v *view) {
 			eachRec(v, runFP16)
 		}},
+		{"one worker's dense_activation_dtype other than the campaign's", false, IDPhysDenseActDType, func(t *testing.T, v *view) {
+			rec(v, 0, 1).Artifact.DenseActivationDType = editions.ExpertActFP16
+		}},
+		{"every worker's dense_activation_dtype other than the campaign's", false, IDPhysDenseActDType, func(t *testing.T, v *view) {
+			eachRec(v, runDenseFP16)
+		}},
 		{"RSS peak below the host authority", false, IDPhysRSSFloor, func(t *testing.T, v *view) {
 			r := rec(v, 0, 1)
 			r.Observations.RSSPeakBytes = editions.Observed(r.Preparation.AuthorityBytes - 1)

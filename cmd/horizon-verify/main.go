@@ -98,8 +98,11 @@ var checkHelp = map[string][]string{
 		"each claim equals its source value rounded as declared; ratios and",
 		"interval bounds resolve to their sources; valid statuses",
 	},
-	"invariants":  {"required-zero cache counters are observed zeros (UNKNOWN is an error)"},
-	"consistency": {"same checkpoint, expert format and numerics => identical greedy tokens"},
+	"invariants": {"required-zero cache counters are observed zeros (UNKNOWN is an error)"},
+	"consistency": {
+		"same checkpoint, expert format, KV cache element type, expert and dense",
+		"activation dtypes, device and numerics => identical greedy tokens",
+	},
 	"binding": {
 		"each claim cites its own configuration's metric (and its interval, the",
 		"configuration's bootstrap bounds) with the statement the verifier",
@@ -111,8 +114,10 @@ var checkHelp = map[string][]string{
 		"cache counters obey the cache's arithmetic and agree across blocks and",
 		"configurations with the same cache settings; wall clocks bound the work;",
 		"timestamps strictly increase; no two requests share timings; one build,",
-		"host and GPU; VRAM holds the placed experts; EOS, tokenizer and prompt ids",
-		"pinned by the checkpoint",
+		"host and GPU; the declared KV cache element type and expert and dense",
+		"activation dtypes (FP16 only with a batched prefill, expert FP16 only",
+		"with INT4 experts); VRAM holds the placed experts; EOS, tokenizer and",
+		"prompt ids pinned by the checkpoint",
 	},
 	"replay": {
 		"each worker's routing traces (raw record version 2) replayed through the",
