@@ -131,6 +131,14 @@ func TestMatMulA16(t *testing.T) {
 // prompt of two chunks.
 func TestDenseActivationsOnDevice(t *testing.T) {
 	withTuning(t, testBE, tuning{})
+	// Its last GPU load may declare FP16 expert activations, which stay set
+	// on the shared backend until the next Load; the tests after it (the
+	// pre-split kernels' bits, TestTCPreSplitSameBits) expect FP32's.
+	t.Cleanup(func() {
+		if err := testBE.SetExpertActivations(backend.F32); err != nil {
+			t.Error(err)
+		}
+	})
 	prompt := promptIDs(strings.Repeat("Sixteen-bit activations for the dense projections. ", 12)[:engine.PrefillChunk+30])
 	req := engine.Request{Prompt: prompt, Tokens: 16, SuppressEOS: true, LogitSteps: 16}
 	for _, arch := range []string{"olmoe-tiny", "qwen2moe-tiny"} {
