@@ -35,11 +35,12 @@ bash scripts/jit-cache.sh restore | tee "$O/tests-summary.txt"
 ) &
 bp=$!
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$O/tests-summary.txt"
-# TESTS_EXTRA (a -test.run alternation) and TEST_LIMIT (s) let a later session's wrapper add its
-# tests (results/s39/call1.sh).
+# TESTS (the -test.run alternation, default the list below), TESTS_EXTRA (added to it) and
+# TEST_LIMIT (s) let a later session's wrapper choose its tests (results/s39/call1.sh,
+# results/s40/call1.sh).
 TEST_LIMIT=${TEST_LIMIT:-220}
 (cd runtime/cuda && timeout "$TEST_LIMIT" ../../carry/cuda.test -test.v -test.timeout "$((TEST_LIMIT - 5))s" \
-	-test.run "TestFreshBackendRunsTheDefaultTuning|TestDeviceRoutedPrefillOnDevice|TestBatchedPrefillTensorCores|TestStepperMatchesOps|TestExpertActivationsOnDevice|TestAttentionTiled|TestKV16OnDevice|TestExecutorsBitIdentical|TestStepperTunings${TESTS_EXTRA:+|$TESTS_EXTRA}") >/tmp/tests.log 2>&1
+	-test.run "${TESTS:-TestFreshBackendRunsTheDefaultTuning|TestDeviceRoutedPrefillOnDevice|TestBatchedPrefillTensorCores|TestStepperMatchesOps|TestExpertActivationsOnDevice|TestAttentionTiled|TestKV16OnDevice|TestExecutorsBitIdentical|TestStepperTunings}${TESTS_EXTRA:+|$TESTS_EXTRA}") >/tmp/tests.log 2>&1
 echo "tests: rc=$? at $SECONDS s" | tee -a "$O/tests-summary.txt"
 grep -E -- "^--- |^    --- FAIL|_test.go:[0-9]+:" /tmp/tests.log | grep -v "^    --- PASS" | head -40 | tee -a "$O/tests-summary.txt"
 (cd runtime/cuda && timeout 60 ../../carry/cuda.test -test.run '^$' -test.bench BenchmarkHBMCopy -test.benchtime 5x) 2>&1 |
