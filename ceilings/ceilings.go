@@ -600,13 +600,20 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 	if other := unrated(confs, o); len(other) > 0 {
 		p("These figures are the %s's. Configurations measured on another GPU have no ceiling here (%s): %s.\n\n", o.GPU, editions.Unknown, strings.Join(other, ", "))
 	}
-	if prefillOnly(confs) {
-		// A prefill contract's edition: one output token, no decode.
-		if err := writePrefill(p, confs, o); err != nil {
+	// A prefill contract's configurations (one output token, no decode)
+	// get the prefill section; the decode sections take the others, so
+	// that editions of both kinds can be given together.
+	dec, pre := splitPrefillOnly(confs)
+	if len(pre) > 0 {
+		if err := writePrefill(p, pre, o); err != nil {
 			return err
 		}
+	}
+	if len(dec) == 0 {
 		return writeVRAM(p, confs, o)
 	}
+	all := confs
+	confs = dec
 
 	p("## Decode against the HBM and PCIe ceilings\n\n")
 	p("HBM bytes/step: FP16 non-routed weights read each step (embedding: one row) + top-k expert records of every layer. ")
@@ -698,7 +705,7 @@ func WriteSections(w io.Writer, confs []*Config, baselines []Baseline, o Options
 			tFull*1e3, tMiss*1e3, model*1e3, meas*1e3, ratio, ok, reqRatio)
 	}
 
-	if err := writeVRAM(p, confs, o); err != nil {
+	if err := writeVRAM(p, all, o); err != nil {
 		return err
 	}
 

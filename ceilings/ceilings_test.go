@@ -297,6 +297,30 @@ func TestPrefillEdition(t *testing.T) {
 		}
 	}
 	checkGolden(t, "prefill-smoke-cpu.md", buf.Bytes())
+
+	// Given with a decode edition, the prefill configurations stay out of
+	// the decode and partial-residency tables (no NaN rate judged within
+	// its bound) and keep their prefill section.
+	buf.Reset()
+	if err := Write(&buf, append(real, confs...), nil, DefaultOptions()); err != nil {
+		t.Fatal(err)
+	}
+	out = buf.String()
+	for _, bad := range []string{"NaN", "Inf"} {
+		if strings.Contains(out, bad) {
+			t.Fatalf("mixed report holds %q:\n%s", bad, out)
+		}
+	}
+	for _, want := range []string{"## Prefill against its ceilings", "## Decode against the HBM", "## Whole-worker VRAM"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("mixed report lacks %q:\n%s", want, out)
+		}
+	}
+	for _, c := range confs {
+		if n := strings.Count(out, "| "+c.Edition+" | "+c.ID+" | "); n < len(c.Prefills)+1 {
+			t.Errorf("%s: %d rows, want its %d prefill rows and a VRAM row", c.ID, n, len(c.Prefills))
+		}
+	}
 }
 
 // checkGolden compares a report with testdata/name (rewritten with -update).

@@ -173,15 +173,17 @@ func (s PrefillShape) ArithSeconds(tokens int, split, tensorFLOPS, cudaFLOPS flo
 	return t*s.MatmulFLOPs*split/tensorFLOPS + attn/cudaFLOPS
 }
 
-// prefillOnly reports whether every configuration of confs has prefill
-// lengths and no decode (a PERF-PREFILL-v1 edition).
-func prefillOnly(confs []*Config) bool {
+// splitPrefillOnly parts confs, in order, into those with a decode and
+// those with prefill lengths and no decode (a PERF-PREFILL-v1 edition's).
+func splitPrefillOnly(confs []*Config) (dec, pre []*Config) {
 	for _, c := range confs {
-		if len(c.Prefills) == 0 || c.DecodeTokens > 0 {
-			return false
+		if len(c.Prefills) > 0 && c.DecodeTokens == 0 {
+			pre = append(pre, c)
+		} else {
+			dec = append(dec, c)
 		}
 	}
-	return len(confs) > 0
+	return dec, pre
 }
 
 // fullPrefillFor is the full-residency configuration whose prefill of the
