@@ -173,11 +173,17 @@ func (c *Cache) reclaimFinishedLocked(l *layer) error {
 
 // reserve takes n spare rows from the shared pool for l, marked loading
 // and owned by l. When too few are free it reclaims retired rows without
-// leases from every layer (l's first, then the others in order, oldest
-// first in each), waiting for their compute events outside the layer
-// locks. A failed wait leaves the row retired. Only a transaction
-// (c.missMu, held) moves rows out of spare or retired or between owners,
-// so what reserve sees stays true while it waits.
+// leases from every layer: first those whose last compute event has
+// completed (a query, no wait), then, if still short, the others, waiting
+// for their compute events outside the layer locks. Within each kind it
+// takes l's rows first, then the other layers' in order, oldest first in
+// each. So a miss waits on the device only when every reclaimable row
+// still has a reader in flight: with a pool of one group, the rows the
+// previous transaction retired may belong to a layer whose compute was
+// just issued, while another layer's retired row is long free. A failed
+// wait leaves the row retired. Only a transaction (c.missMu, held) moves
+// rows out of spare or retired or between owners, so what reserve sees
+// stays true while it waits.
 func (c *Cache) reserve(l *layer, n int) ([]int, error) {
 	free := 0
 	for _, r := range c.rows {
@@ -188,9 +194,9 @@ func (c *Cache) reserve(l *layer, n int) ([]int, error) {
 	type pending struct {
 		l   *layer
 		row int
-		ev  Event
+		ev  Event // nil: its readers are done
 	}
-	var waits []pending
+	var done, busy []pending
 	leased, quarantined := 0, 0
 	order := append([]*layer{l}, slices.DeleteFunc(slices.Clone(c.layers), func(x *layer) bool { return x == l })...)
 	for _, ly := range order {
@@ -198,15 +204,25 @@ func (c *Cache) reserve(l *layer, n int) ([]int, error) {
 		for _, ri := range ly.retired {
 			r := c.rows[ri]
 			switch {
-			case free+len(waits) >= n:
 			case r.leases > 0:
 				leased++
+			case r.read == nil:
+				done = append(done, pending{ly, ri, nil})
 			default:
-				waits = append(waits, pending{ly, ri, r.read})
+				// A query error counts as not done: the wait below
+				// reports the event's failure if the row is needed.
+				if ok, err := r.read.Query(); ok && err == nil {
+					done = append(done, pending{ly, ri, nil})
+				} else {
+					busy = append(busy, pending{ly, ri, r.read})
+				}
 			}
 		}
 		ly.mu.Unlock()
 	}
+	need := max(0, n-free)
+	waits := done[:min(need, len(done))]
+	waits = append(waits, busy[:min(need-len(waits), len(busy))]...)
 	for _, r := range c.rows {
 		if r.state == rowQuarantined { // states change only under missMu
 			quarantined++

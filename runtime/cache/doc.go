@@ -69,8 +69,9 @@
 // transactions are serialised by one mutex. The transaction chooses victims
 // (published experts outside the group and not leased) with the layer's
 // eviction Policy ("lru" by default, "fifo" declared as the alternative),
-// reserves spare rows (waiting, if it must, for the compute events of
-// retired rows), copies authority -> staging -> spare row on the copy
+// reserves spare rows (retired rows whose readers are done first, from
+// any layer; waiting, only if it must, for the compute events of the
+// others), copies authority -> staging -> spare row on the copy
 // stream (a staging buffer is rewritten only after its previous copy's
 // completion event), or authority -> spare row with the registered
 // transport, waits for every copy of the group, and only then

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"testing"
+	"time"
 
 	"github.com/horizon-runmap/horizon/runtime/device"
 )
@@ -57,4 +58,88 @@ func TestSharedSparePool(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestReserveTakesFinishedRowsFirst: a miss that needs a spare when the
+// pool has none free takes a retired row whose readers are done, from any
+// layer, before it waits on one whose compute event is still pending,
+// even when the pending one is its own layer's. The pending event's
+// readers are left alone: the miss finishes without waiting for them.
+func TestReserveTakesFinishedRowsFirst(t *testing.T) {
+	forTransports(t, func(t *testing.T, tr string) {
+		const layers, experts = 2, 8
+		auth := newFakeAuthority(t, layers, experts, faultRecord)
+		fd := &faultDevice{Device: newCPUDevice(t)}
+		c, err := New(fd, auth, layers, experts, withTransport(Options{Capacity: 2, Spares: 2, Staging: 1, GroupSize: 1}, tr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.Admit()
+		acquire := func(l, e int) {
+			t.Helper()
+			rows, rel, err := device.Acquire(c, l, []int{e})
+			if err != nil {
+				t.Fatalf("layer %d, expert %d: %v", l, e, err)
+			}
+			checkRow(t, auth, rows[0], l, e)
+			rel()
+		}
+		// Each layer reads experts 0 and 1 under its own gate, then
+		// misses 2 into a free spare, evicting 0: its row retires with
+		// its readers pending.
+		retire := func(l int, gate chan struct{}, waiting chan struct{}) {
+			t.Helper()
+			fd.set(func(fd *faultDevice) { fd.gate, fd.waiting = gate, waiting })
+			acquire(l, 0)
+			acquire(l, 1)
+			fd.set(func(fd *faultDevice) { fd.gate, fd.waiting = nil, nil })
+			acquire(l, 2)
+			if st := rowStates(c, l); st[rowRetired] != 1 {
+				t.Fatalf("layer %d's rows %v, want expert 0's retired", l, st)
+			}
+		}
+		g1 := make(chan struct{})
+		retire(1, g1, nil)
+		close(g1) // layer 1's retired row is free once the stream drains, still retired
+		if ev, err := fd.Device.RecordCompute(); err != nil || ev.Wait() != nil {
+			t.Fatalf("drain the compute stream: %v", err)
+		}
+		g0, waiting := make(chan struct{}), make(chan struct{}, 4)
+		defer func() {
+			select {
+			case <-g0:
+			default:
+				close(g0)
+			}
+		}()
+		retire(0, g0, waiting)
+		if st := rowStates(c, 0); st[rowSpare] != 0 {
+			t.Fatalf("pool %v: want no free spare left", st)
+		}
+
+		done := make(chan error, 1)
+		go func() {
+			_, rel, err := device.Acquire(c, 0, []int{3}) // misses; the pool is empty
+			if err == nil {
+				rel()
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-waiting:
+			t.Fatal("the miss waited on layer 0's pending compute event while layer 1's retired row was free")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the miss neither finished nor waited")
+		}
+		if st := rowStates(c, 0); st[rowRetired] < 1 {
+			t.Fatalf("layer 0's rows %v: want its pending row still retired", st)
+		}
+		close(g0)
+		acquire(0, 4) // now it may take the row whose readers are done
+	})
 }
