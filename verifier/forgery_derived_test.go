@@ -20,13 +20,14 @@ func init() {
 				forge(t, dir)
 				// Pooled decode, the sixth cell of the first data row (the
 				// seventh after a KV cache column, the eighth after an expert
-				// activations column too: the lazy {5,7}? tries the fewest
-				// text cells first, and those columns hold no decimals); with
+				// activations column too, the ninth after a dense activations
+				// column: the lazy {5,8}? tries the fewest text cells first,
+				// and those columns hold no decimals); with
 				// one output token it is UNKNOWN, and overall output, after
 				// the two UNKNOWN cells, is edited instead.
 				editReportCell(t, dir, editions.ReportMD,
-					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,7}? )(\d+)(\.\d\d \|)`),
-					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,7}? UNKNOWN \| UNKNOWN \| )(\d+)(\.\d\d \|)`))
+					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,8}? )(\d+)(\.\d\d \|)`),
+					regexp.MustCompile(`(?m)^(\|(?:[^|\n]*\|){5,8}? UNKNOWN \| UNKNOWN \| )(\d+)(\.\d\d \|)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "number in report.html's results table edited", want: IDDerivedCell,
@@ -34,11 +35,12 @@ func init() {
 				forge(t, dir)
 				// The sixth cell of the first data row is pooled decode
 				// (the seventh after a KV cache column, the eighth after an
-				// expert activations column too). (With one output token it
+				// expert activations column too, the ninth after a dense
+				// activations column). (With one output token it
 				// is UNKNOWN: overall output, after the two UNKNOWN cells.)
 				editReportCell(t, dir, editions.ReportHTML,
-					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,7}?<td[^>]*>)(\d+)(\.\d\d</td>)`),
-					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,7}?<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,8}?<td[^>]*>)(\d+)(\.\d\d</td>)`),
+					regexp.MustCompile(`(<tr>(?:<td[^>]*>[^<]*</td>){5,8}?<td[^>]*>UNKNOWN</td><td[^>]*>UNKNOWN</td><td[^>]*>)(\d+)(\.\d\d</td>)`))
 				rehash(t, dir)
 			}},
 		forgery{family: "derived", name: "HBM share in report.html's headline edited", want: IDDerivedHeadline,
