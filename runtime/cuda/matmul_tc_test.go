@@ -350,7 +350,8 @@ func TestBatchedPrefillTensorCores(t *testing.T) {
 	}
 }
 
-// BenchmarkPrefillModes times prefill at full residency on the artifacts
+// BenchmarkPrefillModes times prefill at full residency (editionKnobs:
+// or at a partial capacity) on the artifacts
 // named by HORIZON_BENCH_ARTIFACTS (directories separated by ':'; skipped
 // when unset), for prompts of the lengths in HORIZON_BENCH_PROMPTS
 // (comma-separated, default 32,512,2048; ids 100 + 7919i mod 30000, as
@@ -520,6 +521,7 @@ func BenchmarkPrefillModes(b *testing.B) {
 					withTuning(b, testBE, m.tn)
 					l, err := engine.Load(testBE, testBE.ExpertRows(), art, engine.LoadOptions{Executor: "grouped-v1", Prefill: m.prefill,
 						MaxSeq: max(n+16, max(n, len(before.Prompt))+req.Tokens), KV: os.Getenv("HORIZON_BENCH_KV"), Trace: ek.trace,
+						Capacity: ek.capacity, Spares: ek.spares,
 						ExpertActivations: ek.expertAct, DenseActivations: denseModeActivations(m.name)})
 					if err != nil {
 						b.Fatal(err)
@@ -590,21 +592,39 @@ func BenchmarkPrefillModes(b *testing.B) {
 //	                              length, as an edition's prompts do
 //	HORIZON_BENCH_VRAM=1          NVML samples the GPU's memory every 20 ms meanwhile,
 //	                              as a worker's observer does
+//	HORIZON_BENCH_CAPACITY=C      C published rows a layer (partial residency: the
+//	                              batched prefill serves each layer in waves through
+//	                              the cache; the run before each timed request leaves
+//	                              that request's own experts resident, so it misses
+//	                              less than an edition's, which follows other prompts)
+//	HORIZON_BENCH_SPARES=S        the cache's shared spare pool (LoadOptions.Spares;
+//	                              0: top-k): with HORIZON_BENCH_PREFILL_PROFILE, where a
+//	                              partial prefill's time goes at each pool size
+//	                              (results/s40)
 type editionKnobs struct {
 	trace, alternate, vram bool
 	decode                 int
 	expertAct              string
+	capacity, spares       int
 }
 
 func editionKnobsOf(b *testing.B) editionKnobs {
 	k := editionKnobs{trace: os.Getenv("HORIZON_BENCH_TRACE") != "", alternate: os.Getenv("HORIZON_BENCH_ALTERNATE") != "",
 		vram: os.Getenv("HORIZON_BENCH_VRAM") != "", expertAct: os.Getenv("HORIZON_BENCH_EXPERT_ACT")}
-	if s := os.Getenv("HORIZON_BENCH_DECODE"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("HORIZON_BENCH_DECODE: %q is not a positive number of tokens", s)
+	for _, kn := range []struct {
+		env  string
+		dst  *int
+		zero bool // 0 allowed
+	}{{"HORIZON_BENCH_DECODE", &k.decode, false}, {"HORIZON_BENCH_CAPACITY", &k.capacity, false}, {"HORIZON_BENCH_SPARES", &k.spares, true}} {
+		s := os.Getenv(kn.env)
+		if s == "" {
+			continue
 		}
-		k.decode = n
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 0 || (n == 0 && !kn.zero) {
+			b.Fatalf("%s: %q is not a positive number", kn.env, s)
+		}
+		*kn.dst = n
 	}
 	return k
 }
