@@ -18,7 +18,7 @@ t0=$SECONDS
 [ -x carry/horizon-bench-cuda ] || tar -xJf carry/bins.tar.xz -C carry
 if ! ls /dev/shm/llamacpp-peer/qwen15-moe-a27b-1-q4e.gguf >/dev/null 2>&1; then
 	mkdir -p /tmp/peer-qwen
-	OUT=/tmp/peer-qwen LLAMACPP_MODELS_LIST=qwen15-moe-a27b:1:0,512,2048,4096,8064 LLAMACPP_BUDGET_S=260 \
+	OUT=/tmp/peer-qwen LLAMACPP_MODELS_LIST=qwen15-moe-a27b:1:0 LLAMACPP_BUDGET_S=260 \
 		bash scripts/llamacpp/llamacpp-h200.sh >/tmp/peer-qwen.log 2>&1
 	echo "qwen gguf: rc=$? after $((SECONDS - t0)) s" | tee -a "$O/depth-call.txt"
 	tar -czf "$O/llamacpp-peer-qwen-prep.tar.gz" -C /tmp peer-qwen
