@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Session 41's second call of a lease (issue 16: llama.cpp's -d numbers from the same device call as
-# depth-v1), on the machine results/s40/call1.sh left warm (the peer's build in /tmp/llamacpp-peer,
-# the OLMoE GGUF in /dev/shm, the campaigns' artifacts prepared):
-#   1. the Qwen GGUF, if the machine lacks it (scripts/llamacpp/llamacpp-h200.sh on Qwen alone; it
-#      benches Qwen once too, ~30 s): nothing of ours runs meanwhile;
+# depth-v1), on the machine results/s41/call1.sh left warm (the peer's build in /tmp/llamacpp-peer,
+# both GGUFs in /dev/shm, the depth campaign's artifacts prepared, the driver's JIT cache filled):
+#   1. the Qwen GGUF, only if the machine lacks it (scripts/llamacpp/llamacpp-h200.sh on Qwen alone,
+#      with one tg128 at depth 0): nothing of ours runs meanwhile;
 #   2. the depth campaign (scripts/device-campaign.sh depth) with what is left but PEER_S;
 #   3. llama-bench on both shapes at the contract's depths, as llamacpp-peer.tar.gz.
 # carry ["carry/bins.tar.xz", "carry/llamacpp-src.tar.xz", "carry/llamacpp-src.commit", "carry/llamacpp"];

@@ -23,6 +23,9 @@ Usage
                   [--quantize LLAMA_QUANTIZE --q4 OUT-q4e.gguf [--threads N] [--drop-f16]]
                   [--drop-checkpoint]
                   [--summary OUT.json]
+    gguf_synth.py --llama-src SRC --f16 MADE-f16.gguf --quantize LLAMA_QUANTIZE --q4 OUT-q4e.gguf
+                  [--threads N] [--drop-f16] [--summary OUT.json]
+                  (quantizes an F16 GGUF converted earlier, e.g. beside the llama.cpp build)
     gguf_synth.py --llama-src SRC --verify FILE.gguf [--expect-q4-experts] [--summary OUT.json]
 
     SRC is the unpacked llama.cpp tree (convert_hf_to_gguf.py, conversion/, gguf-py/ inside).
@@ -219,23 +222,28 @@ def main() -> None:
     if a.verify:
         reports.append(verify(a.verify, a.expect_q4_experts))
     else:
-        if not a.checkpoint or not a.f16:
-            die("--checkpoint and --f16 are required (or --verify FILE)")
+        if not a.f16:
+            die("--f16 is required (or --verify FILE)")
         if bool(a.quantize) != bool(a.q4):
             die("--quantize and --q4 go together")
-        arch = a.arch
-        if not arch:
-            try:
-                arch = json.loads((a.checkpoint / "horizon-synth.json").read_text()).get("arch", "")
-            except (OSError, ValueError):
-                arch = ""
-        arch = arch or a.checkpoint.name
-        t0 = time.monotonic()
-        convert(conversion, a.checkpoint, a.f16, arch)
-        print(f"gguf_synth: F16 GGUF {a.f16} ({a.f16.stat().st_size} bytes) in {time.monotonic() - t0:.1f} s")
+        if not a.checkpoint and not (a.quantize and a.f16.is_file()):
+            die("--checkpoint is required, unless --quantize turns an existing --f16 GGUF into --q4")
+        if a.checkpoint:
+            arch = a.arch
+            if not arch:
+                try:
+                    arch = json.loads((a.checkpoint / "horizon-synth.json").read_text()).get("arch", "")
+                except (OSError, ValueError):
+                    arch = ""
+            arch = arch or a.checkpoint.name
+            t0 = time.monotonic()
+            convert(conversion, a.checkpoint, a.f16, arch)
+            print(f"gguf_synth: F16 GGUF {a.f16} ({a.f16.stat().st_size} bytes) in {time.monotonic() - t0:.1f} s")
+            if a.drop_checkpoint:
+                shutil.rmtree(a.checkpoint)
+        else:
+            print(f"gguf_synth: F16 GGUF {a.f16} ({a.f16.stat().st_size} bytes) made before (no --checkpoint)")
         reports.append(verify(a.f16, False))
-        if a.drop_checkpoint:
-            shutil.rmtree(a.checkpoint)
         if a.quantize:
             t0 = time.monotonic()
             quantize(a.quantize, a.f16, a.q4, a.threads, a.q4.with_suffix(".quantize.log"))

@@ -7,9 +7,11 @@
 #   build    the llama.cpp build hook ($LLAMACPP_BUILD, default carry/llamacpp/build.sh: an ignored,
 #            uncommitted file, as is carry/llamacpp-src.tar.xz; see docs/peers.md) makes
 #            llama-bench + llama-quantize under $LLAMACPP_ROOT (CUDA sm_90; kept on a warm machine)
-#   prepare  per model: horizon-bench synth (same seeds as scripts/h200-lib.sh) -> F16 GGUF by
-#            llama.cpp's converter -> routed experts Q4_0, the rest F16 (scripts/llamacpp/gguf_synth.py);
-#            the GGUF is kept under $LLAMACPP_MODELS for a second call on a warm machine
+#   convert  beside the build: per model, horizon-bench synth (same seeds as scripts/h200-lib.sh)
+#            -> F16 GGUF by llama.cpp's converter (it needs the source, not the build)
+#   prepare  per model: routed experts Q4_0, the rest F16 (scripts/llamacpp/gguf_synth.py; synth and
+#            conversion here too when the convert phase did not make the F16 GGUF); the GGUF is
+#            kept under $LLAMACPP_MODELS for a second call on a warm machine
 #   bench    llama-bench -fa on -ngl 99 -r 3, JSON lines: one run for every pp length (d 0), then
 #            one tg128 run per context depth
 # Models: olmoe-1b-7b (seed 924) then qwen15-moe-a27b (seed 1). A model's last depth is its context
@@ -35,6 +37,10 @@
 #                      carry/horizon-bench.xz is unpacked first. In CPU mode only carry/horizon-bench,
 #                      unpacked from carry/horizon-bench.xz when missing: the CUDA build needs a GPU)
 #   LLAMACPP_PYTHON    python with torch + numpy (default python3)
+#   LLAMACPP_EARLY=0   do not synthesise and convert the F16 GGUFs beside the build (default: they
+#                      are, from a second unpack of the source, and the prepare phase only quantizes)
+#   LLAMACPP_PREPARE_ONLY=1  build and prepare the GGUFs, run no llama-bench (a first call on a
+#                      fresh machine, so that the call that benches has the time for its own work)
 set -uo pipefail
 
 [ -n "${OUT:-}" ] || { echo "llamacpp-h200: set OUT to the output folder" >&2; exit 2; }
@@ -86,26 +92,6 @@ say "host: $(uname -n), $(nproc) cores; $(nvidia-smi --query-gpu=name,driver_ver
 	echo "source: $(cat "${tarball%.tar.xz}.commit" 2>/dev/null || echo 'unknown commit (no .commit beside the tarball)')"
 } >"$summary"
 
-# --- build -----------------------------------------------------------------
-t=$SECONDS
-if [ ! -x "$build_hook" ]; then
-	say "build: FAILED: no build hook $build_hook (it is kept out of the repo; docs/peers.md says how to make it)"
-	pack_logs
-	exit 1
-fi
-if ! "$build_hook" "$tarball" "$root" "$mode" "$jobs" >"$logs/build.log" 2>&1; then
-	say "build: FAILED after $((SECONDS - t))s:"
-	tail -25 "$logs/build.log" | tee -a "$run_log"
-	cp "$root/cmake.log" "$root/build.log" "$logs/" 2>/dev/null
-	pack_logs
-	exit 1
-fi
-grep -E '^build:' "$logs/build.log" | while read -r l; do say "  $l"; done
-say "build: ok in $((SECONDS - t))s"
-bench=$root/bin/llama-bench quant=$root/bin/llama-quantize src=$root/src
-grep -E '^build: (compiled|kept)' "$logs/build.log" | head -1 >>"$summary"
-pack_logs
-
 # --- horizon-bench for synth -------------------------------------------------
 hb=${HORIZON_BENCH:-}
 if [ -z "$hb" ]; then
@@ -142,8 +128,11 @@ else
 	say "synth: $hb"
 fi
 
-# --- per model: prepare, then bench ---------------------------------------------
-echo "[]" >"$types"
+# --- convert, beside the build -------------------------------------------------------
+# The F16 GGUFs need llama.cpp's converter, not its build: each model that has no Q4 GGUF yet is
+# synthesised and converted now, in the background, from a second unpack of the source, while the
+# hook builds (it uses the CPUs too, but the conversion is mostly one thread and the disk). The
+# prepare phase below then only quantizes an F16 GGUF marked .ok. LLAMACPP_EARLY=0 turns this off.
 # room: bytes free under a folder
 room() { df -PB1 "$1" 2>/dev/null | awk 'NR == 2 { print $4 }'; }
 # the shapes' parameter counts (for the room check and the budget's time estimates)
@@ -154,6 +143,79 @@ params_of() {
 	*) echo 20000000 ;;
 	esac
 }
+early_convert() {
+	local spec arch seed depths f16 ckpt np t csrc=$root/convert-src
+	rm -rf "$csrc" && mkdir -p "$csrc" && tar -xJf "$tarball" -C "$csrc" --strip-components=1 || { echo "early: cannot unpack $tarball"; return 1; }
+	for spec in $list; do
+		IFS=: read -r arch seed depths <<<"$spec"
+		[ -f "$models/$arch-$seed-q4e.gguf.ok" ] && continue
+		f16=$models/$arch-$seed-f16.gguf
+		[ -f "$f16.ok" ] && continue
+		np=$(params_of "$arch")
+		free_b=$(room "$models")
+		# the checkpoint and the F16 GGUF at once (2 bytes a parameter each) + 1 GB, beside any
+		# F16 GGUF made before it
+		if [ -z "$free_b" ] || [ "$free_b" -lt $((np * 4 + 1000000000)) ]; then
+			echo "early: $arch: $models has ${free_b:-unknown} bytes free, too few; the prepare phase makes it"
+			continue
+		fi
+		t=$SECONDS
+		ckpt=$models/ckpt-$arch-$seed
+		rm -rf "$ckpt" "$f16"
+		if ! timeout "$(lim)" "$hb" synth --arch "$arch" --seed "$seed" --out "$ckpt" >"$logs/synth-$arch.log" 2>&1; then
+			echo "early: $arch: synth failed"
+			rm -rf "$ckpt"
+			continue
+		fi
+		if timeout "$(lim)" "$py" "$here/gguf_synth.py" --llama-src "$csrc" --checkpoint "$ckpt" --arch "$arch" \
+			--f16 "$f16" --drop-checkpoint >"$logs/convert-$arch.log" 2>&1; then
+			touch "$f16.ok"
+			echo "early: $arch: synth + F16 GGUF in $((SECONDS - t))s"
+		else
+			echo "early: $arch: F16 conversion failed (logs/convert-$arch.log)"
+			rm -f "$f16"
+		fi
+		rm -rf "$ckpt"
+	done
+	return 0
+}
+early_pid=""
+mkdir -p "$models" 2>/dev/null
+if [ "${LLAMACPP_EARLY:-1}" = 1 ] && [ -n "$hb" ] && [ -d "$models" ]; then
+	early_convert >"$logs/early.log" 2>&1 &
+	early_pid=$!
+	say "convert: synth + F16 GGUFs started beside the build (logs/early.log)"
+fi
+
+# --- build -----------------------------------------------------------------
+t=$SECONDS
+if [ ! -x "$build_hook" ]; then
+	say "build: FAILED: no build hook $build_hook (it is kept out of the repo; docs/peers.md says how to make it)"
+	pack_logs
+	exit 1
+fi
+if ! "$build_hook" "$tarball" "$root" "$mode" "$jobs" >"$logs/build.log" 2>&1; then
+	say "build: FAILED after $((SECONDS - t))s:"
+	[ -n "$early_pid" ] && kill "$early_pid" 2>/dev/null
+	tail -25 "$logs/build.log" | tee -a "$run_log"
+	cp "$root/cmake.log" "$root/build.log" "$logs/" 2>/dev/null
+	pack_logs
+	exit 1
+fi
+grep -E '^build:' "$logs/build.log" | while read -r l; do say "  $l"; done
+say "build: ok in $((SECONDS - t))s"
+bench=$root/bin/llama-bench quant=$root/bin/llama-quantize src=$root/src
+grep -E '^build: (compiled|kept)' "$logs/build.log" | head -1 >>"$summary"
+if [ -n "$early_pid" ]; then
+	t=$SECONDS
+	wait "$early_pid"
+	while read -r l; do say "  $l"; done <"$logs/early.log"
+	say "convert: waited ${t:+$((SECONDS - t))}s for it after the build"
+fi
+pack_logs
+
+# --- per model: prepare, then bench ---------------------------------------------
+echo "[]" >"$types"
 
 rc_all=0
 for spec in $list; do
@@ -163,8 +225,31 @@ for spec in $list; do
 	if [ ! -f "$gguf.ok" ] && [ -f "$root/models/$arch-$seed-q4e.gguf.ok" ]; then gguf=$root/models/$arch-$seed-q4e.gguf; fi
 	say "== $arch (seed $seed)"
 	# prepare ----------------------------------------------------------------
+	early_f16=$models/$arch-$seed-f16.gguf
 	if [ -f "$gguf" ] && [ -f "$gguf.ok" ]; then
 		say "prepare: kept $gguf ($(stat -c %s "$gguf") bytes)"
+	elif [ -f "$early_f16.ok" ] && fits $(($(params_of "$arch") / 300000000 + 10)); then
+		# converted beside the build: quantize only (gguf_synth.py without --checkpoint)
+		t=$SECONDS
+		gguf=$models/$arch-$seed-q4e.gguf
+		rm -f "$gguf" "$gguf.ok" "$gguf.types.json"
+		timeout "$(lim)" "$py" "$here/gguf_synth.py" --llama-src "$src" --f16 "$early_f16" --quantize "$quant" --q4 "$gguf" \
+			--threads "$(nproc)" --drop-f16 --summary "$gguf.types.json" >"$logs/quantize-only-$arch.log" 2>&1
+		rc=$?
+		[ -f "${gguf%.gguf}.quantize.log" ] && mv "${gguf%.gguf}.quantize.log" "$logs/quantize-$arch.log"
+		rm -f "$early_f16" "$early_f16.ok"
+		if [ "$rc" != 0 ]; then
+			say "prepare: FAILED quantize $arch, rc $rc (see logs/quantize-only-$arch.log):"
+			grep -E 'gguf_synth|Error|error' "$logs/quantize-only-$arch.log" | tail -5 | tee -a "$run_log"
+			echo "$arch: quantize failed (rc $rc)" >>"$summary"
+			rm -f "$gguf"
+			rc_all=1
+			pack_logs
+			continue
+		fi
+		grep '^gguf_synth:' "$logs/quantize-only-$arch.log" | while read -r l; do say "  $l"; done
+		touch "$gguf.ok"
+		say "prepare: $arch quantized in $((SECONDS - t))s (its F16 GGUF made beside the build)"
 	else
 		np=$(params_of "$arch")
 		# synth + convert + quantize, seconds: 106 for OLMoE and 199 for Qwen, against the 81 s and
@@ -234,6 +319,10 @@ for spec in $list; do
 	pack_logs
 
 	# bench ------------------------------------------------------------------
+	if [ "${LLAMACPP_PREPARE_ONLY:-0}" = 1 ]; then
+		say "bench: not run (LLAMACPP_PREPARE_ONLY=1: the build and the GGUFs only, for a later call)"
+		continue
+	fi
 	# one run for all pp lengths at depth 0, then one tg run a depth (each its own model load)
 	runs=("pp:-p $pp -n 0 -d 0")
 	for d in ${depths//,/ }; do runs+=("tg-d$d:-p 0 -n $tg -d $d"); done
