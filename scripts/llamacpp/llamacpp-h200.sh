@@ -217,6 +217,25 @@ pack_logs
 # --- per model: prepare, then bench ---------------------------------------------
 echo "[]" >"$types"
 
+# gguf_done STEP LOG RC: after a gguf_synth.py run that made $gguf (STEP names it in messages):
+# on success its report lines into run.log and the .ok mark; on failure the end of LOG, a summary
+# line, no GGUF, rc_all 1. Returns RC's success.
+gguf_done() {
+	local step=$1 log=$2 rc=$3
+	[ -f "${gguf%.gguf}.quantize.log" ] && mv "${gguf%.gguf}.quantize.log" "$logs/quantize-$arch.log"
+	if [ "$rc" != 0 ]; then
+		say "prepare: FAILED $step $arch, rc $rc (see logs/$(basename "$log")):"
+		grep -E 'gguf_synth|Error|error' "$log" | tail -5 | tee -a "$run_log"
+		echo "$arch: $step failed (rc $rc)" >>"$summary"
+		rm -f "$gguf"
+		rc_all=1
+		pack_logs
+		return 1
+	fi
+	grep '^gguf_synth:' "$log" | while read -r l; do say "  $l"; done
+	touch "$gguf.ok"
+}
+
 rc_all=0
 for spec in $list; do
 	IFS=: read -r arch seed depths <<<"$spec"
@@ -236,19 +255,8 @@ for spec in $list; do
 		timeout "$(lim)" "$py" "$here/gguf_synth.py" --llama-src "$src" --f16 "$early_f16" --quantize "$quant" --q4 "$gguf" \
 			--threads "$(nproc)" --drop-f16 --summary "$gguf.types.json" >"$logs/quantize-only-$arch.log" 2>&1
 		rc=$?
-		[ -f "${gguf%.gguf}.quantize.log" ] && mv "${gguf%.gguf}.quantize.log" "$logs/quantize-$arch.log"
 		rm -f "$early_f16" "$early_f16.ok"
-		if [ "$rc" != 0 ]; then
-			say "prepare: FAILED quantize $arch, rc $rc (see logs/quantize-only-$arch.log):"
-			grep -E 'gguf_synth|Error|error' "$logs/quantize-only-$arch.log" | tail -5 | tee -a "$run_log"
-			echo "$arch: quantize failed (rc $rc)" >>"$summary"
-			rm -f "$gguf"
-			rc_all=1
-			pack_logs
-			continue
-		fi
-		grep '^gguf_synth:' "$logs/quantize-only-$arch.log" | while read -r l; do say "  $l"; done
-		touch "$gguf.ok"
+		gguf_done quantize "$logs/quantize-only-$arch.log" "$rc" || continue
 		say "prepare: $arch quantized in $((SECONDS - t))s (its F16 GGUF made beside the build)"
 	else
 		np=$(params_of "$arch")
@@ -297,18 +305,7 @@ for spec in $list; do
 			--summary "$gguf.types.json" >"$logs/convert-$arch.log" 2>&1
 		rc=$?
 		rm -rf "$ckpt" "$scratch/$arch-$seed-f16.gguf"
-		[ -f "${gguf%.gguf}.quantize.log" ] && mv "${gguf%.gguf}.quantize.log" "$logs/quantize-$arch.log"
-		if [ "$rc" != 0 ]; then
-			say "prepare: FAILED convert/quantize $arch, rc $rc (see logs/convert-$arch.log):"
-			grep -E 'gguf_synth|Error|error' "$logs/convert-$arch.log" | tail -5 | tee -a "$run_log"
-			echo "$arch: convert/quantize failed (rc $rc)" >>"$summary"
-			rm -f "$gguf"
-			rc_all=1
-			pack_logs
-			continue
-		fi
-		grep '^gguf_synth:' "$logs/convert-$arch.log" | while read -r l; do say "  $l"; done
-		touch "$gguf.ok"
+		gguf_done convert/quantize "$logs/convert-$arch.log" "$rc" || continue
 		say "prepare: $arch converted + quantized in $((SECONDS - t))s"
 	fi
 	if [ -f "$gguf.types.json" ]; then
