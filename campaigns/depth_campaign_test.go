@@ -12,14 +12,15 @@ import (
 )
 
 // The depth campaigns: the smoke one validates on the cpu, the H200 one on
-// cuda, with the configurations issue 16 names, each with an FP16 KV cache.
+// cuda, with the configurations issue 16 names (and, on cuda, the FP16-mode
+// twins at full residency), each with an FP16 KV cache.
 func TestDepthCampaigns(t *testing.T) {
 	for _, tc := range []struct {
 		file, contract, device string
 		configs                []string
 	}{
 		{"depth-smoke.yaml", contracts.PerfDepthSmokeV1, "cpu", []string{"olmoe-tiny-c16", "olmoe-tiny-c6", "qwen2moe-tiny-c16", "qwen2moe-tiny-c8"}},
-		{"depth.yaml", contracts.PerfDepthV1, "cuda", []string{"olmoe-0924-c64-grouped", "olmoe-0924-c30-grouped", "qwen15-c60-grouped", "qwen15-c30-grouped"}},
+		{"depth.yaml", contracts.PerfDepthV1, "cuda", []string{"olmoe-0924-c64-grouped", "olmoe-0924-c30-grouped", "qwen15-c60-grouped", "qwen15-c30-grouped", "olmoe-0924-c64-grouped-a16", "qwen15-c60-grouped-a16"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
 			c, k, _, err := Load(tc.file, "", rt)

@@ -134,6 +134,19 @@ type Depth struct {
 	Output        int     // N, output tokens per request
 	DecodeTokens  int64   // sum(N-1)
 	DecodeSeconds float64 // sum(decode_seconds)
+	// PrefillTimed counts the requests whose prefill_seconds (the depth's
+	// isolated prefill) is an observation; PrefillSeconds sums them.
+	PrefillTimed   int
+	PrefillSeconds float64
+}
+
+// PrefillTokS is the depth's pooled isolated prefill rate over its timed
+// requests (0 when none was timed).
+func (d *Depth) PrefillTokS() float64 {
+	if d.PrefillTimed == 0 || d.PrefillSeconds <= 0 {
+		return 0
+	}
+	return float64(d.PrefillTimed*d.Tokens) / d.PrefillSeconds
 }
 
 // key names a request within a configuration: block and prompt.
@@ -304,6 +317,10 @@ func (c *Config) addDepth(q editions.Request) {
 	}
 	d.DecodeTokens += int64(q.N - 1)
 	d.DecodeSeconds += q.DecodeSeconds
+	if q.PrefillSeconds != nil && q.PrefillSeconds.Ok() {
+		d.PrefillTimed++
+		d.PrefillSeconds += q.PrefillSeconds.Value
+	}
 }
 
 // KVBytesPerPosition is what one position of the KV cache holds for a

@@ -127,10 +127,11 @@ type peerRow struct {
 
 // peerRows pairs each full-residency cuda configuration's measurements with
 // the peer's tests of the same checkpoint: an isolated prefill of a
-// T-token prompt with pp<T>; decode after a d-token prompt (PERF-DEPTH-v1;
-// d0 is a one-token prompt) with tg<N> at depth d (0 for d0), N the
-// request's output tokens; a PERF-REAL-v1 configuration's pooled decode
-// with tg128 at depth 0.
+// T-token prompt with pp<T>; under PERF-DEPTH-v1, each depth's isolated
+// prefill (d > 1 tokens) with pp<d>, then the decode after it with tg<N>
+// at depth d (d0 is a one-token prompt: tg<N> at depth 0, no prefill row),
+// N the request's output tokens; a PERF-REAL-v1 configuration's pooled
+// decode with tg128 at depth 0.
 func peerRows(confs []*Config, peers []LlamaBench) []peerRow {
 	var rows []peerRow
 	for _, c := range confs {
@@ -156,6 +157,11 @@ func peerRows(confs []*Config, peers []LlamaBench) []peerRow {
 			}
 		case len(c.Depths) > 0:
 			for _, d := range c.Depths {
+				if r := d.PrefillTokS(); d.Tokens > 1 && r > 0 {
+					add(fmt.Sprintf("prefill of %s (%s)", d.Prompt, tokens(d.Tokens)), r, func(l LlamaBench) bool {
+						return l.NGen == 0 && l.NDepth == 0 && l.NPrompt == d.Tokens
+					})
+				}
 				if d.DecodeSeconds <= 0 || d.DecodeTokens <= 0 {
 					continue
 				}
@@ -186,7 +192,7 @@ func WritePeer(w io.Writer, confs []*Config, peers []LlamaBench, level int) erro
 	}
 	h := strings.Repeat("#", max(1, level))
 	fmt.Fprintf(w, "\n%s Peer: llama.cpp (llama-bench) on the same synthetic checkpoints\n\n", h)
-	fmt.Fprintf(w, "Context, not a claim (docs/peers.md). Our numbers: each full-residency cuda configuration's isolated prefill of a T-token prompt against llama-bench's ppT; its decode after a d-token prompt (d0: one token) against tgN at depth d (d0: an empty context), N its output tokens; a PERF-REAL-v1 configuration's pooled decode (after its ~57-token prompts) against tg128. ")
+	fmt.Fprintf(w, "Context, not a claim (docs/peers.md). Our numbers: each full-residency cuda configuration's isolated prefill of a T-token prompt against llama-bench's ppT; its decode after a d-token prompt (d0: one token) against tgN at depth d (d0: an empty context), N its output tokens, and that d-token prompt's isolated prefill against ppd; a PERF-REAL-v1 configuration's pooled decode (after its ~57-token prompts) against tg128. ")
 	fmt.Fprintf(w, "llama.cpp: synthetic weights converted by its own converter, routed experts Q4_0 and the rest F16 as scripts/llamacpp/gguf_synth.py makes them, each model's run (build, GPU, settings) listed below, mean ± stddev over its repetitions. The ratio is given only where the records' GPU is llama-bench's.\n\n")
 	type runKey struct{ commit, gpu, backends, model, kv string }
 	seen := map[runKey]bool{}

@@ -53,8 +53,8 @@ func TestLoadLlamaBench(t *testing.T) {
 }
 
 // TestWritePeer pairs each full-residency cuda configuration with the
-// peer's tests of its checkpoint: a prefill length with ppT, a depth with
-// tgN @ dd (d0, a one-token prompt, with tgN at depth 0), a PERF-REAL-v1
+// peer's tests of its checkpoint: a prefill length with ppT, a depth's
+// prefill with ppd and its decode with tgN @ dd (d0, a one-token prompt, with tgN at depth 0), a PERF-REAL-v1
 // configuration's pooled decode with tg128. The ratio is given on the same
 // GPU only; partial, cpu and other checkpoints' configurations get no row.
 // The whole section is testdata/peer.md (-update rewrites it).
@@ -70,7 +70,11 @@ func TestWritePeer(t *testing.T) {
 	pre := conf("prefill-h100", h100, 64)
 	pre.Prefills = []*PrefillLen{{Prompt: "pp16", Tokens: 16, Timed: 3, Seconds: 0.012}, {Prompt: "pp512", Tokens: 512, Timed: 3, Seconds: 0.045}}
 	dep := conf("depth-h100", h100, 64)
-	dep.Depths = []*Depth{{Prompt: "d0", Tokens: 1, Output: 128, DecodeTokens: 381, DecodeSeconds: 0.368}, {Prompt: "d2048", Tokens: 2048, Output: 128, DecodeTokens: 381, DecodeSeconds: 0.404}}
+	dep.Depths = []*Depth{
+		{Prompt: "d0", Tokens: 1, Output: 128, DecodeTokens: 381, DecodeSeconds: 0.368, PrefillTimed: 3, PrefillSeconds: 0.015},
+		{Prompt: "d512", Tokens: 512, Output: 128, DecodeTokens: 381, DecodeSeconds: 0.380, PrefillTimed: 3, PrefillSeconds: 0.06},
+		{Prompt: "d2048", Tokens: 2048, Output: 128, DecodeTokens: 381, DecodeSeconds: 0.404},
+	}
 	real := conf("real-h200", h200, 64)
 	real.DecodeTokens, real.DecodeSeconds = 1000, 0.9
 	partial := conf("partial-h100", h100, 30)
@@ -86,7 +90,9 @@ func TestWritePeer(t *testing.T) {
 	for _, r := range rows {
 		got = append(got, r.c.ID+" "+r.peer.Test())
 	}
-	want := "prefill-h100 pp16|prefill-h100 pp512|depth-h100 tg128|depth-h100 tg128 @ d2048|real-h200 tg128"
+	// d0 has no prefill row (one token), d512 no decode row (the peer ran
+	// no tg128 @ d512) and d2048 no prefill row (no timed prefill).
+	want := "prefill-h100 pp16|prefill-h100 pp512|depth-h100 tg128|depth-h100 pp512|depth-h100 tg128 @ d2048|real-h200 tg128"
 	if strings.Join(got, "|") != want {
 		t.Errorf("pairs %q, want %q", strings.Join(got, "|"), want)
 	}
@@ -97,6 +103,7 @@ func TestWritePeer(t *testing.T) {
 	for _, line := range []string{
 		"| e | prefill-h100 | prefill pp512 (512 tokens) | NVIDIA H100 80GB HBM3 | 34133.3 | pp512 | 29102.5 ± 157.9 | NVIDIA H100 80GB HBM3 | 1.17x |",
 		"| e | depth-h100 | decode after d0 (1 token), 128 out | NVIDIA H100 80GB HBM3 | 1035.3 | tg128 | 799.2 ± 13.4 | NVIDIA H100 80GB HBM3 | 1.30x |",
+		"| e | depth-h100 | prefill of d512 (512 tokens) | NVIDIA H100 80GB HBM3 | 25600.0 | pp512 | 29102.5 ± 157.9 | NVIDIA H100 80GB HBM3 | 0.88x |",
 		"| e | real-h200 | pooled decode | NVIDIA H200 | 1111.1 | tg128 | 799.2 ± 13.4 | NVIDIA H100 80GB HBM3 | - (other GPU) |",
 	} {
 		if !strings.Contains(b.String(), line) {

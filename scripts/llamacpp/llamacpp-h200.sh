@@ -67,7 +67,7 @@ if [ "$cpu" = 1 ]; then
 else
 	mode=cuda
 	list=${LLAMACPP_MODELS_LIST:-"olmoe-1b-7b:924:0,512,2048,3968 qwen15-moe-a27b:1:0,512,2048,3968,4096,8064"}
-	pp=${LLAMACPP_PP:-16,64,256,512,1024,2048,4096}
+	pp=${LLAMACPP_PP:-16,64,256,512,1024,2048,3968,4096}
 	tg=${LLAMACPP_TG:-128}
 	reps=${LLAMACPP_REPS:-3}
 	ngl=${LLAMACPP_NGL:-99}
