@@ -34,8 +34,9 @@ partial residency full-residency prefill + H2D bytes / bandwidth; and, with
 --baseline, the speedup over a peer baseline from scripts/baseline_hf.py on
 the same synthetic checkpoint; with --peer, each full-residency configuration
 beside llama-bench's tests of the same synthetic checkpoint (prefill against
-ppT, decode at depth d against tgN @ dd, pooled decode against tg128), with
-the ratio only where both ran on the same GPU (docs/peers.md).
+ppT, decode at depth d against tgN @ dd and that depth's prefill against ppd,
+pooled decode against tg128), with the ratio only where both ran on the same
+GPU (docs/peers.md).
 
 The figures belong to one GPU (--gpu, the H200 by default): a configuration
 whose raw records name another GPU gets UNKNOWN for its ceilings, and the
