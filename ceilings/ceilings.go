@@ -143,10 +143,7 @@ type Depth struct {
 // PrefillTokS is the depth's pooled isolated prefill rate over its timed
 // requests (0 when none was timed).
 func (d *Depth) PrefillTokS() float64 {
-	if d.PrefillTimed == 0 || d.PrefillSeconds <= 0 {
-		return 0
-	}
-	return float64(d.PrefillTimed*d.Tokens) / d.PrefillSeconds
+	return pooledPrefill(d.PrefillTimed, d.Tokens, d.PrefillSeconds)
 }
 
 // key names a request within a configuration: block and prompt.

@@ -54,11 +54,15 @@ type PrefillLen struct {
 }
 
 // TokS is the pooled prefill rate over the timed requests (0 when none).
-func (p *PrefillLen) TokS() float64 {
-	if p.Timed == 0 || p.Seconds <= 0 {
+func (p *PrefillLen) TokS() float64 { return pooledPrefill(p.Timed, p.Tokens, p.Seconds) }
+
+// pooledPrefill is timed requests' prompt tokens (tokens each) over their
+// summed prefill seconds: 0 when none was timed.
+func pooledPrefill(timed, tokens int, seconds float64) float64 {
+	if timed == 0 || seconds <= 0 {
 		return 0
 	}
-	return float64(p.Timed*p.Tokens) / p.Seconds
+	return float64(timed*tokens) / seconds
 }
 
 // declaresPrefill reports whether the edition at dir was made under a
