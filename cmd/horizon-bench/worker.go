@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -109,6 +110,11 @@ func runWorkerCmd(c *cli.Context) (err error) {
 	if cfg, err = campaigns.PinPrefill(cfg, c.String("prefill")); err != nil {
 		return usageError("worker: %v", err)
 	}
+	stopProfiles, err := startWorkerProfiles(cfg.ID, c.Int("block"))
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, stopProfiles()) }()
 	dev, err := openDevice(camp.Device, camp.Threads)
 	if err != nil {
 		return err
