@@ -74,7 +74,8 @@ type Options struct {
 // Transports: how a copy reaches a row.
 const (
 	// TransportStaged copies authority -> pinned staging buffer (on host
-	// cores, copyParallel) -> row (on the copy stream). The default.
+	// cores, startStaging) -> row (on the copy stream, in runs as the bytes
+	// land: issueStaged). The default.
 	TransportStaged = "staged"
 	// TransportRegistered page-locks the whole authority once, in New
 	// (Device.RegisterHost, read-only), and copies authority -> row on the
@@ -156,6 +157,9 @@ type Cache struct {
 
 	// stagingBytes counts authority bytes copied into staging buffers.
 	stagingBytes atomic.Int64
+	// run is the most bytes of a record one staged copy call moves
+	// (stageRun; tests shorten it to see a record go in several runs).
+	run int
 
 	fault atomic.Pointer[faultBox]
 
@@ -273,7 +277,7 @@ func New(dev Device, auth *Authority, layers, experts int, o Options) (*Cache, e
 	if err != nil {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
-	c := &Cache{dev: dev, auth: auth, opts: o, size: auth.RecordSize(), nexp: experts}
+	c := &Cache{dev: dev, auth: auth, opts: o, size: auth.RecordSize(), nexp: experts, run: stageRun}
 	ok := false
 	defer func() {
 		if !ok {

@@ -2,6 +2,7 @@ package cache
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 )
 
@@ -267,9 +268,14 @@ type copyJob struct {
 	row    int
 	expert int
 	slot   *stagingSlot // nil with the registered transport
-	ev     Event        // nil until enqueued
+	// evs are the completion events of the job's copies, in the order
+	// they were enqueued: one with the registered transport, one a staged
+	// run (stageRun) with the staged one. Empty until the first is
+	// enqueued.
+	evs    []Event
+	sent   int // bytes of the record whose copies were enqueued
 	waited bool
-	err    error // the completion event's outcome
+	err    error // the first completion event's failure
 }
 
 // via names the job's source for error messages.
@@ -280,22 +286,28 @@ func (j *copyJob) via() string {
 	return fmt.Sprintf("through staging buffer %d", j.slot.index)
 }
 
-// wait waits for the job's copy once and counts it when it succeeded; a
-// failed copy quarantines its staging buffer, if it had one (the row is
-// handled by load).
+// wait waits for every copy of the job once and counts the record when
+// all of it was sent and every copy succeeded; a failed copy quarantines
+// its staging buffer, if it had one (the row is handled by load).
 func (c *Cache) wait(j *copyJob) {
-	if j.ev == nil || j.waited {
+	if len(j.evs) == 0 || j.waited {
 		return
 	}
 	j.waited = true
-	j.err = j.ev.Wait()
+	for _, ev := range j.evs {
+		if err := ev.Wait(); err != nil && j.err == nil {
+			j.err = err
+		}
+	}
 	if j.err != nil {
 		if j.slot != nil {
 			j.slot.bad = true
 		}
 		return
 	}
-	j.layer.counters.countCopy(c.size)
+	if j.sent == c.size {
+		j.layer.counters.countCopy(c.size)
+	}
 }
 
 // stagingSlot is one buffer of the staging ring. c.missMu guards it.
@@ -312,6 +324,17 @@ type stagingSlot struct {
 type stagingRing struct {
 	slots []*stagingSlot
 	next  int
+}
+
+// usable counts the buffers not quarantined.
+func (r *stagingRing) usable() int {
+	n := 0
+	for _, s := range r.slots {
+		if !s.bad {
+			n++
+		}
+	}
+	return n
 }
 
 // take returns the next usable staging buffer, first waiting for the copy
@@ -341,18 +364,22 @@ func (c *Cache) take() (*stagingSlot, error) {
 // with the cache's transport and waits for every copy. On success the rows
 // hold their records; publishing them is the caller's business. On
 // failure it stops issuing, still waits for every copy it issued, puts
-// rows whose copy was confirmed or never issued back to spare, quarantines
-// rows whose copy the device could not confirm, and returns the first
-// error. It never returns with a copy in flight.
+// rows whose copies were confirmed or never issued back to spare,
+// quarantines rows whose copy the device could not confirm, and returns
+// the first error. It never returns with a copy in flight.
 func (c *Cache) load(jobs []copyJob) error {
 	var firstErr error
 	issued := 0
-	for i := range jobs {
-		if err := c.issue(&jobs[i]); err != nil {
-			firstErr = err
-			break
+	if c.opts.Transport == TransportRegistered {
+		for i := range jobs {
+			if err := c.issueRegistered(&jobs[i]); err != nil {
+				firstErr = err
+				break
+			}
+			issued++
 		}
-		issued++
+	} else {
+		issued, firstErr = c.issueStaged(jobs)
 	}
 	for i := range jobs[:issued] {
 		j := &jobs[i]
@@ -381,33 +408,83 @@ func (c *Cache) load(jobs []copyJob) error {
 	return firstErr
 }
 
-// issue enqueues the copy of one job on the copy stream. Staged: take a
-// staging buffer (waiting for its previous copy), copy the record into it
-// on the host cores, then copy the buffer to the row. Registered: copy the
-// record from the page-locked authority to the row. An error means the
-// job's copy was not enqueued.
-func (c *Cache) issue(j *copyJob) error {
+// issueRegistered enqueues the copy of one job from the page-locked
+// authority to its row on the copy stream. An error means the job's copy
+// was not enqueued.
+func (c *Cache) issueRegistered(j *copyJob) error {
 	dst := j.layer.rows[j.row].dev
-	rec := c.auth.Record(j.layer.index, j.expert)
-	if c.opts.Transport == TransportRegistered {
-		ev, err := c.dev.CopyHostToRow(dst, rec, c.size)
-		if err != nil {
-			return fmt.Errorf("enqueue copy of expert %d to row %d %s: %w", j.expert, j.row, j.via(), err)
-		}
-		j.ev = ev
-		return nil
-	}
-	s, err := c.take()
+	ev, err := c.dev.CopyHostToRow(dst, c.auth.Record(j.layer.index, j.expert), c.size)
 	if err != nil {
-		return err
+		return fmt.Errorf("enqueue copy of expert %d to row %d %s: %w", j.expert, j.row, j.via(), err)
 	}
-	copyParallel(s.buf.Host(), rec, 0)
-	c.stagingBytes.Add(int64(c.size))
-	ev, err := c.dev.CopyToRow(dst, s.buf, c.size)
-	if err != nil {
-		return fmt.Errorf("enqueue copy of expert %d to row %d: %w", j.expert, j.row, err)
-	}
-	j.slot, j.ev = s, ev
-	s.pending = j
+	j.evs, j.sent = append(j.evs, ev), c.size
 	return nil
+}
+
+// issueStaged enqueues the jobs' copies with the staged transport, in
+// rounds of as many jobs as there are usable staging buffers. A round
+// takes a buffer for each of its jobs (waiting for the copy that last read
+// it: one of the previous round's), starts the host copies of all its
+// records into them at once (startStaging: every core, record after
+// record, piece by piece), and puts each record on the copy stream run by
+// run (c.run bytes each, the last what is left) as its staged prefix grows: a
+// record's transfer starts while the rest of it, and the round's later
+// records, are still being copied on the host. It returns how many jobs
+// have copies enqueued (the first issued, each with at least one event)
+// and the error that stopped it; a job whose later run failed to enqueue
+// still counts, since its earlier runs are in flight. The host copies
+// have all finished when it returns.
+func (c *Cache) issueStaged(jobs []copyJob) (issued int, err error) {
+	for issued < len(jobs) {
+		n := min(len(jobs)-issued, max(1, c.ring.usable()))
+		round := jobs[issued : issued+n]
+		slots := make([]*stagingSlot, 0, n)
+		for range round {
+			s, err := c.take()
+			if err != nil {
+				return issued, err
+			}
+			slots = append(slots, s)
+		}
+		dsts, srcs := make([][]byte, n), make([][]byte, n)
+		for i := range round {
+			j := &round[i]
+			dsts[i], srcs[i] = slots[i].buf.Host()[:c.size], c.auth.Record(j.layer.index, j.expert)
+		}
+		// Two cores are left to this goroutine, which enqueues the runs,
+		// and the device's own (CUDA: the owner thread that makes every
+		// driver call); the copies are bound by memory bandwidth first.
+		st := startStaging(dsts, srcs, max(1, runtime.GOMAXPROCS(0)-2))
+		for i := range round {
+			j, s := &round[i], slots[i]
+			dst := j.layer.rows[j.row].dev
+			for at := 0; at == 0 || at < c.size; {
+				end := min(st.prefix(i, at+c.run), at+c.run)
+				if end == c.size {
+					c.stagingBytes.Add(int64(c.size))
+				}
+				ev, err := c.dev.CopyToRow(dst, s.buf, at, end-at)
+				if err != nil {
+					st.wait()
+					if len(j.evs) > 0 {
+						issued++
+					}
+					part := ""
+					if at > 0 || end < c.size {
+						part = fmt.Sprintf(" (bytes %d..%d of %d)", at, end, c.size)
+					}
+					return issued, fmt.Errorf("enqueue copy of expert %d to row %d%s: %w", j.expert, j.row, part, err)
+				}
+				if len(j.evs) == 0 {
+					j.slot = s
+					s.pending = j
+				}
+				j.evs, j.sent = append(j.evs, ev), end
+				at = end
+			}
+			issued++
+		}
+		st.wait()
+	}
+	return issued, nil
 }

@@ -160,7 +160,7 @@ func (d *CPUDevice) enqueue(stream chan func(), op func()) error {
 }
 
 // CopyToRow implements Device: the copy runs on the copy-stream goroutine.
-func (d *CPUDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
+func (d *CPUDevice) CopyToRow(dst Row, src Staging, off, n int) (Event, error) {
 	cr, ok := dst.(cpuRow)
 	if !ok {
 		return nil, fmt.Errorf("cpu device: CopyToRow: foreign row %T", dst)
@@ -169,12 +169,12 @@ func (d *CPUDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
 	if !ok {
 		return nil, fmt.Errorf("cpu device: CopyToRow: foreign staging buffer %T", src)
 	}
-	if n < 0 || n > len(cs.host) || n > cr.t.Len() {
-		return nil, fmt.Errorf("cpu device: CopyToRow: %d bytes from a %d-byte buffer to a %d-byte row", n, len(cs.host), cr.t.Len())
+	if off < 0 || n < 0 || off+n > len(cs.host) || off+n > cr.t.Len() {
+		return nil, fmt.Errorf("cpu device: CopyToRow: bytes %d..%d of a %d-byte buffer to a %d-byte row", off, off+n, len(cs.host), cr.t.Len())
 	}
 	ev := &cpuEvent{done: make(chan struct{})}
 	err := d.enqueue(d.copies, func() {
-		ev.err = d.be.WriteBytes(cr.t, 0, cs.host[:n])
+		ev.err = d.be.WriteBytes(cr.t, off, cs.host[off:off+n])
 		close(ev.done)
 	})
 	if err != nil {

@@ -21,7 +21,7 @@ func TestCPUDevice(t *testing.T) {
 		for j := range s.Host() {
 			s.Host()[j] = byte(i)
 		}
-		ev, err := d.CopyToRow(row, s, 16)
+		ev, err := d.CopyToRow(row, s, 0, 16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,10 +38,23 @@ func TestCPUDevice(t *testing.T) {
 	if got := rowBytes(t, row.Tensor()); got[0] != 7 || got[15] != 7 {
 		t.Fatalf("row holds %v after in-order copies", got)
 	}
-	if _, err := d.CopyToRow(row, bufs[0], 17); err == nil {
-		t.Fatal("oversized copy accepted")
+	// A run copies the same bytes of buffer and row, and nothing else.
+	ev, err := d.CopyToRow(row, bufs[2], 5, 4)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ev, err := d.RecordCompute()
+	if err := ev.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowBytes(t, row.Tensor()); got[4] != 7 || got[5] != 2 || got[8] != 2 || got[9] != 7 {
+		t.Fatalf("row holds %v after a run of bytes 5..9 from buffer 2", got)
+	}
+	for _, bad := range [][2]int{{0, 17}, {1, 16}, {-1, 4}, {16, 1}, {2, -1}} {
+		if _, err := d.CopyToRow(row, bufs[0], bad[0], bad[1]); err == nil {
+			t.Fatalf("copy of bytes %d..%d of a 16-byte buffer accepted", bad[0], bad[0]+bad[1])
+		}
+	}
+	ev, err = d.RecordCompute()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +70,7 @@ func TestCPUDevice(t *testing.T) {
 	if _, err := d.RecordCompute(); !errors.Is(err, ErrDeviceClosed) {
 		t.Fatalf("RecordCompute after Close = %v", err)
 	}
-	if _, err := d.CopyToRow(row, bufs[0], 1); err == nil {
+	if _, err := d.CopyToRow(row, bufs[0], 0, 1); err == nil {
 		t.Fatal("copy after Close accepted")
 	}
 }
@@ -91,7 +104,7 @@ func TestCPUDeviceRegisteredCopies(t *testing.T) {
 	}
 	// Staged and registered copies share the copy stream: in order.
 	s, _ := d.AllocStaging(16)
-	ev1, err := d.CopyToRow(row, s, 16)
+	ev1, err := d.CopyToRow(row, s, 0, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,8 +25,10 @@
 //
 // Transports. Options.Transport, declared per configuration, fixes how a
 // record reaches its row. "staged" (the default): the host cores copy the
-// authority record into a pinned staging buffer (copyParallel), then the
-// copy stream moves the buffer to the row. "registered": New page-locks the
+// transaction's authority records into pinned staging buffers, all at once
+// and front to back in pieces (startStaging), and the copy stream moves
+// each buffer to its row in runs of stageRun bytes, a run as soon as its
+// bytes are staged (issueStaged). "registered": New page-locks the
 // whole authority once (Device.RegisterHost; cuMemHostRegister with
 // READ_ONLY on CUDA, since the memory is PROT_READ), timed in the
 // host_register_ns counter, and the copy stream moves each record from the

@@ -221,11 +221,11 @@ func (e failedEvent) Query() (bool, error) {
 	return true, errInjected
 }
 
-func (f *faultDevice) CopyToRow(dst Row, src Staging, n int) (Event, error) {
+func (f *faultDevice) CopyToRow(dst Row, src Staging, off, n int) (Event, error) {
 	if ss, ok := src.(shortStaging); ok {
 		src = ss.Staging
 	}
-	return f.copy(func() (Event, error) { return f.Device.CopyToRow(dst, src, n) })
+	return f.copy(func() (Event, error) { return f.Device.CopyToRow(dst, src, off, n) })
 }
 
 func (f *faultDevice) CopyHostToRow(dst Row, src []byte, n int) (Event, error) {

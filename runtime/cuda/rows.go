@@ -152,9 +152,9 @@ func (r *Rows) FreeStaging(st device.Staging) error {
 	return r.b.o.do(func() error { return s.mem.free() })
 }
 
-// CopyToRow implements device.Device: cuMemcpyHtoDAsync on the copy stream,
-// then an event recorded behind it.
-func (r *Rows) CopyToRow(dst device.Row, src device.Staging, n int) (device.Event, error) {
+// CopyToRow implements device.Device: cuMemcpyHtoDAsync of the run on the
+// copy stream, then an event recorded behind it.
+func (r *Rows) CopyToRow(dst device.Row, src device.Staging, off, n int) (device.Event, error) {
 	cr, ok := dst.(row)
 	if !ok {
 		return nil, fmt.Errorf("cuda device: CopyToRow: foreign row %T", dst)
@@ -163,8 +163,8 @@ func (r *Rows) CopyToRow(dst device.Row, src device.Staging, n int) (device.Even
 	if !ok {
 		return nil, fmt.Errorf("cuda device: CopyToRow: foreign staging buffer %T", src)
 	}
-	if n < 0 || n > s.mem.n || n > cr.t.n {
-		return nil, fmt.Errorf("cuda device: CopyToRow: %d bytes from a %d-byte buffer to a %d-byte row", n, s.mem.n, cr.t.n)
+	if off < 0 || n < 0 || off+n > s.mem.n || off+n > cr.t.n {
+		return nil, fmt.Errorf("cuda device: CopyToRow: bytes %d..%d of a %d-byte buffer to a %d-byte row", off, off+n, s.mem.n, cr.t.n)
 	}
 	if cr.t.freed.Load() {
 		return nil, fmt.Errorf("cuda device: CopyToRow: row was freed")
@@ -173,7 +173,7 @@ func (r *Rows) CopyToRow(dst device.Row, src device.Staging, n int) (device.Even
 	var ev *event
 	err := b.o.do(func() error {
 		if n > 0 {
-			if err := cu.MemcpyHtoDAsync(cr.t.ptr, s.mem.p, int64(n), b.copy); err != nil {
+			if err := cu.MemcpyHtoDAsync(cr.t.ptr+cu.DevicePtr(off), unsafe.Add(s.mem.p, off), int64(n), b.copy); err != nil {
 				return err
 			}
 		}

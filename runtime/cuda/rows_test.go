@@ -10,8 +10,10 @@ import (
 )
 
 // TestRowsCopy moves an expert record through pinned staging and the copy
-// stream into a row, and checks the row computes exactly what a row written
-// with WriteBytes computes. Event outcomes are stable once complete.
+// stream into a row in three runs of uneven length (as the staged
+// transport puts a record on the stream while the rest is still being
+// staged), and checks the row computes exactly what a row written with
+// WriteBytes computes. Event outcomes are stable once complete.
 func TestRowsCopy(t *testing.T) {
 	be := testBE
 	dev := be.ExpertRows()
@@ -28,16 +30,18 @@ func TestRowsCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev, err := dev.CopyToRow(row, st, l.Size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ev.Wait(); err != nil {
-		t.Fatal(err)
-	}
-	for range 3 {
-		if done, err := ev.Query(); !done || err != nil {
-			t.Fatalf("completed copy event: Query = %v, %v", done, err)
+	for _, run := range [][2]int{{0, l.Size / 3}, {l.Size / 3, l.Size/2 + 7}, {l.Size/2 + 7, l.Size}} {
+		ev, err := dev.CopyToRow(row, st, run[0], run[1]-run[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ev.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if done, err := ev.Query(); !done || err != nil {
+				t.Fatalf("completed copy event: Query = %v, %v", done, err)
+			}
 		}
 	}
 	x := mustF32(t, be, randF32(rng, 2048, 1))
@@ -58,8 +62,10 @@ func TestRowsCopy(t *testing.T) {
 	}
 	sameBits(t, "row via staging vs WriteBytes", mustRead(t, be, a), mustRead(t, be, b))
 
-	if _, err := dev.CopyToRow(row, st, l.Size+1); err == nil {
-		t.Error("CopyToRow beyond the staging buffer: no error")
+	for _, bad := range [][2]int{{0, l.Size + 1}, {1, l.Size}, {-1, 8}, {8, -1}} {
+		if _, err := dev.CopyToRow(row, st, bad[0], bad[1]); err == nil {
+			t.Errorf("CopyToRow of bytes %d..%d of a %d-byte buffer: no error", bad[0], bad[0]+bad[1], l.Size)
+		}
 	}
 	if err := dev.FreeStaging(st); err != nil {
 		t.Fatal(err)
@@ -93,7 +99,7 @@ func TestRowsAllocRows(t *testing.T) {
 			t.Fatal(err)
 		}
 		copy(st.Host(), recs[i])
-		ev, err := dev.CopyToRow(r, st, l.Size)
+		ev, err := dev.CopyToRow(r, st, 0, l.Size)
 		if err != nil {
 			t.Fatal(err)
 		}

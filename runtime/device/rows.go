@@ -51,13 +51,15 @@ type Device interface {
 	// FreeStaging releases a staging buffer.
 	FreeStaging(s Staging) error
 
-	// CopyToRow enqueues a copy of src.Host()[:n] to the start of dst on
-	// the copy stream and returns at once. The returned event completes
-	// when the copy has finished reading src and writing dst; until then
-	// the caller must not write src or hand dst to a consumer.
+	// CopyToRow enqueues a copy of src.Host()[off:off+n] to the same
+	// bytes of dst (dst's off..off+n) on the copy stream and returns at
+	// once: a record may go in several runs, each enqueued as soon as its
+	// bytes are staged. The returned event completes when the copy has
+	// finished reading src and writing dst; until then the caller must not
+	// write those bytes of src or hand dst to a consumer.
 	//
 	// An error means nothing was enqueued.
-	CopyToRow(dst Row, src Staging, n int) (Event, error)
+	CopyToRow(dst Row, src Staging, off, n int) (Event, error)
 
 	// RegisterHost page-locks host memory the caller owns (the host
 	// authority: read-only, mapped outside the Go heap) so that
