@@ -10,6 +10,7 @@
 # carry ["carry/bins.tar.xz", "carry/llamacpp-src.tar.xz", "carry/llamacpp-src.commit", "carry/llamacpp"]
 # after `make gpu-bins` and `make device-aside`; needs_h200.
 #   DEADLINE=570 bash results/s41/call1.sh
+# TESTS (a -test.run pattern) replaces the GPU tests run beside the peer's build.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 O=${OUT:-/tmp/out}
@@ -18,8 +19,9 @@ DEADLINE=${DEADLINE:-570}
 tar -xJf carry/bins.tar.xz -C carry
 bash scripts/jit-cache.sh restore | tee "$O/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$O/summary.txt"
+TESTS=${TESTS:-TestFreshBackendRunsTheDefaultTuning|TestMatMulA16}
 (cd runtime/cuda && timeout 240 ../../carry/cuda.test -test.v -test.timeout 235s \
-	-test.run 'TestFreshBackendRunsTheDefaultTuning|TestMatMulA16' >/tmp/tests.log 2>&1
+	-test.run "$TESTS" >/tmp/tests.log 2>&1
 echo "tests: rc=$? at $SECONDS s" >>/tmp/tests.log) &
 tp=$!
 bash scripts/device-campaign.sh depth --prepare-only --out /tmp/prepare-out --budget 300 >/tmp/prepare.log 2>&1 &

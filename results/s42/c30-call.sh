@@ -1,22 +1,46 @@
 #!/usr/bin/env bash
 # Session 42: OLMoE's c30 batched prefill as a campaign (results/s42/c30-prefill.yaml: the
-# edition's configuration and session 28's pool), alone on the machine, each worker profiled
-# (HORIZON_WORKER_PROFILE). What comes back: the edition (c30-prefill-s42.tar.gz), the workers'
-# profiles (worker-profiles.tar.gz), device-campaign.sh's status and log. Any card.
-# carry ["carry/bins.tar.xz", "carry/jit-cache.tar.xz"] after `make gpu-bins` (a build with the
-# profile hook) and `make device-aside`:
-#   BUDGET=300 bash results/s42/c30-call.sh
+# edition's configuration, session 28's pool and the registered transport), alone on the
+# machine, each worker profiled (HORIZON_WORKER_PROFILE), with two builds one after the other:
+#   - this one (carry/horizon-bench-cuda: the staged transport's records in 1 MiB runs as their
+#     bytes land, 0ef0684) into edition c30-prefill-s42;
+#   - the build before it (carry/old/horizon-bench-cuda, f7b87d1: a record whole after its whole
+#     host copy) into c30-prefill-s42-old.
+# The registered configuration is the same code in both builds: the two editions' registered rows
+# say how far apart two runs of one build land. Any card. What comes back: both editions, the
+# workers' profiles (worker-profiles.tar.gz), device-campaign.sh's status and log.
+# Here first: `make gpu-bins`, the old build (results/s42/README.md), then
+#   tar -cJf carry/c30-ab.tar.xz -C carry horizon-bench-cuda horizon-verify old/horizon-bench-cuda
+# and `make device-aside`; carry ["carry/c30-ab.tar.xz", "carry/jit-cache.tar.xz"]:
+#   BUDGET=400 bash results/s42/c30-call.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 O=${OUT:-/tmp/out}
 mkdir -p "$O"
-BUDGET=${BUDGET:-300}
-tar -xJf carry/bins.tar.xz -C carry
+BUDGET=${BUDGET:-400}
+t0=$SECONDS
+tar -xJf carry/c30-ab.tar.xz -C carry
 rm -rf /tmp/s42-prof
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$O/c30-call.txt"
 nproc | sed 's/^/cpus: /' | tee -a "$O/c30-call.txt"
-HORIZON_WORKER_PROFILE=/tmp/s42-prof bash scripts/device-campaign.sh results/s42/c30-prefill.yaml --budget "$BUDGET"
+# A CPU quota throttles a process that spins (the owner thread, the staging copies) for the rest
+# of each period: cgroup v2's cpu.max and cpu.stat (nr_throttled, throttled_usec) before and after.
+cg() { for f in /sys/fs/cgroup/cpu.max /sys/fs/cgroup/cpu.stat; do [ -r "$f" ] && sed "s|^|$1 $(basename "$f"): |" "$f"; done | tee -a "$O/c30-call.txt"; }
+cg before
+lscpu 2>/dev/null | grep -E "^(Model name|Socket|NUMA node\(s\)|CPU\(s\))" | tee -a "$O/c30-call.txt"
+half=$(((BUDGET - 20) / 2))
+HORIZON_WORKER_PROFILE=/tmp/s42-prof/new bash scripts/device-campaign.sh results/s42/c30-prefill.yaml --budget "$half"
 rc=$?
-echo "campaign: rc=$rc at $SECONDS s" | tee -a "$O/c30-call.txt"
+echo "new build: rc=$rc at $((SECONDS - t0)) s" | tee -a "$O/c30-call.txt"
+sed 's/^edition: c30-prefill-s42$/edition: c30-prefill-s42-old/' results/s42/c30-prefill.yaml >/tmp/c30-prefill-old.yaml
+cp "$O/device-campaign.log" /tmp/device-campaign-new.log 2>/dev/null
+left=$((BUDGET - (SECONDS - t0) - 15))
+HORIZON_WORKER_PROFILE=/tmp/s42-prof/old bash scripts/device-campaign.sh /tmp/c30-prefill-old.yaml \
+	--bin carry/old/horizon-bench-cuda --budget "$left"
+rc2=$?
+echo "old build: rc=$rc2 at $((SECONDS - t0)) s" | tee -a "$O/c30-call.txt"
+[ -f /tmp/device-campaign-new.log ] && cat /tmp/device-campaign-new.log "$O/device-campaign.log" >/tmp/dc.log && mv /tmp/dc.log "$O/device-campaign.log"
+cg after
 tar -czf "$O/worker-profiles.tar.gz" -C /tmp s42-prof
+[ "$rc" -eq 0 ] && exit "$rc2"
 exit "$rc"
