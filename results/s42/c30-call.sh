@@ -3,9 +3,11 @@
 # edition's configuration, session 28's pool and the registered transport), alone on the
 # machine, each worker profiled (HORIZON_WORKER_PROFILE), with two builds one after the other:
 #   - this one (carry/horizon-bench-cuda: the staged transport's records in 1 MiB runs as their
-#     bytes land, 0ef0684) into edition c30-prefill-s42;
-#   - the build before it (carry/old/horizon-bench-cuda, f7b87d1: a record whole after its whole
-#     host copy) into c30-prefill-s42-old.
+#     bytes land, 0ef0684, and the waves' resident experts first) into edition c30-prefill-s42;
+#   - the build before both (carry/old/horizon-bench-cuda, f7b87d1: a record whole after its whole
+#     host copy, waves in first-use order) into c30-prefill-s42-old.
+# The two changes show apart: the wave order in the misses (the counters), the runs in the time
+# a miss takes ((prefill - the full-residency prefill) / misses, per request).
 # The registered configuration is the same code in both builds: the two editions' registered rows
 # say how far apart two runs of one build land. Any card. What comes back: both editions, the
 # workers' profiles (worker-profiles.tar.gz), device-campaign.sh's status and log.
