@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -103,5 +104,66 @@ func TestSimulate(t *testing.T) {
 	}
 	if _, err := Simulate(Config{Layers: 1, Experts: 4, Capacity: 2, Policy: "clock"}, false, []Worker{w}); err == nil {
 		t.Error("unknown policy simulated")
+	}
+}
+
+// batch is one wave of a batched prefill with one use an expert.
+func batch(layer int, ids ...int) Event {
+	uses := make([]int, len(ids))
+	for i := range uses {
+		uses[i] = 1 + i
+	}
+	return Event{Kind: KindBatch, Layer: layer, IDs: ids, Uses: uses}
+}
+
+// TestSimulateWavesPublishedFirst: 4 experts, capacity 2, {0, 1} resident
+// at the start. A batch of layer 0 recorded as waves {2,3} then {0,1}
+// misses all four (the first wave evicts the residents the second needs);
+// published first it is {0,1} then {2,3}: two misses, the same lookups.
+// Layer 1's batch, between two of layer 0's, is reordered on its own; a
+// lease is replayed as recorded. A trace already in that order replays to
+// the same counts under both rules. Belady and unknown rules are refused.
+func TestSimulateWavesPublishedFirst(t *testing.T) {
+	w := Worker{Requests: [][]Event{{
+		batch(0, 2, 3), batch(0, 0, 1),
+		batch(1, 3), batch(1, 2), batch(1, 1),
+		{Kind: KindLease, Layer: 0, IDs: g(0, 1)},
+	}}}
+	cfg := Config{Layers: 2, Experts: 4, Capacity: 2, GroupSize: 2}
+	rec, err := SimulateWaves(cfg, false, WavesRecorded, []Worker{w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := SimulateWaves(cfg, false, WavesPublishedFirst, []Worker{w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Recorded: layer 0 misses 2,3,0,1 (4), the lease 0,1 hits; layer 1
+	// misses 3 (evicts 0), 2 (evicts 1), 1 (evicts 3): 3.
+	// Published first: layer 0 hits 0,1 then misses 2,3 (evicting 0,1),
+	// then the lease misses 0,1 (2 more); layer 1's 3, 2, 1 become the
+	// waves {1,3} and {2}: 1 hits, 3 and 2 miss.
+	if rec.Misses != 7 || !slices.Equal(rec.LayerMisses, []int64{4, 3}) {
+		t.Errorf("recorded: %+v, want 7 misses (4, 3)", rec)
+	}
+	if pub.Misses != 6 || !slices.Equal(pub.LayerMisses, []int64{4, 2}) || pub.Lookups != rec.Lookups {
+		t.Errorf("published first: %+v, want 6 misses (4, 2) and %d lookups", pub, rec.Lookups)
+	}
+	got := PublishedFirst(g(0, 1), w.Requests[0][:2], 2)
+	want := []Event{{Kind: KindBatch, Layer: 0, IDs: g(0, 1), Uses: g(1, 2)}, {Kind: KindBatch, Layer: 0, IDs: g(2, 3), Uses: g(1, 2)}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PublishedFirst = %+v, want %+v", got, want)
+	}
+	ordered := Worker{Requests: [][]Event{want}}
+	a, _ := SimulateWaves(cfg, false, WavesRecorded, []Worker{ordered})
+	b, _ := SimulateWaves(cfg, false, WavesPublishedFirst, []Worker{ordered})
+	if a.Misses != 2 || b.Misses != a.Misses {
+		t.Errorf("a trace in published-first order: %d misses recorded, %d published first, want 2 and 2", a.Misses, b.Misses)
+	}
+	if _, err := SimulateWaves(Config{Layers: 2, Experts: 4, Capacity: 2, Policy: PolicyBelady}, false, WavesPublishedFirst, []Worker{w}); err == nil {
+		t.Error("belady simulated with reordered waves")
+	}
+	if _, err := SimulateWaves(cfg, false, "sorted", []Worker{w}); err == nil {
+		t.Error("unknown wave rule simulated")
 	}
 }

@@ -25,7 +25,7 @@ func simulateCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "simulate",
 		Usage:     "replay an edition's recorded routing traces offline under other policies and capacities, down to Belady's MIN",
-		UsageText: "horizon-bench simulate EDITION_DIR [--configs a,b] [--policy lru,fifo,lfu,arc,belady] [--capacity 8,16,...] [-o md|csv|json] [--prefetch]",
+		UsageText: "horizon-bench simulate EDITION_DIR [--configs a,b] [--policy lru,fifo,lfu,arc,belady] [--capacity 8,16,...] [-o md|csv|json] [--prefetch] [--waves recorded|published-first]",
 		Description: `Reads the routing traces of the edition's raw records (warmup.routing_trace and
 requests[i].routing_trace, eviction-trace-v1 or -v2) and replays them through the
 cache's model (package eviction) under every policy and capacity asked:
@@ -55,6 +55,14 @@ recorded policy and capacity only (and, for a configuration recorded with
 prefetch, only with --prefetch); recorded_misses beside it is the records'
 own count, which the replay of that row reproduces.
 
+--waves published-first replays each layer of each batched prefill (its
+consecutive batch events) with the experts the model holds resident when
+the batch begins first, as runtime/engine does since session 42: what an
+edition recorded in first-use order would have missed under that rule.
+The online policies only (Belady replays recorded waves: leave it out of
+--policy, as the default then does); recorded_misses and measured decode
+are left out, since they belong to the recorded waves.
+
 --capacity defaults to the recorded capacity plus a sweep: top-k, then every
 multiple of experts/8 up to the expert count. --policy defaults to every
 declared policy and belady. -o md (default) ends with LRU's misses against
@@ -65,6 +73,7 @@ as UNKNOWN (predicted) or - (not recorded).
 Example:
 
   horizon-bench simulate editions/smoke-cpu --policy lru,lfu,arc,belady --capacity 4,8,16 -o json
+  horizon-bench simulate editions/prefill-v1 --configs olmoe-0924-c30-grouped-batched --policy lru --waves published-first
 
 Editions written before routing traces were recorded cannot be simulated
 (exit 2).`,
@@ -74,6 +83,7 @@ Editions written before routing traces were recorded cannot be simulated
 			&cli.StringFlag{Name: "capacity", Usage: "comma-separated `CAPACITIES` (experts per layer; default: recorded + sweep)"},
 			&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Value: "md", Destination: output, Usage: "output `FORMAT`: md, csv or json"},
 			&cli.BoolFlag{Name: "prefetch", Usage: "replay recorded prefetch events for the online policies"},
+			&cli.StringFlag{Name: "waves", Value: eviction.WavesRecorded, Usage: "batched prefill waves: `RULE` recorded, or published-first (each layer's batch with its resident experts first)"},
 		},
 		Action: func(c *cli.Context) error { return runSimulate(c, output) },
 	}
@@ -275,7 +285,7 @@ func fullReference(p *simConfig, all []*simConfig) *simConfig {
 
 // simRow is one (configuration, policy, capacity) replay.
 type simRow struct {
-	Config, Policy          string
+	Config, Policy, Waves   string
 	Capacity                int
 	Lookups, Misses         int64
 	MissRatio               float64
@@ -308,6 +318,7 @@ var simFields = []simField{
 	{"config", func(r *simRow) any { return r.Config }, func(r *simRow) string { return r.Config }},
 	{"policy", func(r *simRow) any { return r.Policy }, func(r *simRow) string { return r.Policy }},
 	{"capacity", func(r *simRow) any { return r.Capacity }, func(r *simRow) string { return strconv.Itoa(r.Capacity) }},
+	{"waves", func(r *simRow) any { return r.Waves }, func(r *simRow) string { return r.Waves }},
 	{"lookups", func(r *simRow) any { return r.Lookups }, func(r *simRow) string { return itoa(r.Lookups) }},
 	{"misses", func(r *simRow) any { return r.Misses }, func(r *simRow) string { return itoa(r.Misses) }},
 	{"miss_ratio", func(r *simRow) any { return r.MissRatio }, func(r *simRow) string { return strconv.FormatFloat(r.MissRatio, 'f', 6, 64) }},
@@ -326,6 +337,7 @@ type simOptions struct {
 	capacities []int
 	output     string
 	prefetch   bool
+	waves      string
 }
 
 func splitList(s string) []string {
@@ -343,9 +355,20 @@ func parseSimulateArgs(c *cli.Context, output *string) (string, simOptions, erro
 	if err != nil {
 		return "", simOptions{}, err
 	}
-	o := simOptions{configs: splitList(c.String("configs")), policies: splitList(c.String("policy")), output: *output, prefetch: c.Bool("prefetch")}
+	o := simOptions{configs: splitList(c.String("configs")), policies: splitList(c.String("policy")), output: *output, prefetch: c.Bool("prefetch"),
+		waves: c.String("waves")}
 	if !slices.Contains([]string{"md", "csv", "json"}, o.output) {
 		return "", o, usageError("simulate: -o %q: want md, csv or json", o.output)
+	}
+	if !slices.Contains(eviction.WaveRules(), o.waves) {
+		return "", o, usageError("simulate: --waves %q: want %s", o.waves, strings.Join(eviction.WaveRules(), " or "))
+	}
+	if o.waves != eviction.WavesRecorded {
+		if !c.IsSet("policy") {
+			o.policies = eviction.Policies()
+		} else if slices.Contains(o.policies, eviction.PolicyBelady) {
+			return "", o, usageError("simulate: --waves %s: %s replays the recorded waves only; leave it out of --policy", o.waves, eviction.PolicyBelady)
+		}
 	}
 	if len(o.policies) == 0 {
 		return "", o, usageError("simulate: --policy names no policy")
@@ -451,18 +474,18 @@ func simulateRows(chosen, all []*simConfig, o simOptions) ([]*simRow, error) {
 			for _, pol := range o.policies {
 				cfg := eviction.Config{Layers: sc.Layers, Experts: sc.Experts, Capacity: capacity, Policy: pol,
 					Placement: sc.Placement, RecordBytes: sc.RecordBytes, GroupSize: sc.TopK}
-				res, err := eviction.Simulate(cfg, o.prefetch, sc.Workers)
+				res, err := eviction.SimulateWaves(cfg, o.prefetch, o.waves, sc.Workers)
 				if err != nil {
 					return nil, fmt.Errorf("simulate: %s: %w", sc.ID, err)
 				}
-				r := &simRow{Config: sc.ID, Policy: pol, Capacity: capacity, Lookups: res.Lookups, Misses: res.Misses,
+				r := &simRow{Config: sc.ID, Policy: pol, Capacity: capacity, Waves: o.waves, Lookups: res.Lookups, Misses: res.Misses,
 					MissRatio: res.MissRatio(), MissedBytes: res.Misses * sc.RecordBytes, Evictions: res.Evictions, WarmupMisses: res.WarmupMisses}
 				if ref != nil && bw > 0 && sc.Steps > 0 {
 					step := ref.DecodeSeconds/float64(ref.DecodeTokens) + float64(r.MissedBytes)/float64(sc.Steps)/bw
 					v := 1 / step
 					r.PredictedTokS = &v
 				}
-				if pol == sc.Policy && capacity == sc.Capacity && (sc.Prefetch == "off" || o.prefetch) {
+				if pol == sc.Policy && capacity == sc.Capacity && (sc.Prefetch == "off" || o.prefetch) && o.waves == eviction.WavesRecorded {
 					m := sc.RecordedMisses
 					r.RecordedMisses = &m
 					if sc.DecodeSeconds > 0 {
@@ -544,6 +567,9 @@ func writeSimMD(w io.Writer, edition string, chosen, all []*simConfig, rows []*s
 		p("Recorded prefetch events are replayed for the online policies (Belady ignores them, so it bounds demand misses without prefetch only).\n\n")
 	} else {
 		p("Prefetch events are dropped: every row is demand paging.\n\n")
+	}
+	if o.waves == eviction.WavesPublishedFirst {
+		p("Batched prefill waves are replayed published first: each layer's batch with the experts resident when it begins first, as runtime/engine serves them since session 42; recorded misses and measured decode belong to the recorded waves and are not shown.\n\n")
 	}
 	p("Predicted decode = 1 / (full-residency time per token + missed bytes per step / H2D bandwidth), missed bytes spread over every forward step (prefill included).\n\n")
 	p("| configuration | experts | top-k | recorded policy | recorded capacity | placement | prefetch | workers | full-residency reference | full (ms/token) | H2D (GB/s) |\n")

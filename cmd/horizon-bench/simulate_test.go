@@ -240,3 +240,44 @@ func TestSimulateUsage(t *testing.T) {
 		t.Errorf("--help: exit %d\n%s", r.code, r.stdout)
 	}
 }
+
+// TestSimulateWaves: --waves published-first replays session 40's
+// prefill-v1 c30 batched prefill (the committed edition) with each layer's
+// batch served resident experts first, as runtime/engine now does: 5,910
+// misses over its 15 requests where the recorded first-use waves made
+// 11,436 (the recorded rule still reproduces the records). It drops
+// belady from the default policies, refuses it when named, refuses an
+// unknown rule, and leaves out the recorded misses, which belong to the
+// recorded waves.
+func TestSimulateWaves(t *testing.T) {
+	ed := filepath.Join("..", "..", "editions", "prefill-v1")
+	cfg := "olmoe-0924-c30-grouped-batched"
+	for _, tc := range []struct {
+		waves, misses, recorded string
+	}{
+		{"recorded", "11436", "11436"},
+		{"published-first", "5910", "-"},
+	} {
+		r := run(t, "simulate", ed, "--configs", cfg, "--policy", "lru", "--capacity", "30", "--waves", tc.waves, "-o", "csv")
+		if r.code != 0 {
+			t.Fatalf("--waves %s: exit %d: %s", tc.waves, r.code, r.stderr)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("--waves %s: %d lines:\n%s", tc.waves, len(lines), r.stdout)
+		}
+		f := strings.Split(lines[1], ",")
+		if f[3] != tc.waves || f[5] != tc.misses || f[10] != tc.recorded {
+			t.Errorf("--waves %s: waves %s, misses %s, recorded %s; want %s, %s, %s", tc.waves, f[3], f[5], f[10], tc.waves, tc.misses, tc.recorded)
+		}
+	}
+	r := run(t, "simulate", ed, "--configs", cfg, "--capacity", "30", "--waves", "published-first", "-o", "csv")
+	if r.code != 0 || strings.Contains(r.stdout, eviction.PolicyBelady) || strings.Count(r.stdout, "\n") != 1+len(eviction.Policies()) {
+		t.Errorf("default policies under published-first: exit %d, %s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{{"--waves", "published-first", "--policy", "lru,belady"}, {"--waves", "sorted"}} {
+		if r := run(t, append([]string{"simulate", ed}, args...)...); r.code != 2 || !strings.Contains(r.stderr, "--waves") {
+			t.Errorf("%v: exit %d, stderr %q; want 2 and a --waves error", args, r.code, r.stderr)
+		}
+	}
+}

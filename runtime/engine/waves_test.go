@@ -17,7 +17,9 @@ import (
 // expert a later wave of the batch needs. Checked by replaying each
 // request's routing trace through eviction.Model (the cache's counters,
 // which the replay must reproduce), on both tiny models, at several
-// capacities, over prompts of several batches, one request after another.
+// capacities, over prompts of several batches, one request after another;
+// and horizon-bench simulate's rule (eviction.WavesPublishedFirst) leaves
+// the engine's traces as they are.
 func TestBatchedPrefillWavesMissOnlyNonResident(t *testing.T) {
 	prompts := [][]int{
 		promptIDs(strings.Repeat("Waves lease what fits, residents first. ", 3)),
@@ -41,6 +43,7 @@ func TestBatchedPrefillWavesMissOnlyNonResident(t *testing.T) {
 				}
 				l.Cache.TakeTrace() // admission's: none expected, but start clean
 				batches := 0
+				var traces [][]eviction.Event
 				for _, p := range prompts {
 					l.Cache.BeginRequest()
 					if _, err := l.Generate(Request{Prompt: p, Tokens: 2, SuppressEOS: true}); err != nil {
@@ -52,6 +55,7 @@ func TestBatchedPrefillWavesMissOnlyNonResident(t *testing.T) {
 					}
 					before := m.Counters()
 					evs := l.Cache.TakeTrace()
+					traces = append(traces, evs)
 					for i := 0; i < len(evs); {
 						ev := evs[i]
 						if ev.Kind != eviction.KindBatch {
@@ -91,6 +95,21 @@ func TestBatchedPrefillWavesMissOnlyNonResident(t *testing.T) {
 				}
 				if batches == 0 {
 					t.Fatal("no batch events in the traces")
+				}
+				// The simulator's rule is the engine's: the traces replay
+				// to the same misses with their waves reordered by it.
+				sim := eviction.Config{Layers: cfg.NumLayers, Experts: cfg.NumExperts, Capacity: c, GroupSize: cfg.TopK, RecordBytes: 1}
+				w := []eviction.Worker{{Requests: traces}}
+				rec, err := eviction.SimulateWaves(sim, false, eviction.WavesRecorded, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				pub, err := eviction.SimulateWaves(sim, false, eviction.WavesPublishedFirst, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rec.Misses != pub.Misses || rec.Misses != m.Counters().Misses {
+					t.Fatalf("the engine's traces: %d misses replayed as recorded, %d published first, %d in the check above", rec.Misses, pub.Misses, m.Counters().Misses)
 				}
 			})
 		}
