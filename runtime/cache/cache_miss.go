@@ -458,7 +458,7 @@ func (c *Cache) issueStaged(jobs []copyJob) (issued int, err error) {
 		for i := range round {
 			j, s := &round[i], slots[i]
 			dst := j.layer.rows[j.row].dev
-			for at := 0; at == 0 || at < c.size; {
+			for at, first := 0, true; first || at < c.size; first = false {
 				end := min(st.prefix(i, at+c.run), at+c.run)
 				if end == c.size {
 					c.stagingBytes.Add(int64(c.size))
