@@ -2,8 +2,9 @@
 # Session 42: OLMoE's c30 batched prefill as a campaign (results/s42/c30-prefill.yaml: the
 # edition's configuration, session 28's pool and the registered transport), alone on the
 # machine, each worker profiled (HORIZON_WORKER_PROFILE), with two builds one after the other:
-#   - this one (carry/horizon-bench-cuda: the staged transport's records in 1 MiB runs as their
-#     bytes land, 0ef0684, and the waves' resident experts first) into edition c30-prefill-s42;
+#   - this one (carry/horizon-bench-cuda, make gpu-bins at HEAD: the staged transport's records
+#     in 1 MiB runs as their bytes land since 0ef0684, the waves' resident experts first since
+#     a7f7bee) into edition c30-prefill-s42;
 #   - the build before both (carry/old/horizon-bench-cuda, f7b87d1: a record whole after its whole
 #     host copy, waves in first-use order) into c30-prefill-s42-old.
 # The two changes show apart: the wave order in the misses (the counters), the runs in the time
