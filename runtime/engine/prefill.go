@@ -877,8 +877,8 @@ func groupSlots(ids []int, E int) (order []int, slots [][]int, err error) {
 }
 
 // publishedFirst returns order with the experts published in rows (a
-// snapshot's: non-nil) first and the others after them, each kind in its
-// order in order. At partial residency the waves then serve every expert
+// snapshot's: non-nil) first and the others after them, each kind in the
+// order it had in order. At partial residency the waves then serve every expert
 // of the layer that is resident before any miss can evict it: a miss's
 // victims are never experts the batch still needs, so the batch misses
 // exactly its distinct experts that were not resident. In first-use order
